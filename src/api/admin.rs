@@ -1,0 +1,75 @@
+//! `/v1/admin`: operator actions, behind the admin token.
+
+use axum::Json;
+use axum::extract::{FromRef, FromRequestParts, State};
+use axum::http::request::Parts;
+use serde::{Deserialize, Serialize};
+
+use super::extract::{Bearer, Path, Query, lock_name};
+use super::locks::HolderBody;
+use super::problem::{Problem, ProblemKind};
+use crate::state::{AdminAuth, AppState};
+
+/// Proof that the request carries the admin token.
+#[derive(Debug)]
+pub struct Admin;
+
+impl<S> FromRequestParts<S> for Admin
+where
+    S: Send + Sync,
+    AppState: FromRef<S>,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let state = AppState::from_ref(state);
+        if matches!(state.admin, AdminAuth::Disabled) {
+            return Err(Problem::new(
+                ProblemKind::AdminDisabled,
+                "start the server with --admin-token (LEASEHOLD_ADMIN_TOKEN) to use admin routes",
+            ));
+        }
+        match Bearer::from_request_parts(parts, &()).await?.0 {
+            None => Err(Problem::new(
+                ProblemKind::AdminTokenRequired,
+                "send the admin token as Authorization: Bearer <token>",
+            )),
+            Some(token) if state.admin.accepts(&token) => Ok(Admin),
+            Some(_) => Err(Problem::new(ProblemKind::AdminTokenInvalid, "wrong admin token")),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForceReleaseQuery {
+    /// Why, for the event and the lock's history.
+    #[serde(default)]
+    reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ForceReleaseBody {
+    lock: String,
+    /// False when nobody held the lock.
+    released: bool,
+    removed: Vec<HolderBody>,
+}
+
+/// `DELETE /v1/admin/locks/{name}[?reason=..]`: removes every holder and wakes waiters; the
+/// removed leases' holders get 410 from then on.
+pub async fn force_release(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(query): Query<ForceReleaseQuery>,
+) -> Result<Json<ForceReleaseBody>, Problem> {
+    let name = lock_name(&name)?;
+    let forced = state.locks.force_release(&name, "admin-api", &query.reason).await?;
+    tracing::info!(lock = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
+    Ok(Json(ForceReleaseBody {
+        lock: name.to_string(),
+        released: !forced.removed.is_empty(),
+        removed: forced.removed.into_iter().map(HolderBody::from).collect(),
+    }))
+}

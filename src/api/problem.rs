@@ -1,0 +1,296 @@
+//! RFC 9457 problem details: every failure of the API answers `application/problem+json` with
+//! `type`, `title`, `status`, `detail` and a stable machine `code`.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::locks::{InvalidInput, LeaseState, LockError};
+
+/// Every problem the API can answer with: its code, status and title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    LockHeld,
+    LeaseLost,
+    LeaseNotFound,
+    LockNotFound,
+    TokenMissing,
+    TokenMalformed,
+    TokenMismatch,
+    AdminTokenRequired,
+    AdminTokenInvalid,
+    AdminDisabled,
+    InvalidLockName,
+    InvalidTtl,
+    InvalidBody,
+    MalformedJson,
+    UnsupportedMediaType,
+    PayloadTooLarge,
+    InvalidQuery,
+    NotFound,
+    MethodNotAllowed,
+    RedisUnavailable,
+    ShuttingDown,
+    Internal,
+}
+
+impl ProblemKind {
+    pub const ALL: [Self; 22] = [
+        Self::LockHeld,
+        Self::LeaseLost,
+        Self::LeaseNotFound,
+        Self::LockNotFound,
+        Self::TokenMissing,
+        Self::TokenMalformed,
+        Self::TokenMismatch,
+        Self::AdminTokenRequired,
+        Self::AdminTokenInvalid,
+        Self::AdminDisabled,
+        Self::InvalidLockName,
+        Self::InvalidTtl,
+        Self::InvalidBody,
+        Self::MalformedJson,
+        Self::UnsupportedMediaType,
+        Self::PayloadTooLarge,
+        Self::InvalidQuery,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::RedisUnavailable,
+        Self::ShuttingDown,
+        Self::Internal,
+    ];
+
+    pub fn code(self) -> &'static str {
+        self.describe().0
+    }
+
+    pub fn status(self) -> StatusCode {
+        self.describe().1
+    }
+
+    pub fn title(self) -> &'static str {
+        self.describe().2
+    }
+
+    pub fn from_code(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    fn describe(self) -> (&'static str, StatusCode, &'static str) {
+        use StatusCode as S;
+        match self {
+            Self::LockHeld => ("lock_held", S::CONFLICT, "The lock is held by another lease"),
+            Self::LeaseLost => ("lease_lost", S::GONE, "The lease no longer holds the lock"),
+            Self::LeaseNotFound => ("lease_not_found", S::NOT_FOUND, "No such lease on this lock"),
+            Self::LockNotFound => ("lock_not_found", S::NOT_FOUND, "The lock is free and unknown"),
+            Self::TokenMissing => ("token_missing", S::UNAUTHORIZED, "A lease token is required"),
+            Self::TokenMalformed => {
+                ("token_malformed", S::UNAUTHORIZED, "The bearer token is not a lease token")
+            }
+            Self::TokenMismatch => {
+                ("token_mismatch", S::FORBIDDEN, "The token does not prove this lease")
+            }
+            Self::AdminTokenRequired => {
+                ("admin_token_required", S::UNAUTHORIZED, "The admin token is required")
+            }
+            Self::AdminTokenInvalid => {
+                ("admin_token_invalid", S::FORBIDDEN, "The admin token is not valid")
+            }
+            Self::AdminDisabled => {
+                ("admin_disabled", S::FORBIDDEN, "No admin token is configured")
+            }
+            Self::InvalidLockName => {
+                ("invalid_lock_name", S::UNPROCESSABLE_ENTITY, "Invalid lock name")
+            }
+            Self::InvalidTtl => ("invalid_ttl", S::UNPROCESSABLE_ENTITY, "TTL out of range"),
+            Self::InvalidBody => {
+                ("invalid_body", S::UNPROCESSABLE_ENTITY, "The request body is not valid")
+            }
+            Self::MalformedJson => ("malformed_json", S::BAD_REQUEST, "The body is not JSON"),
+            Self::UnsupportedMediaType => (
+                "unsupported_media_type",
+                S::UNSUPPORTED_MEDIA_TYPE,
+                "The body must be application/json",
+            ),
+            Self::PayloadTooLarge => {
+                ("payload_too_large", S::PAYLOAD_TOO_LARGE, "The request body is too large")
+            }
+            Self::InvalidQuery => {
+                ("invalid_query", S::BAD_REQUEST, "The query string is not valid")
+            }
+            Self::NotFound => ("not_found", S::NOT_FOUND, "No such resource"),
+            Self::MethodNotAllowed => {
+                ("method_not_allowed", S::METHOD_NOT_ALLOWED, "Method not allowed here")
+            }
+            Self::RedisUnavailable => {
+                ("redis_unavailable", S::SERVICE_UNAVAILABLE, "Redis is unavailable")
+            }
+            Self::ShuttingDown => {
+                ("shutting_down", S::SERVICE_UNAVAILABLE, "The service is shutting down")
+            }
+            Self::Internal => ("internal", S::INTERNAL_SERVER_ERROR, "Internal error"),
+        }
+    }
+}
+
+/// One problem response.
+#[derive(Debug)]
+pub struct Problem {
+    kind: ProblemKind,
+    detail: String,
+    extra: Map<String, Value>,
+    retry_after: Option<Duration>,
+    www_authenticate: bool,
+}
+
+impl Problem {
+    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            detail: detail.into(),
+            extra: Map::new(),
+            retry_after: None,
+            www_authenticate: matches!(
+                kind,
+                ProblemKind::TokenMissing
+                    | ProblemKind::TokenMalformed
+                    | ProblemKind::AdminTokenRequired
+            ),
+        }
+    }
+
+    pub fn kind(&self) -> ProblemKind {
+        self.kind
+    }
+
+    /// Adds a member beside the standard ones (RFC 9457 extension members).
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Sets `Retry-After` (whole seconds, rounded up) and `retry_after_ms`.
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        self.with("retry_after_ms", ms)
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    r#type: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    code: &'a str,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = self.kind.status();
+        let body = Body {
+            r#type: format!("/problems/{}", self.kind.code()),
+            title: self.kind.title(),
+            status: status.as_u16(),
+            detail: &self.detail,
+            code: self.kind.code(),
+            extra: &self.extra,
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = (status, json).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(after) = self.retry_after {
+            let secs = after.as_millis().div_ceil(1000).max(1);
+            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                headers.insert(header::RETRY_AFTER, v);
+            }
+        }
+        if self.www_authenticate {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<InvalidInput> for Problem {
+    fn from(e: InvalidInput) -> Self {
+        let kind = match e {
+            InvalidInput::LockName(_) => ProblemKind::InvalidLockName,
+            InvalidInput::Ttl { .. } => ProblemKind::InvalidTtl,
+            InvalidInput::Holder(_) | InvalidInput::Metadata(_) => ProblemKind::InvalidBody,
+            InvalidInput::TokenShape => ProblemKind::TokenMalformed,
+        };
+        Problem::new(kind, e.to_string())
+    }
+}
+
+impl From<LockError> for Problem {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::Held(c) => {
+                let who = match (&c.holder, &c.lease_id, &c.holder_id) {
+                    (Some(label), _, _) => format!("held by {label:?}"),
+                    (None, Some(id), _) => format!("held by lease {id}"),
+                    (None, None, Some(field)) => format!("held by a Redisson client ({field})"),
+                    (None, None, None) => "held".to_owned(),
+                };
+                let mut p = Problem::new(ProblemKind::LockHeld, format!("the lock is {who}"))
+                    .with("holder", c.holder.clone())
+                    .with("lease_id", c.lease_id.map(|id| id.to_string()))
+                    .with("holder_id", c.holder_id.clone());
+                if let Some(after) = c.retry_after {
+                    p = p.retry_after(after);
+                }
+                p
+            }
+            LockError::LeaseLost(state) => {
+                let why = match state {
+                    LeaseState::Released => "it was released",
+                    LeaseState::ForceReleased => "an admin force-released the lock",
+                    LeaseState::Expired | LeaseState::Held => "its TTL ran out",
+                };
+                Problem::new(
+                    ProblemKind::LeaseLost,
+                    format!("the lease no longer holds the lock: {why}; acquire a new lease"),
+                )
+                .with("reason", state.as_str())
+            }
+            LockError::UnknownLease => Problem::new(
+                ProblemKind::LeaseNotFound,
+                "no lease with this id on this lock (or it ended long ago)",
+            ),
+            LockError::TokenMismatch => Problem::new(
+                ProblemKind::TokenMismatch,
+                "the bearer token does not belong to this lease",
+            ),
+            LockError::UnknownToken => Problem::new(
+                ProblemKind::TokenMismatch,
+                "the bearer token belongs to no lease on this lock; omit it to ask for a new lease",
+            ),
+            LockError::Unavailable(source) => {
+                tracing::warn!(error = %source, "Redis call failed");
+                Problem::new(ProblemKind::RedisUnavailable, "Redis did not answer; try again")
+                    .retry_after(Duration::from_secs(1))
+            }
+            LockError::ShuttingDown => Problem::new(
+                ProblemKind::ShuttingDown,
+                "this instance is shutting down; retry on another",
+            )
+            .retry_after(Duration::from_secs(1)),
+            LockError::BadReply(what) => {
+                tracing::error!(reply = %what, "unexpected script reply");
+                Problem::new(ProblemKind::Internal, "internal error")
+            }
+        }
+    }
+}

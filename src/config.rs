@@ -1,0 +1,123 @@
+//! Command line and environment: every flag also reads a `LEASEHOLD_*` variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the lock service.
+    Serve(ServeArgs),
+    /// Exit 0 when a local server answers /healthz (for container health checks).
+    Healthcheck(HealthcheckArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address the HTTP API listens on.
+    #[arg(long, env = "LEASEHOLD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Redis to keep lock state in (redis://host:port/db, rediss://..., redis+unix:///path).
+    /// Without it, Leasehold starts its own private redis-server in --data-dir.
+    #[arg(long, env = "LEASEHOLD_REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// Prefix for every Redis key and channel; Redisson clients that should exclude our leases
+    /// must use the same one. Empty by default, like Redisson.
+    #[arg(long, env = "LEASEHOLD_KEY_PREFIX", default_value = "", value_parser = parse_key_prefix)]
+    pub key_prefix: String,
+
+    /// Lease TTL when a request names none, in milliseconds (Redisson's default is 30 s).
+    #[arg(long, env = "LEASEHOLD_DEFAULT_TTL_MS", default_value_t = 30_000)]
+    pub default_ttl_ms: u64,
+
+    /// Smallest TTL a request may ask for, in milliseconds.
+    #[arg(long, env = "LEASEHOLD_MIN_TTL_MS", default_value_t = 1_000)]
+    pub min_ttl_ms: u64,
+
+    /// Largest TTL a request may ask for, in milliseconds (default 24 h).
+    #[arg(long, env = "LEASEHOLD_MAX_TTL_MS", default_value_t = 86_400_000)]
+    pub max_ttl_ms: u64,
+
+    /// Longest server-side wait an acquire may ask for with ?wait_ms=, in milliseconds; longer
+    /// waits are cut to this.
+    #[arg(long, env = "LEASEHOLD_MAX_WAIT_MS", default_value_t = 60_000)]
+    pub max_wait_ms: u64,
+
+    /// How long a released or expired lease keeps answering 410 (rather than 404), in ms.
+    #[arg(long, env = "LEASEHOLD_TOMBSTONE_MS", default_value_t = 60_000)]
+    pub tombstone_ms: u64,
+
+    /// Bearer token for /v1/admin routes (at least 16 characters). With the embedded Redis and
+    /// no token given, one is generated, printed once and written to <data-dir>/admin-token.
+    /// With --redis-url and no token, admin routes are disabled.
+    #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// Directory of the embedded Redis (AOF persistence, socket, log) and the admin token.
+    #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./leasehold-data")]
+    pub data_dir: PathBuf,
+
+    /// How long one Redis command may take before the request fails with 503, in ms.
+    #[arg(long, env = "LEASEHOLD_REDIS_TIMEOUT_MS", default_value_t = 1_000)]
+    pub redis_timeout_ms: u64,
+
+    /// Log format.
+    #[arg(long, env = "LEASEHOLD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HealthcheckArgs {
+    /// Address of the server to check.
+    #[arg(long, env = "LEASEHOLD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl ServeArgs {
+    /// Checks what clap cannot check field by field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.min_ttl_ms == 0 || self.min_ttl_ms > self.max_ttl_ms {
+            return Err("--min-ttl-ms must be at least 1 and at most --max-ttl-ms".into());
+        }
+        if !(self.min_ttl_ms..=self.max_ttl_ms).contains(&self.default_ttl_ms) {
+            return Err("--default-ttl-ms must lie between --min-ttl-ms and --max-ttl-ms".into());
+        }
+        if self.admin_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err("--admin-token must be at least 16 characters".into());
+        }
+        if self.redis_timeout_ms == 0 {
+            return Err("--redis-timeout-ms must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// A prefix keeps to the lock-name alphabet, so it can neither carry a cluster hash tag nor
+/// a glob character into the subscriber's pattern.
+fn parse_key_prefix(raw: &str) -> Result<String, String> {
+    if raw.len() > 64
+        || !raw
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+    {
+        return Err("a key prefix has at most 64 ASCII letters, digits and . _ - :".into());
+    }
+    Ok(raw.to_owned())
+}

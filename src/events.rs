@@ -1,0 +1,141 @@
+//! The one Redis subscriber of this process. It listens on every unlock channel of our key
+//! prefix (Redisson's `redisson_lock__channel:{..}`, so a Redisson client's unlock wakes our
+//! waiters too) with a single PSUBSCRIBE, and fans each message out to the local waiters.
+//! Thousands of waiting requests therefore cost one connection and one subscription.
+//!
+//! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
+//! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::locks::KeySpace;
+use crate::locks::waiters::Waiters;
+
+/// How long a connect, subscribe or ping may take before the connection counts as dead.
+const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the idle subscription is pinged, to notice a Redis that vanished silently.
+const PING_EVERY: Duration = Duration::from_secs(5);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// What the rest of the process may know about the subscriber.
+#[derive(Debug, Default)]
+pub struct SubscriberStatus {
+    connected: AtomicBool,
+    reconnects: AtomicU64,
+}
+
+impl SubscriberStatus {
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// Times the subscription was lost and re-established.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts the subscriber; it runs until `shutdown` is cancelled.
+pub fn spawn_subscriber(
+    client: redis::Client,
+    keys: KeySpace,
+    waiters: Arc<Waiters>,
+    shutdown: CancellationToken,
+) -> (Arc<SubscriberStatus>, JoinHandle<()>) {
+    let status = Arc::new(SubscriberStatus::default());
+    let task = tokio::spawn(run(client, keys, waiters, status.clone(), shutdown));
+    (status, task)
+}
+
+async fn run(
+    client: redis::Client,
+    keys: KeySpace,
+    waiters: Arc<Waiters>,
+    status: Arc<SubscriberStatus>,
+    shutdown: CancellationToken,
+) {
+    let pattern = keys.unlock_channel_pattern();
+    let mut backoff = BACKOFF_MIN;
+    let mut ever_connected = false;
+    loop {
+        let connected = tokio::select! {
+            c = subscribe(&client, &pattern) => c,
+            () = shutdown.cancelled() => return,
+        };
+        match connected {
+            Ok(pubsub) => {
+                if ever_connected {
+                    status.reconnects.fetch_add(1, Ordering::Relaxed);
+                }
+                ever_connected = true;
+                backoff = BACKOFF_MIN;
+                status.connected.store(true, Ordering::Relaxed);
+                tracing::info!(%pattern, "subscribed to unlock messages");
+                // Anything published while we were away is lost: everyone re-checks now.
+                waiters.wake_all();
+                let stopped = listen(pubsub, &keys, &waiters, &shutdown).await;
+                status.connected.store(false, Ordering::Relaxed);
+                waiters.wake_all();
+                if stopped {
+                    return;
+                }
+                tracing::warn!("lost the Redis subscription; reconnecting");
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot subscribe to Redis; retrying"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+async fn subscribe(client: &redis::Client, pattern: &str) -> redis::RedisResult<redis::aio::PubSub> {
+    let attempt = async {
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.psubscribe(pattern).await?;
+        Ok(pubsub)
+    };
+    tokio::time::timeout(IO_TIMEOUT, attempt).await.unwrap_or_else(|_| {
+        Err(redis::RedisError::from((redis::ErrorKind::Io, "subscribe timed out")))
+    })
+}
+
+/// Routes messages until the connection ends (false) or shutdown (true).
+async fn listen(
+    pubsub: redis::aio::PubSub,
+    keys: &KeySpace,
+    waiters: &Waiters,
+    shutdown: &CancellationToken,
+) -> bool {
+    let (mut sink, mut stream) = pubsub.split();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    loop {
+        tokio::select! {
+            msg = stream.next() => match msg {
+                Some(msg) => {
+                    if let Some(lock_key) = keys.lock_key_of_unlock_channel(msg.get_channel_name()) {
+                        waiters.wake(lock_key);
+                    }
+                }
+                None => return false,
+            },
+            _ = ping.tick() => {
+                let pong = tokio::time::timeout(IO_TIMEOUT, sink.ping::<redis::Value>()).await;
+                if !matches!(pong, Ok(Ok(_))) {
+                    return false;
+                }
+            }
+            () = shutdown.cancelled() => return true,
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Leasehold: a distributed lock service over HTTP, with lock state in Redis kept in
+//! Redisson's data layout.
+//!
+//! Where things live:
+//! - [`config`]: the command line (`leasehold serve`), every flag also an env var.
+//! - [`server`]: wires everything together and serves on a bound listener ([`server::run`]).
+//! - [`locks`]: the lock domain: lease types, the Redis key layout, the Lua scripts in `lua/`,
+//!   waiting. Knows nothing of HTTP.
+//! - [`events`]: the single Redis subscriber that wakes waiting requests.
+//! - [`api`]: the `/v1` HTTP API (axum handlers, problem+json errors).
+//! - [`state`]: what handlers share.
+//! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
+//! - [`shutdown`], [`telemetry`]: signals and logs.
+
+pub mod api;
+pub mod config;
+pub mod embedded_redis;
+pub mod events;
+pub mod locks;
+pub mod server;
+pub mod shutdown;
+pub mod state;
+pub mod telemetry;

@@ -1,0 +1,57 @@
+//! What can go wrong in the lock domain, stated as situations; the API maps them to statuses.
+
+use std::time::Duration;
+
+use super::model::{Contention, LeaseState};
+
+/// Input that cannot name a lock, lease or TTL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidInput {
+    #[error("invalid lock name: {0}")]
+    LockName(String),
+    #[error("ttl_ms must be between {min_ms} and {max_ms}, got {ttl_ms}")]
+    Ttl { ttl_ms: u64, min_ms: u64, max_ms: u64 },
+    #[error("invalid holder label: {0}")]
+    Holder(String),
+    #[error("invalid metadata: {0}")]
+    Metadata(String),
+    #[error("a lease token looks like lht_ followed by 43 base64url characters")]
+    TokenShape,
+}
+
+/// Why a lock operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("the lock is held by another lease")]
+    Held(Contention),
+    #[error("the lease no longer holds the lock ({})", .0.as_str())]
+    LeaseLost(LeaseState),
+    #[error("no such lease on this lock")]
+    UnknownLease,
+    #[error("the token does not belong to this lease")]
+    TokenMismatch,
+    #[error("the token belongs to no lease on this lock")]
+    UnknownToken,
+    #[error("Redis is unavailable: {0}")]
+    Unavailable(#[source] redis::RedisError),
+    #[error("Redis gave an answer this version does not understand: {0}")]
+    BadReply(String),
+    #[error("the service is shutting down")]
+    ShuttingDown,
+}
+
+impl LockError {
+    /// When a refused acquirer may try again.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Held(c) => c.retry_after,
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for LockError {
+    fn from(e: redis::RedisError) -> Self {
+        Self::Unavailable(e)
+    }
+}

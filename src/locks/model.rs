@@ -1,0 +1,444 @@
+//! Domain types: parsed once at the edge, trusted everywhere inside.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rand::Rng as _;
+use sha2::{Digest as _, Sha256};
+use uuid::Uuid;
+
+use super::error::InvalidInput;
+
+/// A lock's name as clients write it in URLs.
+///
+/// ASCII letters, digits and `.` `_` `-` `:`, 1 to 200 characters. Braces are refused so a name
+/// can never carry a Redis Cluster hash tag of its own: every key of a lock hashes on the whole
+/// (prefixed) name, which keeps each script in one slot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockName(String);
+
+impl LockName {
+    pub const MAX_LEN: usize = 200;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+            return Err(InvalidInput::LockName(format!(
+                "a lock name has 1 to {} characters, this one has {}",
+                Self::MAX_LEN,
+                raw.chars().count()
+            )));
+        }
+        if let Some(bad) = raw
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':')))
+        {
+            return Err(InvalidInput::LockName(format!(
+                "a lock name may hold ASCII letters, digits and . _ - : only, not {bad:?}"
+            )));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LockName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A lease's public identifier (UUIDv7, so ids sort by creation time). Not a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct LeaseId(Uuid);
+
+impl LeaseId {
+    pub fn generate() -> Self {
+        Self(Uuid::now_v7())
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Uuid::try_parse(raw).ok().map(Self)
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+/// The bearer secret that proves a lease: `lht_` + 256 random bits in base64url.
+///
+/// Only its SHA-256 digest is stored; the token itself is shown once, in the 201 response.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LeaseToken(String);
+
+impl LeaseToken {
+    pub const PREFIX: &'static str = "lht_";
+    const RANDOM_BYTES: usize = 32;
+
+    pub fn generate() -> Self {
+        Self(random_secret(Self::PREFIX, Self::RANDOM_BYTES))
+    }
+
+    /// Accepts only the exact shape `generate` produces, so a typo is a clear 401, not a 403.
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        let body = raw.strip_prefix(Self::PREFIX).ok_or(InvalidInput::TokenShape)?;
+        match URL_SAFE_NO_PAD.decode(body) {
+            Ok(bytes) if bytes.len() == Self::RANDOM_BYTES => Ok(Self(raw.to_owned())),
+            _ => Err(InvalidInput::TokenShape),
+        }
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn digest(&self) -> TokenDigest {
+        TokenDigest::of(&self.0)
+    }
+}
+
+impl fmt::Debug for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LeaseToken(<redacted>)")
+    }
+}
+
+/// `prefix` + `bytes` random bytes from the OS generator, base64url without padding.
+pub fn random_secret(prefix: &str, bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(&buf))
+}
+
+/// SHA-256 of a secret, the only form in which secrets are stored or compared.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenDigest([u8; 32]);
+
+impl TokenDigest {
+    pub fn of(secret: &str) -> Self {
+        Self(Sha256::digest(secret.as_bytes()).into())
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// A lease time to live, within the configured bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ttl(Duration);
+
+impl Ttl {
+    pub fn as_millis(self) -> u64 {
+        u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn as_duration(self) -> Duration {
+        self.0
+    }
+}
+
+/// The TTLs a deployment accepts, and the one it gives when a client names none.
+#[derive(Debug, Clone, Copy)]
+pub struct TtlPolicy {
+    pub default_ms: u64,
+    pub min_ms: u64,
+    pub max_ms: u64,
+}
+
+impl TtlPolicy {
+    pub fn default_ttl(&self) -> Ttl {
+        Ttl(Duration::from_millis(self.default_ms))
+    }
+
+    pub fn parse(&self, ttl_ms: u64) -> Result<Ttl, InvalidInput> {
+        if ttl_ms < self.min_ms || ttl_ms > self.max_ms {
+            return Err(InvalidInput::Ttl {
+                ttl_ms,
+                min_ms: self.min_ms,
+                max_ms: self.max_ms,
+            });
+        }
+        Ok(Ttl(Duration::from_millis(ttl_ms)))
+    }
+}
+
+/// A per-lock number that grows with every new acquisition and never goes back, not even
+/// after a release or an expiry: the protected resource rejects writes carrying a smaller one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct FencingToken(pub u64);
+
+/// A free-text label naming who holds a lease ("worker-3", "deploy cron"), for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderLabel(String);
+
+impl HolderLabel {
+    pub const MAX_LEN: usize = 200;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.is_empty() || raw.chars().count() > Self::MAX_LEN {
+            return Err(InvalidInput::Holder(format!(
+                "a holder label has 1 to {} characters",
+                Self::MAX_LEN
+            )));
+        }
+        if raw.chars().any(char::is_control) {
+            return Err(InvalidInput::Holder(
+                "a holder label may not hold control characters".into(),
+            ));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A small JSON object a client attaches to its lease (job id, host, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metadata(serde_json::Map<String, serde_json::Value>);
+
+impl Metadata {
+    pub const MAX_BYTES: usize = 4096;
+
+    pub fn parse(value: serde_json::Value) -> Result<Self, InvalidInput> {
+        let serde_json::Value::Object(map) = value else {
+            return Err(InvalidInput::Metadata(
+                "metadata must be a JSON object".into(),
+            ));
+        };
+        let size = serde_json::to_string(&map).map(|s| s.len()).unwrap_or(usize::MAX);
+        if size > Self::MAX_BYTES {
+            return Err(InvalidInput::Metadata(format!(
+                "metadata may take {} bytes as JSON, this takes {size}",
+                Self::MAX_BYTES
+            )));
+        }
+        Ok(Self(map))
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::Value::Object(self.0.clone()).to_string()
+    }
+
+    pub fn into_value(self) -> serde_json::Value {
+        serde_json::Value::Object(self.0)
+    }
+
+    /// Reads what `to_json` stored; anything else (or nothing) is no metadata.
+    pub(crate) fn from_stored(raw: Option<&str>) -> Option<Self> {
+        match serde_json::from_str(raw?) {
+            Ok(serde_json::Value::Object(map)) => Some(Self(map)),
+            _ => None,
+        }
+    }
+}
+
+/// A point in time as Redis's clock gave it, in milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Timestamp(pub u64);
+
+impl Timestamp {
+    pub fn plus(self, ms: u64) -> Self {
+        Self(self.0.saturating_add(ms))
+    }
+
+    pub fn as_system_time(self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.0)
+    }
+
+    /// RFC 3339 with milliseconds, UTC.
+    pub fn rfc3339(self) -> String {
+        humantime::format_rfc3339_millis(self.as_system_time()).to_string()
+    }
+}
+
+/// What a client asks for when it acquires.
+#[derive(Debug, Clone)]
+pub struct AcquireRequest {
+    pub ttl: Option<Ttl>,
+    pub holder: Option<HolderLabel>,
+    pub metadata: Option<Metadata>,
+    /// Present when the client re-enters a lease it holds.
+    pub token: Option<LeaseToken>,
+}
+
+/// A granted acquisition: a new lease or one more level of an existing one.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub lease_id: LeaseId,
+    /// The new lease's token; `None` on reentry (the client already has it).
+    pub token: Option<LeaseToken>,
+    pub holder: Option<String>,
+    pub fencing_token: FencingToken,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub acquired_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+impl Grant {
+    pub fn is_new(&self) -> bool {
+        self.token.is_some()
+    }
+}
+
+/// Who holds a lock right now, as far as a refused acquirer may know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contention {
+    /// The holder's label; `None` for unlabelled leases and Redisson clients.
+    pub holder: Option<String>,
+    pub lease_id: Option<LeaseId>,
+    /// The raw Redis field (`<lease-id>:1`, or Redisson's `<client-uuid>:<thread-id>`).
+    pub holder_id: Option<String>,
+    /// When the holder's TTL runs out, if it has one.
+    pub retry_after: Option<Duration>,
+}
+
+/// A successful heartbeat.
+#[derive(Debug, Clone)]
+pub struct Renewal {
+    pub lease_id: LeaseId,
+    pub reentry_count: u64,
+    pub fencing_token: FencingToken,
+    pub ttl_ms: u64,
+    pub expires_at: Timestamp,
+    /// How much of the previous TTL was left when the heartbeat arrived.
+    pub slack_ms: i64,
+}
+
+/// A successful release.
+#[derive(Debug, Clone)]
+pub struct Release {
+    pub lease_id: LeaseId,
+    /// Levels still held; 0 when the lock was let go.
+    pub reentry_count: u64,
+    pub released: bool,
+}
+
+/// How a lease ended, or that it still holds its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    Held,
+    Released,
+    Expired,
+    ForceReleased,
+}
+
+impl LeaseState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Released => "released",
+            Self::Expired => "expired",
+            Self::ForceReleased => "force_released",
+        }
+    }
+}
+
+/// A lease as anyone may see it (never with its token).
+#[derive(Debug, Clone)]
+pub struct LeaseView {
+    pub lease_id: LeaseId,
+    pub lock: LockName,
+    pub state: LeaseState,
+    pub holder: Option<String>,
+    pub metadata: Option<Metadata>,
+    pub fencing_token: FencingToken,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub acquired_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
+    /// Time left while held.
+    pub remaining_ms: Option<u64>,
+}
+
+/// One holder of a lock.
+#[derive(Debug, Clone)]
+pub struct HolderView {
+    /// The raw Redis field (`<lease-id>:1`, or Redisson's `<client-uuid>:<thread-id>`).
+    pub holder_id: String,
+    /// `None` when the holder is not a Leasehold lease (a Redisson client on the same key).
+    pub lease_id: Option<LeaseId>,
+    pub holder: Option<String>,
+    pub metadata: Option<Metadata>,
+    pub reentry_count: u64,
+    pub fencing_token: Option<FencingToken>,
+    pub acquired_at: Option<Timestamp>,
+}
+
+/// A lock as anyone may see it.
+#[derive(Debug, Clone)]
+pub struct LockView {
+    pub lock: LockName,
+    pub holders: Vec<HolderView>,
+    /// The highest fencing token handed out so far (0 if none).
+    pub fencing_counter: FencingToken,
+    /// Time left on the lock while held (`None` when free or held without a TTL).
+    pub remaining_ms: Option<u64>,
+    pub expires_at: Option<Timestamp>,
+}
+
+/// What an admin force release removed.
+#[derive(Debug, Clone)]
+pub struct ForcedRelease {
+    pub lock: LockName,
+    pub removed: Vec<HolderView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_names_refuse_braces_slashes_and_length() {
+        assert!(LockName::parse("orders:42.v2_x-y").is_ok());
+        for bad in ["", "a{b}", "a}b", "a/b", "a b", "é", &"x".repeat(201)] {
+            assert!(LockName::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn tokens_round_trip_and_reject_other_shapes() {
+        let token = LeaseToken::generate();
+        assert!(token.expose().starts_with("lht_"));
+        assert_eq!(token.expose().len(), 4 + 43);
+        assert_eq!(LeaseToken::parse(token.expose()), Ok(token.clone()));
+        assert_ne!(LeaseToken::generate(), token);
+        for bad in ["", "lht_", "abc", "lht_tooshort", &token.expose()[4..]] {
+            assert!(LeaseToken::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(!format!("{token:?}").contains(&token.expose()[4..]));
+    }
+
+    #[test]
+    fn ttl_policy_enforces_bounds() {
+        let policy = TtlPolicy { default_ms: 30_000, min_ms: 1_000, max_ms: 60_000 };
+        assert_eq!(policy.parse(1_000).map(Ttl::as_millis), Ok(1_000));
+        assert!(policy.parse(999).is_err());
+        assert!(policy.parse(60_001).is_err());
+    }
+
+    #[test]
+    fn metadata_must_be_a_small_object() {
+        assert!(Metadata::parse(serde_json::json!({"job": 7})).is_ok());
+        assert!(Metadata::parse(serde_json::json!([1])).is_err());
+        assert!(Metadata::parse(serde_json::json!({"x": "y".repeat(5000)})).is_err());
+    }
+}

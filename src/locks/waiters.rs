@@ -1,0 +1,117 @@
+//! In-process registry of requests waiting for a lock, woken by the shared subscriber.
+//!
+//! A waiter registers *before* its next attempt, so an unlock message that lands between a
+//! failed attempt and the wait still wakes it (the missed wake-up other clients suffer). Waking
+//! is per lock key; a subscriber reconnect wakes everyone, since messages sent while it was
+//! away are lost.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
+
+#[derive(Debug, Default)]
+pub struct Waiters {
+    by_lock: Mutex<HashMap<Arc<str>, Slot>>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    notify: Arc<Notify>,
+    waiting: usize,
+}
+
+impl Waiters {
+    /// Registers interest in `lock_key` until the returned guard drops.
+    pub fn register(self: &Arc<Self>, lock_key: &str) -> Registration {
+        let key: Arc<str> = Arc::from(lock_key);
+        let mut map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = map.entry(key.clone()).or_insert_with(|| Slot {
+            notify: Arc::new(Notify::new()),
+            waiting: 0,
+        });
+        slot.waiting += 1;
+        Registration { waiters: self.clone(), key, notify: slot.notify.clone() }
+    }
+
+    /// Wakes every request waiting on `lock_key` to try again.
+    pub fn wake(&self, lock_key: &str) {
+        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get(lock_key) {
+            slot.notify.notify_waiters();
+        }
+    }
+
+    /// Wakes every waiting request (after a subscriber reconnect).
+    pub fn wake_all(&self) {
+        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        for slot in map.values() {
+            slot.notify.notify_waiters();
+        }
+    }
+
+    /// How many requests are waiting, over all locks.
+    pub fn count(&self) -> usize {
+        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        map.values().map(|s| s.waiting).sum()
+    }
+
+    fn unregister(&self, key: &str) {
+        let mut map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get_mut(key) {
+            slot.waiting -= 1;
+            if slot.waiting == 0 {
+                map.remove(key);
+            }
+        }
+    }
+}
+
+/// One waiting request's place in the registry.
+#[derive(Debug)]
+pub struct Registration {
+    waiters: Arc<Waiters>,
+    key: Arc<str>,
+    notify: Arc<Notify>,
+}
+
+impl Registration {
+    /// A future that completes at the next wake-up; create it before the attempt it follows.
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.waiters.unregister(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_wake_before_the_wait_is_not_lost() {
+        let waiters = Arc::new(Waiters::default());
+        let reg = waiters.register("jobs");
+        let notified = reg.notified();
+        waiters.wake("jobs");
+        tokio::time::timeout(std::time::Duration::from_secs(1), notified)
+            .await
+            .expect("the wake-up that came before the wait was delivered");
+    }
+
+    #[tokio::test]
+    async fn registrations_are_counted_and_removed() {
+        let waiters = Arc::new(Waiters::default());
+        let a = waiters.register("a");
+        let b = waiters.register("a");
+        assert_eq!(waiters.count(), 2);
+        drop(a);
+        drop(b);
+        assert_eq!(waiters.count(), 0);
+        assert!(waiters.by_lock.lock().expect("lock").is_empty());
+    }
+}

@@ -1,0 +1,50 @@
+//! What every request handler can reach.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use subtle::ConstantTimeEq as _;
+
+use crate::events::SubscriberStatus;
+use crate::locks::{Locks, TokenDigest, TtlPolicy};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub locks: Locks,
+    pub limits: ApiLimits,
+    pub admin: AdminAuth,
+    pub subscriber: Arc<SubscriberStatus>,
+}
+
+/// Bounds on what a request may ask for.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiLimits {
+    pub ttl: TtlPolicy,
+    /// Longer `wait_ms` values are cut to this.
+    pub max_wait: Duration,
+}
+
+/// Who may call the admin routes.
+#[derive(Clone)]
+pub enum AdminAuth {
+    /// No admin token configured: admin routes refuse everyone.
+    Disabled,
+    /// The SHA-256 of the admin token.
+    Token(TokenDigest),
+}
+
+impl AdminAuth {
+    pub fn from_token(token: Option<&str>) -> Self {
+        token.map_or(Self::Disabled, |t| Self::Token(TokenDigest::of(t)))
+    }
+
+    /// Compares digests in constant time, so timing reveals nothing about the token.
+    pub fn accepts(&self, presented: &str) -> bool {
+        match self {
+            Self::Disabled => false,
+            Self::Token(expected) => {
+                bool::from(TokenDigest::of(presented).as_bytes().ct_eq(expected.as_bytes()))
+            }
+        }
+    }
+}
