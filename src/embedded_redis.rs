@@ -25,7 +25,10 @@ pub enum EmbeddedRedisError {
     )]
     NotInstalled,
     #[error("cannot use data directory {path}: {source}")]
-    DataDir { path: PathBuf, source: std::io::Error },
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("data directory {0} is in use by another leasehold process")]
     InUse(PathBuf),
     #[error("socket path {0} is too long for a Unix socket; use a shorter --data-dir")]
@@ -49,7 +52,10 @@ pub struct EmbeddedRedis {
 impl EmbeddedRedis {
     /// Starts redis-server in `data_dir` and waits until it answers PING.
     pub async fn start(data_dir: &Path) -> Result<Self, EmbeddedRedisError> {
-        let dir_error = |source| EmbeddedRedisError::DataDir { path: data_dir.to_owned(), source };
+        let dir_error = |source| EmbeddedRedisError::DataDir {
+            path: data_dir.to_owned(),
+            source,
+        };
         std::fs::create_dir_all(data_dir).map_err(dir_error)?;
         let dir = std::fs::canonicalize(data_dir).map_err(dir_error)?;
         let dir_lock = File::create(dir.join("leasehold.lock")).map_err(dir_error)?;
@@ -78,10 +84,17 @@ impl EmbeddedRedis {
                 std::io::ErrorKind::NotFound => EmbeddedRedisError::NotInstalled,
                 _ => EmbeddedRedisError::Spawn(e),
             })?;
-        let mut redis = Self { child, socket, _dir_lock: dir_lock };
+        let mut redis = Self {
+            child,
+            socket,
+            _dir_lock: dir_lock,
+        };
         if !redis.wait_until_ready().await {
             redis.stop().await;
-            return Err(EmbeddedRedisError::NotReady { limit: START_LIMIT, log });
+            return Err(EmbeddedRedisError::NotReady {
+                limit: START_LIMIT,
+                log,
+            });
         }
         Ok(redis)
     }
@@ -101,7 +114,10 @@ impl EmbeddedRedis {
                 return false; // it exited: port, permissions or a bad AOF; see its log
             }
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await
-                && redis::cmd("PING").query_async::<()>(&mut conn).await.is_ok()
+                && redis::cmd("PING")
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .is_ok()
             {
                 return true;
             }
@@ -116,7 +132,10 @@ impl EmbeddedRedis {
         if let Some(pid) = self.child.id().and_then(|id| i32::try_from(id).ok()) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
-        if tokio::time::timeout(STOP_LIMIT, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(STOP_LIMIT, self.child.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("redis-server did not stop after SIGTERM; killing it");
             let _ = self.child.kill().await;
         }

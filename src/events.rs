@@ -98,15 +98,23 @@ async fn run(
     }
 }
 
-async fn subscribe(client: &redis::Client, pattern: &str) -> redis::RedisResult<redis::aio::PubSub> {
+async fn subscribe(
+    client: &redis::Client,
+    pattern: &str,
+) -> redis::RedisResult<redis::aio::PubSub> {
     let attempt = async {
         let mut pubsub = client.get_async_pubsub().await?;
         pubsub.psubscribe(pattern).await?;
         Ok(pubsub)
     };
-    tokio::time::timeout(IO_TIMEOUT, attempt).await.unwrap_or_else(|_| {
-        Err(redis::RedisError::from((redis::ErrorKind::Io, "subscribe timed out")))
-    })
+    tokio::time::timeout(IO_TIMEOUT, attempt)
+        .await
+        .unwrap_or_else(|_| {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "subscribe timed out",
+            )))
+        })
 }
 
 /// Routes messages until the connection ends (false) or shutdown (true).

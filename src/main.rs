@@ -64,7 +64,10 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(addr = %listener.local_addr()?, "leasehold is listening");
         let config = ServerConfig {
             redis_url,
-            locks: LockSettings { key_prefix: args.key_prefix.clone(), tombstone_ms: args.tombstone_ms },
+            locks: LockSettings {
+                key_prefix: args.key_prefix.clone(),
+                tombstone_ms: args.tombstone_ms,
+            },
             limits: ApiLimits {
                 ttl: TtlPolicy {
                     default_ms: args.default_ttl_ms,
@@ -110,8 +113,16 @@ fn generated_admin_token(args: &ServeArgs) -> anyhow::Result<String> {
 
 /// GET /healthz over plain HTTP/1.1: the container image has no curl.
 async fn healthcheck(args: HealthcheckArgs) -> anyhow::Result<()> {
+    // A server listening on 0.0.0.0 or [::] is reached on loopback.
+    let mut addr = args.listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
     let check = async {
-        let mut stream = TcpStream::connect(args.listen).await?;
+        let mut stream = TcpStream::connect(addr).await?;
         stream
             .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .await?;

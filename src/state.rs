@@ -42,9 +42,11 @@ impl AdminAuth {
     pub fn accepts(&self, presented: &str) -> bool {
         match self {
             Self::Disabled => false,
-            Self::Token(expected) => {
-                bool::from(TokenDigest::of(presented).as_bytes().ct_eq(expected.as_bytes()))
-            }
+            Self::Token(expected) => bool::from(
+                TokenDigest::of(presented)
+                    .as_bytes()
+                    .ct_eq(expected.as_bytes()),
+            ),
         }
     }
 }

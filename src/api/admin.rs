@@ -35,7 +35,10 @@ where
                 "send the admin token as Authorization: Bearer <token>",
             )),
             Some(token) if state.admin.accepts(&token) => Ok(Admin),
-            Some(_) => Err(Problem::new(ProblemKind::AdminTokenInvalid, "wrong admin token")),
+            Some(_) => Err(Problem::new(
+                ProblemKind::AdminTokenInvalid,
+                "wrong admin token",
+            )),
         }
     }
 }
@@ -65,7 +68,10 @@ pub async fn force_release(
     Query(query): Query<ForceReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
     let name = lock_name(&name)?;
-    let forced = state.locks.force_release(&name, "admin-api", &query.reason).await?;
+    let forced = state
+        .locks
+        .force_release(&name, "admin-api", &query.reason)
+        .await?;
     tracing::info!(lock = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
     Ok(Json(ForceReleaseBody {
         lock: name.to_string(),

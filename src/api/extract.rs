@@ -50,11 +50,18 @@ where
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            });
         let bytes = Bytes::from_request(req, state).await.map_err(|e| match e {
-            BytesRejection::FailedToBufferBody(_) if e.status().as_u16() == 413 => {
-                Problem::new(ProblemKind::PayloadTooLarge, "request bodies are limited to 64 KiB")
-            }
+            BytesRejection::FailedToBufferBody(_) if e.status().as_u16() == 413 => Problem::new(
+                ProblemKind::PayloadTooLarge,
+                "request bodies are limited to 64 KiB",
+            ),
             other => Problem::new(ProblemKind::MalformedJson, other.body_text()),
         })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -98,7 +105,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Bearer {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, token)| token.trim().to_owned())
             .ok_or_else(|| {
-                Problem::new(ProblemKind::TokenMalformed, "use Authorization: Bearer <token>")
+                Problem::new(
+                    ProblemKind::TokenMalformed,
+                    "use Authorization: Bearer <token>",
+                )
             })?;
         Ok(Self(Some(token)))
     }
@@ -107,7 +117,11 @@ impl<S: Send + Sync> FromRequestParts<S> for Bearer {
 impl Bearer {
     /// The lease token, if one was sent.
     pub fn lease_token(&self) -> Result<Option<LeaseToken>, Problem> {
-        self.0.as_deref().map(LeaseToken::parse).transpose().map_err(Problem::from)
+        self.0
+            .as_deref()
+            .map(LeaseToken::parse)
+            .transpose()
+            .map_err(Problem::from)
     }
 
     /// The lease token, required.
@@ -129,6 +143,9 @@ pub fn lock_name(raw: &str) -> Result<LockName, Problem> {
 /// Parses the `{lease_id}` segment; what is not a lease id names no lease.
 pub fn lease_id(raw: &str) -> Result<LeaseId, Problem> {
     LeaseId::parse(raw).ok_or_else(|| {
-        Problem::new(ProblemKind::LeaseNotFound, format!("{raw:?} is not a lease id"))
+        Problem::new(
+            ProblemKind::LeaseNotFound,
+            format!("{raw:?} is not a lease id"),
+        )
     })
 }

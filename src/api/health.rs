@@ -18,7 +18,10 @@ pub async fn healthz() -> Json<Value> {
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
     let ping = tokio::time::timeout(Duration::from_secs(1), state.locks.ping()).await;
     if !matches!(ping, Ok(Ok(()))) {
-        return Err(Problem::new(ProblemKind::RedisUnavailable, "Redis does not answer PING"));
+        return Err(Problem::new(
+            ProblemKind::RedisUnavailable,
+            "Redis does not answer PING",
+        ));
     }
     if !state.subscriber.is_connected() {
         return Err(Problem::new(

@@ -59,7 +59,10 @@ pub async fn acquire(
 ) -> Result<Response, Problem> {
     let name = lock_name(&name)?;
     let token = bearer.lease_token()?;
-    let ttl = body.ttl_ms.map(|ms| state.limits.ttl.parse(ms)).transpose()?;
+    let ttl = body
+        .ttl_ms
+        .map(|ms| state.limits.ttl.parse(ms))
+        .transpose()?;
     let request = AcquireRequest {
         ttl,
         holder: body.holder.as_deref().map(HolderLabel::parse).transpose()?,
@@ -73,7 +76,11 @@ pub async fn acquire(
 }
 
 fn grant_response(name: &LockName, grant: Grant) -> Response {
-    let status = if grant.is_new() { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if grant.is_new() {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     let location = lease_path(name, grant.lease_id);
     let body = GrantBody {
         lease_id: grant.lease_id,
@@ -124,9 +131,18 @@ pub async fn heartbeat(
     let name = lock_name(&name)?;
     let id = lease_id(&id)?;
     let token = bearer.require_lease_token()?;
-    let ttl = body.ttl_ms.map(|ms| state.limits.ttl.parse(ms)).transpose()?;
-    let Renewal { lease_id, reentry_count, fencing_token, ttl_ms, expires_at, .. } =
-        state.locks.renew(&name, id, &token, ttl).await?;
+    let ttl = body
+        .ttl_ms
+        .map(|ms| state.limits.ttl.parse(ms))
+        .transpose()?;
+    let Renewal {
+        lease_id,
+        reentry_count,
+        fencing_token,
+        ttl_ms,
+        expires_at,
+        ..
+    } = state.locks.renew(&name, id, &token, ttl).await?;
     Ok(Json(RenewalBody {
         lease_id,
         lock: name.to_string(),
@@ -165,9 +181,17 @@ pub async fn release(
     let name = lock_name(&name)?;
     let id = lease_id(&id)?;
     let token = bearer.require_lease_token()?;
-    let Release { lease_id, reentry_count, released } =
-        state.locks.release(&name, id, &token, query.all).await?;
-    Ok(Json(ReleaseBody { lease_id, lock: name.to_string(), released, reentry_count }))
+    let Release {
+        lease_id,
+        reentry_count,
+        released,
+    } = state.locks.release(&name, id, &token, query.all).await?;
+    Ok(Json(ReleaseBody {
+        lease_id,
+        lock: name.to_string(),
+        released,
+        reentry_count,
+    }))
 }
 
 #[derive(Debug, Serialize)]

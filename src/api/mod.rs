@@ -38,7 +38,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/locks/{name}/leases/{lease_id}",
             get(leases::inspect).delete(leases::release),
         )
-        .route("/v1/locks/{name}/leases/{lease_id}/heartbeat", post(leases::heartbeat))
+        .route(
+            "/v1/locks/{name}/leases/{lease_id}/heartbeat",
+            post(leases::heartbeat),
+        )
         .route("/v1/admin/locks/{name}", delete(admin::force_release))
         // Responses carry lease tokens and live state: never cache them.
         .layer(SetResponseHeaderLayer::overriding(
@@ -62,19 +65,21 @@ pub fn router(state: AppState) -> Router {
                     header::COOKIE,
                 ]))
                 .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                    let request_id = req
-                        .headers()
-                        .get("x-request-id")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("-");
-                    tracing::info_span!(
-                        "request",
-                        method = %req.method(),
-                        path = %req.uri().path(),
-                        request_id = %request_id,
-                    )
-                }))
+                .layer(
+                    TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                        let request_id = req
+                            .headers()
+                            .get("x-request-id")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("-");
+                        tracing::info_span!(
+                            "request",
+                            method = %req.method(),
+                            path = %req.uri().path(),
+                            request_id = %request_id,
+                        )
+                    }),
+                )
                 .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(CatchPanicLayer::custom(panic_problem)),
         )
@@ -82,11 +87,17 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn not_found() -> Problem {
-    Problem::new(ProblemKind::NotFound, "no such route; the API lives under /v1")
+    Problem::new(
+        ProblemKind::NotFound,
+        "no such route; the API lives under /v1",
+    )
 }
 
 async fn method_not_allowed() -> Problem {
-    Problem::new(ProblemKind::MethodNotAllowed, "this route does not take that method")
+    Problem::new(
+        ProblemKind::MethodNotAllowed,
+        "this route does not take that method",
+    )
 }
 
 /// `GET /problems/{code}`: what a problem `type` means, for people who follow the link.
@@ -94,7 +105,12 @@ async fn describe_problem(Path(code): Path<String>) -> Response {
     match ProblemKind::from_code(&code) {
         Some(kind) => (
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("{} ({} {})\n", kind.title(), kind.status().as_u16(), kind.code()),
+            format!(
+                "{} ({} {})\n",
+                kind.title(),
+                kind.status().as_u16(),
+                kind.code()
+            ),
         )
             .into_response(),
         None => Problem::new(ProblemKind::NotFound, "no such problem type").into_response(),

@@ -82,55 +82,95 @@ impl ProblemKind {
     fn describe(self) -> (&'static str, StatusCode, &'static str) {
         use StatusCode as S;
         match self {
-            Self::LockHeld => ("lock_held", S::CONFLICT, "The lock is held by another lease"),
+            Self::LockHeld => (
+                "lock_held",
+                S::CONFLICT,
+                "The lock is held by another lease",
+            ),
             Self::LeaseLost => ("lease_lost", S::GONE, "The lease no longer holds the lock"),
-            Self::LeaseNotFound => ("lease_not_found", S::NOT_FOUND, "No such lease on this lock"),
-            Self::LockNotFound => ("lock_not_found", S::NOT_FOUND, "The lock is free and unknown"),
-            Self::TokenMissing => ("token_missing", S::UNAUTHORIZED, "A lease token is required"),
-            Self::TokenMalformed => {
-                ("token_malformed", S::UNAUTHORIZED, "The bearer token is not a lease token")
-            }
-            Self::TokenMismatch => {
-                ("token_mismatch", S::FORBIDDEN, "The token does not prove this lease")
-            }
-            Self::AdminTokenRequired => {
-                ("admin_token_required", S::UNAUTHORIZED, "The admin token is required")
-            }
-            Self::AdminTokenInvalid => {
-                ("admin_token_invalid", S::FORBIDDEN, "The admin token is not valid")
-            }
-            Self::AdminDisabled => {
-                ("admin_disabled", S::FORBIDDEN, "No admin token is configured")
-            }
-            Self::InvalidLockName => {
-                ("invalid_lock_name", S::UNPROCESSABLE_ENTITY, "Invalid lock name")
-            }
+            Self::LeaseNotFound => (
+                "lease_not_found",
+                S::NOT_FOUND,
+                "No such lease on this lock",
+            ),
+            Self::LockNotFound => (
+                "lock_not_found",
+                S::NOT_FOUND,
+                "The lock is free and unknown",
+            ),
+            Self::TokenMissing => (
+                "token_missing",
+                S::UNAUTHORIZED,
+                "A lease token is required",
+            ),
+            Self::TokenMalformed => (
+                "token_malformed",
+                S::UNAUTHORIZED,
+                "The bearer token is not a lease token",
+            ),
+            Self::TokenMismatch => (
+                "token_mismatch",
+                S::FORBIDDEN,
+                "The token does not prove this lease",
+            ),
+            Self::AdminTokenRequired => (
+                "admin_token_required",
+                S::UNAUTHORIZED,
+                "The admin token is required",
+            ),
+            Self::AdminTokenInvalid => (
+                "admin_token_invalid",
+                S::FORBIDDEN,
+                "The admin token is not valid",
+            ),
+            Self::AdminDisabled => (
+                "admin_disabled",
+                S::FORBIDDEN,
+                "No admin token is configured",
+            ),
+            Self::InvalidLockName => (
+                "invalid_lock_name",
+                S::UNPROCESSABLE_ENTITY,
+                "Invalid lock name",
+            ),
             Self::InvalidTtl => ("invalid_ttl", S::UNPROCESSABLE_ENTITY, "TTL out of range"),
-            Self::InvalidBody => {
-                ("invalid_body", S::UNPROCESSABLE_ENTITY, "The request body is not valid")
-            }
+            Self::InvalidBody => (
+                "invalid_body",
+                S::UNPROCESSABLE_ENTITY,
+                "The request body is not valid",
+            ),
             Self::MalformedJson => ("malformed_json", S::BAD_REQUEST, "The body is not JSON"),
             Self::UnsupportedMediaType => (
                 "unsupported_media_type",
                 S::UNSUPPORTED_MEDIA_TYPE,
                 "The body must be application/json",
             ),
-            Self::PayloadTooLarge => {
-                ("payload_too_large", S::PAYLOAD_TOO_LARGE, "The request body is too large")
-            }
-            Self::InvalidQuery => {
-                ("invalid_query", S::BAD_REQUEST, "The query string is not valid")
-            }
+            Self::PayloadTooLarge => (
+                "payload_too_large",
+                S::PAYLOAD_TOO_LARGE,
+                "The request body is too large",
+            ),
+            Self::InvalidQuery => (
+                "invalid_query",
+                S::BAD_REQUEST,
+                "The query string is not valid",
+            ),
             Self::NotFound => ("not_found", S::NOT_FOUND, "No such resource"),
-            Self::MethodNotAllowed => {
-                ("method_not_allowed", S::METHOD_NOT_ALLOWED, "Method not allowed here")
-            }
-            Self::RedisUnavailable => {
-                ("redis_unavailable", S::SERVICE_UNAVAILABLE, "Redis is unavailable")
-            }
-            Self::ShuttingDown => {
-                ("shutting_down", S::SERVICE_UNAVAILABLE, "The service is shutting down")
-            }
+            Self::MethodNotAllowed => (
+                "method_not_allowed",
+                S::METHOD_NOT_ALLOWED,
+                "Method not allowed here",
+            ),
+            Self::RedisUnavailable => (
+                "redis_unavailable",
+                S::SERVICE_UNAVAILABLE,
+                "Redis is unavailable",
+            ),
+            Self::ShuttingDown => (
+                "shutting_down",
+                S::SERVICE_UNAVAILABLE,
+                "The service is shutting down",
+            ),
             Self::Internal => ("internal", S::INTERNAL_SERVER_ERROR, "Internal error"),
         }
     }
@@ -279,8 +319,11 @@ impl From<LockError> for Problem {
             ),
             LockError::Unavailable(source) => {
                 tracing::warn!(error = %source, "Redis call failed");
-                Problem::new(ProblemKind::RedisUnavailable, "Redis did not answer; try again")
-                    .retry_after(Duration::from_secs(1))
+                Problem::new(
+                    ProblemKind::RedisUnavailable,
+                    "Redis did not answer; try again",
+                )
+                .retry_after(Duration::from_secs(1))
             }
             LockError::ShuttingDown => Problem::new(
                 ProblemKind::ShuttingDown,

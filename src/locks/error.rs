@@ -10,7 +10,11 @@ pub enum InvalidInput {
     #[error("invalid lock name: {0}")]
     LockName(String),
     #[error("ttl_ms must be between {min_ms} and {max_ms}, got {ttl_ms}")]
-    Ttl { ttl_ms: u64, min_ms: u64, max_ms: u64 },
+    Ttl {
+        ttl_ms: u64,
+        min_ms: u64,
+        max_ms: u64,
+    },
     #[error("invalid holder label: {0}")]
     Holder(String),
     #[error("invalid metadata: {0}")]

@@ -27,11 +27,15 @@ pub struct KeySpace {
 impl KeySpace {
     /// `prefix` must not contain braces (checked by the configuration).
     pub fn new(prefix: impl Into<String>) -> Self {
-        Self { prefix: prefix.into() }
+        Self {
+            prefix: prefix.into(),
+        }
     }
 
     pub fn lock(&self, name: &LockName) -> LockKeys {
-        LockKeys { key: format!("{}{}", self.prefix, name.as_str()) }
+        LockKeys {
+            key: format!("{}{}", self.prefix, name.as_str()),
+        }
     }
 
     pub fn events_channel(&self) -> String {
@@ -105,6 +109,9 @@ mod tests {
             space.lock_key_of_unlock_channel(&keys.unlock_channel()),
             Some("app:jobs")
         );
-        assert_eq!(space.unlock_channel_pattern(), "redisson_lock__channel:{app:*");
+        assert_eq!(
+            space.unlock_channel_pattern(),
+            "redisson_lock__channel:{app:*"
+        );
     }
 }

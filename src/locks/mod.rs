@@ -120,7 +120,9 @@ impl Locks {
             if let Some(guard) = rollback.as_mut() {
                 guard.armed = true;
             }
-            let attempt = self.try_acquire(name, &keys, &request, ttl, new_lease.as_ref()).await;
+            let attempt = self
+                .try_acquire(name, &keys, &request, ttl, new_lease.as_ref())
+                .await;
             let contention = match attempt {
                 Ok(Ok(grant)) => {
                     if let Some(guard) = rollback.as_mut() {
@@ -142,9 +144,9 @@ impl Locks {
                 return Err(LockError::Held(contention));
             };
             // The holder's TTL running out wakes nobody through pub/sub: retry then as well.
-            let retry_at = contention
-                .retry_after
-                .map_or(deadline, |d| (now + d + Duration::from_millis(1)).min(deadline));
+            let retry_at = contention.retry_after.map_or(deadline, |d| {
+                (now + d + Duration::from_millis(1)).min(deadline)
+            });
             tokio::select! {
                 () = notified => {}
                 () = tokio::time::sleep_until(retry_at) => {}
@@ -162,7 +164,10 @@ impl Locks {
         new_lease: Option<&(LeaseId, LeaseToken)>,
     ) -> Result<Attempt, LockError> {
         let mut invocation = scripts::ACQUIRE.prepare_invoke();
-        invocation.key(keys.lock()).key(keys.state()).key(keys.lease_prefix());
+        invocation
+            .key(keys.lock())
+            .key(keys.state())
+            .key(keys.lease_prefix());
         match (&request.token, new_lease) {
             (Some(token), _) => {
                 invocation
@@ -185,15 +190,28 @@ impl Locks {
         }
         invocation
             .arg(request.holder.as_ref().map_or("", HolderLabel::as_str))
-            .arg(request.metadata.as_ref().map(Metadata::to_json).unwrap_or_default())
+            .arg(
+                request
+                    .metadata
+                    .as_ref()
+                    .map(Metadata::to_json)
+                    .unwrap_or_default(),
+            )
             .arg(name.as_str())
             .arg(&self.inner.events_channel)
             .arg(self.inner.tombstone_ms);
-        let raw: String = invocation.invoke_async(&mut self.inner.conn.clone()).await?;
+        let raw: String = invocation
+            .invoke_async(&mut self.inner.conn.clone())
+            .await?;
         match parse::<AcquireReply>(&raw)? {
             AcquireReply::Acquired(g) => Ok(Ok(grant(g, new_lease.map(|(_, t)| t.clone()))?)),
             AcquireReply::Reentered(g) => Ok(Ok(grant(g, None)?)),
-            AcquireReply::Held { pttl, holder_id, lease_id, holder } => Ok(Err(Contention {
+            AcquireReply::Held {
+                pttl,
+                holder_id,
+                lease_id,
+                holder,
+            } => Ok(Err(Contention {
                 holder: non_empty(holder),
                 lease_id: lease_id.as_deref().and_then(LeaseId::parse),
                 holder_id,
@@ -227,16 +245,20 @@ impl Locks {
             .invoke_async(&mut self.inner.conn.clone())
             .await?;
         match parse::<RenewReply>(&raw)? {
-            RenewReply::Renewed { reentry_count, ttl_ms, now_ms, fencing_token, slack_ms } => {
-                Ok(Renewal {
-                    lease_id,
-                    reentry_count,
-                    fencing_token: FencingToken(fencing_token),
-                    ttl_ms,
-                    expires_at: Timestamp(now_ms).plus(ttl_ms),
-                    slack_ms,
-                })
-            }
+            RenewReply::Renewed {
+                reentry_count,
+                ttl_ms,
+                now_ms,
+                fencing_token,
+                slack_ms,
+            } => Ok(Renewal {
+                lease_id,
+                reentry_count,
+                fencing_token: FencingToken(fencing_token),
+                ttl_ms,
+                expires_at: Timestamp(now_ms).plus(ttl_ms),
+                slack_ms,
+            }),
             RenewReply::Refused(r) => Err(r.into()),
         }
     }
@@ -250,7 +272,8 @@ impl Locks {
         token: &LeaseToken,
         all: bool,
     ) -> Result<Release, LockError> {
-        self.run_release(name, lease_id, token, all, "released").await
+        self.run_release(name, lease_id, token, all, "released")
+            .await
     }
 
     async fn run_release(
@@ -278,10 +301,16 @@ impl Locks {
             .invoke_async(&mut self.inner.conn.clone())
             .await?;
         match parse::<ReleaseReply>(&raw)? {
-            ReleaseReply::Released => Ok(Release { lease_id, reentry_count: 0, released: true }),
-            ReleaseReply::StillHeld { reentry_count } => {
-                Ok(Release { lease_id, reentry_count, released: false })
-            }
+            ReleaseReply::Released => Ok(Release {
+                lease_id,
+                reentry_count: 0,
+                released: true,
+            }),
+            ReleaseReply::StillHeld { reentry_count } => Ok(Release {
+                lease_id,
+                reentry_count,
+                released: false,
+            }),
             ReleaseReply::Refused(r) => Err(r.into()),
         }
     }
@@ -300,7 +329,11 @@ impl Locks {
             return Err(LockError::UnknownLease);
         };
         let held = state == LeaseState::Held;
-        let remaining_ms = if held { u64::try_from(snap.pttl).ok() } else { None };
+        let remaining_ms = if held {
+            u64::try_from(snap.pttl).ok()
+        } else {
+            None
+        };
         Ok(LeaseView {
             lease_id,
             lock: name.clone(),
@@ -316,7 +349,11 @@ impl Locks {
                 Some(left) => Timestamp(snap.now_ms).plus(left),
                 None => Timestamp(snap.expires_ms.unwrap_or(0)),
             },
-            ended_at: if held { None } else { snap.ended_ms.map(Timestamp) },
+            ended_at: if held {
+                None
+            } else {
+                snap.ended_ms.map(Timestamp)
+            },
             remaining_ms,
         })
     }
@@ -334,7 +371,11 @@ impl Locks {
         if !snap.known {
             return Ok(None);
         }
-        let remaining_ms = if snap.holders.is_empty() { None } else { u64::try_from(snap.pttl).ok() };
+        let remaining_ms = if snap.holders.is_empty() {
+            None
+        } else {
+            u64::try_from(snap.pttl).ok()
+        };
         Ok(Some(LockView {
             lock: name.clone(),
             holders: snap.holders.into_iter().map(holder_view).collect(),
@@ -371,7 +412,10 @@ impl Locks {
             }
             ForceReleaseReply::NotHeld => Vec::new(),
         };
-        Ok(ForcedRelease { lock: name.clone(), removed })
+        Ok(ForcedRelease {
+            lock: name.clone(),
+            removed,
+        })
     }
 }
 
@@ -421,8 +465,12 @@ impl Drop for RollbackOnDrop {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (locks, name, lease_id, token) =
-            (self.locks.clone(), self.name.clone(), self.lease_id, self.token.clone());
+        let (locks, name, lease_id, token) = (
+            self.locks.clone(),
+            self.name.clone(),
+            self.lease_id,
+            self.token.clone(),
+        );
         runtime.spawn(async move {
             match locks.run_release(&name, lease_id, &token, true, "client_gone").await {
                 Ok(_) => tracing::info!(lock = %name, %lease_id, "rolled back a grant whose client went away"),

@@ -89,7 +89,9 @@ impl LeaseToken {
 
     /// Accepts only the exact shape `generate` produces, so a typo is a clear 401, not a 403.
     pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
-        let body = raw.strip_prefix(Self::PREFIX).ok_or(InvalidInput::TokenShape)?;
+        let body = raw
+            .strip_prefix(Self::PREFIX)
+            .ok_or(InvalidInput::TokenShape)?;
         match URL_SAFE_NO_PAD.decode(body) {
             Ok(bytes) if bytes.len() == Self::RANDOM_BYTES => Ok(Self(raw.to_owned())),
             _ => Err(InvalidInput::TokenShape),
@@ -221,7 +223,9 @@ impl Metadata {
                 "metadata must be a JSON object".into(),
             ));
         };
-        let size = serde_json::to_string(&map).map(|s| s.len()).unwrap_or(usize::MAX);
+        let size = serde_json::to_string(&map)
+            .map(|s| s.len())
+            .unwrap_or(usize::MAX);
         if size > Self::MAX_BYTES {
             return Err(InvalidInput::Metadata(format!(
                 "metadata may take {} bytes as JSON, this takes {size}",
@@ -429,7 +433,11 @@ mod tests {
 
     #[test]
     fn ttl_policy_enforces_bounds() {
-        let policy = TtlPolicy { default_ms: 30_000, min_ms: 1_000, max_ms: 60_000 };
+        let policy = TtlPolicy {
+            default_ms: 30_000,
+            min_ms: 1_000,
+            max_ms: 60_000,
+        };
         assert_eq!(policy.parse(1_000).map(Ttl::as_millis), Ok(1_000));
         assert!(policy.parse(999).is_err());
         assert!(policy.parse(60_001).is_err());

@@ -52,7 +52,9 @@ pub(crate) enum RenewReply {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub(crate) enum ReleaseReply {
     Released,
-    StillHeld { reentry_count: u64 },
+    StillHeld {
+        reentry_count: u64,
+    },
     #[serde(untagged)]
     Refused(Refusal),
 }

@@ -31,7 +31,11 @@ impl Waiters {
             waiting: 0,
         });
         slot.waiting += 1;
-        Registration { waiters: self.clone(), key, notify: slot.notify.clone() }
+        Registration {
+            waiters: self.clone(),
+            key,
+            notify: slot.notify.clone(),
+        }
     }
 
     /// Wakes every request waiting on `lock_key` to try again.

@@ -1,0 +1,97 @@
+//! Admin force release: guarded by the admin token, wakes waiters, invalidates old leases.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::helpers::{ADMIN_TOKEN, AppOptions, Reply, next_event, spawn_app, spawn_app_with};
+
+#[tokio::test]
+async fn force_release_needs_the_admin_token() {
+    let app = spawn_app().await;
+    app.lease("jobs", json!({})).await;
+    let missing = app.force_release("jobs", None).await;
+    missing.assert_problem(401, "admin_token_required");
+    app.force_release("jobs", Some("wrong-token-0123456789"))
+        .await
+        .assert_problem(403, "admin_token_invalid");
+    let lease = app.lease("other", json!({})).await;
+    app.force_release("jobs", Some(&lease.token))
+        .await
+        .assert_problem(403, "admin_token_invalid");
+    assert_eq!(app.inspect_lock("jobs").await.body["held"], true);
+}
+
+#[tokio::test]
+async fn admin_routes_are_off_without_a_configured_token() {
+    let app = spawn_app_with(AppOptions {
+        admin_token: None,
+        ..Default::default()
+    })
+    .await;
+    app.lease("jobs", json!({})).await;
+    app.force_release("jobs", Some(ADMIN_TOKEN))
+        .await
+        .assert_problem(403, "admin_disabled");
+}
+
+#[tokio::test]
+async fn force_release_frees_the_lock_wakes_waiters_and_kills_old_leases() {
+    let app = spawn_app().await;
+    let mut events = app.events().await;
+    let stuck = app
+        .lease(
+            "jobs",
+            json!({"ttl_ms": 3_600_000, "holder": "stuck-worker"}),
+        )
+        .await;
+    app.acquire_with("jobs", 0, json!({}), Some(&stuck.token))
+        .await
+        .assert_status(200);
+    let waiter = {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    };
+    app.wait_for_waiters(1).await;
+
+    let reply = app.force_release("jobs", Some(ADMIN_TOKEN)).await;
+    reply.assert_status(200);
+    assert_eq!(reply.body["released"], true);
+    let removed = &reply.body["removed"][0];
+    assert_eq!(removed["lease_id"], stuck.id);
+    assert_eq!(removed["holder"], "stuck-worker");
+    assert_eq!(removed["reentry_count"], 2);
+
+    let event = next_event(&mut events, "force_released").await;
+    assert_eq!(event["lease_ids"], json!([stuck.id]));
+    assert_eq!(event["reason"], "stuck");
+
+    let granted = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter woke")
+        .expect("task");
+    granted.assert_status(201);
+
+    let lost = app.heartbeat(&stuck, json!({})).await;
+    lost.assert_problem(410, "lease_lost");
+    assert_eq!(lost.body["reason"], "force_released");
+    app.release(&stuck, false)
+        .await
+        .assert_problem(410, "lease_lost");
+    assert_eq!(
+        app.inspect_lease(&stuck).await.body["state"],
+        "force_released"
+    );
+}
+
+#[tokio::test]
+async fn force_releasing_a_free_lock_says_so() {
+    let app = spawn_app().await;
+    let reply = app.force_release("idle", Some(ADMIN_TOKEN)).await;
+    reply.assert_status(200);
+    assert_eq!(reply.body["released"], false);
+    assert_eq!(reply.body["removed"], json!([]));
+}

@@ -1,0 +1,178 @@
+//! The `leasehold` binary itself: embedded Redis by default, clean shutdown, clear failures.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+/// A `leasehold serve` process on an ephemeral port, with JSON logs on stderr.
+struct Serve {
+    child: Child,
+    addr: String,
+}
+
+impl Serve {
+    fn start(data_dir: &std::path::Path) -> Self {
+        let mut child = Command::new(BIN)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--data-dir",
+            ])
+            .arg(data_dir)
+            .env_remove("LEASEHOLD_REDIS_URL")
+            .env_remove("LEASEHOLD_ADMIN_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start leasehold");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("leasehold exited before listening")
+                .expect("line");
+            if let Ok(log) = serde_json::from_str::<Value>(&line)
+                && log["message"] == "leasehold is listening"
+            {
+                break log["addr"].as_str().expect("addr").to_owned();
+            }
+        };
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, addr }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        kill(pid, Signal::SIGTERM).expect("SIGTERM");
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "leasehold did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn acquire(http: &reqwest::Client, serve: &Serve, lock: &str) -> Value {
+    let reply = http
+        .post(serve.url(&format!("/v1/locks/{lock}/leases")))
+        .json(&json!({"ttl_ms": 60_000}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(reply.status(), 201);
+    reply.json().await.expect("json")
+}
+
+#[tokio::test]
+async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
+    let data = tempfile::Builder::new()
+        .prefix("lh-data")
+        .tempdir()
+        .expect("temp dir");
+    let http = reqwest::Client::new();
+
+    let serve = Serve::start(data.path());
+    let first = acquire(&http, &serve, "jobs").await;
+    assert_eq!(first["fencing_token"], 1);
+    let token = std::fs::read_to_string(data.path().join("admin-token")).expect("admin token file");
+    assert!(token.trim().starts_with("lha_"));
+    assert!(data.path().join("redis.sock").exists());
+    let status = serve.terminate();
+    assert!(status.success(), "exit status {status}");
+    // redis-server removes its socket when it shuts down cleanly.
+    assert!(
+        !data.path().join("redis.sock").exists(),
+        "the child redis-server was stopped"
+    );
+
+    // The AOF kept the lock and its fencing counter across the restart.
+    let serve = Serve::start(data.path());
+    let reply = http
+        .post(serve.url("/v1/locks/jobs/leases"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(reply.status(), 409, "the lock survived the restart");
+    let lock: Value = http
+        .get(serve.url("/v1/locks/jobs"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(lock["fencing_counter"], 1);
+    assert_eq!(acquire(&http, &serve, "other").await["fencing_token"], 1);
+    assert!(serve.terminate().success());
+}
+
+#[test]
+fn serve_without_redis_server_says_how_to_install_it() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .env("PATH", data.path())
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .output()
+        .expect("run leasehold");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().last().expect("an error line");
+    assert!(
+        last.contains("apt-get install redis-server"),
+        "stderr: {stderr}"
+    );
+    assert!(last.contains("--redis-url"), "stderr: {stderr}");
+}
+
+#[test]
+fn help_documents_every_flag_and_its_env_var() {
+    let output = Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .expect("run leasehold");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--listen",
+        "--redis-url",
+        "--default-ttl-ms",
+        "--min-ttl-ms",
+        "--max-ttl-ms",
+        "--max-wait-ms",
+        "--admin-token",
+        "--data-dir",
+        "LEASEHOLD_REDIS_URL",
+        "LEASEHOLD_ADMIN_TOKEN",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
+    }
+}

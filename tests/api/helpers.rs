@@ -1,0 +1,438 @@
+//! Fixtures: a private redis-server per test and a real Leasehold server on 127.0.0.1:0.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehold::locks::{LockSettings, TtlPolicy};
+use leasehold::server::{self, ServerConfig, ServerError};
+use leasehold::state::ApiLimits;
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+/// A redis-server on a Unix socket in its own temp dir, killed on drop. It can be stopped and
+/// started again on the same socket, to test outages.
+pub struct RedisServer {
+    child: Option<Child>,
+    dir: TempDir,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("lh-redis")
+            .tempdir()
+            .expect("temp dir");
+        let mut server = Self { child: None, dir };
+        server.restart();
+        server
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("r.sock")
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket().display())
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url().as_str()).expect("redis url")
+    }
+
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("redis connection")
+    }
+
+    /// Kills the server (as a crash would: no shutdown, no persistence).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(self.socket());
+    }
+
+    /// (Re)starts the server on the same socket and waits until it answers.
+    pub fn restart(&mut self) {
+        self.stop();
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(self.socket())
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("redis-server is installed (the test command installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let client = self.client();
+        while Instant::now() < deadline {
+            if let Ok(mut conn) = client.get_connection()
+                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start");
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Settings a test may change before the app starts.
+pub struct AppOptions {
+    pub min_ttl_ms: u64,
+    pub max_wait_ms: u64,
+    pub admin_token: Option<String>,
+    pub key_prefix: String,
+}
+
+impl Default for AppOptions {
+    fn default() -> Self {
+        Self {
+            min_ttl_ms: 100,
+            max_wait_ms: 30_000,
+            admin_token: Some(ADMIN_TOKEN.into()),
+            key_prefix: String::new(),
+        }
+    }
+}
+
+/// A running Leasehold server with its own Redis.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    pub redis: RedisServer,
+    pub shutdown: CancellationToken,
+    pub task: Option<JoinHandle<Result<(), ServerError>>>,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(AppOptions::default()).await
+}
+
+pub async fn spawn_app_with(options: AppOptions) -> TestApp {
+    let redis = RedisServer::start();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let config = ServerConfig {
+        redis_url: redis.url(),
+        locks: LockSettings {
+            key_prefix: options.key_prefix,
+            tombstone_ms: 60_000,
+        },
+        limits: ApiLimits {
+            ttl: TtlPolicy {
+                default_ms: 30_000,
+                min_ms: options.min_ttl_ms,
+                max_ms: 3_600_000,
+            },
+            max_wait: Duration::from_millis(options.max_wait_ms),
+        },
+        admin_token: options.admin_token,
+        redis_timeout: Duration::from_secs(1),
+    };
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
+    let app = TestApp {
+        addr,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client"),
+        redis,
+        shutdown,
+        task: Some(task),
+    };
+    app.wait_until_ready().await;
+    app
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// An HTTP response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    pub async fn read(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("body is not JSON: {}", String::from_utf8_lossy(&bytes)))
+        };
+        Self {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn assert_status(&self, status: u16) -> &Self {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        self
+    }
+
+    /// Asserts a problem+json answer with this status and code.
+    pub fn assert_problem(&self, status: u16, code: &str) -> &Self {
+        self.assert_status(status);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        assert_eq!(self.body["code"], code, "body: {}", self.body);
+        assert_eq!(self.body["status"], status);
+        assert_eq!(self.body["type"], format!("/problems/{code}"));
+        assert!(self.body["title"].is_string() && self.body["detail"].is_string());
+        self
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn str(&self, field: &str) -> String {
+        self.body[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {field} in {}", self.body))
+            .into()
+    }
+
+    pub fn u64(&self, field: &str) -> u64 {
+        self.body[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {field} in {}", self.body))
+    }
+}
+
+/// A lease as its holder knows it.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub lock: String,
+    pub id: String,
+    pub token: String,
+    pub fencing_token: u64,
+}
+
+impl Lease {
+    pub fn from_reply(lock: &str, reply: &Reply) -> Self {
+        reply.assert_status(201);
+        Self {
+            lock: lock.into(),
+            id: reply.str("lease_id"),
+            token: reply.str("token"),
+            fencing_token: reply.u64("fencing_token"),
+        }
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// POST /v1/locks/{lock}/leases?wait_ms=.. with a JSON body and an optional bearer token.
+    pub async fn acquire_with(
+        &self,
+        lock: &str,
+        wait_ms: u64,
+        body: Value,
+        token: Option<&str>,
+    ) -> Reply {
+        let mut req = self
+            .http
+            .post(self.url(&format!("/v1/locks/{lock}/leases?wait_ms={wait_ms}")))
+            .json(&body);
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        Reply::read(req.send().await.expect("request")).await
+    }
+
+    pub async fn acquire(&self, lock: &str, body: Value) -> Reply {
+        self.acquire_with(lock, 0, body, None).await
+    }
+
+    /// Acquires and expects a new lease.
+    pub async fn lease(&self, lock: &str, body: Value) -> Lease {
+        Lease::from_reply(lock, &self.acquire(lock, body).await)
+    }
+
+    pub async fn heartbeat(&self, lease: &Lease, body: Value) -> Reply {
+        self.heartbeat_as(lease, &lease.token, body).await
+    }
+
+    pub async fn heartbeat_as(&self, lease: &Lease, token: &str, body: Value) -> Reply {
+        let url = self.url(&format!(
+            "/v1/locks/{}/leases/{}/heartbeat",
+            lease.lock, lease.id
+        ));
+        Reply::read(
+            self.http
+                .post(url)
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .expect("request"),
+        )
+        .await
+    }
+
+    pub async fn release(&self, lease: &Lease, all: bool) -> Reply {
+        self.release_as(lease, &lease.token, all).await
+    }
+
+    pub async fn release_as(&self, lease: &Lease, token: &str, all: bool) -> Reply {
+        let url = self.url(&format!(
+            "/v1/locks/{}/leases/{}?all={all}",
+            lease.lock, lease.id
+        ));
+        Reply::read(
+            self.http
+                .delete(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("request"),
+        )
+        .await
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        Reply::read(self.http.get(self.url(path)).send().await.expect("request")).await
+    }
+
+    pub async fn inspect_lock(&self, lock: &str) -> Reply {
+        self.get(&format!("/v1/locks/{lock}")).await
+    }
+
+    pub async fn inspect_lease(&self, lease: &Lease) -> Reply {
+        self.get(&format!("/v1/locks/{}/leases/{}", lease.lock, lease.id))
+            .await
+    }
+
+    pub async fn force_release(&self, lock: &str, admin_token: Option<&str>) -> Reply {
+        let mut req = self
+            .http
+            .delete(self.url(&format!("/v1/admin/locks/{lock}?reason=stuck")));
+        if let Some(token) = admin_token {
+            req = req.bearer_auth(token);
+        }
+        Reply::read(req.send().await.expect("request")).await
+    }
+
+    /// Waits (bounded) until /readyz answers 200: the subscriber is connected.
+    pub async fn wait_until_ready(&self) {
+        self.wait_for("the server to become ready", |r| r.status == StatusCode::OK)
+            .await;
+    }
+
+    /// Waits (bounded) until `n` requests wait for a lock in this server.
+    pub async fn wait_for_waiters(&self, n: u64) {
+        self.wait_for(&format!("{n} waiting requests"), |r| {
+            r.status == StatusCode::OK && r.body["waiting_requests"] == n
+        })
+        .await;
+    }
+
+    async fn wait_for(&self, what: &str, done: impl Fn(&Reply) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(response) = self.http.get(self.url("/readyz")).send().await
+                && done(&Reply::read(response).await)
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Subscribes to the events channel; messages arrive on the returned receiver.
+    pub async fn events(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        use futures_util::StreamExt as _;
+        let mut pubsub = self
+            .redis
+            .client()
+            .get_async_pubsub()
+            .await
+            .expect("pubsub");
+        pubsub
+            .subscribe("leasehold:events")
+            .await
+            .expect("subscribe");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut stream = pubsub.into_on_message();
+            while let Some(msg) = stream.next().await {
+                let payload: String = msg.get_payload().expect("payload");
+                if tx
+                    .send(serde_json::from_str(&payload).expect("event JSON"))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+}
+
+/// Waits (bounded) for the next event of `kind`, skipping others.
+pub async fn next_event(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, kind: &str) -> Value {
+    let wait = async {
+        loop {
+            let event = rx.recv().await.expect("event stream open");
+            if event["type"] == kind {
+                return event;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .unwrap_or_else(|_| panic!("no {kind} event within 10 s"))
+}

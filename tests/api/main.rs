@@ -1,0 +1,11 @@
+//! The integration suite: one binary (linked once), real redis-server processes and real HTTP.
+
+mod admin;
+mod binary;
+mod errors;
+mod fencing;
+mod helpers;
+mod leases;
+mod outages;
+mod redisson;
+mod waiting;

@@ -1,0 +1,68 @@
+//! Redis going away: fast 503s, never a hang, and recovery when it is back.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn redis_stopped_mid_test_gives_503_then_recovers() {
+    let mut app = spawn_app().await;
+    let lease = app.lease("jobs", json!({})).await;
+    app.redis.stop();
+
+    let started = Instant::now();
+    let reply = app.acquire("jobs", json!({})).await;
+    reply.assert_problem(503, "redis_unavailable");
+    assert!(reply.header("retry-after").is_some());
+    app.heartbeat(&lease, json!({}))
+        .await
+        .assert_problem(503, "redis_unavailable");
+    app.get("/readyz")
+        .await
+        .assert_problem(503, "redis_unavailable");
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "answers came in {:?}",
+        started.elapsed()
+    );
+    app.get("/healthz").await.assert_status(200);
+
+    app.redis.restart();
+    // The connection manager reconnects on the next calls; allow it a bounded number of tries.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = app.acquire("jobs", json!({})).await;
+        if reply.status == 201 {
+            break;
+        }
+        reply.assert_problem(503, "redis_unavailable");
+        assert!(
+            Instant::now() < deadline,
+            "no recovery after Redis came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.wait_until_ready().await;
+}
+
+#[tokio::test]
+async fn a_waiter_gets_503_when_redis_goes_away() {
+    let mut app = spawn_app().await;
+    app.lease("jobs", json!({"ttl_ms": 300})).await;
+    let waiter = {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tokio::spawn(async move {
+            crate::helpers::Reply::read(http.post(url).send().await.expect("request")).await
+        })
+    };
+    app.wait_for_waiters(1).await;
+    app.redis.stop();
+    let reply = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter answers instead of hanging")
+        .expect("task");
+    reply.assert_problem(503, "redis_unavailable");
+}

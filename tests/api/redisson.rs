@@ -1,0 +1,212 @@
+//! Redisson interoperability: the lock hash is exactly Redisson's RLock layout, and a Redisson
+//! client (played here by Redisson's own lock and unlock scripts, verbatim) and Leasehold
+//! exclude each other and wake each other's waiters.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use serde_json::json;
+
+use crate::helpers::{AppOptions, Reply, spawn_app, spawn_app_with};
+
+/// RedissonLock.tryLockInnerAsync. KEYS[1] = lock, ARGV = [leaseTime ms, "<uuid>:<thread>"].
+const REDISSON_LOCK: &str = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+
+/// RedissonLock.unlockInnerAsync. KEYS = [lock, channel], ARGV = [0, leaseTime, holder].
+const REDISSON_UNLOCK: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
+
+const REDISSON_HOLDER: &str = "6f1c7a64-5d5e-4c3b-9a8f-0c2b1d4e5f60:1";
+
+async fn redisson_lock(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
+    redis::Script::new(REDISSON_LOCK)
+        .key(key)
+        .arg(30_000)
+        .arg(REDISSON_HOLDER)
+        .invoke_async(conn)
+        .await
+        .expect("redisson lock script")
+}
+
+async fn redisson_unlock(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
+    redis::Script::new(REDISSON_UNLOCK)
+        .key(key)
+        .key(format!("redisson_lock__channel:{{{key}}}"))
+        .arg(0)
+        .arg(30_000)
+        .arg(REDISSON_HOLDER)
+        .invoke_async(conn)
+        .await
+        .expect("redisson unlock script")
+}
+
+#[tokio::test]
+async fn the_lock_hash_is_exactly_redissons_rlock() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    let lease = app.lease("jobs", json!({"ttl_ms": 20_000})).await;
+    let kind: String = redis::cmd("TYPE")
+        .arg("jobs")
+        .query_async(&mut conn)
+        .await
+        .expect("TYPE");
+    assert_eq!(kind, "hash");
+    let fields: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg("jobs")
+        .query_async(&mut conn)
+        .await
+        .expect("HGETALL");
+    assert_eq!(
+        fields,
+        HashMap::from([(format!("{}:1", lease.id), "1".to_owned())])
+    );
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("jobs")
+        .query_async(&mut conn)
+        .await
+        .expect("PTTL");
+    assert!(pttl > 15_000 && pttl <= 20_000, "PTTL {pttl}");
+
+    app.acquire_with("jobs", 0, json!({}), Some(&lease.token))
+        .await
+        .assert_status(200);
+    let count: String = redis::cmd("HGET")
+        .arg("jobs")
+        .arg(format!("{}:1", lease.id))
+        .query_async(&mut conn)
+        .await
+        .expect("HGET");
+    assert_eq!(count, "2");
+
+    // Every other key of the lock shares its hash tag (one cluster slot).
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    for key in &keys {
+        assert!(
+            key == "jobs" || key.starts_with("{jobs}:leasehold"),
+            "stray key {key}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn release_publishes_redissons_unlock_message() {
+    let app = spawn_app().await;
+    let mut pubsub = app.redis.client().get_async_pubsub().await.expect("pubsub");
+    pubsub
+        .subscribe("redisson_lock__channel:{jobs}")
+        .await
+        .expect("subscribe");
+    let lease = app.lease("jobs", json!({})).await;
+    app.release(&lease, false).await.assert_status(200);
+    let msg = tokio::time::timeout(Duration::from_secs(5), pubsub.on_message().next())
+        .await
+        .expect("an unlock message")
+        .expect("stream open");
+    assert_eq!(msg.get_payload::<String>().expect("payload"), "0");
+    let mut conn = app.redis.conn().await;
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("jobs")
+        .query_async(&mut conn)
+        .await
+        .expect("EXISTS");
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn a_redisson_holder_excludes_leasehold_and_its_unlock_wakes_our_waiter() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    assert_eq!(
+        redisson_lock(&mut conn, "jobs").await,
+        None,
+        "Redisson got the lock"
+    );
+
+    let refused = app.acquire("jobs", json!({})).await;
+    refused.assert_problem(409, "lock_held");
+    assert_eq!(refused.body["holder_id"], REDISSON_HOLDER);
+    assert!(refused.body["lease_id"].is_null());
+
+    let lock = app.inspect_lock("jobs").await;
+    assert_eq!(lock.body["holders"][0]["holder_id"], REDISSON_HOLDER);
+    assert!(lock.body["holders"][0]["lease_id"].is_null());
+
+    let waiter = {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    };
+    app.wait_for_waiters(1).await;
+    assert_eq!(redisson_unlock(&mut conn, "jobs").await, Some(1));
+    let granted = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by Redisson's unlock message, well before the 30 s TTL")
+        .expect("task");
+    granted.assert_status(201);
+}
+
+#[tokio::test]
+async fn a_leasehold_holder_excludes_redisson() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    let lease = app.lease("jobs", json!({"ttl_ms": 20_000})).await;
+    let ttl = redisson_lock(&mut conn, "jobs")
+        .await
+        .expect("Redisson is refused with a TTL");
+    assert!(ttl > 15_000, "pttl {ttl}");
+    app.release(&lease, false).await.assert_status(200);
+    assert_eq!(redisson_lock(&mut conn, "jobs").await, None);
+}
+
+#[tokio::test]
+async fn force_release_also_removes_a_redisson_holder() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    redisson_lock(&mut conn, "jobs").await;
+    let reply = app
+        .force_release("jobs", Some(crate::helpers::ADMIN_TOKEN))
+        .await;
+    reply.assert_status(200);
+    assert_eq!(reply.body["removed"][0]["holder_id"], REDISSON_HOLDER);
+    app.acquire("jobs", json!({})).await.assert_status(201);
+}
+
+#[tokio::test]
+async fn a_key_prefix_applies_to_keys_and_channels_alike() {
+    let app = spawn_app_with(AppOptions {
+        key_prefix: "app:".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut conn = app.redis.conn().await;
+    assert_eq!(redisson_lock(&mut conn, "app:jobs").await, None);
+    app.acquire("jobs", json!({}))
+        .await
+        .assert_problem(409, "lock_held");
+    let waiter = {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    };
+    app.wait_for_waiters(1).await;
+    redisson_unlock(&mut conn, "app:jobs").await;
+    let granted = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken")
+        .expect("task");
+    granted.assert_status(201);
+    let fields: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg("app:jobs")
+        .query_async(&mut conn)
+        .await
+        .expect("HGETALL");
+    assert_eq!(fields.len(), 1);
+}

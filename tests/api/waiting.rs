@@ -1,0 +1,216 @@
+//! Server-side waiting: woken by pub/sub or the holder's TTL, never lost, never orphaned.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::helpers::{Reply, next_event, spawn_app};
+
+#[tokio::test]
+async fn a_waiter_gets_the_lock_when_the_holder_releases() {
+    let app = spawn_app().await;
+    let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    let waiter = {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    };
+    app.wait_for_waiters(1).await;
+    let released_at = Instant::now();
+    app.release(&holder, false).await.assert_status(200);
+    let reply = waiter.await.expect("waiter task");
+    reply.assert_status(201);
+    assert!(reply.u64("fencing_token") > holder.fencing_token);
+    // Woken by the unlock message, not by the 60 s TTL or the 20 s wait running out.
+    assert!(released_at.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_waiter_gets_the_lock_when_the_holders_ttl_runs_out() {
+    let app = spawn_app().await;
+    let holder = app.lease("jobs", json!({"ttl_ms": 300})).await;
+    let reply = app.acquire_with("jobs", 10_000, json!({}), None).await;
+    reply.assert_status(201);
+    assert!(reply.u64("fencing_token") > holder.fencing_token);
+}
+
+#[tokio::test]
+async fn a_wait_that_runs_out_is_409() {
+    let app = spawn_app().await;
+    app.lease("jobs", json!({"ttl_ms": 60_000, "holder": "w1"}))
+        .await;
+    let started = Instant::now();
+    let reply = app.acquire_with("jobs", 300, json!({}), None).await;
+    reply.assert_problem(409, "lock_held");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(reply.body["holder"], "w1");
+}
+
+#[tokio::test]
+async fn many_waiters_each_get_the_lock_once() {
+    let app = spawn_app().await;
+    let first = app.lease("jobs", json!({})).await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tasks.push(tokio::spawn(async move {
+            Reply::read(http.post(url).send().await.expect("request")).await
+        }));
+    }
+    app.wait_for_waiters(8).await;
+    app.release(&first, false).await.assert_status(200);
+    let mut fences = vec![first.fencing_token];
+    // Each winner releases in turn; every waiter must get exactly one grant.
+    let mut pending = tasks;
+    while !pending.is_empty() {
+        let (reply, _, rest) = futures_util::future::select_all(pending).await;
+        pending = rest;
+        let reply = reply.expect("task");
+        let lease = crate::helpers::Lease::from_reply("jobs", &reply);
+        fences.push(lease.fencing_token);
+        app.release(&lease, false).await.assert_status(200);
+    }
+    let mut sorted = fences.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 9, "fencing tokens are unique: {fences:?}");
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_stops_waiting() {
+    let app = spawn_app().await;
+    let holder = app.lease("jobs", json!({})).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let gave_up = impatient
+        .post(app.url("/v1/locks/jobs/leases?wait_ms=20000"))
+        .send()
+        .await;
+    assert!(gave_up.is_err_and(|e| e.is_timeout()));
+    // The server noticed the closed connection and dropped the waiter...
+    app.wait_for_waiters(0).await;
+    // ...so the release leaves the lock free instead of granting it to nobody.
+    app.release(&holder, false).await.assert_status(200);
+    let lock = app.inspect_lock("jobs").await;
+    assert_eq!(lock.body["held"], false);
+    assert_eq!(lock.body["fencing_counter"], 1);
+}
+
+#[tokio::test]
+async fn a_grant_whose_client_went_away_is_rolled_back() {
+    let app = spawn_app().await;
+    let mut events = app.events().await;
+    // Load the scripts first, so the paused EVALSHA below is the grant itself (on a cold
+    // Redis it would only fetch NOSCRIPT, and nothing would be granted).
+    let warm = app.lease("warm-up", json!({})).await;
+    app.release(&warm, false).await.assert_status(200);
+    next_event(&mut events, "released").await;
+    // Hold back every write for a moment: the acquire script reaches Redis, and the client
+    // gives up before the answer can come back.
+    let mut admin = app.redis.conn().await;
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(700)
+        .arg("WRITE")
+        .query_async::<()>(&mut admin)
+        .await
+        .expect("CLIENT PAUSE");
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .expect("client");
+    let gave_up = impatient
+        .post(app.url("/v1/locks/jobs/leases"))
+        .send()
+        .await;
+    assert!(gave_up.is_err_and(|e| e.is_timeout()));
+    // When Redis resumes, the grant happens and is rolled back at once, not after 30 s.
+    let acquired = next_event(&mut events, "acquired").await;
+    let released = next_event(&mut events, "released").await;
+    assert_eq!(released["lease_id"], acquired["lease_id"]);
+    assert_eq!(released["reason"], "client_gone");
+    let lock = app.inspect_lock("jobs").await;
+    assert_eq!(lock.body["held"], false);
+    app.acquire("jobs", json!({})).await.assert_status(201);
+}
+
+#[tokio::test]
+async fn a_subscriber_reconnect_wakes_every_waiter() {
+    let app = spawn_app().await;
+    let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    let waiter = {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    };
+    app.wait_for_waiters(1).await;
+    let mut conn = app.redis.conn().await;
+    // Free the lock without an unlock message (as if it were lost), then cut the subscriber.
+    redis::cmd("DEL")
+        .arg("jobs")
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("DEL");
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("CLIENT KILL");
+    let started = Instant::now();
+    let reply = waiter.await.expect("waiter task");
+    reply.assert_status(201);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "woken by the reconnect"
+    );
+    assert_ne!(reply.str("lease_id"), holder.id);
+}
+
+#[tokio::test]
+async fn wait_is_capped_by_the_configured_maximum() {
+    let app = crate::helpers::spawn_app_with(crate::helpers::AppOptions {
+        max_wait_ms: 200,
+        ..Default::default()
+    })
+    .await;
+    app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    let started = Instant::now();
+    app.acquire_with("jobs", 60_000, json!({}), None)
+        .await
+        .assert_problem(409, "lock_held");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn shutdown_answers_waiting_requests_with_503() {
+    let mut app = spawn_app().await;
+    app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    let waiter = {
+        let http = app.http.clone();
+        let url = app.url("/v1/locks/jobs/leases?wait_ms=25000");
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    };
+    app.wait_for_waiters(1).await;
+    let started = Instant::now();
+    app.shutdown.cancel();
+    let reply = waiter.await.expect("waiter task");
+    reply.assert_problem(503, "shutting_down");
+    let task = app.task.take().expect("server task");
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the server stops promptly")
+        .expect("task")
+        .expect("clean exit");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
