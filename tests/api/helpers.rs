@@ -22,7 +22,9 @@ pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 /// started again on the same socket, to test outages.
 pub struct RedisServer {
     child: Option<Child>,
-    dir: TempDir,
+    dir: std::sync::Arc<TempDir>,
+    /// A handle to a server another fixture owns: dropping it stops nothing.
+    shared: bool,
 }
 
 impl RedisServer {
@@ -31,9 +33,22 @@ impl RedisServer {
             .prefix("lh-redis")
             .tempdir()
             .expect("temp dir");
-        let mut server = Self { child: None, dir };
+        let mut server = Self {
+            child: None,
+            dir: std::sync::Arc::new(dir),
+            shared: false,
+        };
         server.restart();
         server
+    }
+
+    /// Another handle on this running server, for a second Leasehold instance.
+    pub fn shared(&self) -> Self {
+        Self {
+            child: None,
+            dir: self.dir.clone(),
+            shared: true,
+        }
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -101,7 +116,9 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        self.stop();
+        if !self.shared {
+            self.stop();
+        }
     }
 }
 
@@ -138,7 +155,11 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(options: AppOptions) -> TestApp {
-    let redis = RedisServer::start();
+    serve_on(RedisServer::start(), options).await
+}
+
+/// Starts a Leasehold server on `redis`.
+async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     let config = ServerConfig {
@@ -172,6 +193,13 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     };
     app.wait_until_ready().await;
     app
+}
+
+impl TestApp {
+    /// A second Leasehold instance on the same Redis, as a scaled-out deployment runs.
+    pub async fn spawn_peer(&self) -> TestApp {
+        serve_on(self.redis.shared(), AppOptions::default()).await
+    }
 }
 
 impl Drop for TestApp {

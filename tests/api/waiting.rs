@@ -214,3 +214,30 @@ async fn shutdown_answers_waiting_requests_with_503() {
         .expect("clean exit");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn instances_sharing_a_redis_wake_each_others_waiters() {
+    let app = spawn_app().await;
+    let peer = app.spawn_peer().await;
+    let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    peer.acquire("jobs", json!({}))
+        .await
+        .assert_problem(409, "lock_held");
+    let waiter = {
+        let http = peer.http.clone();
+        let url = peer.url("/v1/locks/jobs/leases?wait_ms=20000");
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    };
+    peer.wait_for_waiters(1).await;
+    app.release(&holder, false).await.assert_status(200);
+    let reply = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken through Redis by the other instance's release")
+        .expect("task");
+    reply.assert_status(201);
+    // Either instance serves any lease.
+    let lease = crate::helpers::Lease::from_reply("jobs", &reply);
+    app.heartbeat(&lease, json!({})).await.assert_status(200);
+}
