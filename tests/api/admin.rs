@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{ADMIN_TOKEN, AppOptions, Reply, next_event, spawn_app, spawn_app_with};
+use crate::helpers::{ADMIN_TOKEN, AppOptions, next_event, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn force_release_needs_the_admin_token() {
@@ -48,13 +48,7 @@ async fn force_release_frees_the_lock_wakes_waiters_and_kills_old_leases() {
     app.acquire_with("jobs", 0, json!({}), Some(&stuck.token))
         .await
         .assert_status(200);
-    let waiter = {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
-        )
-    };
+    let waiter = app.spawn_waiter("jobs", 20000);
     app.wait_for_waiters(1).await;
 
     let reply = app.force_release("jobs", Some(ADMIN_TOKEN)).await;

@@ -320,6 +320,15 @@ impl TestApp {
         Reply::read(req.send().await.expect("request")).await
     }
 
+    /// Starts a waiting acquire (`wait_ms`) in the background; await the handle for its reply.
+    pub fn spawn_waiter(&self, lock: &str, wait_ms: u64) -> JoinHandle<Reply> {
+        let http = self.http.clone();
+        let url = self.url(&format!("/v1/locks/{lock}/leases?wait_ms={wait_ms}"));
+        tokio::spawn(
+            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        )
+    }
+
     pub async fn acquire(&self, lock: &str, body: Value) -> Reply {
         self.acquire_with(lock, 0, body, None).await
     }

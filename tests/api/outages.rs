@@ -51,13 +51,7 @@ async fn redis_stopped_mid_test_gives_503_then_recovers() {
 async fn a_waiter_gets_503_when_redis_goes_away() {
     let mut app = spawn_app().await;
     app.lease("jobs", json!({"ttl_ms": 300})).await;
-    let waiter = {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tokio::spawn(async move {
-            crate::helpers::Reply::read(http.post(url).send().await.expect("request")).await
-        })
-    };
+    let waiter = app.spawn_waiter("jobs", 20000);
     app.wait_for_waiters(1).await;
     app.redis.stop();
     let reply = tokio::time::timeout(Duration::from_secs(10), waiter)

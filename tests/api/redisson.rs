@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use serde_json::json;
 
-use crate::helpers::{AppOptions, Reply, spawn_app, spawn_app_with};
+use crate::helpers::{AppOptions, spawn_app, spawn_app_with};
 
 /// RedissonLock.tryLockInnerAsync. KEYS[1] = lock, ARGV = [leaseTime ms, "<uuid>:<thread>"].
 const REDISSON_LOCK: &str = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
@@ -135,13 +135,7 @@ async fn a_redisson_holder_excludes_leasehold_and_its_unlock_wakes_our_waiter() 
     assert_eq!(lock.body["holders"][0]["holder_id"], REDISSON_HOLDER);
     assert!(lock.body["holders"][0]["lease_id"].is_null());
 
-    let waiter = {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
-        )
-    };
+    let waiter = app.spawn_waiter("jobs", 20000);
     app.wait_for_waiters(1).await;
     assert_eq!(redisson_unlock(&mut conn, "jobs").await, Some(1));
     let granted = tokio::time::timeout(Duration::from_secs(5), waiter)
@@ -189,13 +183,7 @@ async fn a_key_prefix_applies_to_keys_and_channels_alike() {
     app.acquire("jobs", json!({}))
         .await
         .assert_problem(409, "lock_held");
-    let waiter = {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
-        )
-    };
+    let waiter = app.spawn_waiter("jobs", 20000);
     app.wait_for_waiters(1).await;
     redisson_unlock(&mut conn, "app:jobs").await;
     let granted = tokio::time::timeout(Duration::from_secs(5), waiter)

@@ -4,19 +4,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{Reply, next_event, spawn_app};
+use crate::helpers::{next_event, spawn_app};
 
 #[tokio::test]
 async fn a_waiter_gets_the_lock_when_the_holder_releases() {
     let app = spawn_app().await;
     let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
-    let waiter = {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
-        )
-    };
+    let waiter = app.spawn_waiter("jobs", 20000);
     app.wait_for_waiters(1).await;
     let released_at = Instant::now();
     app.release(&holder, false).await.assert_status(200);
@@ -52,14 +46,7 @@ async fn a_wait_that_runs_out_is_409() {
 async fn many_waiters_each_get_the_lock_once() {
     let app = spawn_app().await;
     let first = app.lease("jobs", json!({})).await;
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tasks.push(tokio::spawn(async move {
-            Reply::read(http.post(url).send().await.expect("request")).await
-        }));
-    }
+    let tasks: Vec<_> = (0..8).map(|_| app.spawn_waiter("jobs", 20_000)).collect();
     app.wait_for_waiters(8).await;
     app.release(&first, false).await.assert_status(200);
     let mut fences = vec![first.fencing_token];
@@ -143,13 +130,7 @@ async fn a_grant_whose_client_went_away_is_rolled_back() {
 async fn a_subscriber_reconnect_wakes_every_waiter() {
     let app = spawn_app().await;
     let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
-    let waiter = {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
-        )
-    };
+    let waiter = app.spawn_waiter("jobs", 20000);
     app.wait_for_waiters(1).await;
     let mut conn = app.redis.conn().await;
     // Free the lock without an unlock message (as if it were lost), then cut the subscriber.
@@ -194,13 +175,7 @@ async fn wait_is_capped_by_the_configured_maximum() {
 async fn shutdown_answers_waiting_requests_with_503() {
     let mut app = spawn_app().await;
     app.lease("jobs", json!({"ttl_ms": 60_000})).await;
-    let waiter = {
-        let http = app.http.clone();
-        let url = app.url("/v1/locks/jobs/leases?wait_ms=25000");
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
-        )
-    };
+    let waiter = app.spawn_waiter("jobs", 25000);
     app.wait_for_waiters(1).await;
     let started = Instant::now();
     app.shutdown.cancel();
@@ -223,13 +198,7 @@ async fn instances_sharing_a_redis_wake_each_others_waiters() {
     peer.acquire("jobs", json!({}))
         .await
         .assert_problem(409, "lock_held");
-    let waiter = {
-        let http = peer.http.clone();
-        let url = peer.url("/v1/locks/jobs/leases?wait_ms=20000");
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
-        )
-    };
+    let waiter = peer.spawn_waiter("jobs", 20000);
     peer.wait_for_waiters(1).await;
     app.release(&holder, false).await.assert_status(200);
     let reply = tokio::time::timeout(Duration::from_secs(5), waiter)
