@@ -105,6 +105,16 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
     let token = std::fs::read_to_string(data.path().join("admin-token")).expect("admin token file");
     assert!(token.trim().starts_with("lha_"));
     assert!(data.path().join("redis.sock").exists());
+    let addr = serve.addr.clone();
+    let healthcheck = || {
+        Command::new(BIN)
+            .args(["healthcheck", "--listen", &addr])
+            .status()
+    };
+    assert!(
+        healthcheck().expect("run healthcheck").success(),
+        "healthcheck of a live server"
+    );
     let status = serve.terminate();
     assert!(status.success(), "exit status {status}");
     // redis-server removes its socket when it shuts down cleanly.

@@ -9,7 +9,7 @@ async fn fencing_tokens_grow_across_holders_and_survive_release_and_expiry() {
     let app = spawn_app().await;
     let mut seen = Vec::new();
     for round in 0..4 {
-        let lease = app.lease("jobs", json!({"ttl_ms": 150})).await;
+        let lease = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
         // Reentry keeps the token.
         let again = app
             .acquire_with("jobs", 0, json!({}), Some(&lease.token))
@@ -19,7 +19,10 @@ async fn fencing_tokens_grow_across_holders_and_survive_release_and_expiry() {
         if round % 2 == 0 {
             app.release(&lease, true).await.assert_status(200);
         } else {
-            // Let it expire: a waiting acquire returns once the TTL has run out.
+            // Let it expire: shorten its TTL, then a waiting acquire returns once it ran out.
+            app.heartbeat(&lease, json!({"ttl_ms": 100}))
+                .await
+                .assert_status(200);
             let next = app.acquire_with("jobs", 5000, json!({}), None).await;
             let next = crate::helpers::Lease::from_reply("jobs", &next);
             seen.push(next.fencing_token);

@@ -50,9 +50,10 @@ async fn redis_stopped_mid_test_gives_503_then_recovers() {
 #[tokio::test]
 async fn a_waiter_gets_503_when_redis_goes_away() {
     let mut app = spawn_app().await;
-    app.lease("jobs", json!({"ttl_ms": 300})).await;
+    app.lease("jobs", json!({"ttl_ms": 60_000})).await;
     let waiter = app.spawn_waiter("jobs", 20000);
     app.wait_for_waiters(1).await;
+    // The subscriber loses its connection and wakes the waiter, whose retry meets no Redis.
     app.redis.stop();
     let reply = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
