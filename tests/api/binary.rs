@@ -14,11 +14,14 @@ const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 struct Serve {
     child: Child,
     addr: String,
+    /// Everything the server logged so far.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Serve {
     fn start(data_dir: &std::path::Path) -> Self {
         let mut child = Command::new(BIN)
+            .env("RUST_LOG", "debug")
             .args([
                 "serve",
                 "--listen",
@@ -36,20 +39,27 @@ impl Serve {
             .expect("start leasehold");
         let stderr = child.stderr.take().expect("stderr");
         let mut lines = BufReader::new(stderr).lines();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let addr = loop {
             let line = lines
                 .next()
                 .expect("leasehold exited before listening")
                 .expect("line");
-            if let Ok(log) = serde_json::from_str::<Value>(&line)
-                && log["message"] == "leasehold is listening"
+            log.lock().expect("log").push_str(&format!("{line}\n"));
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && entry["message"] == "leasehold is listening"
             {
-                break log["addr"].as_str().expect("addr").to_owned();
+                break entry["addr"].as_str().expect("addr").to_owned();
             }
         };
         // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Self { child, addr }
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().expect("log").push_str(&format!("{line}\n"));
+            }
+        });
+        Self { child, addr, log }
     }
 
     fn url(&self, path: &str) -> String {
@@ -102,6 +112,17 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
     let serve = Serve::start(data.path());
     let first = acquire(&http, &serve, "jobs").await;
     assert_eq!(first["fencing_token"], 1);
+    let lease_token = first["token"].as_str().expect("token").to_owned();
+    let heartbeat = http
+        .post(serve.url(&format!(
+            "/v1/locks/jobs/leases/{}/heartbeat",
+            first["lease_id"].as_str().expect("id")
+        )))
+        .bearer_auth(&lease_token)
+        .send()
+        .await
+        .expect("heartbeat");
+    assert_eq!(heartbeat.status(), 200);
     let token = std::fs::read_to_string(data.path().join("admin-token")).expect("admin token file");
     assert!(token.trim().starts_with("lha_"));
     assert!(data.path().join("redis.sock").exists());
@@ -115,8 +136,18 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
         healthcheck().expect("run healthcheck").success(),
         "healthcheck of a live server"
     );
+    let log = serve.log.clone();
     let status = serve.terminate();
     assert!(status.success(), "exit status {status}");
+    let log = log.lock().expect("log").clone();
+    assert!(
+        log.contains("request_id"),
+        "debug logs were captured:\n{log}"
+    );
+    assert!(
+        !log.contains(&lease_token[4..]),
+        "a lease token reached the log"
+    );
     // redis-server removes its socket when it shuts down cleanly.
     assert!(
         !data.path().join("redis.sock").exists(),

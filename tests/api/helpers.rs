@@ -70,6 +70,14 @@ impl RedisServer {
             .expect("redis connection")
     }
 
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server: a Redis that accepts bytes and never
+    /// answers, as under a long fork or a swap storm.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let child = self.child.as_ref().expect("a running server");
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        nix::sys::signal::kill(pid, signal).expect("signal redis-server");
+    }
+
     /// Kills the server (as a crash would: no shutdown, no persistence).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

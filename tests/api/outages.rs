@@ -61,3 +61,20 @@ async fn a_waiter_gets_503_when_redis_goes_away() {
         .expect("task");
     reply.assert_problem(503, "redis_unavailable");
 }
+
+#[tokio::test]
+async fn a_redis_that_stops_answering_gives_503_in_about_a_second() {
+    let app = spawn_app().await;
+    app.lease("warm", json!({})).await;
+    app.redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    let started = Instant::now();
+    let reply = app.acquire("jobs", json!({})).await;
+    let took = started.elapsed();
+    app.redis.signal(nix::sys::signal::Signal::SIGCONT);
+    reply.assert_problem(503, "redis_unavailable");
+    // The server's Redis timeout is 1 s in these tests.
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+}
