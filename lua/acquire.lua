@@ -1,78 +1,230 @@
--- Acquire a reentrant lock with Redisson's RLock layout, or re-enter it with a lease token.
--- The lock hash holds one field per holder, "<lease-id>:1" = reentry count, with PEXPIRE = the
--- lease TTL, exactly as Redisson writes it, so Redisson clients and Leasehold exclude each other.
--- Lease records live beside it under the lock's hash tag ({L}:leasehold:...), so the script
--- stays in one cluster slot; the record of a re-entered lease is addressed from the KEYS[3]
--- prefix, as Redisson addresses its rwlock_timeout keys (same hash tag, same slot).
--- KEYS[1]: the lock hash (L)
--- KEYS[2]: the lock's state hash ({L}:leasehold): fence = fencing counter, lease = last lease id
--- KEYS[3]: the lease key prefix ({L}:leasehold:lease:)
--- KEYS[4]: the token key ({L}:leasehold:token:<sha256 hex of the new or presented token>)
+-- Acquire a lock of any kind for a new lease, re-enter a lease with its token, or let a fair
+-- queue ticket try again. Layouts are Redisson's: RLock (reentrant, exclusive), RFairLock
+-- (fair: queue list + deadline zset), RReadWriteLock (read, write: `mode`, holder fields,
+-- rwlock_timeout keys). KEYS: see locklib.lua.
 -- ARGV[1]: ttl (ms); "0" on reentry keeps the lease's own TTL
--- ARGV[2]: "new" or "reenter"
--- ARGV[3]: the new lease id (ignored on reentry)
--- ARGV[4]: sha256 hex of the new token (ignored on reentry: KEYS[4] names the presented one)
+-- ARGV[2]: "new", "reenter" (with a lease token) or "poll" (a fair ticket tries again)
+-- ARGV[3]: the lease id (new: a fresh id; poll: the ticket's id; reenter: ignored)
+-- ARGV[4]: sha256 hex of the token (new: the fresh token; otherwise the presented one)
 -- ARGV[5]: holder label ("" for none)
 -- ARGV[6]: metadata as JSON text ("" for none)
 -- ARGV[7]: lock name as the API shows it (for events)
 -- ARGV[8]: events channel
--- ARGV[9]: how long a lease stays answerable after it ends (ms)
--- Returns: JSON with status = acquired | reentered | held | lease_lost | unknown_token
-local tomb = tonumber(ARGV[9])
-
-if ARGV[2] == 'reenter' then
-  local lease_id = redis.call('GET', KEYS[4])
-  if not lease_id then return cjson.encode({status = 'unknown_token'}) end
-  local lkey = KEYS[3] .. lease_id
-  local field = lease_id .. ':1'
-  if redis.call('HEXISTS', KEYS[1], field) == 0 then
-    local state = observe_expiry(lkey, lease_id, ARGV[7], ARGV[8], tomb)
-    return cjson.encode({status = 'lease_lost', lease_id = lease_id, state = state})
-  end
-  local ttl = tonumber(ARGV[1])
-  if ttl == 0 then ttl = tonumber(redis.call('HGET', lkey, 'ttl_ms')) end
-  local count = redis.call('HINCRBY', KEYS[1], field, 1)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('HSET', lkey, 'ttl_ms', ttl, 'expires_ms', NOW + ttl)
-  redis.call('PEXPIRE', lkey, ttl + tomb)
-  redis.call('PEXPIRE', KEYS[4], ttl + tomb)
-  local rec = redis.call('HMGET', lkey, 'holder', 'fencing_token', 'created_ms')
-  publish_event(ARGV[8], ARGV[7], {type = 'reentered', lease_id = lease_id, holder = rec[1],
-    reentry_count = count, fencing_token = tonumber(rec[2]), ttl_ms = ttl})
-  return cjson.encode({status = 'reentered', lease_id = lease_id, holder = rec[1],
-    reentry_count = count, fencing_token = tonumber(rec[2]), ttl_ms = ttl, now_ms = NOW,
-    created_ms = tonumber(rec[3])})
-end
-
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  -- Held by someone else (a Leasehold lease or a Redisson client): say who, and for how long.
-  local field = redis.call('HKEYS', KEYS[1])[1]
-  local holder, lease_id
-  local id = field and string.match(field, '^(.*):1$')
-  if id then
-    holder = redis.call('HGET', KEYS[3] .. id, 'holder') or nil
-    if holder then lease_id = id end
-  end
-  return cjson.encode({status = 'held', pttl = redis.call('PTTL', KEYS[1]), holder_id = field,
-    lease_id = lease_id, holder = holder})
-end
-
-local previous = redis.call('HGET', KEYS[2], 'lease')
-if previous then observe_expiry(KEYS[3] .. previous, previous, ARGV[7], ARGV[8], tomb) end
-
+-- ARGV[9]: how long an ended lease stays answerable (ms)
+-- ARGV[10]: kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
+-- ARGV[11]: read/write policy: readers_first | fifo
+-- ARGV[12]: how long a queue place (fair waiter, waiting writer) lasts without a further
+--           attempt (ms)
+-- ARGV[13]: when this request first tried (ms, from an earlier reply), or "0" for now
+-- Returns: JSON with status = acquired | reentered | held | queued | lease_lost |
+--   unknown_token | unknown_lease | forbidden | ticket_expired | kind_conflict |
+--   not_reentrant | upgrade_refused
 local ttl = tonumber(ARGV[1])
-local lease_id = ARGV[3]
-local lkey = KEYS[3] .. lease_id
-local fence = redis.call('HINCRBY', KEYS[2], 'fence', 1)
-redis.call('HSET', KEYS[2], 'lease', lease_id)
-redis.call('HSET', KEYS[1], lease_id .. ':1', 1)
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('HSET', lkey, 'state', 'held', 'holder', ARGV[5], 'metadata', ARGV[6],
-  'token_sha256', ARGV[4], 'fencing_token', fence, 'ttl_ms', ttl, 'created_ms', NOW,
-  'expires_ms', NOW + ttl)
-redis.call('PEXPIRE', lkey, ttl + tomb)
-redis.call('SET', KEYS[4], lease_id, 'PX', ttl + tomb)
-publish_event(ARGV[8], ARGV[7], {type = 'acquired', lease_id = lease_id, holder = ARGV[5],
-  reentry_count = 1, fencing_token = fence, ttl_ms = ttl})
-return cjson.encode({status = 'acquired', lease_id = lease_id, holder = ARGV[5],
-  reentry_count = 1, fencing_token = fence, ttl_ms = ttl, now_ms = NOW, created_ms = NOW})
+local op, id, digest = ARGV[2], ARGV[3], ARGV[4]
+local lock_name, events, tomb = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local kind, policy = ARGV[10], ARGV[11]
+local liveness, arrival = tonumber(ARGV[12]), tonumber(ARGV[13])
+if arrival == 0 then arrival = NOW end
+
+local function reply(fields) return cjson.encode(fields) end
+
+-- Who holds the lock, for a refused acquirer.
+local function held(retry_ms)
+  local field = redis.call('HKEYS', L)[1]
+  if field == 'mode' then field = redis.call('HKEYS', L)[2] end
+  local holder, lease_id
+  local hid = field and string.match(field, '^(.-):1')
+  if hid then
+    holder = redis.call('HGET', lease_key(TAG, hid), 'holder') or nil
+    if holder then lease_id = hid end
+  end
+  return reply({status = 'held', pttl = retry_ms or redis.call('PTTL', L), holder_id = field,
+    lease_id = lease_id, holder = holder, arrived_ms = arrival})
+end
+
+-- The live waiting writer that arrived before `arrival` and so goes first under the fifo
+-- policy, dropping dead entries; returns its deadline or nil.
+local function earlier_writer()
+  local wkey, until_key = writers_key(), writers_key() .. ':until'
+  local ids = redis.call('ZRANGEBYSCORE', wkey, '-inf', '(' .. arrival)
+  for _, wid in ipairs(ids) do
+    local deadline = tonumber(redis.call('ZSCORE', until_key, wid))
+    if deadline and deadline > NOW and wid ~= id then return deadline end
+    redis.call('ZREM', wkey, wid)
+    redis.call('ZREM', until_key, wid)
+  end
+  return nil
+end
+
+-- One more read or write hold for holder `lid`; returns the new count for that mode, or
+-- nil and a reason: "blocked" (with the time to retry) or "upgrade".
+local function rw_enter(lid, mode_wanted, holding)
+  prune_dead_readers(lock_name, events, tomb)
+  local mode = redis.call('HGET', L, 'mode')
+  local h = holder_id(lid)
+  local w = h .. ':write'
+  if mode_wanted == 'read' then
+    local ok = (not mode) or mode == 'read' or redis.call('HEXISTS', L, w) == 1
+    if ok and policy == 'fifo' and not holding then
+      local deadline = earlier_writer()
+      if deadline then
+        local pttl = redis.call('PTTL', L)
+        return nil, 'blocked', (pttl > 0) and math.min(pttl, deadline - NOW) or deadline - NOW
+      end
+    end
+    if not ok then return nil, 'blocked', redis.call('PTTL', L) end
+    if not mode then redis.call('HSET', L, 'mode', 'read') end
+    local n = redis.call('HINCRBY', L, h, 1)
+    redis.call('SET', rw_timeout_key(h, n), 1, 'PX', ttl)
+    redis.call('PEXPIRE', L, math.max(redis.call('PTTL', L), ttl))
+    return n
+  end
+  if not mode then
+    redis.call('HSET', L, 'mode', 'write', w, 1)
+    redis.call('PEXPIRE', L, ttl)
+    redis.call('ZREM', writers_key(), lid)
+    redis.call('ZREM', writers_key() .. ':until', lid)
+    return 1
+  end
+  if mode == 'write' and redis.call('HEXISTS', L, w) == 1 then
+    local n = redis.call('HINCRBY', L, w, 1)
+    redis.call('PEXPIRE', L, math.max(redis.call('PTTL', L), ttl))
+    return n
+  end
+  if redis.call('HEXISTS', L, h) == 1 then return nil, 'upgrade' end
+  -- Blocked: stand in line so that fifo readers arriving later wait behind us.
+  redis.call('ZADD', writers_key(), 'NX', arrival, lid)
+  redis.call('ZADD', writers_key() .. ':until', NOW + liveness, lid)
+  return nil, 'blocked', redis.call('PTTL', L)
+end
+
+-- Grants a new lease (or a fair ticket's lease): fencing token, state, record, event.
+local function grant(lid, count, existing)
+  local previous = redis.call('HGET', STATE, 'lease')
+  if previous and previous ~= lid and not is_rw(kind) then
+    local prev = read_lease(TAG, previous)
+    if prev and not lease_holds(prev) then observe_expiry(prev, lock_name, events, tomb) end
+  end
+  local fence = redis.call('HINCRBY', STATE, 'fence', 1)
+  redis.call('HSET', STATE, 'lease', lid, 'kind', family(kind))
+  local fields = {state = 'held', kind = kind, fencing_token = fence, ttl_ms = ttl,
+    expires_ms = NOW + ttl, acquired_ms = NOW}
+  if existing then
+    local flat = {}
+    for k, v in pairs(fields) do
+      flat[#flat + 1] = k
+      flat[#flat + 1] = v
+    end
+    redis.call('HSET', existing.key, unpack(flat))
+    touch_lease(existing, ttl + tomb)
+  else
+    fields.holder = ARGV[5]
+    fields.metadata = ARGV[6]
+    create_lease(TAG, lid, fields, digest, ttl + tomb)
+  end
+  local holder = existing and existing.holder or ARGV[5]
+  publish_event(events, lock_name, {type = existing and 'granted' or 'acquired', lease_id = lid,
+    holder = holder, kind = kind, reentry_count = count, fencing_token = fence, ttl_ms = ttl})
+  return reply({status = 'acquired', lease_id = lid, holder = holder, kind = kind,
+    reentry_count = count, fencing_token = fence, ttl_ms = ttl, now_ms = NOW, created_ms = NOW})
+end
+
+if op == 'reenter' then
+  local lid = redis.call('GET', token_key(TAG, digest))
+  local lease = lid and read_lease(TAG, lid)
+  if not lease or lease.kind == 'semaphore' then return reply({status = 'unknown_token'}) end
+  if lease.state == 'queued' then return reply({status = 'ticket_token'}) end
+  if kind == '' then kind = lease.kind end
+  if family(kind) ~= family(lease.kind) then
+    return reply({status = 'kind_conflict', held_as = family(lease.kind)})
+  end
+  if is_rw(lease.kind) then prune_dead_readers(lock_name, events, tomb) end
+  if not lease_holds(lease) then
+    return reply({status = 'lease_lost', state = observe_expiry(lease, lock_name, events, tomb)})
+  end
+  if lease.kind == 'exclusive' then return reply({status = 'not_reentrant'}) end
+  if ttl == 0 then ttl = lease.ttl end
+  local count
+  if is_rw(kind) then
+    local n, why = rw_enter(lease.id, kind, true)
+    if not n then
+      if why == 'upgrade' then return reply({status = 'upgrade_refused'}) end
+      return held()
+    end
+    local h = holder_id(lease.id)
+    count = (tonumber(redis.call('HGET', L, h)) or 0) + (tonumber(redis.call('HGET', L, h .. ':write')) or 0)
+  else
+    count = redis.call('HINCRBY', L, holder_id(lease.id), 1)
+    redis.call('PEXPIRE', L, ttl)
+  end
+  redis.call('HSET', lease.key, 'ttl_ms', ttl, 'expires_ms', NOW + ttl)
+  touch_lease(lease, ttl + tomb)
+  publish_event(events, lock_name, {type = 'reentered', lease_id = lease.id, holder = lease.holder,
+    kind = kind, reentry_count = count, fencing_token = lease.fence, ttl_ms = ttl})
+  return reply({status = 'reentered', lease_id = lease.id, holder = lease.holder, kind = kind,
+    reentry_count = count, fencing_token = lease.fence, ttl_ms = ttl, now_ms = NOW,
+    created_ms = lease.created})
+end
+
+local ticket
+if op == 'poll' then
+  ticket = read_lease(TAG, id)
+  if not ticket or ticket.kind ~= 'fair' then return reply({status = 'unknown_lease'}) end
+  if not same_digest(ticket.digest, digest) then return reply({status = 'forbidden'}) end
+  if ticket.state ~= 'queued' then
+    return reply({status = 'lease_lost', state = ticket.state})
+  end
+  local deadline = tonumber(redis.call('ZSCORE', TIMEOUTS, holder_id(id)))
+  if not deadline or deadline <= NOW then
+    redis.call('LREM', QUEUE, 0, holder_id(id))
+    redis.call('ZREM', TIMEOUTS, holder_id(id))
+    end_lease(ticket, 'expired', tomb)
+    return reply({status = 'ticket_expired'})
+  end
+  kind = 'fair'
+  if ttl == 0 then ttl = ticket.ttl end
+end
+
+local conflict = conflict_with(kind)
+if conflict then return reply({status = 'kind_conflict', held_as = conflict}) end
+
+if is_rw(kind) then
+  local n, why, retry = rw_enter(id, kind, false)
+  if n then return grant(id, n) end
+  if why == 'upgrade' then return reply({status = 'upgrade_refused'}) end
+  return held(retry)
+end
+
+if kind == 'fair' then
+  local field = holder_id(id)
+  local head = prune_queue()
+  if redis.call('EXISTS', L) == 0 and (not head or head == field) then
+    if head then redis.call('LPOP', QUEUE) end
+    redis.call('ZREM', TIMEOUTS, field)
+    redis.call('HSET', L, field, 1)
+    redis.call('PEXPIRE', L, ttl)
+    return grant(id, 1, ticket)
+  end
+  local known = redis.call('ZSCORE', TIMEOUTS, field)
+  redis.call('ZADD', TIMEOUTS, NOW + liveness, field)
+  if not known then
+    redis.call('RPUSH', QUEUE, field)
+    if not ticket then
+      create_lease(TAG, id, {state = 'queued', kind = 'fair', holder = ARGV[5],
+        metadata = ARGV[6], ttl_ms = ttl, queued_ms = NOW}, digest, liveness + tomb)
+      publish_event(events, lock_name, {type = 'queued', lease_id = id, holder = ARGV[5]})
+    end
+  end
+  if ticket then touch_lease(ticket, liveness + tomb) end
+  local pttl = redis.call('PTTL', L)
+  if pttl < 0 and head and head ~= field then
+    pttl = (tonumber(redis.call('ZSCORE', TIMEOUTS, head)) or NOW) - NOW
+  end
+  return reply({status = 'queued', lease_id = id, position = redis.call('LPOS', QUEUE, field) + 1,
+    pttl = pttl, deadline_ms = NOW + liveness})
+end
+
+if redis.call('EXISTS', L) == 1 then return held() end
+redis.call('HSET', L, holder_id(id), 1)
+redis.call('PEXPIRE', L, ttl)
+return grant(id, 1)

@@ -1,48 +1,51 @@
--- Admin force release: remove every holder of a lock (Leasehold leases and Redisson clients
--- alike), as Redisson's forceUnlock does, wake all waiters, and mark each Leasehold lease
--- force_released so its holder's next call gets 410.
--- KEYS[1]: the lock hash (L)
--- KEYS[2]: the lease key prefix ({L}:leasehold:lease:)
--- KEYS[3]: the token key prefix ({L}:leasehold:token:)
--- KEYS[4]: Redisson's unlock channel (redisson_lock__channel:{L})
+-- Admin force release: remove every holder of a lock of any kind (Leasehold leases and
+-- Redisson clients alike), as Redisson's forceUnlock does, and wake waiters (the fair queue's
+-- head, or everyone). Each removed Leasehold lease is marked force_released, so its holder's
+-- next call gets 410. Queued fair waiters keep their places. KEYS: see locklib.lua.
 -- ARGV[1]: lock name as the API shows it (for events)
 -- ARGV[2]: events channel
--- ARGV[3]: how long a lease stays answerable after it ends (ms)
+-- ARGV[3]: how long an ended lease stays answerable (ms)
 -- ARGV[4]: who asked (for the event)
 -- ARGV[5]: why (free text, "" for none)
--- Returns: JSON {status = force_released | not_held,
---   holders = [{holder_id, reentry_count, lease_id?, holder?, fencing_token?, created_ms?}]}
+-- Returns: JSON {status = force_released | not_held, holders = [{holder_id, reentry_count,
+--   lease_id?, holder?, fencing_token?, created_ms?}]}
 local tomb = tonumber(ARGV[3])
-local flat = redis.call('HGETALL', KEYS[1])
-if #flat == 0 then return cjson.encode({status = 'not_held'}) end
-
-local removed = {}
-local fields = {}
-local lease_ids = {}
+if redis.call('TYPE', L).ok ~= 'hash' then return cjson.encode({status = 'not_held'}) end
+local rw = redis.call('HEXISTS', L, 'mode') == 1
+local flat = redis.call('HGETALL', L)
+local by_holder, order = {}, {}
 for i = 1, #flat, 2 do
-  local field = flat[i]
-  fields[#fields + 1] = field
-  local entry = {holder_id = field, reentry_count = tonumber(flat[i + 1])}
-  local id = string.match(field, '^(.*):1$')
-  if id then
-    local lkey = KEYS[2] .. id
-    local rec = redis.call('HMGET', lkey, 'holder', 'token_sha256', 'fencing_token', 'created_ms')
-    if rec[2] then
-      entry.lease_id = id
-      entry.holder = rec[1]
-      entry.fencing_token = tonumber(rec[3])
-      entry.created_ms = tonumber(rec[4])
-      lease_ids[#lease_ids + 1] = id
-      redis.call('HSET', lkey, 'state', 'force_released', 'ended_ms', NOW)
-      redis.call('PEXPIRE', lkey, tomb)
-      redis.call('PEXPIRE', KEYS[3] .. rec[2], tomb)
+  local field, count = flat[i], tonumber(flat[i + 1])
+  if field ~= 'mode' then
+    local base = string.match(field, '^(.*):write$') or field
+    if rw and not string.find(field, ':write$') then
+      for n = 1, count do redis.call('DEL', rw_timeout_key(field, n)) end
     end
+    if not by_holder[base] then
+      by_holder[base] = {holder_id = base, reentry_count = 0}
+      order[#order + 1] = base
+    end
+    by_holder[base].reentry_count = by_holder[base].reentry_count + count
+  end
+end
+local removed, lease_ids = {}, {}
+for _, base in ipairs(order) do
+  local entry = by_holder[base]
+  local id = string.match(base, '^(.*):1$')
+  local lease = id and read_lease(TAG, id)
+  if lease and lease.state == 'held' then
+    entry.lease_id = id
+    entry.holder = lease.holder
+    entry.fencing_token = lease.fence
+    entry.created_ms = lease.created
+    lease_ids[#lease_ids + 1] = id
+    end_lease(lease, 'force_released', tomb)
   end
   removed[#removed + 1] = entry
 end
-
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[4], 0)
+redis.call('DEL', L)
+wake_next()
+redis.call('PUBLISH', RW_CHANNEL, 0)
 publish_event(ARGV[2], ARGV[1], {type = 'force_released', lease_ids = lease_ids,
-  holder_ids = fields, by = ARGV[4], reason = ARGV[5]})
+  holder_ids = order, by = ARGV[4], reason = ARGV[5]})
 return cjson.encode({status = 'force_released', holders = removed})

@@ -1,21 +1,38 @@
--- Read one lease's state without its token: held (with its reentry count and time left), or
--- how it ended. Changes nothing.
--- KEYS[1]: the lock hash (L)
--- KEYS[2]: the lease key ({L}:leasehold:lease:<lease-id>)
+-- Read one lease's state without its token: held (with its counts and time left), queued
+-- (a fair ticket: its place), or how it ended. Changes nothing. KEYS: see locklib.lua.
 -- ARGV[1]: lease id
--- Returns: JSON {found, state, holder, metadata, fencing_token, ttl_ms, created_ms, expires_ms,
---   ended_ms, reentry_count, pttl, now_ms}
-local rec = redis.call('HMGET', KEYS[2], 'state', 'holder', 'metadata', 'fencing_token',
-  'ttl_ms', 'created_ms', 'expires_ms', 'ended_ms')
-if not rec[1] then return cjson.encode({found = false}) end
-local count = tonumber(redis.call('HGET', KEYS[1], ARGV[1] .. ':1') or 0)
-local state = rec[1]
-local ended = tonumber(rec[8])
-if state == 'held' and count == 0 then
-  state = 'expired'
-  ended = tonumber(rec[7])
+-- Returns: JSON {found, state, kind, holder, metadata, fencing_token, ttl_ms, created_ms,
+--   expires_ms, ended_ms, reentry_count, read_count, write_count, position, pttl, now_ms}
+local lease = read_lease(TAG, ARGV[1])
+if not lease or lease.kind == 'semaphore' then return cjson.encode({found = false}) end
+local rec = redis.call('HMGET', lease.key, 'metadata', 'ended_ms', 'acquired_ms')
+local h = holder_id(lease.id)
+local reads, writes = 0, 0
+if is_rw(lease.kind) then
+  reads = tonumber(redis.call('HGET', L, h)) or 0
+  writes = tonumber(redis.call('HGET', L, h .. ':write')) or 0
+  if reads > 0 and writes == 0 and not reader_alive(h, reads) then reads = 0 end
+elseif redis.call('HEXISTS', L, 'mode') == 0 then
+  reads = tonumber(redis.call('HGET', L, h)) or 0
 end
-return cjson.encode({found = true, state = state, holder = rec[2], metadata = rec[3],
-  fencing_token = tonumber(rec[4]), ttl_ms = tonumber(rec[5]), created_ms = tonumber(rec[6]),
-  expires_ms = tonumber(rec[7]), ended_ms = ended, reentry_count = count,
-  pttl = redis.call('PTTL', KEYS[1]), now_ms = NOW})
+local state, ended = lease.state, tonumber(rec[2])
+local position
+if state == 'held' and reads + writes == 0 then
+  state = 'expired'
+  ended = lease.expires
+elseif state == 'queued' then
+  local deadline = tonumber(redis.call('ZSCORE', TIMEOUTS, h))
+  if not deadline or deadline <= NOW then
+    state = 'expired'
+    ended = deadline
+  else
+    position = redis.call('LPOS', QUEUE, h)
+    position = position and position + 1
+  end
+end
+return cjson.encode({found = true, state = state, kind = lease.kind, holder = lease.holder,
+  metadata = rec[1] or nil, fencing_token = lease.fence, ttl_ms = lease.ttl,
+  created_ms = tonumber(rec[3]) or lease.created, expires_ms = lease.expires, ended_ms = ended,
+  reentry_count = reads + writes, read_count = is_rw(lease.kind) and reads or nil,
+  write_count = is_rw(lease.kind) and writes or nil, position = position,
+  pttl = redis.call('PTTL', L), now_ms = NOW})

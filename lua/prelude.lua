@@ -1,5 +1,6 @@
--- Helpers shared by every script; scripts.rs puts this file in front of each script's text.
--- Time comes from Redis so that every Leasehold instance uses one clock.
+-- Helpers shared by every script; scripts.rs puts this file (and, for lock scripts, fair.lua
+-- and rw.lua) in front of each script's text. Time comes from Redis so that every Leasehold
+-- instance uses one clock.
 local _time = redis.call('TIME')
 local NOW = tonumber(_time[1]) * 1000 + math.floor(tonumber(_time[2]) / 1000)
 
@@ -18,27 +19,47 @@ local function same_digest(a, b)
   return diff == 0
 end
 
--- A lease whose lock field vanished while its record still says "held" ran out of TTL:
--- record that (keeping the record answerable for `tomb` ms) and return the lease's state.
-local function observe_expiry(lease_key, lease_id, lock_name, channel, tomb)
-  local rec = redis.call('HMGET', lease_key, 'state', 'expires_ms', 'holder')
-  if rec[1] ~= 'held' then return rec[1] or nil end
-  redis.call('HSET', lease_key, 'state', 'expired', 'ended_ms', rec[2])
-  redis.call('PEXPIRE', lease_key, tomb)
-  publish_event(channel, lock_name, {type = 'expired', lease_id = lease_id, holder = rec[3]})
-  return 'expired'
+-- Records of one lock or semaphore live under its hash tag `tag` ("{L}"), in its slot.
+local function lease_key(tag, id) return tag .. ':leasehold:lease:' .. id end
+local function token_key(tag, digest) return tag .. ':leasehold:token:' .. digest end
+
+local function is_rw(kind) return kind == 'read' or kind == 'write' end
+
+-- A lease record as a table, or nil.
+local function read_lease(tag, id)
+  local r = redis.call('HMGET', lease_key(tag, id), 'state', 'kind', 'holder', 'token_sha256',
+    'fencing_token', 'ttl_ms', 'expires_ms', 'created_ms', 'permits')
+  if not r[1] then return nil end
+  return {id = id, key = lease_key(tag, id), tag = tag, state = r[1], kind = r[2] or 'reentrant',
+    holder = r[3] or nil, digest = r[4], fence = tonumber(r[5]), ttl = tonumber(r[6]),
+    expires = tonumber(r[7]), created = tonumber(r[8]), permits = tonumber(r[9])}
 end
 
--- Checks a presented token against a lease and that the lease still holds its lock.
--- Returns the lease record {ttl_ms, holder, fencing_token} and nil when the caller may act,
--- or nil and the JSON refusal to return.
-local function authorize_lease(lock_key, lease_key, lease_id, digest, lock_name, channel, tomb)
-  local rec = redis.call('HMGET', lease_key, 'token_sha256', 'ttl_ms', 'holder', 'fencing_token')
-  if not rec[1] then return nil, cjson.encode({status = 'unknown_lease'}) end
-  if not same_digest(rec[1], digest) then return nil, cjson.encode({status = 'forbidden'}) end
-  if redis.call('HEXISTS', lock_key, lease_id .. ':1') == 0 then
-    local state = observe_expiry(lease_key, lease_id, lock_name, channel, tomb)
-    return nil, cjson.encode({status = 'lease_lost', state = state})
+-- Creates the record of a new lease (or queued ticket) and its token index.
+local function create_lease(tag, id, fields, digest, life_ms)
+  local key = lease_key(tag, id)
+  local flat = {}
+  for k, v in pairs(fields) do
+    flat[#flat + 1] = k
+    flat[#flat + 1] = v
   end
-  return {ttl_ms = tonumber(rec[2]), holder = rec[3], fencing_token = tonumber(rec[4])}, nil
+  redis.call('HSET', key, 'token_sha256', digest, 'created_ms', NOW, unpack(flat))
+  redis.call('PEXPIRE', key, life_ms)
+  redis.call('SET', token_key(tag, digest), id, 'PX', life_ms)
 end
+
+-- Keeps a lease record (and its token index) alive for `life_ms` more.
+local function touch_lease(lease, life_ms)
+  redis.call('PEXPIRE', lease.key, life_ms)
+  redis.call('PEXPIRE', token_key(lease.tag, lease.digest), life_ms)
+end
+
+-- Marks a lease ended (released, expired, force_released, left) and keeps its record
+-- answerable for `tomb` ms.
+local function end_lease(lease, state, tomb, ended_ms)
+  redis.call('HSET', lease.key, 'state', state, 'ended_ms', ended_ms or NOW)
+  touch_lease(lease, tomb)
+end
+
+-- Redisson's holder id for a lease: "<lease-id>:1" (Redisson: "<client-uuid>:<thread-id>").
+local function holder_id(id) return id .. ':1' end

@@ -1,40 +1,75 @@
--- Release one reentry level of a lease (or all of them), as Redisson's RLock unlock does: at
--- count 0 the lock hash is deleted and Redisson's unlock message (0) is published on the lock's
--- channel, so Leasehold and Redisson waiters alike wake up.
--- KEYS[1]: the lock hash (L)
--- KEYS[2]: the lease key ({L}:leasehold:lease:<lease-id>)
--- KEYS[3]: the lease's token key ({L}:leasehold:token:<sha256 hex of the presented token>)
--- KEYS[4]: Redisson's unlock channel (redisson_lock__channel:{L})
+-- Release one reentry level of a lease (or all of them), for every lock kind, as Redisson's
+-- unlock scripts do: at zero the lock is deleted and waiters are woken (RLock: the unlock
+-- message 0 on the lock's channel; RFairLock: only the queue's head, on its own channel;
+-- RReadWriteLock: on redisson_rwlock:{L}, and a write hold released under a read hold of the
+-- same lease turns the lock into a read lock). KEYS: see locklib.lua.
 -- ARGV[1]: lease id
 -- ARGV[2]: sha256 hex of the presented token
 -- ARGV[3]: "all" to release every level, "one" for one level
 -- ARGV[4]: lock name as the API shows it (for events)
 -- ARGV[5]: events channel
--- ARGV[6]: how long a lease stays answerable after it ends (ms)
+-- ARGV[6]: how long an ended lease stays answerable (ms)
 -- ARGV[7]: why: "released", or "client_gone" when a grant nobody received is rolled back
--- Returns: JSON with status = released | still_held | lease_lost | forbidden | unknown_lease
-local tomb = tonumber(ARGV[6])
-local lease, refusal = authorize_lease(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4], ARGV[5], tomb)
+-- ARGV[8]: read/write leases: which hold to release, "read", "write" or "" (write first)
+-- Returns: JSON with status = released | still_held | mode_not_held | lease_lost | queued |
+--   forbidden | unknown_lease
+local all, lock_name, events, tomb = ARGV[3] == 'all', ARGV[4], ARGV[5], tonumber(ARGV[6])
+local lease, refusal = authorize_lease(ARGV[1], ARGV[2], lock_name, events, tomb)
 if refusal then return refusal end
 
-local count = 0
-if ARGV[3] ~= 'all' then count = redis.call('HINCRBY', KEYS[1], ARGV[1] .. ':1', -1) end
-if count > 0 then
-  redis.call('PEXPIRE', KEYS[1], lease.ttl_ms)
-  redis.call('HSET', KEYS[2], 'expires_ms', NOW + lease.ttl_ms)
-  redis.call('PEXPIRE', KEYS[2], lease.ttl_ms + tomb)
-  redis.call('PEXPIRE', KEYS[3], lease.ttl_ms + tomb)
-  publish_event(ARGV[5], ARGV[4], {type = 'released', lease_id = ARGV[1], holder = lease.holder,
-    reentry_count = count, reason = ARGV[7]})
-  return cjson.encode({status = 'still_held', reentry_count = count, ttl_ms = lease.ttl_ms,
-    now_ms = NOW})
+local h = holder_id(lease.id)
+local left
+if is_rw(lease.kind) then
+  local w = h .. ':write'
+  local writes = tonumber(redis.call('HGET', L, w)) or 0
+  local reads = tonumber(redis.call('HGET', L, h)) or 0
+  local which = ARGV[8]
+  if which == '' then which = (writes > 0) and 'write' or 'read' end
+  if (which == 'write' and writes == 0) or (which == 'read' and reads == 0) then
+    return cjson.encode({status = 'mode_not_held', mode = which})
+  end
+  if which == 'write' then
+    writes = all and 0 or writes - 1
+    if writes > 0 then redis.call('HSET', L, w, writes) else redis.call('HDEL', L, w) end
+  else
+    local n = all and reads or 1
+    for i = reads, reads - n + 1, -1 do redis.call('DEL', rw_timeout_key(h, i)) end
+    reads = reads - n
+    if reads > 0 then redis.call('HSET', L, h, reads) else redis.call('HDEL', L, h) end
+  end
+  left = reads + writes
+  if redis.call('HLEN', L) <= 1 then
+    redis.call('DEL', L)
+    redis.call('PUBLISH', RW_CHANNEL, 0)
+  else
+    if writes == 0 and redis.call('HGET', L, 'mode') == 'write' then
+      -- The downgrade completes: our read holds remain, and other readers may now join.
+      redis.call('HSET', L, 'mode', 'read')
+      redis.call('PUBLISH', RW_CHANNEL, 0)
+    end
+    if redis.call('HGET', L, 'mode') == 'read' then
+      local longest = max_read_ttl()
+      if longest > 0 then redis.call('PEXPIRE', L, longest) end
+    end
+  end
+else
+  left = all and 0 or redis.call('HINCRBY', L, h, -1)
+  if left > 0 then
+    redis.call('PEXPIRE', L, lease.ttl)
+  else
+    redis.call('DEL', L)
+    wake_next()
+  end
 end
 
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[4], 0)
-redis.call('HSET', KEYS[2], 'state', 'released', 'ended_ms', NOW)
-redis.call('PEXPIRE', KEYS[2], tomb)
-redis.call('PEXPIRE', KEYS[3], tomb)
-publish_event(ARGV[5], ARGV[4], {type = 'released', lease_id = ARGV[1], holder = lease.holder,
+if left > 0 then
+  redis.call('HSET', lease.key, 'expires_ms', NOW + lease.ttl)
+  touch_lease(lease, lease.ttl + tomb)
+  publish_event(events, lock_name, {type = 'released', lease_id = lease.id, holder = lease.holder,
+    reentry_count = left, reason = ARGV[7]})
+  return cjson.encode({status = 'still_held', reentry_count = left})
+end
+end_lease(lease, 'released', tomb)
+publish_event(events, lock_name, {type = 'released', lease_id = lease.id, holder = lease.holder,
   reentry_count = 0, reason = ARGV[7]})
-return cjson.encode({status = 'released', reentry_count = 0, now_ms = NOW})
+return cjson.encode({status = 'released'})

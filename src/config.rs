@@ -54,6 +54,12 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_WAIT_MS", default_value_t = 60_000)]
     pub max_wait_ms: u64,
 
+    /// How long a fair-lock ticket keeps its place in the queue without a poll, in ms.
+    /// Redisson's fair lock waits 5 minutes for a silent waiter; an HTTP waiter either keeps
+    /// its request open or polls, so 5 s of silence is already a waiter gone.
+    #[arg(long, env = "LEASEHOLD_TICKET_TIMEOUT_MS", default_value_t = 5_000)]
+    pub ticket_timeout_ms: u64,
+
     /// How long a released or expired lease keeps answering 410 (rather than 404), in ms.
     #[arg(long, env = "LEASEHOLD_TOMBSTONE_MS", default_value_t = 60_000)]
     pub tombstone_ms: u64,

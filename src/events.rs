@@ -1,7 +1,9 @@
-//! The one Redis subscriber of this process. It listens on every unlock channel of our key
-//! prefix (Redisson's `redisson_lock__channel:{..}`, so a Redisson client's unlock wakes our
-//! waiters too) with a single PSUBSCRIBE, and fans each message out to the local waiters.
-//! Thousands of waiting requests therefore cost one connection and one subscription.
+//! The one Redis subscriber of this process. It listens on every channel of our key prefix that
+//! can free a lock or a permit, with one PSUBSCRIBE per channel family: Redisson's
+//! `redisson_lock__channel:{..}` (RLock, and RFairLock's per-waiter `{L}:<holder>` channels),
+//! `redisson_rwlock:{..}` and `redisson_sc:{..}`, so a Redisson client's unlock wakes our
+//! waiters too; and it fans each message out to the local waiters. Thousands of waiting
+//! requests therefore cost one connection and three pattern subscriptions.
 //!
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
 //! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
@@ -61,12 +63,12 @@ async fn run(
     status: Arc<SubscriberStatus>,
     shutdown: CancellationToken,
 ) {
-    let pattern = keys.unlock_channel_pattern();
+    let patterns = keys.wake_patterns();
     let mut backoff = BACKOFF_MIN;
     let mut ever_connected = false;
     loop {
         let connected = tokio::select! {
-            c = subscribe(&client, &pattern) => c,
+            c = subscribe(&client, patterns.as_slice()) => c,
             () = shutdown.cancelled() => return,
         };
         match connected {
@@ -77,7 +79,7 @@ async fn run(
                 ever_connected = true;
                 backoff = BACKOFF_MIN;
                 status.connected.store(true, Ordering::Relaxed);
-                tracing::info!(%pattern, "subscribed to unlock messages");
+                tracing::info!(?patterns, "subscribed to unlock messages");
                 // Anything published while we were away is lost: everyone re-checks now.
                 waiters.wake_all();
                 let stopped = listen(pubsub, &keys, &waiters, &shutdown).await;
@@ -100,11 +102,11 @@ async fn run(
 
 async fn subscribe(
     client: &redis::Client,
-    pattern: &str,
+    patterns: &[String],
 ) -> redis::RedisResult<redis::aio::PubSub> {
     let attempt = async {
         let mut pubsub = client.get_async_pubsub().await?;
-        pubsub.psubscribe(pattern).await?;
+        pubsub.psubscribe(patterns).await?;
         Ok(pubsub)
     };
     tokio::time::timeout(IO_TIMEOUT, attempt)
@@ -131,8 +133,8 @@ async fn listen(
         tokio::select! {
             msg = stream.next() => match msg {
                 Some(msg) => {
-                    if let Some(lock_key) = keys.lock_key_of_unlock_channel(msg.get_channel_name()) {
-                        waiters.wake(lock_key);
+                    if let Some(key) = keys.wake_key_of_channel(msg.get_channel_name()) {
+                        waiters.wake(key);
                     }
                 }
                 None => return false,

@@ -67,6 +67,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
             locks: LockSettings {
                 key_prefix: args.key_prefix.clone(),
                 tombstone_ms: args.tombstone_ms,
+                ticket_timeout_ms: args.ticket_timeout_ms,
             },
             limits: ApiLimits {
                 ttl: TtlPolicy {
@@ -75,6 +76,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
                     max_ms: args.max_ttl_ms,
                 },
                 max_wait: Duration::from_millis(args.max_wait_ms),
+                ticket_timeout_ms: args.ticket_timeout_ms,
             },
             admin_token: args.admin_token.clone(),
             redis_timeout: Duration::from_millis(args.redis_timeout_ms),

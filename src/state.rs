@@ -22,6 +22,8 @@ pub struct ApiLimits {
     pub ttl: TtlPolicy,
     /// Longer `wait_ms` values are cut to this.
     pub max_wait: Duration,
+    /// How long a fair-queue ticket keeps its place without a poll (shown to clients).
+    pub ticket_timeout_ms: u64,
 }
 
 /// Who may call the admin routes.

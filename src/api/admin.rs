@@ -79,3 +79,24 @@ pub async fn force_release(
         removed: forced.removed.into_iter().map(HolderBody::from).collect(),
     }))
 }
+
+/// `DELETE /v1/admin/semaphores/{name}[?reason=..]`: every permit comes back; the removed
+/// leases' holders get 410 from then on.
+pub async fn force_release_semaphore(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(query): Query<ForceReleaseQuery>,
+) -> Result<Json<ForceReleaseBody>, Problem> {
+    let name = lock_name(&name)?;
+    let forced = state
+        .locks
+        .force_release_semaphore(&name, "admin-api", &query.reason)
+        .await?;
+    tracing::info!(semaphore = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
+    Ok(Json(ForceReleaseBody {
+        lock: name.to_string(),
+        released: !forced.removed.is_empty(),
+        removed: forced.removed.into_iter().map(HolderBody::from).collect(),
+    }))
+}

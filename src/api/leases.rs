@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use super::extract::{Bearer, JsonBody, Path, Query, lease_id, lock_name};
 use super::problem::Problem;
 use crate::locks::{
-    AcquireRequest, Grant, HolderLabel, LeaseId, LeaseView, LockName, Metadata, Release, Renewal,
+    AcquireRequest, Acquired, Grant, HolderLabel, LeaseId, LeaseView, LockKind, LockName, Metadata,
+    Release, Renewal, RwMode, RwPolicy, Ticket,
 };
 use crate::state::AppState;
 
@@ -24,6 +25,11 @@ pub struct AcquireBody {
     holder: Option<String>,
     /// A small JSON object kept with the lease.
     metadata: Option<serde_json::Value>,
+    /// reentrant (default), exclusive, fair, read or write; on reentry, the lease's own.
+    kind: Option<LockKind>,
+    /// For read/write locks: readers_first (default, Redisson) or fifo (Curator).
+    #[serde(default)]
+    policy: RwPolicy,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -41,6 +47,7 @@ pub struct GrantBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     token: Option<String>,
     lock: String,
+    kind: String,
     holder: Option<String>,
     fencing_token: u64,
     reentry_count: u64,
@@ -68,24 +75,72 @@ pub async fn acquire(
         holder: body.holder.as_deref().map(HolderLabel::parse).transpose()?,
         metadata: body.metadata.map(Metadata::parse).transpose()?,
         token,
+        kind: body.kind,
+        policy: body.policy,
     };
     let wait = Duration::from_millis(query.wait_ms).min(state.limits.max_wait);
     let ttl = ttl.unwrap_or_else(|| state.limits.ttl.default_ttl());
-    let grant = state.locks.acquire(&name, request, ttl, wait).await?;
-    Ok(grant_response(&name, grant))
+    let acquired = state.locks.acquire(&name, request, ttl, wait).await?;
+    Ok(acquired_response(
+        &name,
+        acquired,
+        state.limits.ticket_timeout_ms,
+    ))
 }
 
-fn grant_response(name: &LockName, grant: Grant) -> Response {
-    let status = if grant.is_new() {
+/// 201/200 for a grant, 202 for a fair-queue ticket.
+pub(super) fn acquired_response(name: &LockName, acquired: Acquired, ticket_ms: u64) -> Response {
+    match acquired {
+        Acquired::Granted(grant) => grant_response(&lease_path(name, grant.lease_id), name, grant),
+        Acquired::Queued(ticket) => ticket_response(name, ticket, ticket_ms),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct TicketBody {
+    ticket_id: LeaseId,
+    /// Proves the ticket and, once granted, the lease: only when the ticket is issued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+    lock: String,
+    /// 1 = next in line.
+    position: u64,
+    /// Poll (POST the Location, with the token) before this or lose the place.
+    poll_by: String,
+    poll_timeout_ms: u64,
+}
+
+fn ticket_response(name: &LockName, ticket: Ticket, ticket_ms: u64) -> Response {
+    let location = format!("/v1/locks/{name}/tickets/{}", ticket.lease_id);
+    let body = TicketBody {
+        ticket_id: ticket.lease_id,
+        token: ticket.token.map(|t| t.expose().to_owned()),
+        lock: name.to_string(),
+        position: ticket.position,
+        poll_by: ticket.poll_by.rfc3339(),
+        poll_timeout_ms: ticket_ms,
+    };
+    let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("0"));
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, location);
+    }
+    response
+}
+
+/// 201 with `Location` for a new lease, 200 for one more level of an existing one.
+pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> Response {
+    let status = if grant.new_lease {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    let location = lease_path(name, grant.lease_id);
     let body = GrantBody {
         lease_id: grant.lease_id,
         token: grant.token.map(|t| t.expose().to_owned()),
         lock: name.to_string(),
+        kind: grant.kind,
         holder: grant.holder,
         fencing_token: grant.fencing_token.0,
         reentry_count: grant.reentry_count,
@@ -93,10 +148,62 @@ fn grant_response(name: &LockName, grant: Grant) -> Response {
         expires_at: grant.expires_at.rfc3339(),
     };
     let mut response = (status, Json(body)).into_response();
-    if let Ok(location) = HeaderValue::from_str(&location) {
+    if let Ok(location) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PollQuery {
+    /// How long to wait server-side for the turn, in ms (default 0).
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+/// `POST /v1/locks/{name}/tickets/{ticket_id}[?wait_ms=N]` (the ticket's token as bearer): the
+/// fair lock's lease (201) once it is this ticket's turn, else 202 with its place.
+pub async fn poll_ticket(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+    Query(query): Query<PollQuery>,
+    bearer: Bearer,
+) -> Result<Response, Problem> {
+    let name = lock_name(&name)?;
+    let id = lease_id(&id)?;
+    let token = bearer.require_lease_token()?;
+    let wait = Duration::from_millis(query.wait_ms).min(state.limits.max_wait);
+    let acquired = state.locks.poll_ticket(&name, id, token, wait).await?;
+    Ok(acquired_response(
+        &name,
+        acquired,
+        state.limits.ticket_timeout_ms,
+    ))
+}
+
+#[derive(Debug, Serialize)]
+pub struct LeftBody {
+    ticket_id: LeaseId,
+    lock: String,
+    left: bool,
+}
+
+/// `DELETE /v1/locks/{name}/tickets/{ticket_id}`: give up the place in the queue.
+pub async fn leave_queue(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+    bearer: Bearer,
+) -> Result<Json<LeftBody>, Problem> {
+    let name = lock_name(&name)?;
+    let id = lease_id(&id)?;
+    let token = bearer.require_lease_token()?;
+    state.locks.leave(&name, id, &token).await?;
+    Ok(Json(LeftBody {
+        ticket_id: id,
+        lock: name.to_string(),
+        left: true,
+    }))
 }
 
 fn lease_path(name: &LockName, id: LeaseId) -> String {
@@ -108,6 +215,12 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
 pub struct HeartbeatBody {
     /// A new TTL in ms, kept for later heartbeats; the lease's own TTL when absent.
     ttl_ms: Option<u64>,
+}
+
+impl HeartbeatBody {
+    pub(super) fn ttl_ms(&self) -> Option<u64> {
+        self.ttl_ms
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -135,6 +248,11 @@ pub async fn heartbeat(
         .ttl_ms
         .map(|ms| state.limits.ttl.parse(ms))
         .transpose()?;
+    let renewal = state.locks.renew(&name, id, &token, ttl).await?;
+    Ok(Json(renewal_body(&name, renewal)))
+}
+
+pub(super) fn renewal_body(name: &LockName, renewal: Renewal) -> RenewalBody {
     let Renewal {
         lease_id,
         reentry_count,
@@ -142,15 +260,15 @@ pub async fn heartbeat(
         ttl_ms,
         expires_at,
         ..
-    } = state.locks.renew(&name, id, &token, ttl).await?;
-    Ok(Json(RenewalBody {
+    } = renewal;
+    RenewalBody {
         lease_id,
         lock: name.to_string(),
         fencing_token: fencing_token.0,
         reentry_count,
         ttl_ms,
         expires_at: expires_at.rfc3339(),
-    }))
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -159,6 +277,8 @@ pub struct ReleaseQuery {
     /// Release every reentry level at once.
     #[serde(default)]
     all: bool,
+    /// Read/write leases: the hold to release (default: write if held, else read).
+    mode: Option<RwMode>,
 }
 
 #[derive(Debug, Serialize)]
@@ -181,17 +301,25 @@ pub async fn release(
     let name = lock_name(&name)?;
     let id = lease_id(&id)?;
     let token = bearer.require_lease_token()?;
+    let released = state
+        .locks
+        .release(&name, id, &token, query.all, query.mode)
+        .await?;
+    Ok(Json(release_body(&name, released)))
+}
+
+pub(super) fn release_body(name: &LockName, release: Release) -> ReleaseBody {
     let Release {
         lease_id,
         reentry_count,
         released,
-    } = state.locks.release(&name, id, &token, query.all).await?;
-    Ok(Json(ReleaseBody {
+    } = release;
+    ReleaseBody {
         lease_id,
         lock: name.to_string(),
         released,
         reentry_count,
-    }))
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -199,6 +327,17 @@ pub struct LeaseBody {
     lease_id: LeaseId,
     lock: String,
     state: &'static str,
+    kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    write_count: Option<u64>,
+    /// Fair tickets: place in the queue (1 = next).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    position: Option<u64>,
+    /// Semaphore leases: permits held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permits: Option<u64>,
     holder: Option<String>,
     metadata: Option<serde_json::Value>,
     fencing_token: u64,
@@ -217,11 +356,19 @@ pub async fn inspect(
 ) -> Result<Json<LeaseBody>, Problem> {
     let name = lock_name(&name)?;
     let id = lease_id(&id)?;
-    let view: LeaseView = state.locks.lease(&name, id).await?;
-    Ok(Json(LeaseBody {
+    Ok(Json(lease_body(state.locks.lease(&name, id).await?)))
+}
+
+pub(super) fn lease_body(view: LeaseView) -> LeaseBody {
+    LeaseBody {
         lease_id: view.lease_id,
         lock: view.lock.to_string(),
         state: view.state.as_str(),
+        kind: view.kind,
+        read_count: view.read_count,
+        write_count: view.write_count,
+        position: view.position,
+        permits: view.permits,
         holder: view.holder,
         metadata: view.metadata.map(Metadata::into_value),
         fencing_token: view.fencing_token.0,
@@ -231,5 +378,5 @@ pub async fn inspect(
         acquired_at: view.acquired_at.rfc3339(),
         expires_at: view.expires_at.rfc3339(),
         ended_at: view.ended_at.map(|t| t.rfc3339()),
-    }))
+    }
 }

@@ -6,14 +6,23 @@ use serde::Serialize;
 
 use super::extract::{Path, lock_name};
 use super::problem::{Problem, ProblemKind};
-use crate::locks::{HolderView, LeaseId, LockView, Metadata};
+use crate::locks::{HolderView, LeaseId, LockView, Metadata, QueuedView};
 use crate::state::AppState;
 
 #[derive(Debug, Serialize)]
 pub struct LockBody {
     lock: String,
     held: bool,
+    /// What the lock is used as: reentrant, exclusive, fair, rw, or foreign (a Redisson
+    /// client's lock); null when free.
+    kind: Option<String>,
+    /// Read/write locks: read or write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<String>,
     holders: Vec<HolderBody>,
+    /// Fair locks: the first 100 waiters, in order.
+    queue: Vec<QueuedBody>,
+    queue_length: u64,
     /// The highest fencing token handed out so far.
     fencing_counter: u64,
     remaining_ms: Option<u64>,
@@ -29,8 +38,39 @@ pub struct HolderBody {
     holder: Option<String>,
     metadata: Option<serde_json::Value>,
     reentry_count: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    write_count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
     fencing_token: Option<u64>,
     acquired_at: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct QueuedBody {
+    position: u64,
+    /// The ticket's id, also the id of the lease it turns into; null for a Redisson waiter.
+    ticket_id: Option<LeaseId>,
+    holder_id: String,
+    holder: Option<String>,
+    waiting_since: Option<String>,
+    /// Leaves the queue unless it tries again before this.
+    deadline: Option<String>,
+}
+
+impl From<QueuedView> for QueuedBody {
+    fn from(q: QueuedView) -> Self {
+        Self {
+            position: q.position,
+            ticket_id: q.lease_id,
+            holder_id: q.holder_id,
+            holder: q.holder,
+            waiting_since: q.queued_at.map(|t| t.rfc3339()),
+            deadline: q.deadline.map(|t| t.rfc3339()),
+        }
+    }
 }
 
 impl From<HolderView> for HolderBody {
@@ -41,6 +81,9 @@ impl From<HolderView> for HolderBody {
             holder: h.holder,
             metadata: h.metadata.map(Metadata::into_value),
             reentry_count: h.reentry_count,
+            read_count: h.read_count,
+            write_count: h.write_count,
+            kind: h.kind,
             fencing_token: h.fencing_token.map(|f| f.0),
             acquired_at: h.acquired_at.map(|t| t.rfc3339()),
         }
@@ -62,7 +105,11 @@ pub async fn inspect(
     Ok(Json(LockBody {
         lock: view.lock.to_string(),
         held: !view.holders.is_empty(),
+        kind: view.kind,
+        mode: view.mode,
         holders: view.holders.into_iter().map(HolderBody::from).collect(),
+        queue: view.queue.into_iter().map(QueuedBody::from).collect(),
+        queue_length: view.queue_length,
         fencing_counter: view.fencing_counter.0,
         remaining_ms: view.remaining_ms,
         expires_at: view.expires_at.map(|t| t.rfc3339()),

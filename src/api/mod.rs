@@ -7,6 +7,7 @@ mod health;
 mod leases;
 mod locks;
 pub mod problem;
+mod semaphores;
 
 use std::any::Any;
 
@@ -42,7 +43,25 @@ pub fn router(state: AppState) -> Router {
             "/v1/locks/{name}/leases/{lease_id}/heartbeat",
             post(leases::heartbeat),
         )
+        .route(
+            "/v1/locks/{name}/tickets/{ticket_id}",
+            post(leases::poll_ticket).delete(leases::leave_queue),
+        )
+        .route("/v1/semaphores/{name}", get(semaphores::inspect))
+        .route("/v1/semaphores/{name}/leases", post(semaphores::acquire))
+        .route(
+            "/v1/semaphores/{name}/leases/{lease_id}",
+            get(semaphores::inspect_lease).delete(semaphores::release),
+        )
+        .route(
+            "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
+            post(semaphores::heartbeat),
+        )
         .route("/v1/admin/locks/{name}", delete(admin::force_release))
+        .route(
+            "/v1/admin/semaphores/{name}",
+            delete(admin::force_release_semaphore),
+        )
         // Responses carry lease tokens and live state: never cache them.
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,

@@ -14,6 +14,14 @@ use crate::locks::{InvalidInput, LeaseState, LockError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProblemKind {
     LockHeld,
+    KindConflict,
+    NotReentrant,
+    UpgradeRefused,
+    LimitMismatch,
+    ModeNotHeld,
+    TicketPending,
+    TicketExpired,
+    NoPermits,
     LeaseLost,
     LeaseNotFound,
     LockNotFound,
@@ -38,8 +46,16 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 22] = [
+    pub const ALL: [Self; 30] = [
         Self::LockHeld,
+        Self::KindConflict,
+        Self::NotReentrant,
+        Self::UpgradeRefused,
+        Self::LimitMismatch,
+        Self::ModeNotHeld,
+        Self::TicketPending,
+        Self::TicketExpired,
+        Self::NoPermits,
         Self::LeaseLost,
         Self::LeaseNotFound,
         Self::LockNotFound,
@@ -87,6 +103,34 @@ impl ProblemKind {
                 S::CONFLICT,
                 "The lock is held by another lease",
             ),
+            Self::KindConflict => (
+                "kind_conflict",
+                S::CONFLICT,
+                "The lock is in use as another kind",
+            ),
+            Self::NotReentrant => ("not_reentrant", S::CONFLICT, "The lock is not reentrant"),
+            Self::UpgradeRefused => (
+                "upgrade_refused",
+                S::CONFLICT,
+                "A read hold cannot be upgraded to a write hold",
+            ),
+            Self::LimitMismatch => (
+                "limit_mismatch",
+                S::CONFLICT,
+                "The semaphore has another limit",
+            ),
+            Self::ModeNotHeld => (
+                "mode_not_held",
+                S::CONFLICT,
+                "The lease holds no lock in that mode",
+            ),
+            Self::TicketPending => (
+                "ticket_pending",
+                S::CONFLICT,
+                "The token is a queued ticket's",
+            ),
+            Self::TicketExpired => ("ticket_expired", S::GONE, "The ticket expired"),
+            Self::NoPermits => ("no_permits", S::CONFLICT, "Not enough permits are free"),
             Self::LeaseLost => ("lease_lost", S::GONE, "The lease no longer holds the lock"),
             Self::LeaseNotFound => (
                 "lease_not_found",
@@ -293,11 +337,48 @@ impl From<LockError> for Problem {
                 }
                 p
             }
+            LockError::KindConflict { held_as } => Problem::new(
+                ProblemKind::KindConflict,
+                format!(
+                    "the lock is in use as a {held_as} lock; ask for that kind or another name"
+                ),
+            )
+            .with("held_as", held_as),
+            LockError::NotReentrant => Problem::new(
+                ProblemKind::NotReentrant,
+                "this exclusive lock is not reentrant and your lease already holds it",
+            ),
+            LockError::UpgradeRefused => Problem::new(
+                ProblemKind::UpgradeRefused,
+                "upgrades are not supported: your lease holds a read lock, so a write lock would \
+                 wait for itself; release the read hold and acquire the write lock",
+            ),
+            LockError::LimitMismatch { limit } => Problem::new(
+                ProblemKind::LimitMismatch,
+                format!("the semaphore's limit is {limit}; every party must name the same"),
+            )
+            .with("limit", limit),
+            LockError::ModeNotHeld(mode) => Problem::new(
+                ProblemKind::ModeNotHeld,
+                format!("the lease holds no {mode} lock"),
+            )
+            .with("mode", mode),
+            LockError::TicketPending => Problem::new(
+                ProblemKind::TicketPending,
+                "the token belongs to a ticket still queued: poll the ticket",
+            ),
+            LockError::TicketExpired => Problem::new(
+                ProblemKind::TicketExpired,
+                "the ticket was not polled in time and lost its place; acquire again",
+            ),
             LockError::LeaseLost(state) => {
                 let why = match state {
                     LeaseState::Released => "it was released",
                     LeaseState::ForceReleased => "an admin force-released the lock",
-                    LeaseState::Expired | LeaseState::Held => "its TTL ran out",
+                    LeaseState::Left => "its waiter left the queue",
+                    LeaseState::Expired | LeaseState::Held | LeaseState::Queued => {
+                        "its TTL ran out"
+                    }
                 };
                 Problem::new(
                     ProblemKind::LeaseLost,

@@ -28,6 +28,20 @@ pub enum InvalidInput {
 pub enum LockError {
     #[error("the lock is held by another lease")]
     Held(Contention),
+    #[error("the lock is in use as {held_as}")]
+    KindConflict { held_as: String },
+    #[error("the lock is not reentrant and this lease already holds it")]
+    NotReentrant,
+    #[error("a read hold cannot be upgraded to a write hold")]
+    UpgradeRefused,
+    #[error("the semaphore's limit is {limit}")]
+    LimitMismatch { limit: u32 },
+    #[error("the lease holds no {0} lock")]
+    ModeNotHeld(String),
+    #[error("the token belongs to a queued ticket")]
+    TicketPending,
+    #[error("the ticket expired before it was polled")]
+    TicketExpired,
     #[error("the lease no longer holds the lock ({})", .0.as_str())]
     LeaseLost(LeaseState),
     #[error("no such lease on this lock")]

@@ -1,22 +1,33 @@
-//! The Redis key layout. Every key of one lock shares its hash tag, so each script touches a
-//! single Redis Cluster slot:
+//! The Redis key layout. Every key of one lock (or semaphore) shares its hash tag, so each
+//! script touches a single Redis Cluster slot. For a lock `L` = prefix + name:
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P + name` | hash | Redisson RLock: field `<lease-id>:1` = reentry count, PEXPIRE = TTL |
-//! | `redisson_lock__channel:{P + name}` | channel | Redisson's unlock message `0` |
-//! | `{P + name}:leasehold` | hash | `fence` (fencing counter, never reset), `lease` (last lease) |
-//! | `{P + name}:leasehold:lease:<id>` | hash | lease record: holder, metadata, token digest, state |
-//! | `{P + name}:leasehold:token:<sha256>` | string | lease id, for reentry by token |
+//! | `L` | hash | Redisson's lock hash: `<lease-id>:1` = reentry count (RLock, RFairLock), or `mode` + read holders + `<lease-id>:1:write` (RReadWriteLock); PEXPIRE = TTL |
+//! | `{L}:<lease-id>:1:rwlock_timeout:<n>` | string | Redisson's per-read-hold timeout keys |
+//! | `redisson_lock_queue:{L}` | list | Redisson's RFairLock queue of waiting holder ids |
+//! | `redisson_lock_timeout:{L}` | zset | fair waiters' deadlines (ms) |
+//! | `redisson_lock__channel:{L}` | channel | Redisson's unlock message `0`; `..:{L}:<holder>` wakes one fair waiter |
+//! | `redisson_rwlock:{L}` | channel | Redisson's read/write unlock message |
+//! | `{L}:leasehold` | hash | `fence` (fencing counter, never reset), `lease`, `kind`; `limit` for semaphores |
+//! | `{L}:leasehold:lease:<id>` | hash | lease record: kind, holder, metadata, token digest, state |
+//! | `{L}:leasehold:token:<sha256>` | string | lease id, for reentry and tickets |
+//! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
 //! | `P + leasehold:events` | channel | JSON events for the dashboard |
+//!
+//! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting
+//! available permits, `redisson_sc:{S}` a zset of held permit ids -> expiry (and the channel
+//! that announces freed permits); its records use `{S}:leasehold...` as above.
 //!
 //! `P` is the configured key prefix (empty by default, like Redisson). Names and prefixes
 //! never contain braces, so `{P + name}` hashes exactly as `P + name` does.
 
-use super::model::{LeaseId, LockName, TokenDigest};
+use super::model::{LeaseId, LockName};
 
-/// Redisson's channel name prefix for RLock unlock messages.
-const UNLOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel:";
+/// Redisson's channel prefixes: RLock/RFairLock unlocks, RReadWriteLock unlocks, semaphores.
+const UNLOCK_CHANNEL: &str = "redisson_lock__channel:";
+const RW_CHANNEL: &str = "redisson_rwlock:";
+const SEMAPHORE_CHANNEL: &str = "redisson_sc:";
 
 /// Builds key names under one optional prefix.
 #[derive(Debug, Clone, Default)]
@@ -25,7 +36,7 @@ pub struct KeySpace {
 }
 
 impl KeySpace {
-    /// `prefix` must not contain braces (checked by the configuration).
+    /// `prefix` must not contain braces or glob characters (checked by the configuration).
     pub fn new(prefix: impl Into<String>) -> Self {
         Self {
             prefix: prefix.into(),
@@ -42,54 +53,65 @@ impl KeySpace {
         format!("{}leasehold:events", self.prefix)
     }
 
-    /// The pattern matching every unlock channel of this prefix.
-    pub fn unlock_channel_pattern(&self) -> String {
-        format!("{UNLOCK_CHANNEL_PREFIX}{{{}*", self.prefix)
+    /// Patterns matching every channel that can wake a waiter under this prefix.
+    pub fn wake_patterns(&self) -> Vec<String> {
+        [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL]
+            .iter()
+            .map(|channel| format!("{channel}{{{}*", self.prefix))
+            .collect()
     }
 
-    /// The lock key an unlock channel speaks for, if it is one.
-    pub fn lock_key_of_unlock_channel<'a>(&self, channel: &'a str) -> Option<&'a str> {
-        channel
-            .strip_prefix(UNLOCK_CHANNEL_PREFIX)?
-            .strip_prefix('{')?
-            .strip_suffix('}')
+    /// The registry key a message on `channel` wakes: the text inside `channel`'s braces
+    /// (`L`), or for a fair waiter's own channel `L}:<holder>` (see [`LockKeys::waiter`]).
+    pub fn wake_key_of_channel<'a>(&self, channel: &'a str) -> Option<&'a str> {
+        let rest = [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL]
+            .iter()
+            .find_map(|prefix| channel.strip_prefix(prefix))?
+            .strip_prefix('{')?;
+        Some(rest.strip_suffix('}').unwrap_or(rest))
     }
 }
 
-/// The keys of one lock.
+/// The keys of one lock or semaphore.
 #[derive(Debug, Clone)]
 pub struct LockKeys {
     key: String,
 }
 
 impl LockKeys {
-    /// The Redisson lock hash, and the name waiters are registered under.
+    /// The Redisson lock hash (or semaphore counter), and the registry key of its waiters.
     pub fn lock(&self) -> &str {
         &self.key
     }
 
-    pub fn unlock_channel(&self) -> String {
-        format!("{UNLOCK_CHANNEL_PREFIX}{{{}}}", self.key)
+    /// The registry key that wakes one fair waiter: its own Redisson channel's inner text.
+    pub fn waiter(&self, id: LeaseId) -> String {
+        format!("{}}}:{id}:1", self.key)
     }
 
-    pub fn state(&self) -> String {
-        format!("{{{}}}:leasehold", self.key)
+    /// The KEYS every lock script takes (see `lua/locklib.lua`).
+    pub fn lock_script_keys(&self) -> [String; 7] {
+        let k = &self.key;
+        [
+            k.clone(),
+            format!("{{{k}}}:leasehold"),
+            format!("{{{k}}}"),
+            format!("{UNLOCK_CHANNEL}{{{k}}}"),
+            format!("{RW_CHANNEL}{{{k}}}"),
+            format!("redisson_lock_queue:{{{k}}}"),
+            format!("redisson_lock_timeout:{{{k}}}"),
+        ]
     }
 
-    pub fn lease_prefix(&self) -> String {
-        format!("{{{}}}:leasehold:lease:", self.key)
-    }
-
-    pub fn lease(&self, id: LeaseId) -> String {
-        format!("{}{id}", self.lease_prefix())
-    }
-
-    pub fn token_prefix(&self) -> String {
-        format!("{{{}}}:leasehold:token:", self.key)
-    }
-
-    pub fn token(&self, digest: &TokenDigest) -> String {
-        format!("{}{}", self.token_prefix(), digest.hex())
+    /// The KEYS every semaphore script takes (see `lua/semlib.lua`).
+    pub fn semaphore_script_keys(&self) -> [String; 4] {
+        let k = &self.key;
+        [
+            k.clone(),
+            format!("{{{k}}}:leasehold"),
+            format!("{{{k}}}"),
+            format!("{SEMAPHORE_CHANNEL}{{{k}}}"),
+        ]
     }
 }
 
@@ -102,16 +124,40 @@ mod tests {
         let space = KeySpace::new("app:");
         let name = LockName::parse("jobs").expect("valid name");
         let keys = space.lock(&name);
-        assert_eq!(keys.lock(), "app:jobs");
-        assert_eq!(keys.unlock_channel(), "redisson_lock__channel:{app:jobs}");
-        assert_eq!(keys.state(), "{app:jobs}:leasehold");
+        let [lock, state, tag, channel, rw, queue, timeouts] = keys.lock_script_keys();
+        assert_eq!(lock, "app:jobs");
+        assert_eq!(state, "{app:jobs}:leasehold");
+        assert_eq!(tag, "{app:jobs}");
+        assert_eq!(channel, "redisson_lock__channel:{app:jobs}");
+        assert_eq!(rw, "redisson_rwlock:{app:jobs}");
+        assert_eq!(queue, "redisson_lock_queue:{app:jobs}");
+        assert_eq!(timeouts, "redisson_lock_timeout:{app:jobs}");
+        assert_eq!(keys.semaphore_script_keys()[3], "redisson_sc:{app:jobs}");
+    }
+
+    #[test]
+    fn channels_map_to_the_waiters_they_wake() {
+        let space = KeySpace::new("");
+        let name = LockName::parse("jobs").expect("valid name");
+        let keys = space.lock(&name);
         assert_eq!(
-            space.lock_key_of_unlock_channel(&keys.unlock_channel()),
-            Some("app:jobs")
+            space.wake_key_of_channel("redisson_lock__channel:{jobs}"),
+            Some("jobs")
         );
         assert_eq!(
-            space.unlock_channel_pattern(),
-            "redisson_lock__channel:{app:*"
+            space.wake_key_of_channel("redisson_rwlock:{jobs}"),
+            Some("jobs")
         );
+        assert_eq!(
+            space.wake_key_of_channel("redisson_sc:{jobs}"),
+            Some("jobs")
+        );
+        let id = LeaseId::generate();
+        let own = format!("redisson_lock__channel:{{jobs}}:{id}:1");
+        assert_eq!(
+            space.wake_key_of_channel(&own),
+            Some(keys.waiter(id).as_str())
+        );
+        assert_eq!(space.wake_key_of_channel("other"), None);
     }
 }

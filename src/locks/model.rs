@@ -271,6 +271,64 @@ impl Timestamp {
     }
 }
 
+/// The kinds of lock, each with Redisson's semantics and data layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockKind {
+    /// Redisson RLock: the same lease may enter again and again.
+    Reentrant,
+    /// Curator InterProcessSemaphoreMutex: a second entry by the holder is refused.
+    Exclusive,
+    /// Redisson RFairLock / Curator InterProcessMutex: strict FIFO among live waiters.
+    Fair,
+    /// Redisson RReadWriteLock, shared side.
+    Read,
+    /// Redisson RReadWriteLock, exclusive side.
+    Write,
+}
+
+impl LockKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reentrant => "reentrant",
+            Self::Exclusive => "exclusive",
+            Self::Fair => "fair",
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+/// Who goes first on a read/write lock when a writer waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RwPolicy {
+    /// Redisson's behaviour: a reader joins readers already holding, even past a waiting
+    /// writer (writers can starve under a steady stream of readers).
+    #[default]
+    ReadersFirst,
+    /// Curator's InterProcessReadWriteLock order: a reader arriving after a waiting writer
+    /// waits behind it, so writers cannot starve.
+    Fifo,
+}
+
+impl RwPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadersFirst => "readers_first",
+            Self::Fifo => "fifo",
+        }
+    }
+}
+
+/// Which hold of a read/write lease a release gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RwMode {
+    Read,
+    Write,
+}
+
 /// What a client asks for when it acquires.
 #[derive(Debug, Clone)]
 pub struct AcquireRequest {
@@ -279,6 +337,40 @@ pub struct AcquireRequest {
     pub metadata: Option<Metadata>,
     /// Present when the client re-enters a lease it holds.
     pub token: Option<LeaseToken>,
+    /// `None`: reentrant for a new lease, the lease's own kind on reentry.
+    pub kind: Option<LockKind>,
+    pub policy: RwPolicy,
+}
+
+/// What a client asks of a semaphore.
+#[derive(Debug, Clone)]
+pub struct PermitRequest {
+    pub ttl: Ttl,
+    pub holder: Option<HolderLabel>,
+    pub metadata: Option<Metadata>,
+    /// The semaphore's size; every party must name the same.
+    pub limit: u32,
+    pub permits: u32,
+}
+
+/// The outcome of an acquisition that did not fail: a grant, or a place in a fair queue.
+#[derive(Debug, Clone)]
+pub enum Acquired {
+    Granted(Grant),
+    Queued(Ticket),
+}
+
+/// A place in a fair lock's queue, kept by polling before `poll_by`.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    /// Also the id of the lease the ticket turns into.
+    pub lease_id: LeaseId,
+    /// Proves the ticket (and later its lease); shown when the ticket is first issued.
+    pub token: Option<LeaseToken>,
+    /// 1 = next in line.
+    pub position: u64,
+    /// The ticket expires unless polled before this.
+    pub poll_by: Timestamp,
 }
 
 /// A granted acquisition: a new lease or one more level of an existing one.
@@ -287,18 +379,15 @@ pub struct Grant {
     pub lease_id: LeaseId,
     /// The new lease's token; `None` on reentry (the client already has it).
     pub token: Option<LeaseToken>,
+    /// Whether this grant started a lease (201) rather than re-entered one (200).
+    pub new_lease: bool,
+    pub kind: String,
     pub holder: Option<String>,
     pub fencing_token: FencingToken,
     pub reentry_count: u64,
     pub ttl_ms: u64,
     pub acquired_at: Timestamp,
     pub expires_at: Timestamp,
-}
-
-impl Grant {
-    pub fn is_new(&self) -> bool {
-        self.token.is_some()
-    }
 }
 
 /// Who holds a lock right now, as far as a refused acquirer may know.
@@ -339,18 +428,24 @@ pub struct Release {
 #[serde(rename_all = "snake_case")]
 pub enum LeaseState {
     Held,
+    /// A fair-queue ticket still waiting.
+    Queued,
     Released,
     Expired,
     ForceReleased,
+    /// A fair-queue ticket whose waiter gave up.
+    Left,
 }
 
 impl LeaseState {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Held => "held",
+            Self::Queued => "queued",
             Self::Released => "released",
             Self::Expired => "expired",
             Self::ForceReleased => "force_released",
+            Self::Left => "left",
         }
     }
 }
@@ -361,6 +456,14 @@ pub struct LeaseView {
     pub lease_id: LeaseId,
     pub lock: LockName,
     pub state: LeaseState,
+    pub kind: String,
+    /// Read/write leases: holds per mode.
+    pub read_count: Option<u64>,
+    pub write_count: Option<u64>,
+    /// Fair tickets: place in the queue (1 = next).
+    pub position: Option<u64>,
+    /// Semaphore leases: permits held.
+    pub permits: Option<u64>,
     pub holder: Option<String>,
     pub metadata: Option<Metadata>,
     pub fencing_token: FencingToken,
@@ -383,19 +486,65 @@ pub struct HolderView {
     pub holder: Option<String>,
     pub metadata: Option<Metadata>,
     pub reentry_count: u64,
+    /// Read/write locks: holds per mode.
+    pub read_count: Option<u64>,
+    pub write_count: Option<u64>,
+    pub kind: Option<String>,
     pub fencing_token: Option<FencingToken>,
     pub acquired_at: Option<Timestamp>,
+}
+
+/// A waiter in a fair lock's queue.
+#[derive(Debug, Clone)]
+pub struct QueuedView {
+    pub position: u64,
+    pub holder_id: String,
+    pub lease_id: Option<LeaseId>,
+    pub holder: Option<String>,
+    pub queued_at: Option<Timestamp>,
+    /// The waiter leaves the queue unless it tries again before this.
+    pub deadline: Option<Timestamp>,
 }
 
 /// A lock as anyone may see it.
 #[derive(Debug, Clone)]
 pub struct LockView {
     pub lock: LockName,
+    /// What the lock is used as now: reentrant, exclusive, fair, rw, or foreign (a Redisson
+    /// client's RLock); `None` when free.
+    pub kind: Option<String>,
+    /// Read/write locks: "read" or "write".
+    pub mode: Option<String>,
     pub holders: Vec<HolderView>,
+    /// Fair locks: the first waiters in order.
+    pub queue: Vec<QueuedView>,
+    pub queue_length: u64,
     /// The highest fencing token handed out so far (0 if none).
     pub fencing_counter: FencingToken,
     /// Time left on the lock while held (`None` when free or held without a TTL).
     pub remaining_ms: Option<u64>,
+    pub expires_at: Option<Timestamp>,
+}
+
+/// A semaphore as anyone may see it.
+#[derive(Debug, Clone)]
+pub struct SemaphoreView {
+    pub name: LockName,
+    pub limit: u32,
+    pub used: u64,
+    pub holders: Vec<PermitHolderView>,
+    pub fencing_counter: FencingToken,
+}
+
+/// One lease holding permits of a semaphore.
+#[derive(Debug, Clone)]
+pub struct PermitHolderView {
+    pub lease_id: Option<LeaseId>,
+    pub holder: Option<String>,
+    pub metadata: Option<Metadata>,
+    pub permits: u64,
+    pub fencing_token: Option<FencingToken>,
+    pub acquired_at: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
 }
 

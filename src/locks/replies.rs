@@ -16,17 +16,33 @@ pub(crate) enum AcquireReply {
         holder_id: Option<String>,
         lease_id: Option<String>,
         holder: Option<String>,
+        arrived_ms: Option<u64>,
     },
-    LeaseLost {
-        state: Option<LeaseState>,
+    Queued {
+        position: u64,
+        pttl: i64,
+        deadline_ms: u64,
     },
     UnknownToken,
+    TicketToken,
+    TicketExpired,
+    KindConflict {
+        held_as: String,
+    },
+    NotReentrant,
+    UpgradeRefused,
+    LimitMismatch {
+        limit: u32,
+    },
+    #[serde(untagged)]
+    Refused(Refusal),
 }
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Granted {
     pub lease_id: String,
     pub holder: Option<String>,
+    pub kind: String,
     pub reentry_count: u64,
     pub fencing_token: u64,
     pub ttl_ms: u64,
@@ -59,13 +75,31 @@ pub(crate) enum ReleaseReply {
     Refused(Refusal),
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(crate) enum LeaveReply {
+    Left,
+    NotQueued {
+        state: Option<LeaseState>,
+    },
+    #[serde(untagged)]
+    Refused(Refusal),
+}
+
 /// Why a script refused to touch a lease on behalf of a token.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub(crate) enum Refusal {
     UnknownLease,
     Forbidden,
-    LeaseLost { state: Option<LeaseState> },
+    LeaseLost {
+        state: Option<LeaseState>,
+    },
+    /// The token is a fair ticket's that has not been granted yet.
+    Queued,
+    ModeNotHeld {
+        mode: String,
+    },
 }
 
 impl From<Refusal> for LockError {
@@ -74,6 +108,8 @@ impl From<Refusal> for LockError {
             Refusal::UnknownLease => LockError::UnknownLease,
             Refusal::Forbidden => LockError::TokenMismatch,
             Refusal::LeaseLost { state } => lost(state),
+            Refusal::Queued => LockError::TicketPending,
+            Refusal::ModeNotHeld { mode } => LockError::ModeNotHeld(mode),
         }
     }
 }
@@ -81,7 +117,9 @@ impl From<Refusal> for LockError {
 /// A lease that no longer holds its lock; a record still saying "held" means it ran out.
 pub(crate) fn lost(state: Option<LeaseState>) -> LockError {
     match state {
-        None | Some(LeaseState::Held) => LockError::LeaseLost(LeaseState::Expired),
+        None | Some(LeaseState::Held | LeaseState::Queued) => {
+            LockError::LeaseLost(LeaseState::Expired)
+        }
         Some(s) => LockError::LeaseLost(s),
     }
 }
@@ -103,18 +141,35 @@ pub(crate) struct HolderEntry {
     pub holder: Option<String>,
     #[serde(default)]
     pub reentry_count: u64,
+    pub read_count: Option<u64>,
+    pub write_count: Option<u64>,
+    pub kind: Option<String>,
     pub metadata: Option<String>,
     pub fencing_token: Option<u64>,
     pub created_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
+pub(crate) struct QueueEntry {
+    pub holder_id: String,
+    pub deadline_ms: Option<u64>,
+    pub lease_id: Option<String>,
+    pub holder: Option<String>,
+    pub queued_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
 pub(crate) struct LockSnapshot {
     pub known: bool,
+    pub held_as: Option<String>,
+    pub mode: Option<String>,
     pub fence: u64,
     pub pttl: i64,
     #[serde(deserialize_with = "list")]
     pub holders: Vec<HolderEntry>,
+    #[serde(deserialize_with = "list")]
+    pub queue: Vec<QueueEntry>,
+    pub queue_length: u64,
     pub now_ms: u64,
 }
 
@@ -122,6 +177,7 @@ pub(crate) struct LockSnapshot {
 pub(crate) struct LeaseSnapshot {
     pub found: bool,
     pub state: Option<LeaseState>,
+    pub kind: Option<String>,
     pub holder: Option<String>,
     pub metadata: Option<String>,
     pub fencing_token: Option<u64>,
@@ -131,10 +187,49 @@ pub(crate) struct LeaseSnapshot {
     pub ended_ms: Option<u64>,
     #[serde(default)]
     pub reentry_count: u64,
+    pub read_count: Option<u64>,
+    pub write_count: Option<u64>,
+    pub position: Option<u64>,
     #[serde(default)]
     pub pttl: i64,
     #[serde(default)]
     pub now_ms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct SemaphoreSnapshot {
+    pub known: bool,
+    pub limit: Option<u32>,
+    pub used: u64,
+    pub fence: u64,
+    #[serde(deserialize_with = "list")]
+    pub holders: Vec<PermitEntry>,
+    pub now_ms: u64,
+    pub lease: Option<PermitLease>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PermitEntry {
+    pub lease_id: String,
+    pub holder: Option<String>,
+    pub metadata: Option<String>,
+    pub permits: u64,
+    pub fencing_token: Option<u64>,
+    pub created_ms: Option<u64>,
+    pub expires_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PermitLease {
+    pub state: LeaseState,
+    pub holder: Option<String>,
+    pub metadata: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub ttl_ms: Option<u64>,
+    pub created_ms: Option<u64>,
+    pub expires_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    pub permits: Option<u64>,
 }
 
 /// Lua's cjson writes an empty table as `{}`; read that as an empty list.

@@ -136,6 +136,7 @@ pub struct AppOptions {
     pub max_wait_ms: u64,
     pub admin_token: Option<String>,
     pub key_prefix: String,
+    pub ticket_timeout_ms: u64,
 }
 
 impl Default for AppOptions {
@@ -145,6 +146,7 @@ impl Default for AppOptions {
             max_wait_ms: 30_000,
             admin_token: Some(ADMIN_TOKEN.into()),
             key_prefix: String::new(),
+            ticket_timeout_ms: 5_000,
         }
     }
 }
@@ -175,6 +177,7 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
         locks: LockSettings {
             key_prefix: options.key_prefix,
             tombstone_ms: 60_000,
+            ticket_timeout_ms: options.ticket_timeout_ms,
         },
         limits: ApiLimits {
             ttl: TtlPolicy {
@@ -183,6 +186,7 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
                 max_ms: 3_600_000,
             },
             max_wait: Duration::from_millis(options.max_wait_ms),
+            ticket_timeout_ms: options.ticket_timeout_ms,
         },
         admin_token: options.admin_token,
         redis_timeout: Duration::from_secs(1),
