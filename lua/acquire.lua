@@ -216,9 +216,12 @@ if kind == 'fair' then
     end
   end
   if ticket then touch_lease(ticket, liveness + tomb) end
+  -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
+  -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
   local pttl = redis.call('PTTL', L)
-  if pttl < 0 and head and head ~= field then
-    pttl = (tonumber(redis.call('ZSCORE', TIMEOUTS, head)) or NOW) - NOW
+  if head and head ~= field then
+    local ahead = (tonumber(redis.call('ZSCORE', TIMEOUTS, head)) or NOW) - NOW
+    pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
   end
   return reply({status = 'queued', lease_id = id, position = redis.call('LPOS', QUEUE, field) + 1,
     pttl = pttl, deadline_ms = NOW + liveness})

@@ -334,11 +334,47 @@ impl TestApp {
 
     /// Starts a waiting acquire (`wait_ms`) in the background; await the handle for its reply.
     pub fn spawn_waiter(&self, lock: &str, wait_ms: u64) -> JoinHandle<Reply> {
-        let http = self.http.clone();
-        let url = self.url(&format!("/v1/locks/{lock}/leases?wait_ms={wait_ms}"));
-        tokio::spawn(
-            async move { Reply::read(http.post(url).send().await.expect("request")).await },
+        self.spawn_post(
+            &format!("/v1/locks/{lock}/leases?wait_ms={wait_ms}"),
+            serde_json::json!({}),
         )
+    }
+
+    /// Starts a POST of `body` to `path` in the background (a waiting acquire of any kind).
+    pub fn spawn_post(&self, path: &str, body: Value) -> JoinHandle<Reply> {
+        let http = self.http.clone();
+        let url = self.url(path);
+        tokio::spawn(async move {
+            Reply::read(http.post(url).json(&body).send().await.expect("request")).await
+        })
+    }
+
+    /// Acquires a semaphore's permits.
+    pub async fn acquire_permits(&self, name: &str, wait_ms: u64, body: Value) -> Reply {
+        let url = self.url(&format!("/v1/semaphores/{name}/leases?wait_ms={wait_ms}"));
+        Reply::read(
+            self.http
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("request"),
+        )
+        .await
+    }
+
+    /// POSTs to a fair ticket's Location with its token.
+    pub async fn poll_ticket(&self, location: &str, token: &str, wait_ms: u64) -> Reply {
+        let url = self.url(&format!("{location}?wait_ms={wait_ms}"));
+        Reply::read(
+            self.http
+                .post(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("request"),
+        )
+        .await
     }
 
     pub async fn acquire(&self, lock: &str, body: Value) -> Reply {

@@ -3,9 +3,12 @@
 mod admin;
 mod binary;
 mod errors;
+mod fair;
 mod fencing;
 mod helpers;
 mod leases;
 mod outages;
 mod redisson;
+mod rwlock;
+mod semaphores;
 mod waiting;

@@ -1,0 +1,203 @@
+//! Fair locks: strict FIFO among live waiters, tickets that keep a place, waiters that leave.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::helpers::{AppOptions, Lease, spawn_app, spawn_app_with};
+
+const FAIR: &str = "/v1/locks/fifo/leases?wait_ms=30000";
+
+#[tokio::test]
+async fn twenty_waiters_are_granted_in_arrival_order() {
+    let app = spawn_app().await;
+    let first = app.lease("fifo", json!({"kind": "fair"})).await;
+    let mut waiters = Vec::new();
+    for i in 0..20u64 {
+        waiters.push(app.spawn_post(FAIR, json!({"kind": "fair", "holder": format!("w{i}")})));
+        // Each one is queued before the next arrives.
+        app.wait_for_waiters(i + 1).await;
+    }
+    let queue = app.inspect_lock("fifo").await;
+    assert_eq!(queue.body["queue_length"], 20);
+    assert_eq!(queue.body["queue"][0]["holder"], "w0");
+    assert_eq!(queue.body["queue"][19]["holder"], "w19");
+
+    app.release(&first, false).await.assert_status(200);
+    let mut order = Vec::new();
+    let mut pending = waiters;
+    while !pending.is_empty() {
+        let (reply, _, rest) = futures_util::future::select_all(pending).await;
+        pending = rest;
+        let reply = reply.expect("task");
+        let lease = Lease::from_reply("fifo", &reply);
+        order.push(reply.str("holder"));
+        assert_eq!(lease.fencing_token, order.len() as u64 + 1);
+        app.release(&lease, false).await.assert_status(200);
+    }
+    let expected: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+    assert_eq!(order, expected);
+}
+
+#[tokio::test]
+async fn a_waiter_that_disconnects_leaves_the_queue_at_once() {
+    let app = spawn_app().await;
+    let first = app.lease("fifo", json!({"kind": "fair"})).await;
+    let w1 = app.spawn_post(FAIR, json!({"kind": "fair", "holder": "w1"}));
+    app.wait_for_waiters(1).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let gave_up = impatient
+        .post(app.url(FAIR))
+        .json(&json!({"kind": "fair", "holder": "w2"}))
+        .send()
+        .await;
+    assert!(gave_up.is_err_and(|e| e.is_timeout()));
+    let w3 = app.spawn_post(FAIR, json!({"kind": "fair", "holder": "w3"}));
+    app.wait_for_waiters(2).await;
+    let queue = app.inspect_lock("fifo").await;
+    let holders: Vec<_> = queue.body["queue"]
+        .as_array()
+        .expect("queue")
+        .iter()
+        .map(|q| q["holder"].clone())
+        .collect();
+    assert_eq!(
+        holders,
+        vec![json!("w1"), json!("w3")],
+        "w2 left when its request ended"
+    );
+
+    app.release(&first, false).await.assert_status(200);
+    let w1 = Lease::from_reply("fifo", &w1.await.expect("task"));
+    app.release(&w1, false).await.assert_status(200);
+    // w3 is next, at once: not held up by the waiter that left.
+    let w3 = tokio::time::timeout(Duration::from_secs(3), w3)
+        .await
+        .expect("w3 granted")
+        .expect("task");
+    assert_eq!(w3.body["holder"], "w3");
+}
+
+#[tokio::test]
+async fn a_ticket_keeps_its_place_across_requests() {
+    let app = spawn_app().await;
+    let first = app.lease("fifo", json!({"kind": "fair"})).await;
+    let queued = app
+        .acquire("fifo", json!({"kind": "fair", "holder": "patient"}))
+        .await;
+    queued.assert_status(202);
+    assert_eq!(queued.body["position"], 1);
+    assert_eq!(queued.header("retry-after"), Some("0"));
+    assert_eq!(queued.body["poll_timeout_ms"], 5000);
+    let location = queued.header("location").expect("Location").to_owned();
+    let token = queued.str("token");
+    assert_eq!(
+        location,
+        format!("/v1/locks/fifo/tickets/{}", queued.str("ticket_id"))
+    );
+
+    let later = app.spawn_post(FAIR, json!({"kind": "fair", "holder": "later"}));
+    app.wait_for_waiters(1).await;
+    let still = app.poll_ticket(&location, &token, 0).await;
+    still.assert_status(202);
+    assert_eq!(still.body["position"], 1);
+    assert!(still.body.get("token").is_none(), "shown only when issued");
+
+    app.release(&first, false).await.assert_status(200);
+    let granted = app.poll_ticket(&location, &token, 5000).await;
+    granted.assert_status(201);
+    assert_eq!(granted.str("lease_id"), queued.str("ticket_id"));
+    let lease = Lease::from_reply("fifo", &granted);
+    app.heartbeat(&lease, json!({})).await.assert_status(200);
+    app.release(&lease, false).await.assert_status(200);
+    later.await.expect("task").assert_status(201);
+}
+
+#[tokio::test]
+async fn a_ticket_that_is_not_polled_expires() {
+    let app = spawn_app_with(AppOptions {
+        ticket_timeout_ms: 300,
+        ..Default::default()
+    })
+    .await;
+    let first = app.lease("fifo", json!({"kind": "fair"})).await;
+    let silent = app.acquire("fifo", json!({"kind": "fair"})).await;
+    silent.assert_status(202);
+    let next = app.spawn_post(FAIR, json!({"kind": "fair", "holder": "next"}));
+    app.wait_for_waiters(1).await;
+    app.release(&first, false).await.assert_status(200);
+    // The silent ticket's deadline passes; the next waiter is not stuck behind it.
+    let reply = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("granted")
+        .expect("task");
+    reply.assert_status(201);
+    assert_eq!(reply.body["holder"], "next");
+    let late = app
+        .poll_ticket(
+            silent.header("location").expect("Location"),
+            &silent.str("token"),
+            0,
+        )
+        .await;
+    late.assert_problem(410, "ticket_expired");
+}
+
+#[tokio::test]
+async fn leaving_the_queue_by_delete() {
+    let app = spawn_app().await;
+    app.lease("fifo", json!({"kind": "fair"})).await;
+    let queued = app.acquire("fifo", json!({"kind": "fair"})).await;
+    let location = queued.header("location").expect("Location").to_owned();
+    let reply = crate::helpers::Reply::read(
+        app.http
+            .delete(app.url(&location))
+            .bearer_auth(queued.str("token"))
+            .send()
+            .await
+            .expect("request"),
+    )
+    .await;
+    reply.assert_status(200);
+    assert_eq!(reply.body["left"], true);
+    assert_eq!(app.inspect_lock("fifo").await.body["queue_length"], 0);
+    app.poll_ticket(&location, &queued.str("token"), 0)
+        .await
+        .assert_problem(410, "lease_lost");
+}
+
+#[tokio::test]
+async fn a_fair_lock_is_reentrant_and_excludes_other_kinds() {
+    let app = spawn_app().await;
+    let lease = app.lease("fifo", json!({"kind": "fair"})).await;
+    let again = app
+        .acquire_with("fifo", 0, json!({}), Some(&lease.token))
+        .await;
+    again.assert_status(200);
+    assert_eq!(again.body["reentry_count"], 2);
+    let other = app.acquire("fifo", json!({})).await;
+    other.assert_problem(409, "kind_conflict");
+    assert_eq!(other.body["held_as"], "fair");
+}
+
+#[tokio::test]
+async fn exclusive_locks_refuse_reentry() {
+    let app = spawn_app().await;
+    let lease = app.lease("cron", json!({"kind": "exclusive"})).await;
+    let again = app
+        .acquire_with("cron", 0, json!({}), Some(&lease.token))
+        .await;
+    again.assert_problem(409, "not_reentrant");
+    app.acquire("cron", json!({"kind": "exclusive"}))
+        .await
+        .assert_problem(409, "lock_held");
+    assert_eq!(
+        app.inspect_lock("cron").await.body["holders"][0]["reentry_count"],
+        1
+    );
+    app.release(&lease, false).await.assert_status(200);
+    app.lease("cron", json!({"kind": "exclusive"})).await;
+}
