@@ -51,6 +51,9 @@ pub struct GrantBody {
     holder: Option<String>,
     fencing_token: u64,
     reentry_count: u64,
+    /// Semaphore leases: the permits held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permits: Option<u64>,
     ttl_ms: u64,
     expires_at: String,
 }
@@ -140,6 +143,7 @@ pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> R
         lease_id: grant.lease_id,
         token: grant.token.map(|t| t.expose().to_owned()),
         lock: name.to_string(),
+        permits: (grant.kind == "semaphore").then_some(grant.reentry_count),
         kind: grant.kind,
         holder: grant.holder,
         fencing_token: grant.fencing_token.0,
@@ -229,6 +233,9 @@ pub struct RenewalBody {
     lock: String,
     fencing_token: u64,
     reentry_count: u64,
+    /// Semaphore leases: the permits held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permits: Option<u64>,
     ttl_ms: u64,
     expires_at: String,
 }
