@@ -233,9 +233,6 @@ pub struct RenewalBody {
     lock: String,
     fencing_token: u64,
     reentry_count: u64,
-    /// Semaphore leases: the permits held.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    permits: Option<u64>,
     ttl_ms: u64,
     expires_at: String,
 }
