@@ -89,3 +89,47 @@ async fn force_releasing_a_free_lock_says_so() {
     assert_eq!(reply.body["released"], false);
     assert_eq!(reply.body["removed"], json!([]));
 }
+
+#[tokio::test]
+async fn force_release_works_for_read_write_and_fair_locks() {
+    let app = spawn_app().await;
+    let r1 = app
+        .lease("doc", json!({"kind": "read", "ttl_ms": 3_600_000}))
+        .await;
+    let r2 = app
+        .lease("doc", json!({"kind": "read", "ttl_ms": 3_600_000}))
+        .await;
+    let writer = app.spawn_post(
+        "/v1/locks/doc/leases?wait_ms=20000",
+        json!({"kind": "write"}),
+    );
+    app.wait_for_waiters(1).await;
+    let reply = app.force_release("doc", Some(ADMIN_TOKEN)).await;
+    assert_eq!(reply.body["removed"].as_array().map(Vec::len), Some(2));
+    writer.await.expect("task").assert_status(201);
+    for lease in [&r1, &r2] {
+        app.heartbeat(lease, json!({}))
+            .await
+            .assert_problem(410, "lease_lost");
+    }
+
+    let holder = app
+        .lease("fifo", json!({"kind": "fair", "ttl_ms": 3_600_000}))
+        .await;
+    let next = app.spawn_post(
+        "/v1/locks/fifo/leases?wait_ms=20000",
+        json!({"kind": "fair"}),
+    );
+    app.wait_for_waiters(1).await;
+    app.force_release("fifo", Some(ADMIN_TOKEN))
+        .await
+        .assert_status(200);
+    let granted = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("woken")
+        .expect("task");
+    granted.assert_status(201);
+    app.release(&holder, false)
+        .await
+        .assert_problem(410, "lease_lost");
+}
