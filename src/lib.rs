@@ -11,8 +11,10 @@
 //! - [`state`]: what handlers share.
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
+//! - [`client`]: a typed HTTP client for the `/v1` lease API.
 
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod embedded_redis;
 pub mod events;
