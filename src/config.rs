@@ -1,6 +1,7 @@
 //! Command line and environment: the server's flags all read a `LEASEHOLD_*` variable too; the
 //! client subcommands read one where a script or a shell profile would set it once.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,6 +24,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Exit 0 when a local server answers /healthz (for container health checks).
     Healthcheck(HealthcheckArgs),
+    /// Run a command while holding a lock: acquire, heartbeat, release when it exits.
+    #[command(after_help = RUN_EXIT_CODES)]
+    Run(RunArgs),
     /// Acquire a lease for a script and print the server's JSON (with the token) to stdout.
     #[command(after_help = SCRIPT_EXIT_CODES)]
     Acquire(AcquireArgs),
@@ -36,6 +40,19 @@ pub enum Command {
     #[command(after_help = SCRIPT_EXIT_CODES)]
     Status(StatusArgs),
 }
+
+const RUN_EXIT_CODES: &str = "\
+Exit codes:
+  the command's own   when it ran and exited (128+N when a signal N killed it)
+  1                   the lease could not be taken or kept (server unreachable or refusing,
+                      or the lease was lost while the command ran and it still exited 0)
+  2                   invalid command line
+  75                  the lock was held by someone else for all of --wait
+                      (--conflict-exit-code)
+  126, 127            the command could not be executed, or was not found
+  128+N               signal N (INT, TERM, HUP) arrived while waiting for the lock
+
+While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
 
 const SCRIPT_EXIT_CODES: &str = "\
 Exit codes:
@@ -56,7 +73,7 @@ pub struct ServerArgs {
     pub server: ServerUrl,
 }
 
-/// What a new lease asks for.
+/// What a new lease asks for (`run` and `acquire`).
 #[derive(Debug, Clone, Args)]
 pub struct LeaseRequestArgs {
     /// Lease TTL, like 30s, 500ms or 2m; the server's default (30 s unless configured) when
@@ -83,6 +100,34 @@ pub struct LeaseRequestArgs {
     /// like flock -E, pick another when the command itself may exit 75).
     #[arg(long, default_value_t = 75)]
     pub conflict_exit_code: u8,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseRequestArgs,
+
+    /// Time between SIGTERM and SIGKILL when the lease is lost. When the lease only cannot be
+    /// renewed, the grace is cut short so the command is dead before the lease can expire.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub kill_grace: Duration,
+
+    /// How often to ask the server whether the lease still holds the lock, between the
+    /// heartbeats (every TTL/3). A cheap read: it lets an admin's force-release stop the
+    /// command within about this long. 0 leaves it to the heartbeats.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    pub check_interval: Duration,
+
+    /// Name of the lock.
+    pub name: String,
+
+    /// The command to run and its arguments, after `--`. It gets LEASEHOLD_LOCK,
+    /// LEASEHOLD_LEASE_ID and LEASEHOLD_FENCING_TOKEN in its environment.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -2,7 +2,7 @@
 //! Redisson's data layout.
 //!
 //! Where things live:
-//! - [`config`]: the command line (`leasehold serve`, `acquire`, ...), flags with env vars.
+//! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
 //! - [`server`]: wires everything together and serves on a bound listener ([`server::run`]).
 //! - [`locks`]: the lock domain: lease types, the Redis key layout, the Lua scripts in `lua/`,
 //!   waiting. Knows nothing of HTTP.
@@ -12,8 +12,8 @@
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
 //! - [`client`]: a typed HTTP client for the `/v1` lease API.
-//! - [`cli`]: the client subcommands on top of it: `acquire`/`heartbeat`/`release`/`status`
-//!   for shell scripts.
+//! - [`cli`]: the client subcommands on top of it: `run` (hold a lock while a command runs)
+//!   and `acquire`/`heartbeat`/`release`/`status` for shell scripts.
 
 pub mod api;
 pub mod cli;

@@ -24,6 +24,7 @@ async fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve(args).await,
         Command::Healthcheck(args) => healthcheck(args).await,
         // The client commands choose their own exit codes (see their --help).
+        Command::Run(args) => return cli::run::run(args).await,
         Command::Acquire(args) => return cli::acquire(args).await,
         Command::Heartbeat(args) => return cli::heartbeat(args).await,
         Command::Release(args) => return cli::release(args).await,

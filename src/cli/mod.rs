@@ -1,9 +1,12 @@
-//! The client subcommands: `acquire`, `heartbeat`, `release` and `status` let a shell script
-//! hold a lock across steps.
+//! The client subcommands: [`run`] holds a lock while a command runs; `acquire`, `heartbeat`,
+//! `release` and `status` let a shell script hold one across steps.
 //!
 //! The scripting commands print the server's JSON to stdout as one line and nothing else, so
 //! `$(leasehold acquire ..)` captures exactly the lease; errors go to stderr as the problem's
 //! detail and code, with a non-zero exit (see `leasehold acquire --help`).
+
+pub mod run;
+mod signals;
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -85,7 +88,7 @@ pub async fn status(args: StatusArgs) -> ExitCode {
     })
 }
 
-fn acquire_options(args: &LeaseRequestArgs) -> AcquireOptions {
+pub(crate) fn acquire_options(args: &LeaseRequestArgs) -> AcquireOptions {
     AcquireOptions {
         ttl: args.ttl,
         holder: args.holder.clone(),
@@ -118,11 +121,11 @@ fn print_json(json: &Value) -> ExitCode {
 
 /// Prints a client error on stderr: a problem as its detail and code, anything else with its
 /// whole source chain (reqwest's own message names only the URL, not "connection refused").
-fn report(e: &ClientError) {
+pub(crate) fn report(e: &ClientError) {
     eprintln!("leasehold: {}", describe(e));
 }
 
-fn describe(e: &ClientError) -> String {
+pub(crate) fn describe(e: &ClientError) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {
