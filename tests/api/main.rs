@@ -2,6 +2,7 @@
 
 mod admin;
 mod binary;
+mod cli;
 mod errors;
 mod fencing;
 mod helpers;
