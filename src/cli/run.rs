@@ -3,10 +3,11 @@
 //! The command starts only once the lease is ours, in its own process group. While it runs we
 //! heartbeat every TTL/3, check in between (`--check-interval`, a cheap read) that the lease
 //! still holds the lock, and forward SIGINT, SIGTERM and SIGHUP to the group. When the lease is
-//! lost (410, or a force-release seen by a check), or heartbeats keep failing until only a safety margin of the lease is left, the
-//! group gets SIGTERM and, after a grace period, SIGKILL: the point is that the command stops
-//! before someone else can hold the lock. When the command exits we release the lease and exit
-//! with its code. We say nothing on success, so cron mails only real trouble.
+//! lost (410, or a force-release seen by a check), or heartbeats keep failing until only a
+//! safety margin of the lease is left, the group gets SIGTERM and, after a grace period,
+//! SIGKILL: the point is that the command stops before someone else can hold the lock. When
+//! the command exits we release the lease and exit with its code. We say nothing on success,
+//! so cron mails only real trouble.
 //!
 //! Expiry is tracked on our own monotonic clock, never from the server's `expires_at`: a
 //! renewal *sent* at instant `t` keeps the lease until at least `t + ttl`, because the server
