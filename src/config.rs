@@ -1,9 +1,14 @@
-//! Command line and environment: every flag also reads a `LEASEHOLD_*` variable.
+//! Command line and environment: the server's flags all read a `LEASEHOLD_*` variable too; the
+//! client subcommands read one where a script or a shell profile would set it once.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::client::{LeaseId, LeaseToken, LockKind, ServerUrl};
 
 /// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.
 #[derive(Debug, Parser)]
@@ -19,6 +24,157 @@ pub enum Command {
     Serve(ServeArgs),
     /// Exit 0 when a local server answers /healthz (for container health checks).
     Healthcheck(HealthcheckArgs),
+    /// Run a command while holding a lock: acquire, heartbeat, release when it exits.
+    #[command(after_help = RUN_EXIT_CODES)]
+    Run(RunArgs),
+    /// Acquire a lease for a script and print the server's JSON (with the token) to stdout.
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    Acquire(AcquireArgs),
+    /// Renew a lease (its TTL starts again) and print the server's JSON.
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    Heartbeat(LeaseArgs),
+    /// Release a lease completely (every reentry level), freeing the lock.
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    Release(LeaseArgs),
+    /// Print who holds a lock, or the state of one lease, as the server's JSON.
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    Status(StatusArgs),
+}
+
+const RUN_EXIT_CODES: &str = "\
+Exit codes:
+  the command's own   when it ran and exited (128+N when a signal N killed it)
+  1                   the lease could not be taken or kept (server unreachable or refusing,
+                      or the lease was lost while the command ran and it still exited 0)
+  2                   invalid command line
+  75                  the lock was held by someone else for all of --wait
+                      (--conflict-exit-code)
+  126, 127            the command could not be executed, or was not found
+  128+N               signal N (INT, TERM, HUP) arrived while waiting for the lock
+
+While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
+
+const SCRIPT_EXIT_CODES: &str = "\
+Exit codes:
+  0    done; the server's JSON is on stdout
+  1    the server refused (its problem detail and code on stderr) or did not answer
+  2    invalid command line
+  75   acquire only: the lock was held by someone else for all of --wait (--conflict-exit-code)";
+
+/// Where the Leasehold server answers.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Base URL of the Leasehold server (plain http://; a path prefix is kept).
+    #[arg(
+        long,
+        env = "LEASEHOLD_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub server: ServerUrl,
+}
+
+/// What a new lease asks for (`run` and `acquire`).
+#[derive(Debug, Clone, Args)]
+pub struct LeaseRequestArgs {
+    /// Lease TTL, like 30s, 500ms or 2m; the server's default (30 s unless configured) when
+    /// absent. If this client dies, the lock stays held for at most this long.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub ttl: Option<Duration>,
+
+    /// How long to wait while someone else holds the lock, like 30s or 5m; 0 gives up at once.
+    /// The waiting happens server-side (?wait_ms=), asked again when the server's own limit
+    /// is shorter.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    pub wait: Duration,
+
+    /// Kind of lock (sent only when given; today's server knows only reentrant and refuses
+    /// the field with 422).
+    #[arg(long, value_enum)]
+    pub kind: Option<LockKind>,
+
+    /// Label for people: shown to operators and to whoever is refused the lock.
+    #[arg(long, env = "LEASEHOLD_HOLDER")]
+    pub holder: Option<String>,
+
+    /// Exit code when the lock is still held by someone else after --wait (75 is EX_TEMPFAIL;
+    /// like flock -E, pick another when the command itself may exit 75).
+    #[arg(long, default_value_t = 75)]
+    pub conflict_exit_code: u8,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseRequestArgs,
+
+    /// Time between SIGTERM and SIGKILL when the lease is lost. When the lease only cannot be
+    /// renewed, the grace is cut short so the command is dead before the lease can expire.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub kill_grace: Duration,
+
+    /// How often to ask the server whether the lease still holds the lock, between the
+    /// heartbeats (every TTL/3). A cheap read: it lets an admin's force-release stop the
+    /// command within about this long. 0 leaves it to the heartbeats.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    pub check_interval: Duration,
+
+    /// Name of the lock.
+    pub name: String,
+
+    /// The command to run and its arguments, after `--`. It gets LEASEHOLD_LOCK,
+    /// LEASEHOLD_LEASE_ID and LEASEHOLD_FENCING_TOKEN in its environment.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AcquireArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseRequestArgs,
+
+    /// Print only the lease's token instead of the JSON.
+    #[arg(long)]
+    pub token_only: bool,
+
+    /// Name of the lock.
+    pub name: String,
+}
+
+/// One lease and the token that proves it (`heartbeat`, `release`).
+#[derive(Debug, Clone, Args)]
+pub struct LeaseArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    /// The lease's token, as `acquire` printed it. Prefer the environment variable: command
+    /// lines are visible to every user in `ps`.
+    #[arg(long, env = "LEASEHOLD_TOKEN", hide_env_values = true)]
+    pub token: LeaseToken,
+
+    /// Name of the lock.
+    pub name: String,
+
+    /// The lease's id (`lease_id` in the acquire JSON).
+    pub lease_id: LeaseId,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    /// Name of the lock.
+    pub name: String,
+
+    /// A lease on it: print that lease's state (held, released, expired, force_released)
+    /// instead of the lock's holders.
+    pub lease_id: Option<LeaseId>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -2,7 +2,7 @@
 //! Redisson's data layout.
 //!
 //! Where things live:
-//! - [`config`]: the command line (`leasehold serve`), every flag also an env var.
+//! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
 //! - [`server`]: wires everything together and serves on a bound listener ([`server::run`]).
 //! - [`locks`]: the lock domain: lease types, the Redis key layout, the Lua scripts in `lua/`,
 //!   waiting. Knows nothing of HTTP.
@@ -11,8 +11,13 @@
 //! - [`state`]: what handlers share.
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
+//! - [`client`]: a typed HTTP client for the `/v1` lease API.
+//! - [`cli`]: the client subcommands on top of it: `run` (hold a lock while a command runs)
+//!   and `acquire`/`heartbeat`/`release`/`status` for shell scripts.
 
 pub mod api;
+pub mod cli;
+pub mod client;
 pub mod config;
 pub mod embedded_redis;
 pub mod events;

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use leasehold::cli;
 use leasehold::config::{Cli, Command, HealthcheckArgs, ServeArgs};
 use leasehold::embedded_redis::EmbeddedRedis;
 use leasehold::locks::{LockSettings, TtlPolicy, random_secret};
@@ -19,10 +20,15 @@ use leasehold::{shutdown, telemetry};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+    let result = match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
         Command::Healthcheck(args) => healthcheck(args).await,
+        // The client commands choose their own exit codes (see their --help).
+        Command::Run(args) => return cli::run::run(args).await,
+        Command::Acquire(args) => return cli::acquire(args).await,
+        Command::Heartbeat(args) => return cli::heartbeat(args).await,
+        Command::Release(args) => return cli::release(args).await,
+        Command::Status(args) => return cli::status(args).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

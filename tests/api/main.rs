@@ -2,6 +2,7 @@
 
 mod admin;
 mod binary;
+mod cli;
 mod errors;
 mod fair;
 mod fencing;

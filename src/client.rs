@@ -1,0 +1,492 @@
+//! A typed HTTP client for the `/v1` lease API: what `leasehold run` and the scripting
+//! subcommands (`acquire`, `heartbeat`, `release`, `status`) speak.
+//!
+//! It knows the wire format only, never the lock domain, so it stays usable from another
+//! process or crate. Every call returns the typed body together with the JSON the server sent
+//! (scripts print the latter verbatim, so fields added later reach them), or a [`ClientError`]
+//! that keeps the problem's `code`, `detail` and status. It speaks plain HTTP: the build has no
+//! TLS stack, so a TLS-terminating proxy in front of Leasehold needs a local `http://` hop.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use reqwest::{RequestBuilder, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How long a call other than a waiting acquire may take before it fails as a transport error.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long to wait for a TCP connection: a server that is down should fail fast, not eat the
+/// heartbeat budget of `leasehold run`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The base URL of a Leasehold server (`http://host:port`, optionally with a path prefix when
+/// it sits behind a proxy).
+#[derive(Debug, Clone)]
+pub struct ServerUrl(Url);
+
+/// Why a server URL was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidServerUrl {
+    #[error("not a URL ({0}); write it like http://127.0.0.1:8080")]
+    Syntax(String),
+    #[error("only http:// server URLs are supported (this build has no TLS), not {0}://")]
+    Scheme(String),
+}
+
+impl FromStr for ServerUrl {
+    type Err = InvalidServerUrl;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let url = Url::parse(raw).map_err(|e| InvalidServerUrl::Syntax(e.to_string()))?;
+        if url.scheme() != "http" {
+            return Err(InvalidServerUrl::Scheme(url.scheme().to_owned()));
+        }
+        Ok(Self(url))
+    }
+}
+
+impl fmt::Display for ServerUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A lease id as the server issues it (a UUID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseId(uuid::Uuid);
+
+impl FromStr for LeaseId {
+    type Err = uuid::Error;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        raw.parse().map(Self)
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A lease's bearer token. Its `Debug` hides the secret, so it cannot leak through logs or
+/// error messages.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseToken(String);
+
+impl LeaseToken {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LeaseToken(..)")
+    }
+}
+
+/// The token was empty (an unset variable expanded in a script, most likely).
+#[derive(Debug, thiserror::Error)]
+#[error("the lease token is empty")]
+pub struct EmptyToken;
+
+impl FromStr for LeaseToken {
+    type Err = EmptyToken;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(EmptyToken);
+        }
+        Ok(Self(raw.to_owned()))
+    }
+}
+
+/// The kind of lock to ask for. Only `reentrant` exists on the server today; the others are
+/// sent as asked and refused (422) by a server that does not know them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LockKind {
+    Reentrant,
+    Fair,
+    Read,
+    Write,
+    Exclusive,
+}
+
+/// What an acquire asks for; `None` leaves the choice to the server.
+#[derive(Debug, Clone, Default)]
+pub struct AcquireOptions {
+    pub ttl: Option<Duration>,
+    pub holder: Option<String>,
+    /// Sent only when set: a server without lock kinds refuses unknown body fields.
+    pub kind: Option<LockKind>,
+    /// How long the server should wait while someone else holds the lock.
+    pub wait: Duration,
+}
+
+#[derive(Serialize)]
+struct AcquireBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<LockKind>,
+}
+
+/// A new lease (201): the only answer that carries the token.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Lease {
+    pub lease_id: LeaseId,
+    pub token: LeaseToken,
+    pub lock: String,
+    pub holder: Option<String>,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+}
+
+/// A successful heartbeat: the lease's TTL started again.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Renewal {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+}
+
+/// A release: `released` is true when the lock is free.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Released {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub released: bool,
+    pub reentry_count: u64,
+}
+
+/// One lease's state, from `GET /v1/locks/{lock}/leases/{id}` (no token needed).
+#[derive(Debug, Clone, Deserialize)]
+pub struct LeaseStatus {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub state: LeaseState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    Held,
+    Released,
+    Expired,
+    ForceReleased,
+    /// A state this client does not know (a newer server); not taken as an end.
+    #[serde(other)]
+    Unknown,
+}
+
+impl LeaseState {
+    /// The lease no longer holds its lock.
+    pub fn has_ended(self) -> bool {
+        matches!(self, Self::Released | Self::Expired | Self::ForceReleased)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Released => "released",
+            Self::Expired => "expired",
+            Self::ForceReleased => "force_released",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// A successful answer: the typed body and the JSON document it was read from.
+#[derive(Debug, Clone)]
+pub struct Reply<T> {
+    pub body: T,
+    pub json: Value,
+}
+
+/// An `application/problem+json` answer.
+#[derive(Debug, Clone, Deserialize, thiserror::Error)]
+#[error("{detail} ({status} {code})")]
+pub struct Problem {
+    pub status: u16,
+    /// The stable machine code, e.g. `lock_held`, `lease_lost`.
+    pub code: String,
+    pub detail: String,
+    /// On 409 `lock_held`: when the holder's lease runs out unless renewed.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    /// On 410 `lease_lost`: `expired`, `released` or `force_released`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl Problem {
+    /// Someone else holds the lock (409).
+    pub fn is_lock_held(&self) -> bool {
+        self.status == StatusCode::CONFLICT.as_u16()
+    }
+
+    /// The server no longer knows this lease as a holder: lost (410), long gone (404), or
+    /// the token does not prove it (403). Retrying cannot bring it back.
+    pub fn is_lease_gone(&self) -> bool {
+        matches!(self.status, 403 | 404 | 410)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server refused the request and said why.
+    #[error(transparent)]
+    Problem(#[from] Problem),
+    /// No answer: connection refused or reset, timeout, DNS.
+    #[error("no answer from the server")]
+    Transport(#[from] reqwest::Error),
+    /// An answer that is neither the expected JSON nor a problem document (a proxy's error
+    /// page, say).
+    #[error("unexpected answer {status}: {excerpt}")]
+    Unexpected { status: StatusCode, excerpt: String },
+    /// The base URL cannot take a path (checked when parsing, so only a bug gets here).
+    #[error("the server URL cannot take a path: {0}")]
+    BadBase(ServerUrl),
+}
+
+impl ClientError {
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            Self::Problem(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// A handle on one Leasehold server; cheap to clone (the connection pool is shared).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: ServerUrl,
+    timeout: Duration,
+}
+
+impl Client {
+    pub fn new(base: ServerUrl) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            http,
+            base,
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+
+    /// The same client with another per-call timeout (a waiting acquire adds its wait to it).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// `POST /v1/locks/{lock}/leases?wait_ms=N`. The server cuts the wait to its
+    /// `--max-wait-ms`. Dropping the returned future closes the connection, which makes the
+    /// server drop the waiter (and roll back a grant it could not deliver).
+    pub async fn acquire(
+        &self,
+        lock: &str,
+        options: &AcquireOptions,
+    ) -> Result<Reply<Lease>, ClientError> {
+        let wait_ms = millis(options.wait);
+        let mut url = self.endpoint(&["v1", "locks", lock, "leases"])?;
+        url.query_pairs_mut()
+            .append_pair("wait_ms", &wait_ms.to_string());
+        let body = AcquireBody {
+            ttl_ms: options.ttl.map(millis),
+            holder: options.holder.as_deref(),
+            kind: options.kind,
+        };
+        let request = self
+            .http
+            .post(url)
+            .json(&body)
+            .timeout(self.timeout.saturating_add(options.wait));
+        Self::send(request).await
+    }
+
+    /// `POST /v1/locks/{lock}/leases/{id}/heartbeat`: the lease's TTL starts again.
+    pub async fn heartbeat(
+        &self,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+    ) -> Result<Reply<Renewal>, ClientError> {
+        let id = id.to_string();
+        let url = self.endpoint(&["v1", "locks", lock, "leases", &id, "heartbeat"])?;
+        Self::send(
+            self.http
+                .post(url)
+                .bearer_auth(token.expose())
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `DELETE /v1/locks/{lock}/leases/{id}[?all=true]`: one reentry level, or all of them.
+    pub async fn release(
+        &self,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+        all: bool,
+    ) -> Result<Reply<Released>, ClientError> {
+        let id = id.to_string();
+        let mut url = self.endpoint(&["v1", "locks", lock, "leases", &id])?;
+        if all {
+            url.query_pairs_mut().append_pair("all", "true");
+        }
+        Self::send(
+            self.http
+                .delete(url)
+                .bearer_auth(token.expose())
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `GET /v1/locks/{lock}`: who holds the lock. Returned as the server's JSON, which is
+    /// all its callers need.
+    pub async fn lock_status(&self, lock: &str) -> Result<Value, ClientError> {
+        let url = self.endpoint(&["v1", "locks", lock])?;
+        let reply: Reply<Value> = Self::send(self.http.get(url).timeout(self.timeout)).await?;
+        Ok(reply.json)
+    }
+
+    /// `GET /v1/locks/{lock}/leases/{id}`: one lease's state, also for a while after it
+    /// ended (then 404).
+    pub async fn lease_status(
+        &self,
+        lock: &str,
+        id: LeaseId,
+    ) -> Result<Reply<LeaseStatus>, ClientError> {
+        let id = id.to_string();
+        let url = self.endpoint(&["v1", "locks", lock, "leases", &id])?;
+        Self::send(self.http.get(url).timeout(self.timeout)).await
+    }
+
+    /// The base URL with `segments` appended, each percent-encoded: a lock name with a `/` or
+    /// `?` reaches the server as one segment and gets its 422, not someone else's route.
+    fn endpoint(&self, segments: &[&str]) -> Result<Url, ClientError> {
+        let mut url = self.base.0.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        url.path_segments_mut()
+            .map_err(|()| ClientError::BadBase(self.base.clone()))?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
+    }
+
+    /// Sends `request` and reads a success body as `T`, or a problem document as
+    /// [`ClientError::Problem`].
+    async fn send<T: DeserializeOwned>(request: RequestBuilder) -> Result<Reply<T>, ClientError> {
+        let response = request.send().await?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        let unexpected = || ClientError::Unexpected {
+            status,
+            excerpt: excerpt(&bytes),
+        };
+        if !status.is_success() {
+            return Err(serde_json::from_slice::<Problem>(&bytes)
+                .map_err(|_| unexpected())?
+                .into());
+        }
+        let json: Value = serde_json::from_slice(&bytes).map_err(|_| unexpected())?;
+        let body = T::deserialize(&json).map_err(|_| unexpected())?;
+        Ok(Reply { body, json })
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The start of a body that is not what we expected, for an error message.
+fn excerpt(bytes: &[u8]) -> String {
+    const MAX: usize = 200;
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None if text.is_empty() => "(empty body)".to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base: &str) -> Client {
+        Client::new(base.parse().expect("url")).expect("client")
+    }
+
+    #[test]
+    fn endpoints_keep_a_path_prefix_and_encode_segments() {
+        let url = client("http://h:1/prefix/")
+            .endpoint(&["v1", "locks", "a/b?c", "leases"])
+            .expect("url");
+        assert_eq!(url.as_str(), "http://h:1/prefix/v1/locks/a%2Fb%3Fc/leases");
+        let url = client("http://h:1").endpoint(&["v1"]).expect("url");
+        assert_eq!(url.as_str(), "http://h:1/v1");
+    }
+
+    #[test]
+    fn only_http_urls_are_accepted() {
+        assert!(matches!(
+            "https://h".parse::<ServerUrl>(),
+            Err(InvalidServerUrl::Scheme(s)) if s == "https"
+        ));
+        assert!("h:8080".parse::<ServerUrl>().is_err());
+        assert!("not a url".parse::<ServerUrl>().is_err());
+    }
+
+    #[test]
+    fn the_acquire_body_names_only_what_was_asked() {
+        let body = AcquireBody {
+            ttl_ms: None,
+            holder: None,
+            kind: None,
+        };
+        assert_eq!(serde_json::to_string(&body).expect("json"), "{}");
+        let body = AcquireBody {
+            ttl_ms: Some(1500),
+            holder: Some("me"),
+            kind: Some(LockKind::Reentrant),
+        };
+        assert_eq!(
+            serde_json::to_value(&body).expect("json"),
+            serde_json::json!({"ttl_ms": 1500, "holder": "me", "kind": "reentrant"})
+        );
+    }
+
+    #[test]
+    fn tokens_do_not_show_in_debug_output() {
+        let token: LeaseToken = "lht_secret".parse().expect("token");
+        assert!(!format!("{token:?}").contains("secret"));
+        assert!(" ".parse::<LeaseToken>().is_err());
+    }
+}

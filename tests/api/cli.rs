@@ -1,0 +1,529 @@
+//! The client subcommands against a real server: `leasehold run` with real processes and
+//! signals, and the scripting commands' acquire → heartbeat → status → release round trip.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+use crate::helpers::{ADMIN_TOKEN, TestApp, next_event, spawn_app};
+
+const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+/// `leasehold <subcommand> --server <the test server>`, blind to any LEASEHOLD_* variables of
+/// the environment the tests run in, and killed if the test gives up on it.
+fn leasehold(app: &TestApp, subcommand: &str) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .arg(subcommand)
+        .arg("--server")
+        .arg(app.url(""))
+        .env_remove("LEASEHOLD_SERVER")
+        .env_remove("LEASEHOLD_TOKEN")
+        .env_remove("LEASEHOLD_HOLDER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// `leasehold run [options] NAME -- sh -c SCRIPT sh ARGS..`: the script sees ARGS as $1, $2...
+fn run_sh(app: &TestApp, options: &[&str], lock: &str, script: &str, args: &[&Path]) -> Command {
+    let mut command = leasehold(app, "run");
+    command
+        .args(options)
+        .args([lock, "--", "sh", "-c", script, "sh"])
+        .args(args);
+    command
+}
+
+/// Waits (bounded) for a process to exit and reads its output.
+async fn finish(child: Child) -> Output {
+    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the process exits within 30 s")
+        .expect("output")
+}
+
+async fn output(command: &mut Command) -> Output {
+    finish(command.spawn().expect("start leasehold")).await
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap_or_else(|| {
+        panic!(
+            "leasehold died of a signal ({}); stderr: {}",
+            output.status,
+            stderr(output)
+        )
+    })
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn stdout_json(output: &Output) -> Value {
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("stdout is not JSON: {text}"))
+}
+
+fn pid_of(child: &Child) -> Pid {
+    Pid::from_raw(i32::try_from(child.id().expect("running")).expect("pid"))
+}
+
+/// Waits (bounded) until the shell child has written a whole line to `path`.
+async fn wait_for_file(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} was not written within 10 s",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether `pid` has stopped running: gone, or a zombie nobody has reaped yet (an orphan is
+/// reparented to init, and this machine's init does not reap).
+fn has_ended(pid: i32) -> bool {
+    if kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
+        return true;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("lh-cli")
+        .tempdir()
+        .expect("temp dir")
+}
+
+fn file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+async fn assert_lock_free(app: &TestApp, lock: &str) {
+    let lock = app.inspect_lock(lock).await;
+    lock.assert_status(200);
+    assert_eq!(lock.body["held"], false, "{}", lock.body);
+}
+
+#[tokio::test]
+async fn run_hands_the_command_its_lease_and_releases_it_after() {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let seen = file(&dir, "env");
+    let script = r#"echo "$LEASEHOLD_LOCK $LEASEHOLD_LEASE_ID $LEASEHOLD_FENCING_TOKEN" > "$1""#;
+
+    let out = output(&mut run_sh(
+        &app,
+        &["--ttl", "60s"],
+        "reports",
+        script,
+        &[&seen],
+    ))
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert!(out.stderr.is_empty(), "quiet on success: {}", stderr(&out));
+    let env = wait_for_file(&seen).await;
+    let env: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(env.len(), 3, "{env:?}");
+    assert_eq!(env[0], "reports");
+    assert_eq!(env[2], "1", "the first lease's fencing token");
+    let lease = app
+        .get(&format!("/v1/locks/reports/leases/{}", env[1]))
+        .await;
+    lease.assert_status(200);
+    assert_eq!(lease.body["state"], "released", "{}", lease.body);
+    assert_eq!(lease.body["ttl_ms"], 60_000);
+    assert_lock_free(&app, "reports").await;
+
+    let out = output(&mut run_sh(&app, &[], "reports", script, &[&seen])).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let env = wait_for_file(&seen).await;
+    assert!(
+        env.trim_end().ends_with(" 2"),
+        "the next run fences with 2: {env}"
+    );
+}
+
+#[tokio::test]
+async fn run_exits_with_the_commands_exit_code() {
+    let app = spawn_app().await;
+    let out = output(&mut run_sh(&app, &[], "exits", "exit 7", &[])).await;
+    assert_eq!(code(&out), 7, "stderr: {}", stderr(&out));
+    assert_lock_free(&app, "exits").await;
+
+    let out = output(
+        leasehold(&app, "run")
+            .args(["exits", "--", "/nonexistent/command"])
+            .arg("arg"),
+    )
+    .await;
+    assert_eq!(code(&out), 127, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("/nonexistent/command"));
+    assert_lock_free(&app, "exits").await;
+}
+
+#[tokio::test]
+async fn a_force_release_stops_the_whole_process_group_long_before_the_ttl() {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let pid_file = file(&dir, "grandchild.pid");
+    let run = run_sh(
+        &app,
+        &["--ttl", "60s"],
+        "guarded",
+        r#"sleep 300 & echo $! > "$1"; wait"#,
+        &[&pid_file],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    let grandchild: i32 = wait_for_file(&pid_file)
+        .await
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(!has_ended(grandchild), "the grandchild runs");
+
+    let forced_at = Instant::now();
+    app.force_release("guarded", Some(ADMIN_TOKEN))
+        .await
+        .assert_status(200);
+    let out = finish(run).await;
+    let took = forced_at.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "stopped {took:?} after the force-release, with 60 s of TTL left"
+    );
+    assert_eq!(
+        code(&out),
+        143,
+        "sh died of SIGTERM; stderr: {}",
+        stderr(&out)
+    );
+    let err = stderr(&out);
+    assert!(err.contains("lease lost"), "stderr: {err}");
+    assert!(err.contains("SIGTERM"), "stderr: {err}");
+    // The signal reached the whole group; the grandchild's death is asynchronous to ours.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !has_ended(grandchild) {
+        assert!(
+            Instant::now() < deadline,
+            "the grandchild {grandchild} survived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_sigterm_to_run_reaches_the_command() {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let (marker, ready) = (file(&dir, "term"), file(&dir, "ready"));
+    let run = run_sh(
+        &app,
+        &["--ttl", "60s"],
+        "forwarding",
+        r#"trap 'echo term > "$1"; exit 42' TERM; sleep 300 & echo ready > "$2"; wait"#,
+        &[&marker, &ready],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    wait_for_file(&ready).await;
+
+    kill(pid_of(&run), Signal::SIGTERM).expect("SIGTERM");
+    let out = finish(run).await;
+    assert_eq!(code(&out), 42, "the trap's code; stderr: {}", stderr(&out));
+    assert_eq!(wait_for_file(&marker).await, "term\n");
+    assert_lock_free(&app, "forwarding").await;
+}
+
+#[tokio::test]
+async fn run_interrupted_while_waiting_leaves_no_waiter_behind() {
+    let app = spawn_app().await;
+    let holder = app
+        .lease("busy", json!({"ttl_ms": 60_000, "holder": "someone"}))
+        .await;
+    let dir = temp_dir();
+    let ran = file(&dir, "ran");
+    let run = run_sh(
+        &app,
+        &["--wait", "30s"],
+        "busy",
+        r#"echo ran > "$1""#,
+        &[&ran],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    app.wait_for_waiters(1).await;
+
+    kill(pid_of(&run), Signal::SIGINT).expect("SIGINT");
+    let out = finish(run).await;
+    assert_eq!(code(&out), 130, "128 + SIGINT; stderr: {}", stderr(&out));
+    app.wait_for_waiters(0).await;
+    assert!(!ran.exists(), "the command never ran");
+    let lock = app.inspect_lock("busy").await;
+    assert_eq!(lock.body["holders"][0]["lease_id"], holder.id.as_str());
+}
+
+#[tokio::test]
+async fn run_waits_for_the_lock_then_runs() {
+    let app = spawn_app().await;
+    let holder = app.lease("queue", json!({"ttl_ms": 60_000})).await;
+    let dir = temp_dir();
+    let seen = file(&dir, "fence");
+    let run = run_sh(
+        &app,
+        &["--wait", "30s"],
+        "queue",
+        r#"echo "$LEASEHOLD_FENCING_TOKEN" > "$1""#,
+        &[&seen],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    app.wait_for_waiters(1).await;
+    app.release(&holder, true).await.assert_status(200);
+
+    let out = finish(run).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(wait_for_file(&seen).await, "2\n");
+    assert_lock_free(&app, "queue").await;
+}
+
+#[tokio::test]
+async fn run_not_acquired_exits_75_without_running_the_command() {
+    let app = spawn_app().await;
+    app.lease("nightly", json!({"ttl_ms": 60_000, "holder": "cron@db1"}))
+        .await;
+    let dir = temp_dir();
+    let ran = file(&dir, "ran");
+
+    let out = output(&mut run_sh(
+        &app,
+        &[],
+        "nightly",
+        r#"echo ran > "$1""#,
+        &[&ran],
+    ))
+    .await;
+    assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cron@db1"),
+        "says who holds it: {}",
+        stderr(&out)
+    );
+
+    let out = output(&mut run_sh(
+        &app,
+        &["--wait", "300ms", "--conflict-exit-code", "9"],
+        "nightly",
+        r#"echo ran > "$1""#,
+        &[&ran],
+    ))
+    .await;
+    assert_eq!(code(&out), 9, "stderr: {}", stderr(&out));
+    assert!(!ran.exists(), "the command never ran");
+}
+
+#[tokio::test]
+async fn heartbeats_keep_the_lease_past_its_ttl() {
+    let app = spawn_app().await;
+    let mut events = app.events().await;
+    let dir = temp_dir();
+    let go = file(&dir, "go");
+    // TTL 1.5 s: the command outlives it several times over.
+    let run = run_sh(
+        &app,
+        &["--ttl", "1500ms"],
+        "long-job",
+        r#"while [ ! -e "$1" ]; do sleep 0.05; done"#,
+        &[&go],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    let acquired = next_event(&mut events, "acquired").await;
+    for _ in 0..4 {
+        let renewed = next_event(&mut events, "renewed").await;
+        assert_eq!(renewed["lease_id"], acquired["lease_id"]);
+    }
+    let lock = app.inspect_lock("long-job").await;
+    assert_eq!(lock.body["holders"][0]["lease_id"], acquired["lease_id"]);
+
+    std::fs::write(&go, "").expect("write go");
+    let out = finish(run).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert!(
+        out.stderr.is_empty(),
+        "no heartbeat failed: {}",
+        stderr(&out)
+    );
+    assert_lock_free(&app, "long-job").await;
+}
+
+#[tokio::test]
+async fn an_unrenewable_lease_stops_the_command_before_it_expires() {
+    let app = spawn_app().await;
+    let mut events = app.events().await;
+    let dir = temp_dir();
+    let (died, ready) = (file(&dir, "died-at-ms"), file(&dir, "ready"));
+    let run = run_sh(
+        &app,
+        &["--ttl", "6s"],
+        "frozen",
+        r#"trap 'date +%s%3N > "$1"; exit 3' TERM; sleep 300 & echo ready > "$2"; wait"#,
+        &[&died, &ready],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    wait_for_file(&ready).await;
+    let renewed = next_event(&mut events, "renewed").await;
+
+    // A frozen Redis: every heartbeat now fails (503 after the server's Redis timeout).
+    app.redis.signal(Signal::SIGSTOP);
+    let out = finish(run).await;
+    app.redis.signal(Signal::SIGCONT);
+
+    assert_eq!(code(&out), 3, "the trap's code; stderr: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("could not renew"), "stderr: {err}");
+    // The lease lasts at least until the last renewal Redis made (its clock is ours: same
+    // machine) plus the TTL; the command must have ended before that.
+    let mut expires_at_ms = renewed["at_ms"].as_u64().expect("at_ms") + 6_000;
+    while let Ok(event) = events.try_recv() {
+        if event["type"] == "renewed" {
+            expires_at_ms = expires_at_ms.max(event["at_ms"].as_u64().expect("at_ms") + 6_000);
+        }
+    }
+    let died_at_ms: u64 = wait_for_file(&died)
+        .await
+        .trim()
+        .parse()
+        .expect("milliseconds");
+    assert!(
+        died_at_ms < expires_at_ms,
+        "the command ended {} ms after the lease expired",
+        died_at_ms - expires_at_ms
+    );
+}
+
+#[tokio::test]
+async fn scripts_acquire_heartbeat_inspect_and_release() {
+    let app = spawn_app().await;
+
+    let out = output(leasehold(&app, "acquire").args([
+        "--ttl",
+        "60s",
+        "--holder",
+        "deploy.sh",
+        "deploy",
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let lease = stdout_json(&out);
+    assert_eq!(lease["holder"], "deploy.sh");
+    assert_eq!(lease["fencing_token"], 1);
+    let id = lease["lease_id"].as_str().expect("lease_id").to_owned();
+    let token = lease["token"].as_str().expect("token").to_owned();
+
+    let out = output(leasehold(&app, "acquire").args(["--token-only", "deploy"])).await;
+    assert_eq!(code(&out), 75, "held by the script");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("lock_held"),
+        "stderr: {}",
+        stderr(&out)
+    );
+
+    let out = output(
+        leasehold(&app, "heartbeat")
+            .env("LEASEHOLD_TOKEN", &token)
+            .args(["deploy", &id]),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let renewal = stdout_json(&out);
+    assert_eq!(renewal["lease_id"], id.as_str());
+    assert_eq!(renewal["ttl_ms"], 60_000);
+
+    let out = output(leasehold(&app, "status").arg("deploy")).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(stdout_json(&out)["holders"][0]["lease_id"], id.as_str());
+    let out = output(leasehold(&app, "status").args(["deploy", &id])).await;
+    assert_eq!(stdout_json(&out)["state"], "held");
+
+    let out = output(leasehold(&app, "release").args(["--token", &token, "deploy", &id])).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(stdout_json(&out)["released"], true);
+    let out = output(leasehold(&app, "status").args(["deploy", &id])).await;
+    assert_eq!(stdout_json(&out)["state"], "released");
+
+    let out = output(
+        leasehold(&app, "heartbeat")
+            .env("LEASEHOLD_TOKEN", &token)
+            .args(["deploy", &id]),
+    )
+    .await;
+    assert_eq!(code(&out), 1);
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("lease_lost"),
+        "stderr: {}",
+        stderr(&out)
+    );
+
+    let out = output(leasehold(&app, "status").arg("never-taken")).await;
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("lock_not_found"),
+        "stderr: {}",
+        stderr(&out)
+    );
+
+    let out = output(leasehold(&app, "acquire").args(["--token-only", "deploy"])).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.starts_with("lht_") && printed.lines().count() == 1,
+        "just the token: {printed}"
+    );
+}
+
+#[test]
+fn run_help_documents_the_exit_codes() {
+    let output = std::process::Command::new(BIN)
+        .args(["run", "--help"])
+        .output()
+        .expect("run leasehold");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for text in [
+        "--conflict-exit-code",
+        "--kill-grace",
+        "--wait",
+        "LEASEHOLD_SERVER",
+        "75",
+        "128+N",
+        "127",
+    ] {
+        assert!(help.contains(text), "--help lacks {text}:\n{help}");
+    }
+}
