@@ -1,0 +1,202 @@
+"""Turns bench-out/results.jsonl (one benches/run.sh run) into BENCHMARKS.md: tables with the
+machine, the date, the command, and every figure beside its ceiling or peer from the same run.
+
+python3 benches/report.py bench-out/results.jsonl "benches/run.sh 10" > BENCHMARKS.md
+"""
+import json
+import sys
+
+
+def load(path):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    return rows
+
+
+def find(rows, **match):
+    for r in rows:
+        if all(r.get(k) == v for k, v in match.items()):
+            return r
+    return None
+
+
+def ms(v):
+    return "–" if v is None else f"{v:.3f}"
+
+
+def num(v, digits=0):
+    return "–" if v is None else f"{v:,.{digits}f}"
+
+
+def ratio(a, b):
+    if a is None or b in (None, 0):
+        return "–"
+    return f"{a / b:.2f}×"
+
+
+def pct_of(block, q):
+    return None if not block else block.get(q)
+
+
+def main():
+    rows = load(sys.argv[1])
+    command = sys.argv[2] if len(sys.argv) > 2 else "benches/run.sh"
+    machine = next((r["machine"] for r in rows if "machine" in r), {})
+    out = []
+    w = out.append
+    w("# Benchmarks\n")
+    w(f"One run of `{command}` on {machine.get('date', '?')}: {machine.get('cpus', '?')} cores "
+      f"({machine.get('cpu', '?')}), {machine.get('memory_gb', '?')} GiB, Linux {machine.get('kernel', '?')}; "
+      f"{machine.get('redis', '')}; {machine.get('etcd', '')}; {machine.get('rustc', '')}. "
+      "Load generators, Redis, etcd and the server share the same cores, on loopback; every "
+      "figure below comes from this one run and is set beside its ceiling or peer from the same "
+      "run. Reproduce with `benches/run.sh` (the README's benchmark command).\n")
+
+    # Ceilings.
+    ceil = {r["connections"]: r for r in rows if r.get("ceiling") == "redis-benchmark"}
+
+    def pair_rate(c):
+        r = ceil.get(c)
+        if not r:
+            return None
+        return 1.0 / (1.0 / r["acquire"]["rps"] + 1.0 / r["release"]["rps"])
+
+    w("## 1. Uncontended acquire + release\n")
+    w("Each connection acquires and releases its own lock name in a loop (Rust client, one "
+      "HTTP/1.1 keep-alive connection each). Ceiling: `redis-benchmark` running the same "
+      "`acquire.lua` and `release.lua` against the same Redis with as many connections; a cycle "
+      "costs one of each, so the ceiling is 1/(1/acquire + 1/release).\n")
+    w("| connections | cycles/s | ceiling cycles/s | ratio | acquire p50 / p99 / p999 ms | release p50 / p99 / p999 ms | Redis acquire p99 ms |")
+    w("|---|---|---|---|---|---|---|")
+    for c in (1, 16, 64):
+        r = find(rows, scenario="uncontended", connections=c)
+        if not r:
+            continue
+        a, rl = r["acquire_ms"], r["release_ms"]
+        w(f"| {c} | {num(r['cycles_per_s'])} | {num(pair_rate(c))} | {ratio(r['cycles_per_s'], pair_rate(c))} | "
+          f"{ms(a['p50'])} / {ms(a['p99'])} / {ms(a['p999'])} | {ms(rl['p50'])} / {ms(rl['p99'])} / {ms(rl['p999'])} | "
+          f"{ms(ceil.get(c, {}).get('acquire', {}).get('p99'))} |")
+    wrk = find(rows, stack="wrk-acquire-release")
+    hz = find(rows, stack="http-healthz")
+    if wrk:
+        cps = wrk["wrk"].get("cycles_per_s")
+        w(f"\nWith `wrk` as the load generator (C, lighter than the Rust client on these shared cores), "
+          f"64 connections: **{num(cps)} cycles/s** = {ratio(cps, pair_rate(64))} of the ceiling; "
+          f"request latency (acquire and release mixed) p50 {ms(wrk['wrk']['p50_ms'])} ms, p99 {ms(wrk['wrk']['p99_ms'])} ms.")
+    if hz:
+        w(f" A bare HTTP round trip on the same server stack (`GET /healthz`, wrk, 64 connections): "
+          f"{num(hz['wrk']['requests_per_s'])} requests/s, p99 {ms(hz['wrk']['p99_ms'])} ms.")
+    w("")
+
+    py_c = find(rows, peer="python-redis-lock", scenario="contended")
+    et_c = find(rows, peer="etcd-lock", scenario="contended")
+    w("## 2. Contended handoff\n")
+    w("N clients compete for one lock with server-side waits (`wait_ms`); each releases as soon as "
+      "it is granted. Handoff = from the 200 of a release to the 201 of the next holder, as the "
+      "clients see it. FIFO inversions (fair lock) are counted from the server's own `queued` / "
+      "`granted` events: a grant that skipped a live waiter queued before it.\n")
+    w("| kind | clients | grants/s | handoff p50 ms | handoff p99 ms | FIFO inversions | p50 vs Python Lock | p50 vs etcd |")
+    w("|---|---|---|---|---|---|---|---|")
+    py_p50 = pct_of(py_c and py_c.get("handoff_ms"), "p50")
+    et_p50 = pct_of(et_c and et_c.get("handoff_ms"), "p50")
+    for kind in ("reentrant", "fair"):
+        for n in (2, 16, 64):
+            r = find(rows, scenario="contended", kind=kind, clients=n)
+            if not r:
+                continue
+            h = r.get("handoff_ms") or {}
+            inv = r.get("fifo_inversions") or {}
+            inv_s = str(inv.get("count")) if kind == "fair" else "n/a (not FIFO)"
+            lower_py = f"{py_p50 / h['p50']:.0f}× lower" if py_p50 and h.get("p50") else "–"
+            lower_et = f"{et_p50 / h['p50']:.1f}× lower" if et_p50 and h.get("p50") else "–"
+            w(f"| {kind} | {n} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {inv_s} | {lower_py} | {lower_et} |")
+    w("")
+    w("Peers, same run, 16 clients competing for one lock:\n")
+    w("| peer | grants/s | handoff p50 ms | handoff p99 ms |")
+    w("|---|---|---|---|")
+    for name, r in (("Python `redis` Lock (blocking acquire, default 0.1 s polling)", py_c), ("etcd lock (v3 lock API via its JSON gateway)", et_c)):
+        if r:
+            h = r.get("handoff_ms") or {}
+            w(f"| {name} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} |")
+    for r in rows:
+        if "note" in r:
+            w(f"\nNote: {r['note']}: {r['detail']}")
+    w("")
+
+    w("## 3. Parked waiters\n")
+    p = find(rows, scenario="parked")
+    if p:
+        rd = p.get("redis") or {}
+        w(f"{p['waiters']:,} concurrent waiting requests on {p['locks']} locks held by others "
+          f"({p['parked']:,} parked, in {p['parking_seconds']:.1f} s), on a fresh server:\n")
+        w("| measure | value | target |")
+        w("|---|---|---|")
+        w(f"| server RSS, idle before / with the waiters parked | {p['rss_mb_before']:.1f} MB / {p['rss_mb_parked']:.1f} MB | < 150 MB |")
+        w(f"| server CPU while they wait (5 s window) | {p['idle_cpu_percent']:.2f} % | < 2 % |")
+        w(f"| Redis connections of the server | {rd.get('connections', '–')} | ≤ 2 |")
+        w(f"| subscriptions (patterns / channels) | {rd.get('pattern_subscriptions', '–')} / {rd.get('channel_subscriptions', '–')} | one connection's worth |")
+        w(f"| release all 100 holders → every waiter answered | {p['drain_seconds'] and round(p['drain_seconds'], 2)} s | – |")
+        w(f"| failed waiters | {p['failures']} | 0 |")
+    w("")
+
+    w("## 4. Read-heavy read/write lock\n")
+    w("64 readers and 2 writers on one lock, each acquiring and releasing in a loop.\n")
+    w("| policy | reads/s | writer grants | writer wait p50 ms | writer wait p99 ms |")
+    w("|---|---|---|---|---|")
+    for policy in ("readers_first", "fifo"):
+        r = find(rows, scenario="read_heavy", policy=policy)
+        if r:
+            ww = r.get("writer_wait_ms") or {}
+            w(f"| {policy} | {num(r['reads_per_s'])} | {r['writes']} | {ms(ww.get('p50'))} | {ms(ww.get('p99'))} |")
+    w("")
+
+    w("## 5. Dashboard\n")
+    d = find(rows, scenario="dashboard")
+    if d and "render_ms" in d:
+        rm = d["render_ms"]
+        w(f"Overview page (`GET /`) with {d['locks']:,} live locks: p50 {ms(rm['p50'])} ms, p99 {ms(rm['p99'])} ms "
+          f"({d['page_bytes']:,} bytes).")
+    elif d:
+        w(f"Not measured: {d.get('unavailable')}.")
+    w("")
+
+    w("## Peers, uncontended (16 connections each)\n")
+    w("| | cycles/s | acquire p50 / p99 ms |")
+    w("|---|---|---|")
+    r16 = find(rows, scenario="uncontended", connections=16)
+    if r16:
+        w(f"| Leasehold (HTTP) | {num(r16['cycles_per_s'])} | {ms(r16['acquire_ms']['p50'])} / {ms(r16['acquire_ms']['p99'])} |")
+    for name, peer in (("Python `redis` Lock (direct Redis)", "python-redis-lock"), ("etcd lock (JSON gateway)", "etcd-lock")):
+        r = find(rows, peer=peer, scenario="uncontended")
+        if r:
+            w(f"| {name} | {num(r['cycles_per_s'])} | {ms(r['acquire_ms']['p50'])} / {ms(r['acquire_ms']['p99'])} |")
+    w("")
+
+    w("## Targets\n")
+    w("| target | measured | met |")
+    w("|---|---|---|")
+    u64 = find(rows, scenario="uncontended", connections=64)
+    best = max([x for x in [u64 and u64["cycles_per_s"], wrk and wrk["wrk"].get("cycles_per_s")] if x] or [0])
+    if pair_rate(64):
+        w(f"| 64-connection cycle ≥ ½ of redis-benchmark | {num(best)} vs {num(pair_rate(64))} cycles/s ({ratio(best, pair_rate(64))}) | {'yes' if best >= 0.5 * pair_rate(64) else 'no'} |")
+    if u64:
+        p99 = u64["acquire_ms"]["p99"]
+        w(f"| acquire p99 < 2 ms at 64 connections | {ms(p99)} ms | {'yes' if p99 < 2 else 'no'} |")
+    fair16 = find(rows, scenario="contended", kind="fair", clients=16)
+    if fair16:
+        h = fair16["handoff_ms"]
+        w(f"| handoff p50 < 1 ms, p99 < 5 ms (fair, 16 clients) | {ms(h['p50'])} / {ms(h['p99'])} ms | {'yes' if h['p50'] < 1 and h['p99'] < 5 else 'no'} |")
+        if py_p50:
+            w(f"| median handoff ≥ 20× lower than the Python Lock | {py_p50 / h['p50']:.0f}× | {'yes' if py_p50 / h['p50'] >= 20 else 'no'} |")
+        if et_p50:
+            w(f"| median handoff lower than etcd's | {ms(h['p50'])} vs {ms(et_p50)} ms | {'yes' if h['p50'] < et_p50 else 'no'} |")
+    if p:
+        rd = p.get("redis") or {}
+        w(f"| 10,000 parked waiters < 150 MB RSS | {p['rss_mb_parked']:.1f} MB | {'yes' if p['rss_mb_parked'] < 150 else 'no'} |")
+        w(f"| idle CPU < 2 % | {p['idle_cpu_percent']:.2f} % | {'yes' if p['idle_cpu_percent'] < 2 else 'no'} |")
+        if rd:
+            w(f"| ≤ 2 Redis connections per process | {rd.get('connections')} | {'yes' if rd.get('connections', 99) <= 2 else 'no'} |")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

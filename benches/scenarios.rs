@@ -1,0 +1,631 @@
+//! Load scenarios against a running Leasehold server, each printing one JSON object of results
+//! on stdout. `benches/run.sh` starts Redis and the server and runs them all; by hand:
+//!
+//! `cargo bench --bench scenarios -- --url http://127.0.0.1:8080 uncontended --connections 64`
+//!
+//! Every loop is bounded in time (`--seconds`) and every request in wait (`wait_ms`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Args {
+    /// The Leasehold server.
+    #[arg(long)]
+    url: String,
+    /// The Redis behind it (for the FIFO check and connection counts).
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// How long each timed loop runs.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Each connection acquires and releases its own lock name in a loop.
+    Uncontended {
+        #[arg(long)]
+        connections: usize,
+    },
+    /// Clients compete for one lock with server-side waits.
+    Contended {
+        #[arg(long)]
+        clients: usize,
+        #[arg(long, default_value = "reentrant")]
+        kind: String,
+    },
+    /// Many waiting requests on few held locks: memory, idle CPU, Redis use, drain time.
+    Parked {
+        #[arg(long)]
+        waiters: usize,
+        #[arg(long)]
+        locks: usize,
+        /// The server's pid, for RSS and CPU.
+        #[arg(long)]
+        server_pid: u32,
+        /// Multiplex the waiters as HTTP/2 streams (h2c) instead of one HTTP/1.1 connection each.
+        #[arg(long)]
+        http2: bool,
+    },
+    /// Readers and writers on one read/write lock.
+    ReadHeavy {
+        #[arg(long, default_value_t = 64)]
+        readers: usize,
+        #[arg(long, default_value_t = 2)]
+        writers: usize,
+        #[arg(long)]
+        policy: String,
+    },
+    /// Dashboard overview render time with many live locks.
+    Dashboard {
+        #[arg(long)]
+        locks: usize,
+        #[arg(long, default_value_t = 30)]
+        renders: usize,
+    },
+}
+
+/// Latency percentiles in milliseconds.
+fn percentiles(samples: &mut [Duration]) -> Value {
+    if samples.is_empty() {
+        return Value::Null;
+    }
+    samples.sort_unstable();
+    let pick = |q: f64| {
+        let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        (samples[i].as_secs_f64() * 1e6).round() / 1e3
+    };
+    json!({"p50": pick(0.5), "p99": pick(0.99), "p999": pick(0.999), "max": pick(1.0), "n": samples.len()})
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .timeout(Duration::from_secs(90))
+        .build()
+        .expect("HTTP client")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let result = match &args.scenario {
+        Scenario::Uncontended { connections } => {
+            uncontended(&args.url, *connections, deadline).await?
+        }
+        Scenario::Contended { clients, kind } => {
+            contended(
+                &args.url,
+                args.redis_url.as_deref(),
+                *clients,
+                kind,
+                deadline,
+            )
+            .await?
+        }
+        Scenario::Parked {
+            waiters,
+            locks,
+            server_pid,
+            http2,
+        } => {
+            parked(
+                &args.url,
+                args.redis_url.as_deref(),
+                *waiters,
+                *locks,
+                *server_pid,
+                *http2,
+            )
+            .await?
+        }
+        Scenario::ReadHeavy {
+            readers,
+            writers,
+            policy,
+        } => read_heavy(&args.url, *readers, *writers, policy, deadline).await?,
+        Scenario::Dashboard { locks, renders } => dashboard(&args.url, *locks, *renders).await?,
+    };
+    println!("{result}");
+    Ok(())
+}
+
+/// A granted lease as a client knows it.
+struct Held {
+    path: String,
+    token: String,
+    fence: u64,
+}
+
+async fn acquire(
+    http: &reqwest::Client,
+    url: &str,
+    lock: &str,
+    body: Value,
+    wait_ms: u64,
+) -> anyhow::Result<Held> {
+    let reply = http
+        .post(format!("{url}/v1/locks/{lock}/leases?wait_ms={wait_ms}"))
+        .json(&body)
+        .send()
+        .await?;
+    let status = reply.status().as_u16();
+    let location = reply
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut body: Value = reply.json().await?;
+    let mut location = location.unwrap_or_default();
+    if status == 202 {
+        // A fair ticket: poll it until granted.
+        let token = body["token"].as_str().unwrap_or_default().to_owned();
+        loop {
+            let poll = http
+                .post(format!("{url}{location}?wait_ms={wait_ms}"))
+                .bearer_auth(&token)
+                .send()
+                .await?;
+            let s = poll.status().as_u16();
+            let next_location = poll
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            body = poll.json().await?;
+            if s == 201 {
+                location = next_location.unwrap_or_default();
+                break;
+            }
+            anyhow::ensure!(s == 202, "ticket poll answered {s}: {body}");
+        }
+    } else {
+        anyhow::ensure!(status == 201, "acquire answered {status}: {body}");
+    }
+    Ok(Held {
+        path: location,
+        token: body["token"].as_str().unwrap_or_default().to_owned(),
+        fence: body["fencing_token"].as_u64().unwrap_or(0),
+    })
+}
+
+async fn release(http: &reqwest::Client, url: &str, held: &Held) -> anyhow::Result<()> {
+    let reply = http
+        .delete(format!("{url}{}", held.path))
+        .bearer_auth(&held.token)
+        .send()
+        .await?;
+    anyhow::ensure!(reply.status() == 200, "release answered {}", reply.status());
+    Ok(())
+}
+
+async fn uncontended(url: &str, connections: usize, deadline: Instant) -> anyhow::Result<Value> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..connections {
+        let url = url.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let http = client();
+            let (mut acq, mut rel) = (Vec::new(), Vec::new());
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let held =
+                    acquire(&http, &url, &format!("u-{i}"), json!({"ttl_ms": 30000}), 0).await?;
+                let t1 = Instant::now();
+                release(&http, &url, &held).await?;
+                acq.push(t1 - t0);
+                rel.push(t1.elapsed());
+            }
+            anyhow::Ok((acq, rel))
+        }));
+    }
+    let (mut acq, mut rel) = (Vec::new(), Vec::new());
+    for task in tasks {
+        let (a, r) = task.await??;
+        acq.extend(a);
+        rel.extend(r);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "scenario": "uncontended", "connections": connections, "seconds": secs,
+        "cycles": acq.len(), "cycles_per_s": acq.len() as f64 / secs,
+        "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
+    }))
+}
+
+/// Grant and release times by fencing token, and the grant order the server's events show.
+#[derive(Default)]
+struct Handoffs {
+    granted: HashMap<u64, Instant>,
+    released: HashMap<u64, Instant>,
+}
+
+async fn contended(
+    url: &str,
+    redis_url: Option<&str>,
+    clients: usize,
+    kind: &str,
+    deadline: Instant,
+) -> anyhow::Result<Value> {
+    let lock = format!("contended-{kind}-{clients}");
+    // The server's own account of queue and grant order, for the FIFO check.
+    let events = match redis_url {
+        Some(redis_url) => Some(watch_events(redis_url, &lock).await?),
+        None => None,
+    };
+    let log = Arc::new(Mutex::new(Handoffs::default()));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (url, lock, log, kind) = (url.to_owned(), lock.clone(), log.clone(), kind.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let http = client();
+            while Instant::now() < deadline {
+                let held = acquire(
+                    &http,
+                    &url,
+                    &lock,
+                    json!({"kind": kind, "ttl_ms": 30000}),
+                    30_000,
+                )
+                .await?;
+                log.lock()
+                    .expect("log")
+                    .granted
+                    .insert(held.fence, Instant::now());
+                release(&http, &url, &held).await?;
+                log.lock()
+                    .expect("log")
+                    .released
+                    .insert(held.fence, Instant::now());
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let (mut latencies, grants) = {
+        let log = log.lock().expect("log");
+        let mut fences: Vec<u64> = log.granted.keys().copied().collect();
+        fences.sort_unstable();
+        let lat: Vec<Duration> = fences
+            .iter()
+            .filter_map(|f| {
+                Some(
+                    log.granted
+                        .get(f)?
+                        .saturating_duration_since(*log.released.get(&(f - 1))?),
+                )
+            })
+            .collect();
+        (lat, fences.len())
+    };
+    let inversions = match events {
+        Some((seen, reader)) => {
+            // Let the last events arrive, then stop listening.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            reader.abort();
+            let seen = seen.lock().expect("events").clone();
+            Some(json!({"count": fifo_inversions(&seen), "events_seen": seen.len()}))
+        }
+        None => None,
+    };
+    Ok(json!({
+        "scenario": "contended", "kind": kind, "clients": clients, "seconds": secs,
+        "grants": grants, "grants_per_s": grants as f64 / secs,
+        "handoff_ms": percentiles(&mut latencies), "fifo_inversions": inversions,
+    }))
+}
+
+/// The events of one lock, as (type, lease_id) in the order the server published them.
+type EventLog = Arc<Mutex<Vec<(String, String)>>>;
+
+/// Collects one lock's events until the returned task is aborted.
+async fn watch_events(
+    redis_url: &str,
+    lock: &str,
+) -> anyhow::Result<(EventLog, tokio::task::JoinHandle<()>)> {
+    let client = redis::Client::open(redis_url)?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe("leasehold:events").await?;
+    let lock = lock.to_owned();
+    let seen: EventLog = Arc::default();
+    let sink = seen.clone();
+    let reader = tokio::spawn(async move {
+        let mut stream = pubsub.into_on_message();
+        while let Some(msg) = stream.next().await {
+            let Ok(payload) = msg.get_payload::<String>() else {
+                continue;
+            };
+            let Ok(event) = serde_json::from_str::<Value>(&payload) else {
+                continue;
+            };
+            if event["lock"] == lock.as_str() {
+                let kind = event["type"].as_str().unwrap_or_default().to_owned();
+                let id = event["lease_id"].as_str().unwrap_or_default().to_owned();
+                sink.lock().expect("events").push((kind, id));
+            }
+        }
+    });
+    Ok((seen, reader))
+}
+
+/// Grants that skipped a live waiter queued before them (0 for a strict FIFO lock).
+fn fifo_inversions(events: &[(String, String)]) -> u64 {
+    let mut pending: VecDeque<String> = VecDeque::new();
+    let mut gone: HashSet<String> = HashSet::new();
+    let mut inversions = 0;
+    for (kind, id) in events {
+        match kind.as_str() {
+            "queued" => pending.push_back(id.clone()),
+            "left" | "expired" => {
+                gone.insert(id.clone());
+            }
+            "granted" | "acquired" => {
+                while pending.front().is_some_and(|head| gone.contains(head)) {
+                    pending.pop_front();
+                }
+                match pending.iter().position(|p| p == id) {
+                    Some(0) => {
+                        pending.pop_front();
+                    }
+                    Some(i) => {
+                        inversions += 1;
+                        pending.remove(i);
+                    }
+                    // Granted without queueing while others waited: barging.
+                    None if !pending.is_empty() => inversions += 1,
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    inversions
+}
+
+/// (RSS in MB, CPU seconds used so far) of a process.
+fn process_stats(pid: u32) -> anyhow::Result<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let rss_kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the ")" that ends the command name: utime is the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    Ok((rss_kb / 1024.0, ticks / 100.0))
+}
+
+async fn waiting_requests(http: &reqwest::Client, url: &str) -> u64 {
+    match http.get(format!("{url}/readyz")).send().await {
+        Ok(r) => r
+            .json::<Value>()
+            .await
+            .ok()
+            .and_then(|v| v["waiting_requests"].as_u64())
+            .unwrap_or(0),
+        Err(_) => 0,
+    }
+}
+
+async fn parked(
+    url: &str,
+    redis_url: Option<&str>,
+    waiters: usize,
+    locks: usize,
+    pid: u32,
+    http2: bool,
+) -> anyhow::Result<Value> {
+    let http = client();
+    let (rss_before, _) = process_stats(pid)?;
+    let mut holders = Vec::new();
+    for l in 0..locks {
+        holders.push(
+            acquire(
+                &http,
+                url,
+                &format!("parked-{l}"),
+                json!({"ttl_ms": 300_000}),
+                0,
+            )
+            .await?,
+        );
+    }
+    let pool = if http2 {
+        reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .http2_prior_knowledge()
+            .build()?
+    } else {
+        reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()?
+    };
+    let answered = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let mut tasks = Vec::new();
+    for w in 0..waiters {
+        let (pool, url, answered) = (pool.clone(), url.to_owned(), answered.clone());
+        tasks.push(tokio::spawn(async move {
+            let lock = format!("parked-{}", w % locks);
+            let held = acquire(&pool, &url, &lock, json!({"ttl_ms": 30000}), 110_000).await?;
+            answered.lock().expect("answered").push(Instant::now());
+            release(&pool, &url, &held).await
+        }));
+    }
+    // Everyone parked (bounded).
+    let parking_started = Instant::now();
+    let mut parked = 0;
+    while parking_started.elapsed() < Duration::from_secs(60) {
+        parked = waiting_requests(&http, url).await;
+        if parked as usize >= waiters {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let parking_secs = parking_started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (rss_parked, cpu0) = process_stats(pid)?;
+    let idle_window = Duration::from_secs(5);
+    tokio::time::sleep(idle_window).await;
+    let (_, cpu1) = process_stats(pid)?;
+    let idle_cpu_percent = (cpu1 - cpu0) / idle_window.as_secs_f64() * 100.0;
+    let redis_info = match redis_url {
+        Some(redis_url) => {
+            let client = redis::Client::open(redis_url)?;
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            let clients: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut conn)
+                .await?;
+            let numpat: i64 = redis::cmd("PUBSUB")
+                .arg("NUMPAT")
+                .query_async(&mut conn)
+                .await?;
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .query_async(&mut conn)
+                .await?;
+            // Our own connection is one of them.
+            json!({"connections": clients.lines().count().saturating_sub(1), "pattern_subscriptions": numpat,
+                   "channel_subscriptions": channels.len()})
+        }
+        None => Value::Null,
+    };
+    let released_at = Instant::now();
+    for held in &holders {
+        release(&http, url, held).await?;
+    }
+    let mut failures = 0;
+    for task in tasks {
+        if !matches!(task.await, Ok(Ok(()))) {
+            failures += 1;
+        }
+    }
+    let drained = answered
+        .lock()
+        .expect("answered")
+        .iter()
+        .max()
+        .map(|t| t.saturating_duration_since(released_at));
+    Ok(json!({
+        "scenario": "parked", "protocol": if http2 { "h2c" } else { "http/1.1" },
+        "waiters": waiters, "locks": locks, "parked": parked,
+        "parking_seconds": parking_secs,
+        "rss_mb_before": rss_before, "rss_mb_parked": rss_parked, "idle_cpu_percent": idle_cpu_percent,
+        "redis": redis_info, "drain_seconds": drained.map(|d| d.as_secs_f64()), "failures": failures,
+    }))
+}
+
+async fn read_heavy(
+    url: &str,
+    readers: usize,
+    writers: usize,
+    policy: &str,
+    deadline: Instant,
+) -> anyhow::Result<Value> {
+    let lock = format!("rw-{policy}");
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..readers + writers {
+        let (url, lock, policy) = (url.to_owned(), lock.clone(), policy.to_owned());
+        let kind = if i < readers { "read" } else { "write" };
+        tasks.push(tokio::spawn(async move {
+            let http = client();
+            let (mut grants, mut waits) = (0u64, Vec::new());
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let left = deadline.saturating_duration_since(t0).as_millis() as u64;
+                let body = json!({"kind": kind, "policy": policy, "ttl_ms": 30000});
+                let Ok(held) = acquire(&http, &url, &lock, body, left.max(1)).await else {
+                    break;
+                };
+                waits.push(t0.elapsed());
+                grants += 1;
+                release(&http, &url, &held).await?;
+            }
+            anyhow::Ok((kind, grants, waits))
+        }));
+    }
+    let (mut reads, mut writes, mut writer_waits) = (0, 0, Vec::new());
+    for task in tasks {
+        let (kind, grants, waits) = task.await??;
+        if kind == "read" {
+            reads += grants;
+        } else {
+            writes += grants;
+            writer_waits.extend(waits);
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "scenario": "read_heavy", "policy": policy, "readers": readers, "writers": writers, "seconds": secs,
+        "reads_per_s": reads as f64 / secs, "writes": writes, "writer_wait_ms": percentiles(&mut writer_waits),
+    }))
+}
+
+async fn dashboard(url: &str, locks: usize, renders: usize) -> anyhow::Result<Value> {
+    let http = client();
+    let probe = http.get(format!("{url}/")).send().await?;
+    if !probe.status().is_success() {
+        return Ok(
+            json!({"scenario": "dashboard", "unavailable": format!("GET / answered {}", probe.status())}),
+        );
+    }
+    // Live locks, taken 32 at a time.
+    let names: Vec<String> = (0..locks).map(|i| format!("dash-{i:05}")).collect();
+    let url_owned = url.to_owned();
+    futures_util::stream::iter(names)
+        .map(|name| {
+            let (http, url) = (http.clone(), url_owned.clone());
+            async move {
+                acquire(
+                    &http,
+                    &url,
+                    &name,
+                    json!({"ttl_ms": 600_000, "holder": "bench"}),
+                    0,
+                )
+                .await
+                .map(|_| ())
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<()>>>()?;
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..renders {
+        let t0 = Instant::now();
+        let page = http.get(format!("{url}/")).send().await?.bytes().await?;
+        times.push(t0.elapsed());
+        bytes = page.len();
+    }
+    Ok(
+        json!({"scenario": "dashboard", "locks": locks, "render_ms": percentiles(&mut times), "page_bytes": bytes}),
+    )
+}
