@@ -65,7 +65,7 @@ pub struct ForceReleaseBody {
     delete,
     path = "/v1/admin/locks/{name}",
     tag = "admin",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
     security(("admin_token" = [])),
     responses(
         (status = 200, description = "Every holder removed (`released: false` when nobody held it)", body = ForceReleaseBody),
@@ -102,7 +102,7 @@ pub async fn force_release(
     delete,
     path = "/v1/admin/semaphores/{name}",
     tag = "admin",
-    params(("name" = String, Path, description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
     security(("admin_token" = [])),
     responses(
         (status = 200, description = "Every permit returned", body = ForceReleaseBody),

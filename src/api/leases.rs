@@ -66,7 +66,7 @@ pub struct GrantBody {
     post,
     path = "/v1/locks/{name}/leases",
     tag = "leases",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), AcquireQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), AcquireQuery),
     request_body(content = Option<AcquireBody>, description = "Every field optional; an empty body is fine", content_type = "application/json"),
     security((), ("lease_token" = [])),
     responses(
@@ -199,7 +199,7 @@ pub struct PollQuery {
     post,
     path = "/v1/locks/{name}/tickets/{ticket_id}",
     tag = "leases",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)"), PollQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)"), PollQuery),
     security(("lease_token" = [])),
     responses(
         (status = 201, description = "The ticket's turn: the fair lock's lease", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
@@ -246,7 +246,7 @@ pub struct LeftBody {
     delete,
     path = "/v1/locks/{name}/tickets/{ticket_id}",
     tag = "leases",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)")),
     security(("lease_token" = [])),
     responses(
         (status = 200, description = "Left the queue", body = LeftBody),
@@ -308,7 +308,7 @@ pub struct RenewalBody {
     post,
     path = "/v1/locks/{name}/leases/{lease_id}/heartbeat",
     tag = "leases",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
     security(("lease_token" = [])),
     responses(
@@ -371,6 +371,7 @@ pub struct ReleaseQuery {
     #[serde(default)]
     all: bool,
     /// Read/write leases: the hold to release (default: write if held, else read).
+    #[param(inline)]
     mode: Option<RwMode>,
 }
 
@@ -388,7 +389,7 @@ pub struct ReleaseBody {
     delete,
     path = "/v1/locks/{name}/leases/{lease_id}",
     tag = "leases",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery),
     security(("lease_token" = [])),
     responses(
         (status = 200, description = "Released one level (or all); `released` when the lock is free", body = ReleaseBody),
@@ -469,7 +470,7 @@ pub struct LeaseBody {
     get,
     path = "/v1/locks/{name}/leases/{lease_id}",
     tag = "leases",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     responses(
         (status = 200, description = "The lease (never its token)", body = LeaseBody),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),

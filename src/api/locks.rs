@@ -98,7 +98,7 @@ impl From<HolderView> for HolderBody {
     get,
     path = "/v1/locks/{name}",
     tag = "locks",
-    params(("name" = String, Path, description = "Lock name: 1-200 ASCII letters, digits and . _ - :")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :")),
     responses(
         (status = 200, description = "Holders, fair queue, fencing counter", body = LockBody),
         (status = 404, description = "lock_not_found: free and never taken; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),

@@ -48,7 +48,7 @@ pub struct WaitQuery {
     post,
     path = "/v1/semaphores/{name}/leases",
     tag = "semaphores",
-    params(("name" = String, Path, description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery),
     request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
     responses(
         (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
@@ -124,7 +124,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     post,
     path = "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
     tag = "semaphores",
-    params(("name" = String, Path, description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
     security(("lease_token" = [])),
     responses(
@@ -164,7 +164,7 @@ pub async fn heartbeat(
     delete,
     path = "/v1/semaphores/{name}/leases/{lease_id}",
     tag = "semaphores",
-    params(("name" = String, Path, description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security(("lease_token" = [])),
     responses(
         (status = 200, description = "The permits came back", body = ReleaseBody),
@@ -195,7 +195,7 @@ pub async fn release(
     get,
     path = "/v1/semaphores/{name}/leases/{lease_id}",
     tag = "semaphores",
-    params(("name" = String, Path, description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     responses(
         (status = 200, description = "The lease (never its token)", body = LeaseBody),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
@@ -256,7 +256,7 @@ impl From<PermitHolderView> for PermitHolderBody {
     get,
     path = "/v1/semaphores/{name}",
     tag = "semaphores",
-    params(("name" = String, Path, description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
     responses(
         (status = 200, description = "Limit, permits in use, holders", body = SemaphoreBody),
         (status = 404, description = "lock_not_found: never used; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
