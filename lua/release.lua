@@ -12,7 +12,7 @@
 -- ARGV[7]: why: "released", or "client_gone" when a grant nobody received is rolled back
 -- ARGV[8]: read/write leases: which hold to release, "read", "write" or "" (write first)
 -- Returns: JSON with status = released | still_held | mode_not_held | lease_lost | queued |
---   forbidden | unknown_lease
+--   forbidden | unknown_lease; released carries the lease's kind and held_ms, its age (ms)
 local all, lock_name, events, tomb = ARGV[3] == 'all', ARGV[4], ARGV[5], tonumber(ARGV[6])
 local lease, refusal = authorize_lease(ARGV[1], ARGV[2], lock_name, events, tomb)
 if refusal then return refusal end
@@ -72,4 +72,4 @@ end
 end_lease(lease, 'released', tomb)
 publish_event(events, lock_name, {type = 'released', lease_id = lease.id, holder = lease.holder,
   reentry_count = 0, reason = ARGV[7]})
-return cjson.encode({status = 'released'})
+return cjson.encode({status = 'released', kind = lease.kind, held_ms = NOW - (lease.created or NOW)})

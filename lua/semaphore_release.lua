@@ -6,7 +6,8 @@
 -- ARGV[4]: events channel
 -- ARGV[5]: how long an ended lease stays answerable (ms)
 -- ARGV[6]: why: "released", or "client_gone" when a grant nobody received is rolled back
--- Returns: JSON with status = released | lease_lost | forbidden | unknown_lease
+-- Returns: JSON with status = released | lease_lost | forbidden | unknown_lease; released
+--   carries kind = semaphore and held_ms, the lease's age (ms)
 local tomb = tonumber(ARGV[5])
 local lease, refusal = authorize_permits(ARGV[1], ARGV[2], ARGV[3], ARGV[4], tomb)
 if refusal then return refusal end
@@ -17,4 +18,4 @@ redis.call('PUBLISH', PERMITS, available)
 end_lease(lease, 'released', tomb)
 publish_event(ARGV[4], ARGV[3], {type = 'released', lease_id = lease.id, holder = lease.holder,
   permits = lease.permits, reason = ARGV[6]})
-return cjson.encode({status = 'released'})
+return cjson.encode({status = 'released', kind = 'semaphore', held_ms = NOW - (lease.created or NOW)})

@@ -237,6 +237,11 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "LEASEHOLD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// Label the acquisition metrics of GET /metrics with lock names. Off by default: every
+    /// distinct name becomes a time series, so turn it on only for a few well-known locks.
+    #[arg(long, env = "LEASEHOLD_METRICS_LOCK_NAMES")]
+    pub metrics_lock_names: bool,
 }
 
 #[derive(Debug, Clone, Args)]

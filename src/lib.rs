@@ -9,6 +9,7 @@
 //! - [`events`]: the single Redis subscriber that wakes waiting requests.
 //! - [`api`]: the `/v1` HTTP API (axum handlers, problem+json errors).
 //! - [`state`]: what handlers share.
+//! - [`metrics`]: the Prometheus registry behind `GET /metrics` (process-local counts).
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
 //! - [`client`]: a typed HTTP client for the `/v1` lease API.
@@ -22,6 +23,7 @@ pub mod config;
 pub mod embedded_redis;
 pub mod events;
 pub mod locks;
+pub mod metrics;
 pub mod server;
 pub mod shutdown;
 pub mod state;

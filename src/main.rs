@@ -86,6 +86,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
             },
             admin_token: args.admin_token.clone(),
             redis_timeout: Duration::from_millis(args.redis_timeout_ms),
+            metrics_lock_names: args.metrics_lock_names,
         };
         server::run(listener, config, token.clone()).await?;
         anyhow::Ok(())

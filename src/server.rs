@@ -13,6 +13,7 @@ use crate::api;
 use crate::events::spawn_subscriber;
 use crate::locks::waiters::Waiters;
 use crate::locks::{KeySpace, LockSettings, Locks};
+use crate::metrics::Metrics;
 use crate::state::{AdminAuth, ApiLimits, AppState};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
@@ -28,6 +29,8 @@ pub struct ServerConfig {
     pub admin_token: Option<String>,
     /// Bound on one Redis command; a request fails with 503 after it.
     pub redis_timeout: Duration,
+    /// Label acquisition metrics with lock names (unbounded cardinality; off by default).
+    pub metrics_lock_names: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,9 +68,17 @@ pub async fn run(
         waiters.clone(),
         shutdown.clone(),
     );
-    let locks = Locks::new(conn, &config.locks, waiters, shutdown.clone());
+    let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
+    let locks = Locks::new(
+        conn,
+        &config.locks,
+        waiters,
+        shutdown.clone(),
+        metrics.clone(),
+    );
     let state = AppState {
         locks,
+        metrics,
         limits: config.limits,
         admin: AdminAuth::from_token(config.admin_token.as_deref()),
         subscriber,

@@ -7,6 +7,7 @@ use subtle::ConstantTimeEq as _;
 
 use crate::events::SubscriberStatus;
 use crate::locks::{Locks, TokenDigest, TtlPolicy};
+use crate::metrics::Metrics;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -14,6 +15,7 @@ pub struct AppState {
     pub limits: ApiLimits,
     pub admin: AdminAuth,
     pub subscriber: Arc<SubscriberStatus>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Bounds on what a request may ask for.

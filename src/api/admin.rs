@@ -4,10 +4,11 @@ use axum::Json;
 use axum::extract::{FromRef, FromRequestParts, State};
 use axum::http::request::Parts;
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::extract::{Bearer, Path, Query, lock_name};
 use super::locks::HolderBody;
-use super::problem::{Problem, ProblemKind};
+use super::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::{AdminAuth, AppState};
 
 /// Proof that the request carries the admin token.
@@ -43,7 +44,8 @@ where
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ForceReleaseQuery {
     /// Why, for the event and the lock's history.
@@ -51,7 +53,7 @@ pub struct ForceReleaseQuery {
     reason: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ForceReleaseBody {
     lock: String,
     /// False when nobody held the lock.
@@ -59,6 +61,22 @@ pub struct ForceReleaseBody {
     removed: Vec<HolderBody>,
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/locks/{name}",
+    tag = "admin",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "Every holder removed (`released: false` when nobody held it)", body = ForceReleaseBody),
+        (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "admin_token_required (with WWW-Authenticate: Bearer), token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `DELETE /v1/admin/locks/{name}[?reason=..]`: removes every holder and wakes waiters; the
 /// removed leases' holders get 410 from then on.
 pub async fn force_release(
@@ -80,6 +98,22 @@ pub async fn force_release(
     }))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/semaphores/{name}",
+    tag = "admin",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "Every permit returned", body = ForceReleaseBody),
+        (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "admin_token_required (with WWW-Authenticate: Bearer), token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `DELETE /v1/admin/semaphores/{name}[?reason=..]`: every permit comes back; the removed
 /// leases' holders get 410 from then on.
 pub async fn force_release_semaphore(

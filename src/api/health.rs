@@ -4,18 +4,52 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::problem::{Problem, ProblemKind};
+use super::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 
-/// `GET /healthz`: the process is up (Redis is not consulted).
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthBody {
+    /// Always `ok`.
+    status: &'static str,
 }
 
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadyBody {
+    /// Always `ready`.
+    status: &'static str,
+    /// Always `ok`.
+    redis: &'static str,
+    /// Always `connected`.
+    subscriber: &'static str,
+    /// Requests waiting server-side in this instance.
+    waiting_requests: usize,
+}
+
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    responses((status = 200, description = "The process runs", body = HealthBody))
+)]
+/// `GET /healthz`: the process is up (Redis is not consulted).
+pub async fn healthz() -> Json<HealthBody> {
+    Json(HealthBody { status: "ok" })
+}
+
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "health",
+    responses(
+        (status = 200, description = "Redis answers and the unlock subscriber is connected", body = ReadyBody),
+        (status = 503, description = "redis_unavailable: Redis does not answer, or the subscriber is not connected", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `GET /readyz`: Redis answers and the shared subscriber is connected.
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Problem> {
     let ping = tokio::time::timeout(Duration::from_secs(1), state.locks.ping()).await;
     if !matches!(ping, Ok(Ok(()))) {
         return Err(Problem::new(
@@ -29,10 +63,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
             "the unlock subscriber is not connected to Redis",
         ));
     }
-    Ok(Json(json!({
-        "status": "ready",
-        "redis": "ok",
-        "subscriber": "connected",
-        "waiting_requests": state.locks.waiting(),
-    })))
+    Ok(Json(ReadyBody {
+        status: "ready",
+        redis: "ok",
+        subscriber: "connected",
+        waiting_requests: state.locks.waiting(),
+    }))
 }

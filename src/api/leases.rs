@@ -7,16 +7,17 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::extract::{Bearer, JsonBody, Path, Query, lease_id, lock_name};
-use super::problem::Problem;
+use super::problem::{Problem, ProblemDetails};
 use crate::locks::{
     AcquireRequest, Acquired, Grant, HolderLabel, LeaseId, LeaseView, LockKind, LockName, Metadata,
     Release, Renewal, RwMode, RwPolicy, Ticket,
 };
 use crate::state::AppState;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcquireBody {
     /// Lease TTL in ms; the server default when absent.
@@ -24,6 +25,7 @@ pub struct AcquireBody {
     /// Free-text label naming the holder, shown to operators and to refused acquirers.
     holder: Option<String>,
     /// A small JSON object kept with the lease.
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Value>,
     /// reentrant (default), exclusive, fair, read or write; on reentry, the lease's own.
     kind: Option<LockKind>,
@@ -32,7 +34,8 @@ pub struct AcquireBody {
     policy: RwPolicy,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AcquireQuery {
     /// How long to wait server-side while the lock is held, in ms (default 0).
@@ -40,8 +43,9 @@ pub struct AcquireQuery {
     wait_ms: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct GrantBody {
+    #[schema(value_type = String, format = Uuid)]
     lease_id: LeaseId,
     /// The lease's bearer token: only in the 201 of a new lease.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,6 +62,29 @@ pub struct GrantBody {
     expires_at: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/locks/{name}/leases",
+    tag = "leases",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), AcquireQuery),
+    request_body(content = Option<AcquireBody>, description = "Every field optional; an empty body is fine", content_type = "application/json"),
+    security((), ("lease_token" = [])),
+    responses(
+        (status = 201, description = "A new lease (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
+        (status = 200, description = "Reentry: one more level of the bearer token's lease", body = GrantBody),
+        (status = 202, description = "Fair locks: still queued when the wait ended; poll the Location", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"))),
+        (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "token_malformed: not a bearer token (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the bearer token belongs to no lease on this lock", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "lock_held (with Retry-After), kind_conflict, not_reentrant, upgrade_refused, ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost: the bearer token's lease has ended; ticket_expired", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `POST /v1/locks/{name}/leases[?wait_ms=N]`: 201 with a new lease, 200 on reentry (with the
 /// lease's token as bearer), 409 when held by another after the wait.
 pub async fn acquire(
@@ -99,8 +126,9 @@ pub(super) fn acquired_response(name: &LockName, acquired: Acquired, ticket_ms: 
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketBody {
+    #[schema(value_type = String, format = Uuid)]
     ticket_id: LeaseId,
     /// Proves the ticket and, once granted, the lease: only when the ticket is issued.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -158,7 +186,8 @@ pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> R
     response
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PollQuery {
     /// How long to wait server-side for the turn, in ms (default 0).
@@ -166,6 +195,25 @@ pub struct PollQuery {
     wait_ms: u64,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/locks/{name}/tickets/{ticket_id}",
+    tag = "leases",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)"), PollQuery),
+    security(("lease_token" = [])),
+    responses(
+        (status = 201, description = "The ticket's turn: the fair lock's lease", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
+        (status = 202, description = "Still queued", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"))),
+        (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "lock_held, kind_conflict, ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "ticket_expired: not polled in time; lease_lost", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `POST /v1/locks/{name}/tickets/{ticket_id}[?wait_ms=N]` (the ticket's token as bearer): the
 /// fair lock's lease (201) once it is this ticket's turn, else 202 with its place.
 pub async fn poll_ticket(
@@ -186,13 +234,31 @@ pub async fn poll_ticket(
     ))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct LeftBody {
+    #[schema(value_type = String, format = Uuid)]
     ticket_id: LeaseId,
     lock: String,
     left: bool,
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/locks/{name}/tickets/{ticket_id}",
+    tag = "leases",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)")),
+    security(("lease_token" = [])),
+    responses(
+        (status = 200, description = "Left the queue", body = LeftBody),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost: the ticket was already granted, expired or left", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `DELETE /v1/locks/{name}/tickets/{ticket_id}`: give up the place in the queue.
 pub async fn leave_queue(
     State(state): State<AppState>,
@@ -214,7 +280,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     format!("/v1/locks/{name}/leases/{id}")
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatBody {
     /// A new TTL in ms, kept for later heartbeats; the lease's own TTL when absent.
@@ -227,8 +293,9 @@ impl HeartbeatBody {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RenewalBody {
+    #[schema(value_type = String, format = Uuid)]
     lease_id: LeaseId,
     lock: String,
     fencing_token: u64,
@@ -237,6 +304,27 @@ pub struct RenewalBody {
     expires_at: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/locks/{name}/leases/{lease_id}/heartbeat",
+    tag = "leases",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
+    security(("lease_token" = [])),
+    responses(
+        (status = 200, description = "Renewed", body = RenewalBody),
+        (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "ticket_pending: the token is a queued ticket's", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost (reason: expired, released, force_released, left)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `POST /v1/locks/{name}/leases/{lease_id}/heartbeat`: 200 with the new expiry, 410 when the
 /// lease has already lost its lock.
 pub async fn heartbeat(
@@ -275,18 +363,21 @@ pub(super) fn renewal_body(name: &LockName, renewal: Renewal) -> RenewalBody {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseQuery {
     /// Release every reentry level at once.
     #[serde(default)]
     all: bool,
     /// Read/write leases: the hold to release (default: write if held, else read).
+    #[param(inline)]
     mode: Option<RwMode>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ReleaseBody {
+    #[schema(value_type = String, format = Uuid)]
     lease_id: LeaseId,
     lock: String,
     /// True when the lock was let go (no levels left).
@@ -294,6 +385,24 @@ pub struct ReleaseBody {
     reentry_count: u64,
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/locks/{name}/leases/{lease_id}",
+    tag = "leases",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery),
+    security(("lease_token" = [])),
+    responses(
+        (status = 200, description = "Released one level (or all); `released` when the lock is free", body = ReleaseBody),
+        (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "mode_not_held, ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost (reason: expired, released, force_released, left)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `DELETE /v1/locks/{name}/leases/{lease_id}[?all=true]`: 200 with the levels left, 410 when
 /// the lease had already lost its lock.
 pub async fn release(
@@ -326,10 +435,13 @@ pub(super) fn release_body(name: &LockName, release: Release) -> ReleaseBody {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct LeaseBody {
+    #[schema(value_type = String, format = Uuid)]
     lease_id: LeaseId,
     lock: String,
+    /// held, queued, released, expired, force_released or left.
+    #[schema(value_type = String)]
     state: &'static str,
     kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -343,6 +455,7 @@ pub struct LeaseBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     permits: Option<u64>,
     holder: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Value>,
     fencing_token: u64,
     reentry_count: u64,
@@ -353,6 +466,18 @@ pub struct LeaseBody {
     ended_at: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/locks/{name}/leases/{lease_id}",
+    tag = "leases",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    responses(
+        (status = 200, description = "The lease (never its token)", body = LeaseBody),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `GET /v1/locks/{name}/leases/{lease_id}`: the lease's state; never its token.
 pub async fn inspect(
     State(state): State<AppState>,

@@ -3,13 +3,14 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::extract::{Path, lock_name};
-use super::problem::{Problem, ProblemKind};
+use super::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::locks::{HolderView, LeaseId, LockView, Metadata, QueuedView};
 use crate::state::AppState;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct LockBody {
     lock: String,
     held: bool,
@@ -29,13 +30,15 @@ pub struct LockBody {
     expires_at: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct HolderBody {
     /// `None` for a holder that is not a Leasehold lease (a Redisson client on the same key).
+    #[schema(value_type = Option<String>, format = Uuid)]
     lease_id: Option<LeaseId>,
     /// The Redis hash field: `<lease-id>:1`, or Redisson's `<client-uuid>:<thread-id>`.
     holder_id: String,
     holder: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Value>,
     reentry_count: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,10 +51,11 @@ pub struct HolderBody {
     acquired_at: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct QueuedBody {
     position: u64,
     /// The ticket's id, also the id of the lease it turns into; null for a Redisson waiter.
+    #[schema(value_type = Option<String>, format = Uuid)]
     ticket_id: Option<LeaseId>,
     holder_id: String,
     holder: Option<String>,
@@ -90,6 +94,18 @@ impl From<HolderView> for HolderBody {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/locks/{name}",
+    tag = "locks",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :")),
+    responses(
+        (status = 200, description = "Holders, fair queue, fencing counter", body = LockBody),
+        (status = 404, description = "lock_not_found: free and never taken; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `GET /v1/locks/{name}`: holders, time left and fencing counter; 404 when free and unknown.
 pub async fn inspect(
     State(state): State<AppState>,

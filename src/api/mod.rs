@@ -6,6 +6,7 @@ mod extract;
 mod health;
 mod leases;
 mod locks;
+mod metrics;
 pub mod problem;
 mod semaphores;
 
@@ -15,67 +16,115 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Request, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
+use utoipa::openapi::OpenApi;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi as _};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
 
 use self::extract::Path;
-use self::problem::{Problem, ProblemKind};
+use self::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 
 /// Request bodies are small JSON documents.
 const BODY_LIMIT_BYTES: usize = 64 * 1024;
 
-/// The whole route table.
-pub fn router(state: AppState) -> Router {
-    let v1 = Router::new()
-        .route("/v1/locks/{name}", get(locks::inspect))
-        .route("/v1/locks/{name}/leases", post(leases::acquire))
-        .route(
-            "/v1/locks/{name}/leases/{lease_id}",
-            get(leases::inspect).delete(leases::release),
-        )
-        .route(
-            "/v1/locks/{name}/leases/{lease_id}/heartbeat",
-            post(leases::heartbeat),
-        )
-        .route(
-            "/v1/locks/{name}/tickets/{ticket_id}",
-            post(leases::poll_ticket).delete(leases::leave_queue),
-        )
-        .route("/v1/semaphores/{name}", get(semaphores::inspect))
-        .route("/v1/semaphores/{name}/leases", post(semaphores::acquire))
-        .route(
-            "/v1/semaphores/{name}/leases/{lease_id}",
-            get(semaphores::inspect_lease).delete(semaphores::release),
-        )
-        .route(
-            "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
-            post(semaphores::heartbeat),
-        )
-        .route("/v1/admin/locks/{name}", delete(admin::force_release))
-        .route(
-            "/v1/admin/semaphores/{name}",
-            delete(admin::force_release_semaphore),
-        )
+/// Where the OpenAPI document and its human docs page are served.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+pub const DOCS_PATH: &str = "/docs";
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Leasehold",
+        description = "A distributed lock service over HTTP, with lock state in Redis in Redisson's layout. \
+            Every error is application/problem+json with a stable `code`.",
+    ),
+    components(schemas(ProblemDetails)),
+    modifiers(&BearerSchemes),
+    tags(
+        (name = "locks", description = "Who holds a lock"),
+        (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
+        (name = "semaphores", description = "Semaphores with expirable permits"),
+        (name = "admin", description = "Operator actions, behind the admin token"),
+        (name = "health", description = "Liveness, readiness, metrics, problem types"),
+    )
+)]
+struct ApiDoc;
+
+/// The two bearer tokens: a lease's (shown once at acquisition) and the admin token.
+struct BearerSchemes;
+
+impl Modify for BearerSchemes {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for name in ["lease_token", "admin_token"] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+        }
+    }
+}
+
+/// The route table of everything the OpenAPI document describes: each `routes!` both routes
+/// its handlers and adds their `#[utoipa::path]` to the document, so the two cannot drift.
+fn documented() -> OpenApiRouter<AppState> {
+    let v1 = OpenApiRouter::new()
+        .routes(routes!(locks::inspect))
+        .routes(routes!(leases::acquire))
+        .routes(routes!(leases::inspect, leases::release))
+        .routes(routes!(leases::heartbeat))
+        .routes(routes!(leases::poll_ticket, leases::leave_queue))
+        .routes(routes!(semaphores::inspect))
+        .routes(routes!(semaphores::acquire))
+        .routes(routes!(semaphores::inspect_lease, semaphores::release))
+        .routes(routes!(semaphores::heartbeat))
+        .routes(routes!(admin::force_release))
+        .routes(routes!(admin::force_release_semaphore))
         // Responses carry lease tokens and live state: never cache them.
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-store"),
         ));
-
-    Router::new()
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(v1)
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/problems/{code}", get(describe_problem))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(metrics::scrape))
+        .routes(routes!(describe_problem))
+}
+
+/// The OpenAPI 3.1 document served at [`OPENAPI_PATH`].
+pub fn openapi() -> OpenApi {
+    documented().into_openapi()
+}
+
+/// Every route, before state and middleware: the documented API, plus the docs page and the
+/// document itself (served from assets vendored into the binary; nothing is fetched).
+pub fn routes() -> Router<AppState> {
+    let (api, doc) = documented().split_for_parts();
+    api.merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, doc))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// The whole application: [`routes`] with state and middleware.
+pub fn router(state: AppState) -> Router {
+    routes()
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        // Inside the router (each route is wrapped), where the matched route is known.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count_requests,
+        ))
         .layer(
             ServiceBuilder::new()
                 // Outside the trace layer, so tokens never reach a log line.
@@ -119,6 +168,16 @@ async fn method_not_allowed() -> Problem {
     )
 }
 
+#[utoipa::path(
+    get,
+    path = "/problems/{code}",
+    tag = "health",
+    params(("code" = String, Path, description = "A problem code, as in a problem's `code`")),
+    responses(
+        (status = 200, description = "What the problem type means", body = String, content_type = "text/plain"),
+        (status = 404, description = "not_found: no such problem type", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `GET /problems/{code}`: what a problem `type` means, for people who follow the link.
 async fn describe_problem(Path(code): Path<String>) -> Response {
     match ProblemKind::from_code(&code) {

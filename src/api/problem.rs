@@ -418,3 +418,36 @@ impl From<LockError> for Problem {
         }
     }
 }
+
+/// The `application/problem+json` body of every error, as the OpenAPI document shows it
+/// ([`Problem`] builds the real one). Extension members appear only with the codes named.
+#[derive(Debug, utoipa::ToSchema)]
+#[schema(as = Problem)]
+#[allow(dead_code)] // Only describes the body for the OpenAPI document.
+pub struct ProblemDetails {
+    /// `/problems/<code>`, which serves a short description.
+    r#type: String,
+    title: String,
+    /// The HTTP status, repeated.
+    status: u16,
+    /// What went wrong in this request, for people.
+    detail: String,
+    /// Stable machine code (`lock_held`, `lease_lost`, ...).
+    code: String,
+    /// `lock_held`, `no_permits` and 503s: ms until a retry may succeed (also `Retry-After`).
+    retry_after_ms: Option<u64>,
+    /// `lock_held`: the holder's label.
+    holder: Option<String>,
+    /// `lock_held`: the holding lease (null for a Redisson client).
+    lease_id: Option<String>,
+    /// `lock_held`: the Redis hash field of the holder.
+    holder_id: Option<String>,
+    /// `kind_conflict`: what the lock is used as.
+    held_as: Option<String>,
+    /// `limit_mismatch`: the semaphore's limit.
+    limit: Option<u32>,
+    /// `mode_not_held`: the mode asked for.
+    mode: Option<String>,
+    /// `lease_lost`: expired, released, force_released or left.
+    reason: Option<String>,
+}

@@ -6,13 +6,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::extract::{Bearer, JsonBody, Path, Query, lease_id, lock_name};
 use super::leases::{
-    HeartbeatBody, LeaseBody, ReleaseBody, RenewalBody, grant_response, lease_body, release_body,
-    renewal_body,
+    GrantBody, HeartbeatBody, LeaseBody, ReleaseBody, RenewalBody, grant_response, lease_body,
+    release_body, renewal_body,
 };
-use super::problem::{Problem, ProblemKind};
+use super::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::locks::{
     HolderLabel, LeaseId, LockError, LockName, Metadata, PermitHolderView, PermitRequest,
 };
@@ -21,7 +22,7 @@ use crate::state::AppState;
 /// The largest semaphore a request may declare.
 const MAX_LIMIT: u32 = 100_000;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PermitBody {
     /// How many permits the semaphore has; every party must name the same.
@@ -30,10 +31,12 @@ pub struct PermitBody {
     permits: Option<u32>,
     ttl_ms: Option<u64>,
     holder: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct WaitQuery {
     /// How long to wait server-side for permits, in ms (default 0).
@@ -41,6 +44,23 @@ pub struct WaitQuery {
     wait_ms: u64,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/semaphores/{name}/leases",
+    tag = "semaphores",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery),
+    request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
+    responses(
+        (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
+        (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_ttl, invalid_body (limit missing or out of range)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
 /// permits, 409 `no_permits` when not enough are free after the wait.
 pub async fn acquire(
@@ -100,6 +120,26 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     format!("/v1/semaphores/{name}/leases/{id}")
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
+    tag = "semaphores",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
+    security(("lease_token" = [])),
+    responses(
+        (status = 200, description = "Renewed", body = RenewalBody),
+        (status = 400, description = "malformed_json", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost (reason: expired, released, force_released)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `POST /v1/semaphores/{name}/leases/{lease_id}/heartbeat`: every permit of the lease lives on.
 pub async fn heartbeat(
     State(state): State<AppState>,
@@ -120,6 +160,22 @@ pub async fn heartbeat(
     )))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/semaphores/{name}/leases/{lease_id}",
+    tag = "semaphores",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    security(("lease_token" = [])),
+    responses(
+        (status = 200, description = "The permits came back", body = ReleaseBody),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost (reason: expired, released, force_released)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `DELETE /v1/semaphores/{name}/leases/{lease_id}`: the permits come back.
 pub async fn release(
     State(state): State<AppState>,
@@ -135,6 +191,18 @@ pub async fn release(
     )))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/semaphores/{name}/leases/{lease_id}",
+    tag = "semaphores",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    responses(
+        (status = 200, description = "The lease (never its token)", body = LeaseBody),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `GET /v1/semaphores/{name}/leases/{lease_id}`: the lease's state; never its token.
 pub async fn inspect_lease(
     State(state): State<AppState>,
@@ -147,7 +215,7 @@ pub async fn inspect_lease(
     )))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SemaphoreBody {
     semaphore: String,
     limit: u32,
@@ -157,10 +225,12 @@ pub struct SemaphoreBody {
     holders: Vec<PermitHolderBody>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct PermitHolderBody {
+    #[schema(value_type = Option<String>, format = Uuid)]
     lease_id: Option<LeaseId>,
     holder: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Value>,
     permits: u64,
     fencing_token: Option<u64>,
@@ -182,6 +252,18 @@ impl From<PermitHolderView> for PermitHolderBody {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/semaphores/{name}",
+    tag = "semaphores",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
+    responses(
+        (status = 200, description = "Limit, permits in use, holders", body = SemaphoreBody),
+        (status = 404, description = "lock_not_found: never used; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
 /// `GET /v1/semaphores/{name}`: limit, permits in use (expired ones do not count), holders.
 pub async fn inspect(
     State(state): State<AppState>,

@@ -19,6 +19,8 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{Metrics, kind_label};
+
 pub use error::{InvalidInput, LockError};
 pub use keys::KeySpace;
 
@@ -55,6 +57,7 @@ struct Inner {
     tombstone_ms: u64,
     ticket_timeout: Duration,
     shutdown: CancellationToken,
+    metrics: Arc<Metrics>,
 }
 
 /// How many queued waiters an inspection lists.
@@ -66,6 +69,7 @@ impl Locks {
         settings: &LockSettings,
         waiters: Arc<Waiters>,
         shutdown: CancellationToken,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let keys = KeySpace::new(settings.key_prefix.clone());
         Self {
@@ -77,6 +81,7 @@ impl Locks {
                 tombstone_ms: settings.tombstone_ms,
                 ticket_timeout: Duration::from_millis(settings.ticket_timeout_ms),
                 shutdown,
+                metrics,
             }),
         }
     }
@@ -84,6 +89,67 @@ impl Locks {
     /// Requests currently waiting for a lock or semaphore in this process.
     pub fn waiting(&self) -> usize {
         self.inner.waiters.count()
+    }
+
+    /// Runs one script call (`script` names its file in `lua/`), timing it for the metrics.
+    async fn invoke(
+        &self,
+        script: &'static str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<String, LockError> {
+        let started = std::time::Instant::now();
+        let result = invocation.invoke_async(&mut self.inner.conn.clone()).await;
+        self.inner
+            .metrics
+            .script_call(script, started.elapsed(), result.is_ok());
+        Ok(result?)
+    }
+
+    /// Records what a refused lease call tells about its lease.
+    fn observe_refusal(&self, lease_id: LeaseId, error: &LockError) {
+        if let LockError::LeaseLost(state) = error {
+            if *state == LeaseState::Expired {
+                self.inner.metrics.expired(lease_id);
+            } else {
+                self.inner.metrics.lease_ended(lease_id);
+            }
+        }
+    }
+
+    /// Records a heartbeat's slack, or that it came too late.
+    fn observe_renewal(&self, lease_id: LeaseId, renewed: &Result<Renewal, LockError>) {
+        let metrics = &self.inner.metrics;
+        match renewed {
+            Ok(r) => {
+                let ttl = Duration::from_millis(r.ttl_ms);
+                let slack = Duration::from_millis(u64::try_from(r.slack_ms).unwrap_or(0));
+                metrics.heartbeat(slack, ttl);
+                metrics.lease_live(lease_id, ttl);
+            }
+            Err(e) => {
+                if matches!(e, LockError::LeaseLost(LeaseState::Expired)) {
+                    metrics.heartbeat_too_late();
+                }
+                self.observe_refusal(lease_id, e);
+            }
+        }
+    }
+
+    /// Records a release's hold time once the lease let go of its last level.
+    fn observe_release(&self, lease_id: LeaseId, reply: &ReleaseReply, reason: &str) {
+        if let ReleaseReply::Released { held_ms, kind } = reply {
+            let held = (reason == "released")
+                .then(|| held_ms.map(Duration::from_millis))
+                .flatten();
+            let kind = kind_label(kind.as_deref().unwrap_or("other"));
+            self.inner.metrics.released(lease_id, kind, held);
+        }
+    }
+
+    fn observe_forced(&self, forced: &ForcedRelease) {
+        for id in forced.removed.iter().filter_map(|h| h.lease_id) {
+            self.inner.metrics.lease_ended(id);
+        }
     }
 
     /// Checks that Redis answers.
@@ -165,9 +231,7 @@ impl Locks {
             .arg(name.as_str())
             .arg(&self.inner.events_channel)
             .arg(self.inner.tombstone_ms);
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
+        let raw: String = self.invoke("leave", &invocation).await?;
         match parse::<LeaveReply>(&raw)? {
             LeaveReply::Left => Ok(()),
             LeaveReply::NotQueued { state } => Err(replies::lost(state)),
@@ -195,10 +259,10 @@ impl Locks {
             .arg(name.as_str())
             .arg(&self.inner.events_channel)
             .arg(self.inner.tombstone_ms);
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
-        renewal(lease_id, parse(&raw)?)
+        let raw: String = self.invoke("renew", &invocation).await?;
+        let renewed = renewal(lease_id, parse(&raw)?);
+        self.observe_renewal(lease_id, &renewed);
+        renewed
     }
 
     /// Releases one reentry level of a lease, or all of them (for a read/write lease: of the
@@ -242,10 +306,14 @@ impl Locks {
                 Some(RwMode::Read) => "read",
                 Some(RwMode::Write) => "write",
             });
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
-        release(lease_id, parse(&raw)?)
+        let raw: String = self.invoke("release", &invocation).await?;
+        let reply: ReleaseReply = parse(&raw)?;
+        self.observe_release(lease_id, &reply, reason);
+        let released = release(lease_id, reply);
+        if let Err(e) = &released {
+            self.observe_refusal(lease_id, e);
+        }
+        released
     }
 
     /// One lease's (or fair ticket's) state, as anyone may see it.
@@ -256,9 +324,7 @@ impl Locks {
             invocation.key(key);
         }
         invocation.arg(lease_id.to_string());
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
+        let raw: String = self.invoke("inspect_lease", &invocation).await?;
         let snap: LeaseSnapshot = parse(&raw)?;
         let (true, Some(state)) = (snap.found, snap.state) else {
             return Err(LockError::UnknownLease);
@@ -307,9 +373,7 @@ impl Locks {
             invocation.key(key);
         }
         invocation.arg(QUEUE_LISTED);
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
+        let raw: String = self.invoke("inspect_lock", &invocation).await?;
         let snap: LockSnapshot = parse(&raw)?;
         if !snap.known {
             return Ok(None);
@@ -364,10 +428,10 @@ impl Locks {
             .arg(self.inner.tombstone_ms)
             .arg(by)
             .arg(reason);
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
-        forced(name, parse(&raw)?)
+        let raw: String = self.invoke("force_release", &invocation).await?;
+        let forced = forced(name, parse(&raw)?)?;
+        self.observe_forced(&forced);
+        Ok(forced)
     }
 }
 
@@ -393,7 +457,7 @@ fn renewal(lease_id: LeaseId, reply: RenewReply) -> Result<Renewal, LockError> {
 
 fn release(lease_id: LeaseId, reply: ReleaseReply) -> Result<Release, LockError> {
     match reply {
-        ReleaseReply::Released => Ok(Release {
+        ReleaseReply::Released { .. } => Ok(Release {
             lease_id,
             reentry_count: 0,
             released: true,

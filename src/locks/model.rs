@@ -272,7 +272,9 @@ impl Timestamp {
 }
 
 /// The kinds of lock, each with Redisson's semantics and data layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum LockKind {
     /// Redisson RLock: the same lease may enter again and again.
@@ -300,7 +302,17 @@ impl LockKind {
 }
 
 /// Who goes first on a read/write lock when a writer waits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RwPolicy {
     /// Redisson's behaviour: a reader joins readers already holding, even past a waiting
@@ -322,7 +334,7 @@ impl RwPolicy {
 }
 
 /// Which hold of a read/write lease a release gives back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RwMode {
     Read,

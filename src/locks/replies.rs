@@ -67,7 +67,11 @@ pub(crate) enum RenewReply {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub(crate) enum ReleaseReply {
-    Released,
+    Released {
+        /// The lease's age at release (for the hold-time metric).
+        held_ms: Option<u64>,
+        kind: Option<String>,
+    },
     StillHeld {
         reentry_count: u64,
     },

@@ -59,10 +59,10 @@ impl Locks {
             .arg(name.as_str())
             .arg(&self.inner.events_channel)
             .arg(self.inner.tombstone_ms);
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
-        super::renewal(lease_id, parse::<RenewReply>(&raw)?)
+        let raw: String = self.invoke("semaphore_renew", &invocation).await?;
+        let renewed = super::renewal(lease_id, parse::<RenewReply>(&raw)?);
+        self.observe_renewal(lease_id, &renewed);
+        renewed
     }
 
     /// Gives a semaphore lease's permits back.
@@ -95,10 +95,14 @@ impl Locks {
             .arg(&self.inner.events_channel)
             .arg(self.inner.tombstone_ms)
             .arg(reason);
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
-        super::release(lease_id, parse::<ReleaseReply>(&raw)?)
+        let raw: String = self.invoke("semaphore_release", &invocation).await?;
+        let reply = parse::<ReleaseReply>(&raw)?;
+        self.observe_release(lease_id, &reply, reason);
+        let released = super::release(lease_id, reply);
+        if let Err(e) = &released {
+            self.observe_refusal(lease_id, e);
+        }
+        released
     }
 
     async fn inspect_semaphore(
@@ -112,9 +116,7 @@ impl Locks {
             invocation.key(key);
         }
         invocation.arg(lease.map(|id| id.to_string()).unwrap_or_default());
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
+        let raw: String = self.invoke("semaphore_inspect", &invocation).await?;
         parse(&raw)
     }
 
@@ -200,9 +202,9 @@ impl Locks {
             .arg(self.inner.tombstone_ms)
             .arg(by)
             .arg(reason);
-        let raw: String = invocation
-            .invoke_async(&mut self.inner.conn.clone())
-            .await?;
-        super::forced(name, parse::<ForceReleaseReply>(&raw)?)
+        let raw: String = self.invoke("semaphore_force_release", &invocation).await?;
+        let forced = super::forced(name, parse::<ForceReleaseReply>(&raw)?)?;
+        self.observe_forced(&forced);
+        Ok(forced)
     }
 }

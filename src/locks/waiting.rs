@@ -18,6 +18,7 @@ use super::model::{
 };
 use super::replies::{AcquireReply, Granted, non_empty, parse};
 use super::{Locks, scripts};
+use crate::metrics::{AcquireOutcome, Wake, kind_label};
 
 /// What is being acquired.
 pub(super) enum Target<'a> {
@@ -119,19 +120,50 @@ impl Locks {
             in_line: matches!(&target, Target::Lock { op: Op::Poll, .. }),
         };
         let mut arrived_ms = 0;
+        let meter = AcquireMeter {
+            started: Instant::now(),
+            requested_kind: requested_kind(&target),
+        };
+        let mut woke: Option<(Instant, Wake)> = None;
         loop {
             // Registered before the attempt, so a wake-up right after a refusal is not lost.
             let notified = registration.as_ref().map(|r| r.notified());
             let liveness =
                 deadline.saturating_duration_since(Instant::now()) + self.inner.ticket_timeout;
             guard.grant_in_flight = !reentry;
-            let outcome = self
+            let outcome = match self
                 .attempt(name, &keys, &target, id, &token, liveness, arrived_ms)
-                .await?;
+                .await
+            {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    self.observe_refusal(id, &e);
+                    let outcome = match e {
+                        LockError::Unavailable(_)
+                        | LockError::ShuttingDown
+                        | LockError::BadReply(_) => AcquireOutcome::failed,
+                        _ => AcquireOutcome::refused,
+                    };
+                    self.finish(&meter, name, meter.requested_kind, outcome, woke.is_some());
+                    return Err(e);
+                }
+            };
             guard.grant_in_flight = false;
             let retry = match outcome {
                 Outcome::Granted(grant) => {
                     guard.in_line = false;
+                    let kind = kind_label(&grant.kind);
+                    let outcome = if grant.new_lease {
+                        AcquireOutcome::granted
+                    } else {
+                        AcquireOutcome::reentered
+                    };
+                    let metrics = &self.inner.metrics;
+                    metrics.lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
+                    if let Some((at, wake)) = woke {
+                        metrics.handoff(kind, wake, at.elapsed());
+                    }
+                    self.finish(&meter, name, kind, outcome, woke.is_some());
                     return Ok(Acquired::Granted(grant));
                 }
                 Outcome::Queued {
@@ -146,6 +178,8 @@ impl Locks {
                     if Instant::now() >= deadline || notified.is_none() {
                         // The ticket keeps its place for the client to poll.
                         guard.in_line = false;
+                        let waited = woke.is_some();
+                        self.finish(&meter, name, "fair", AcquireOutcome::queued, waited);
                         return Ok(Acquired::Queued(Ticket {
                             lease_id: id,
                             token: issues_ticket.then(|| token.clone()),
@@ -162,6 +196,13 @@ impl Locks {
                     arrived_ms = arrived;
                     guard.in_line = writer;
                     if Instant::now() >= deadline || notified.is_none() {
+                        let outcome = if notified.is_none() {
+                            AcquireOutcome::contended
+                        } else {
+                            AcquireOutcome::timed_out
+                        };
+                        let waited = woke.is_some();
+                        self.finish(&meter, name, meter.requested_kind, outcome, waited);
                         return Err(LockError::Held(contention));
                     }
                     contention.retry_after
@@ -176,11 +217,31 @@ impl Locks {
             let Some(notified) = notified else {
                 unreachable!("checked above")
             };
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep_until(retry_at) => {}
-                () = self.inner.shutdown.cancelled() => return Err(LockError::ShuttingDown),
-            }
+            let wake = tokio::select! {
+                () = notified => Wake::message,
+                () = tokio::time::sleep_until(retry_at) => Wake::timer,
+                () = self.inner.shutdown.cancelled() => {
+                    self.finish(&meter, name, meter.requested_kind, AcquireOutcome::failed, true);
+                    return Err(LockError::ShuttingDown);
+                }
+            };
+            woke = Some((Instant::now(), wake));
+        }
+    }
+
+    /// Counts one acquire request; `waited`: it waited at least once.
+    fn finish(
+        &self,
+        meter: &AcquireMeter,
+        name: &LockName,
+        kind: &'static str,
+        outcome: AcquireOutcome,
+        waited: bool,
+    ) {
+        let metrics = &self.inner.metrics;
+        metrics.acquisition(name.as_str(), kind, outcome);
+        if waited {
+            metrics.waited(kind, outcome, meter.started.elapsed());
         }
     }
 
@@ -223,9 +284,7 @@ impl Locks {
                     .arg(policy.as_str())
                     .arg(millis(liveness))
                     .arg(arrived_ms);
-                invocation
-                    .invoke_async(&mut self.inner.conn.clone())
-                    .await?
+                self.invoke("acquire", &invocation).await?
             }
             Target::Semaphore(request) => {
                 let mut invocation = scripts::SEMAPHORE_ACQUIRE.prepare_invoke();
@@ -249,9 +308,7 @@ impl Locks {
                     .arg(self.inner.tombstone_ms)
                     .arg(request.limit)
                     .arg(request.permits);
-                invocation
-                    .invoke_async(&mut self.inner.conn.clone())
-                    .await?
+                self.invoke("semaphore_acquire", &invocation).await?
             }
         };
         let reentry = matches!(
@@ -298,6 +355,23 @@ impl Locks {
             AcquireReply::LimitMismatch { limit } => Err(LockError::LimitMismatch { limit }),
             AcquireReply::Refused(r) => Err(r.into()),
         }
+    }
+}
+
+/// When an acquire request started, and what kind it asked for (the metrics' label until a
+/// grant names the lease's own kind).
+struct AcquireMeter {
+    started: Instant,
+    requested_kind: &'static str,
+}
+
+fn requested_kind(target: &Target<'_>) -> &'static str {
+    match target {
+        Target::Semaphore(_) => "semaphore",
+        Target::Lock { op: Op::Poll, .. } => "fair",
+        Target::Lock { kind: Some(k), .. } => kind_label(k.as_str()),
+        // A reentry without a kind re-enters whatever its lease is.
+        Target::Lock { kind: None, .. } => "other",
     }
 }
 

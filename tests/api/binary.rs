@@ -217,3 +217,68 @@ fn help_documents_every_flag_and_its_env_var() {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
 }
+
+#[tokio::test]
+async fn every_log_line_of_a_request_carries_its_request_id() {
+    let data = tempfile::Builder::new()
+        .prefix("lh-data")
+        .tempdir()
+        .expect("temp dir");
+    let serve = Serve::start(data.path());
+    let http = reqwest::Client::new();
+    // Settle: the subscriber connects and logs; then only our request runs.
+    let ready = |serve: &Serve| {
+        serve
+            .log
+            .lock()
+            .expect("log")
+            .contains("subscribed to unlock messages")
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ready(&serve) {
+        assert!(std::time::Instant::now() < deadline, "no subscriber");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let start = serve.log.lock().expect("log").len();
+    let request_id = "req-7f3a9c0e-log-test";
+    let reply = http
+        .post(serve.url("/v1/locks/logged/leases"))
+        .header("x-request-id", request_id)
+        .json(&json!({"ttl_ms": 60_000}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(reply.status(), 201);
+    assert_eq!(reply.headers()["x-request-id"], request_id);
+    let lease: Value = reply.json().await.expect("json");
+    let token = lease["token"].as_str().expect("token").to_owned();
+    // The trace layer logs the response before the client gets it; wait for stderr to drain.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let log = serve.log.lock().expect("log")[start..].to_owned();
+        if log.contains("finished processing request") {
+            break log;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no response log:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let lines: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect();
+    assert!(lines.len() >= 2, "{lines:?}");
+    for line in &lines {
+        assert_eq!(
+            line["span"]["request_id"], request_id,
+            "a log line of the request lacks its id: {line}"
+        );
+        assert!(
+            !line.to_string().contains(&token[4..]),
+            "token logged: {line}"
+        );
+    }
+    assert!(serve.terminate().success());
+}

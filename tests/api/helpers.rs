@@ -137,6 +137,7 @@ pub struct AppOptions {
     pub admin_token: Option<String>,
     pub key_prefix: String,
     pub ticket_timeout_ms: u64,
+    pub metrics_lock_names: bool,
 }
 
 impl Default for AppOptions {
@@ -147,6 +148,7 @@ impl Default for AppOptions {
             admin_token: Some(ADMIN_TOKEN.into()),
             key_prefix: String::new(),
             ticket_timeout_ms: 5_000,
+            metrics_lock_names: false,
         }
     }
 }
@@ -190,6 +192,7 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
         },
         admin_token: options.admin_token,
         redis_timeout: Duration::from_secs(1),
+        metrics_lock_names: options.metrics_lock_names,
     };
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));

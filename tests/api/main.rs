@@ -8,6 +8,8 @@ mod fair;
 mod fencing;
 mod helpers;
 mod leases;
+mod metrics;
+mod openapi;
 mod outages;
 mod redisson;
 mod rwlock;

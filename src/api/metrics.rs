@@ -1,0 +1,62 @@
+//! `GET /metrics` and the middleware that counts HTTP requests by route template.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::problem::{Problem, ProblemKind};
+use crate::metrics::CONTENT_TYPE;
+use crate::state::AppState;
+
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "health",
+    responses(
+        (status = 200, description = "Prometheus metrics of this instance (OpenMetrics text); see the README's metrics table", body = String, content_type = "application/openmetrics-text"),
+    )
+)]
+/// `GET /metrics`: this instance's metrics in the OpenMetrics text format Prometheus scrapes.
+pub async fn scrape(State(state): State<AppState>) -> Response {
+    match state
+        .metrics
+        .encode(state.locks.waiting(), state.subscriber.reconnects())
+    {
+        Ok(text) => (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE))],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode the metrics");
+            Problem::new(ProblemKind::Internal, "internal error").into_response()
+        }
+    }
+}
+
+/// Counts every request by method, route template (never the concrete path, so lock names
+/// do not become label values) and status. Runs inside the router, where the matched route is
+/// known; the fallback's answers count as route `unmatched`.
+pub async fn count_requests(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    state.metrics.http_request(
+        method.as_str(),
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}

@@ -1,0 +1,414 @@
+//! Prometheus metrics of one Leasehold process, in an explicit [`Registry`] (no global recorder,
+//! so several servers in one test process stay apart). The lock domain records what only it
+//! sees (waits, handoffs, script calls, heartbeat slack) through [`Metrics`]; the HTTP layer
+//! records requests and serves `GET /metrics`. Nothing here knows HTTP or Redis.
+//!
+//! Several stateless instances share one Redis, so every number is **process-local**: what
+//! this instance did or saw. Sum over instances for the service's totals; the README's metrics
+//! table says where a sum means something different.
+//!
+//! Label values are bounded: kinds, outcomes, script names and route templates. Lock names
+//! appear (as `lock` on acquisitions) only when `--metrics-lock-names` asks for them.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelSetEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::locks::LeaseId;
+
+/// The content type of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Lease kinds as label values; anything else a script might answer counts as `other`.
+const KINDS: [&str; 7] = [
+    "reentrant",
+    "exclusive",
+    "fair",
+    "read",
+    "write",
+    "semaphore",
+    "other",
+];
+
+/// A kind name from a script or request, as a bounded label value.
+pub fn kind_label(kind: &str) -> &'static str {
+    KINDS.into_iter().find(|k| *k == kind).unwrap_or("other")
+}
+
+/// How one acquire request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum AcquireOutcome {
+    /// A new lease (at once or after waiting).
+    granted,
+    /// One more level of a lease the request proved with its token.
+    reentered,
+    /// A fair ticket still queued when the wait ended (202).
+    queued,
+    /// Held by someone else and the request did not wait (`wait_ms=0`): 409.
+    contended,
+    /// Held by someone else for the whole wait: 409.
+    timed_out,
+    /// Refused for another reason (kind conflict, not reentrant, lease lost, ...).
+    refused,
+    /// Redis failed or the instance is stopping.
+    failed,
+}
+
+/// What woke a waiting request before the attempt that got the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Wake {
+    /// An unlock message (pub/sub) reached this instance.
+    message,
+    /// A timer: the holder's TTL (or the queue head's deadline) ran out.
+    timer,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct AcquireLabels {
+    kind: &'static str,
+    outcome: AcquireOutcome,
+    /// Only with `--metrics-lock-names`.
+    lock: Option<String>,
+}
+
+impl EncodeLabelSet for AcquireLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel as _;
+        ("kind", self.kind).encode(encoder.encode_label())?;
+        ("outcome", self.outcome).encode(encoder.encode_label())?;
+        if let Some(lock) = &self.lock {
+            ("lock", lock.as_str()).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct WaitLabels {
+    kind: &'static str,
+    outcome: AcquireOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HandoffLabels {
+    kind: &'static str,
+    wake: Wake,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LateLabels {
+    /// `renewed`: came with less than a third of the TTL left; `expired`: came after it ran out.
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ScriptLabels {
+    script: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HttpLabels {
+    method: &'static str,
+    /// The route template (`/v1/locks/{name}`), never the concrete path; `unmatched` for 404s
+    /// of the fallback.
+    route: String,
+    status: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RouteLabels {
+    method: &'static str,
+    route: String,
+}
+
+/// Every metric of the process. Cheap to share behind an `Arc`.
+pub struct Metrics {
+    registry: Registry,
+    lock_names: bool,
+    acquisitions: Family<AcquireLabels, Counter>,
+    wait: Family<WaitLabels, Histogram>,
+    hold: Family<KindLabels, Histogram>,
+    handoff: Family<HandoffLabels, Histogram>,
+    active: Gauge,
+    /// Leases granted or renewed here, by the expiry this instance last saw.
+    tracked: Mutex<HashMap<LeaseId, Instant>>,
+    waiting: Gauge,
+    expirations: Counter,
+    heartbeat_slack: Histogram,
+    late_heartbeats: Family<LateLabels, Counter>,
+    script_duration: Family<ScriptLabels, Histogram>,
+    script_errors: Family<ScriptLabels, Counter>,
+    subscriber_reconnects: Counter,
+    http_requests: Family<HttpLabels, Counter>,
+    http_duration: Family<RouteLabels, Histogram>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("lock_names", &self.lock_names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// 1 ms to about 65 s: waits, holds and slack.
+fn long_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// 50 µs to about 1.6 s: script calls, handoffs, HTTP requests.
+fn short_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+impl Metrics {
+    /// `lock_names`: label acquisitions with the lock's name (unbounded cardinality: only for
+    /// deployments with a few well-known lock names).
+    pub fn new(lock_names: bool) -> Self {
+        let mut registry = Registry::with_prefix("leasehold");
+        let m = Self {
+            lock_names,
+            acquisitions: Family::default(),
+            wait: Family::new_with_constructor(long_buckets),
+            hold: Family::new_with_constructor(long_buckets),
+            handoff: Family::new_with_constructor(short_buckets),
+            active: Gauge::default(),
+            tracked: Mutex::new(HashMap::new()),
+            waiting: Gauge::default(),
+            expirations: Counter::default(),
+            heartbeat_slack: long_buckets(),
+            late_heartbeats: Family::default(),
+            script_duration: Family::new_with_constructor(short_buckets),
+            script_errors: Family::default(),
+            subscriber_reconnects: Counter::default(),
+            http_requests: Family::default(),
+            http_duration: Family::new_with_constructor(short_buckets),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "acquisitions",
+            "Acquire requests (locks, tickets and semaphores) by kind and outcome",
+            m.acquisitions.clone(),
+        );
+        registry.register(
+            "acquire_wait_seconds",
+            "Time a request spent waiting server-side, from arrival to grant, ticket or timeout; \
+             only requests whose first attempt found the lock taken",
+            m.wait.clone(),
+        );
+        registry.register(
+            "lease_hold_seconds",
+            "Age of a lease when it was released (all levels) through this instance",
+            m.hold.clone(),
+        );
+        registry.register(
+            "handoff_seconds",
+            "For a waiting request that got the lock: time from the wake-up (unlock message or \
+             TTL timer) reaching this instance to the grant",
+            m.handoff.clone(),
+        );
+        registry.register(
+            "leases_active",
+            "Leases whose latest grant or heartbeat went through this instance and that have \
+             neither ended nor passed that expiry",
+            m.active.clone(),
+        );
+        registry.register(
+            "waiting_requests",
+            "Requests waiting server-side for a lock or permits in this instance",
+            m.waiting.clone(),
+        );
+        registry.register(
+            "lease_expirations",
+            "Calls (heartbeat, release, reentry) through this instance that found their lease \
+             expired: its TTL ran out before the call",
+            m.expirations.clone(),
+        );
+        registry.register(
+            "heartbeat_slack_seconds",
+            "TTL left on a lease when its heartbeat renewed it",
+            m.heartbeat_slack.clone(),
+        );
+        registry.register(
+            "heartbeats_late",
+            "Heartbeats with less than a third of the TTL left (renewed) or after it ran out \
+             (expired)",
+            m.late_heartbeats.clone(),
+        );
+        registry.register(
+            "redis_script_duration_seconds",
+            "Latency of Lua script calls (EVALSHA) by script",
+            m.script_duration.clone(),
+        );
+        registry.register(
+            "redis_script_errors",
+            "Lua script calls that failed (Redis error, timeout, lost connection) by script",
+            m.script_errors.clone(),
+        );
+        registry.register(
+            "subscriber_reconnects",
+            "Times this instance's unlock subscriber lost and re-established its subscription",
+            m.subscriber_reconnects.clone(),
+        );
+        registry.register(
+            "http_requests",
+            "HTTP requests by method, route template and status",
+            m.http_requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency by method and route template (long-polls included)",
+            m.http_duration.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// One acquire request ended.
+    pub fn acquisition(&self, lock: &str, kind: &'static str, outcome: AcquireOutcome) {
+        self.acquisitions
+            .get_or_create(&AcquireLabels {
+                kind,
+                outcome,
+                lock: self.lock_names.then(|| lock.to_owned()),
+            })
+            .inc();
+    }
+
+    /// A request that waited ended with `outcome` after `waited`.
+    pub fn waited(&self, kind: &'static str, outcome: AcquireOutcome, waited: Duration) {
+        self.wait
+            .get_or_create(&WaitLabels { kind, outcome })
+            .observe(waited.as_secs_f64());
+    }
+
+    /// A waiting request got the lock `after` its wake-up.
+    pub fn handoff(&self, kind: &'static str, wake: Wake, after: Duration) {
+        self.handoff
+            .get_or_create(&HandoffLabels { kind, wake })
+            .observe(after.as_secs_f64());
+    }
+
+    /// A lease was granted or renewed here: it counts as active until `ttl` from now.
+    pub fn lease_live(&self, id: LeaseId, ttl: Duration) {
+        if let Ok(mut tracked) = self.tracked.lock() {
+            tracked.insert(id, Instant::now() + ttl);
+        }
+    }
+
+    /// A lease ended here (released, force-released, found lost).
+    pub fn lease_ended(&self, id: LeaseId) {
+        if let Ok(mut tracked) = self.tracked.lock() {
+            tracked.remove(&id);
+        }
+    }
+
+    /// A lease was released here, all levels, at age `held`.
+    pub fn released(&self, id: LeaseId, kind: &'static str, held: Option<Duration>) {
+        self.lease_ended(id);
+        if let Some(held) = held {
+            self.hold
+                .get_or_create(&KindLabels { kind })
+                .observe(held.as_secs_f64());
+        }
+    }
+
+    /// A call found its lease expired.
+    pub fn expired(&self, id: LeaseId) {
+        self.lease_ended(id);
+        self.expirations.inc();
+    }
+
+    /// A heartbeat renewed its lease with `slack` of the old TTL left (`ttl` is the new one).
+    pub fn heartbeat(&self, slack: Duration, ttl: Duration) {
+        self.heartbeat_slack.observe(slack.as_secs_f64());
+        if slack * 3 < ttl {
+            self.late_heartbeats
+                .get_or_create(&LateLabels { outcome: "renewed" })
+                .inc();
+        }
+    }
+
+    /// A heartbeat came after its lease's TTL ran out.
+    pub fn heartbeat_too_late(&self) {
+        self.late_heartbeats
+            .get_or_create(&LateLabels { outcome: "expired" })
+            .inc();
+    }
+
+    /// One Lua script call.
+    pub fn script_call(&self, script: &'static str, took: Duration, ok: bool) {
+        let labels = ScriptLabels { script };
+        self.script_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if !ok {
+            self.script_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// One HTTP request answered.
+    pub fn http_request(&self, method: &str, route: &str, status: u16, took: Duration) {
+        let method = method_label(method);
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                method,
+                route: route.to_owned(),
+                status,
+            })
+            .inc();
+        self.http_duration
+            .get_or_create(&RouteLabels {
+                method,
+                route: route.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// The text exposition, after reading the values that are sampled rather than counted:
+    /// `waiting` requests now and the subscriber's `reconnects` so far.
+    pub fn encode(&self, waiting: usize, reconnects: u64) -> Result<String, std::fmt::Error> {
+        self.waiting.set(i64::try_from(waiting).unwrap_or(i64::MAX));
+        let seen = self.subscriber_reconnects.get();
+        self.subscriber_reconnects
+            .inc_by(reconnects.saturating_sub(seen));
+        self.sample_active();
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+
+    /// Drops leases past their known expiry and sets the gauge.
+    fn sample_active(&self) {
+        let Ok(mut tracked) = self.tracked.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        tracked.retain(|_, expires| *expires > now);
+        self.active
+            .set(i64::try_from(tracked.len()).unwrap_or(i64::MAX));
+    }
+}
+
+/// Standard methods by name; anything else is `other`, so a client cannot mint label values.
+fn method_label(method: &str) -> &'static str {
+    [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT",
+    ]
+    .into_iter()
+    .find(|m| *m == method)
+    .unwrap_or("other")
+}

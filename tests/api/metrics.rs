@@ -1,0 +1,237 @@
+//! `GET /metrics` moves as a scripted sequence of acquire, contend, wait, release, heartbeat
+//! and expiry says it should.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::helpers::{AppOptions, Lease, TestApp, spawn_app, spawn_app_with};
+
+/// The metrics text.
+async fn scrape(app: &TestApp) -> String {
+    let response = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200);
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    response.text().await.expect("text")
+}
+
+/// The sum of the samples of `name` whose labels include every one of `labels`.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
+            .then(|| value.parse::<f64>().ok())
+            .flatten()
+        })
+        .sum()
+}
+
+/// Waits (bounded) until Redis has expired `key`.
+async fn until_expired(app: &TestApp, key: &str) {
+    let mut conn = app.redis.conn().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("EXISTS");
+        if !exists {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{key} did not expire");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn metrics_follow_acquire_contend_wait_release_heartbeat_and_expiry() {
+    let app = spawn_app().await;
+    let acquisitions = "leasehold_acquisitions_total";
+    let before = scrape(&app).await;
+    assert_eq!(sample(&before, acquisitions, &[]), 0.0);
+    assert_eq!(sample(&before, "leasehold_leases_active", &[]), 0.0);
+
+    // Acquire, then someone contends without waiting.
+    let first = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    app.acquire("jobs", json!({}))
+        .await
+        .assert_problem(409, "lock_held");
+    // Someone waits and gets the lock when the first lease is released.
+    let waiter = app.spawn_waiter("jobs", 10_000);
+    app.wait_for_waiters(1).await;
+    assert_eq!(
+        sample(&scrape(&app).await, "leasehold_waiting_requests", &[]),
+        1.0
+    );
+    app.release(&first, true).await.assert_status(200);
+    let second = Lease::from_reply("jobs", &waiter.await.expect("waiter"));
+    // Someone waits in vain.
+    app.acquire_with("jobs", 100, json!({}), None)
+        .await
+        .assert_problem(409, "lock_held");
+    // A heartbeat in time.
+    app.heartbeat(&second, json!({})).await.assert_status(200);
+    // A lease that expires, and its heartbeat that comes too late.
+    let short = app.lease("short", json!({"ttl_ms": 100})).await;
+    until_expired(&app, "short").await;
+    app.heartbeat(&short, json!({}))
+        .await
+        .assert_problem(410, "lease_lost");
+
+    let text = scrape(&app).await;
+    let reentrant = ("kind", "reentrant");
+    assert_eq!(
+        sample(&text, acquisitions, &[reentrant, ("outcome", "granted")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, acquisitions, &[("outcome", "contended")]),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, acquisitions, &[("outcome", "timed_out")]),
+        1.0
+    );
+    // Two requests waited: one was granted, one timed out.
+    let waits = "leasehold_acquire_wait_seconds_count";
+    assert_eq!(sample(&text, waits, &[("outcome", "granted")]), 1.0);
+    assert_eq!(sample(&text, waits, &[("outcome", "timed_out")]), 1.0);
+    // The waiter was handed the lock by the release's unlock message.
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_handoff_seconds_count",
+            &[reentrant, ("wake", "message")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "leasehold_lease_hold_seconds_count", &[reentrant]),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "leasehold_heartbeat_slack_seconds_count", &[]),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_heartbeats_late_total",
+            &[("outcome", "expired")]
+        ),
+        1.0
+    );
+    assert_eq!(sample(&text, "leasehold_lease_expirations_total", &[]), 1.0);
+    // Only the waiter's lease is still live ("short" expired, the first was released).
+    assert_eq!(sample(&text, "leasehold_leases_active", &[]), 1.0);
+    assert_eq!(sample(&text, "leasehold_waiting_requests", &[]), 0.0);
+    assert!(
+        sample(
+            &text,
+            "leasehold_redis_script_duration_seconds_count",
+            &[("script", "acquire")]
+        ) >= 5.0
+    );
+    assert_eq!(
+        sample(&text, "leasehold_redis_script_errors_total", &[]),
+        0.0
+    );
+    assert_eq!(
+        sample(&text, "leasehold_subscriber_reconnects_total", &[]),
+        0.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_http_requests_total",
+            &[
+                ("method", "POST"),
+                ("route", "/v1/locks/{name}/leases"),
+                ("status", "201")
+            ]
+        ),
+        3.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_http_requests_total",
+            &[("route", "/v1/locks/{name}/leases"), ("status", "409")]
+        ),
+        2.0
+    );
+    // No lock name became a label value.
+    assert!(!text.contains("jobs") && !text.contains("short"), "{text}");
+    assert!(text.trim_end().ends_with("# EOF"));
+}
+
+#[tokio::test]
+async fn lock_names_are_labels_only_when_configured() {
+    let app = spawn_app_with(AppOptions {
+        metrics_lock_names: true,
+        ..AppOptions::default()
+    })
+    .await;
+    app.lease("jobs", json!({})).await;
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_acquisitions_total",
+            &[("lock", "jobs"), ("outcome", "granted")]
+        ),
+        1.0,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn redis_outages_count_as_script_errors_and_subscriber_reconnects() {
+    let mut app = spawn_app().await;
+    app.redis.stop();
+    app.acquire("jobs", json!({}))
+        .await
+        .assert_problem(503, "redis_unavailable");
+    app.redis.restart();
+    app.wait_until_ready().await;
+    let text = scrape(&app).await;
+    assert!(
+        sample(
+            &text,
+            "leasehold_redis_script_errors_total",
+            &[("script", "acquire")]
+        ) >= 1.0,
+        "{text}"
+    );
+    assert!(sample(&text, "leasehold_subscriber_reconnects_total", &[]) >= 1.0);
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_acquisitions_total",
+            &[("outcome", "failed")]
+        ),
+        1.0
+    );
+}

@@ -1,0 +1,145 @@
+//! The OpenAPI document and the router describe the same API: every documented operation is
+//! served, and every routed (method, path) is documented unless it is listed below with why.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::helpers::{TestApp, spawn_app};
+
+/// Routes outside the document, by exact path or path prefix (`/docs` covers `/docs/..`), each
+/// with the reason. The dashboard's HTML routes (`/`, `/locks/..`, `/events`, `/login`,
+/// `/static/..`) belong here too: they are pages, not API.
+const NOT_IN_DOCUMENT: &[(&str, &str)] = &[
+    (
+        "/docs",
+        "the human docs page (Swagger UI from vendored assets)",
+    ),
+    ("/openapi.json", "the document itself"),
+];
+
+const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+fn excluded(path: &str) -> bool {
+    NOT_IN_DOCUMENT
+        .iter()
+        .any(|(p, _)| path == *p || path.starts_with(&format!("{p}/")))
+}
+
+/// (METHOD, path template) of every operation in the document.
+fn documented(doc: &Value) -> BTreeSet<(String, String)> {
+    let paths = doc["paths"].as_object().expect("paths");
+    let mut ops = BTreeSet::new();
+    for (path, item) in paths {
+        for method in METHODS {
+            if item.get(method.to_ascii_lowercase()).is_some() {
+                ops.insert((method.to_owned(), path.clone()));
+            }
+        }
+    }
+    ops
+}
+
+/// Every path template the router routes, read from its `Debug` output (axum lists its route
+/// table there). The sanity checks below fail loudly should that format ever change.
+fn routed_paths() -> BTreeSet<String> {
+    let debug = format!("{:?}", leasehold::api::routes());
+    debug
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with('/') && !s.contains("__private__"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A concrete path for a template: parameters get values that parse.
+fn concrete(template: &str) -> String {
+    template
+        .replace("{name}", "probe")
+        .replace("{lease_id}", "0190c5f0-0000-7000-8000-000000000000")
+        .replace("{ticket_id}", "0190c5f0-0000-7000-8000-000000000000")
+        .replace("{code}", "lock_held")
+}
+
+/// Status and problem code (if any) of `method path`.
+async fn probe(app: &TestApp, method: &str, path: &str) -> (u16, Option<String>) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let response = app
+        .http
+        .request(method, app.url(path))
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    (status, body["code"].as_str().map(str::to_owned))
+}
+
+#[tokio::test]
+async fn the_document_and_the_router_describe_the_same_routes() {
+    let doc = serde_json::to_value(leasehold::api::openapi()).expect("document");
+    assert!(
+        doc["openapi"].as_str().expect("version").starts_with("3.1"),
+        "OpenAPI 3.1"
+    );
+    let documented = documented(&doc);
+    let routed = routed_paths();
+    let documented_paths: BTreeSet<&String> = documented.iter().map(|(_, p)| p).collect();
+    assert!(
+        documented_paths.iter().all(|p| routed.contains(*p)),
+        "could not read the route table from the router's Debug output: {routed:?}"
+    );
+    let app = spawn_app().await;
+
+    // Every documented operation is served: not the fallback's 404 or 405.
+    for (method, template) in &documented {
+        let (status, code) = probe(&app, method, &concrete(template)).await;
+        assert!(
+            !(status == 405 || status == 404 && code.as_deref() == Some("not_found")),
+            "{method} {template} is documented but not served ({status} {code:?})"
+        );
+    }
+
+    // Every routed (method, path) is documented, or excluded with a reason.
+    for template in routed.iter().filter(|p| !excluded(p)) {
+        for method in METHODS {
+            let (status, code) = probe(&app, method, &concrete(template)).await;
+            // The fallbacks' answers: nothing is routed there for this method.
+            let fallback = matches!(
+                (status, code.as_deref()),
+                (405, Some("method_not_allowed")) | (404, Some("not_found"))
+            );
+            if fallback {
+                continue;
+            }
+            assert!(
+                documented.contains(&(method.to_owned(), template.clone())),
+                "{method} {template} is served ({status} {code:?}) but not in the OpenAPI document"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_document_and_the_docs_page_are_served() {
+    let app = spawn_app().await;
+    let doc = app.get("/openapi.json").await;
+    doc.assert_status(200);
+    assert_eq!(doc.body["info"]["title"], "Leasehold");
+    assert!(doc.body["components"]["schemas"]["Problem"].is_object());
+    let page = app
+        .http
+        .get(app.url("/docs/"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(html.contains("swagger-ui"), "{html}");
+    // The page's script and style come from this server, not from a CDN.
+    assert!(
+        !html.contains("https://"),
+        "the docs page loads remote assets:\n{html}"
+    );
+}
