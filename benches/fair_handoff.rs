@@ -75,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
         },
         admin_token: None,
         redis_timeout: Duration::from_secs(1),
+        dashboard: Default::default(),
     };
     let server = tokio::spawn(server::run(listener, config, shutdown.clone()));
     let http = reqwest::Client::new();

@@ -10,10 +10,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::api;
-use crate::events::spawn_subscriber;
+use crate::events::{EventFeed, spawn_subscriber};
 use crate::locks::waiters::Waiters;
 use crate::locks::{KeySpace, LockSettings, Locks};
-use crate::state::{AdminAuth, ApiLimits, AppState};
+use crate::state::{AdminAuth, ApiLimits, AppState, DashboardSettings};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
 /// at once (503); this bounds everything else.
@@ -28,6 +28,7 @@ pub struct ServerConfig {
     pub admin_token: Option<String>,
     /// Bound on one Redis command; a request fails with 503 after it.
     pub redis_timeout: Duration,
+    pub dashboard: DashboardSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,10 +60,12 @@ pub async fn run(
         .map_err(ServerError::Redis)?;
 
     let waiters = Arc::new(Waiters::default());
+    let feed = EventFeed::default();
     let (subscriber, subscriber_task) = spawn_subscriber(
         client,
         KeySpace::new(config.locks.key_prefix.clone()),
         waiters.clone(),
+        feed.clone(),
         shutdown.clone(),
     );
     let locks = Locks::new(conn, &config.locks, waiters, shutdown.clone());
@@ -71,6 +74,9 @@ pub async fn run(
         limits: config.limits,
         admin: AdminAuth::from_token(config.admin_token.as_deref()),
         subscriber,
+        feed,
+        dashboard: config.dashboard,
+        shutdown: shutdown.clone(),
     };
 
     let serve = axum::serve(listener, api::router(state))

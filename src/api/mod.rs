@@ -2,6 +2,7 @@
 //! answers and errors to JSON and problem+json.
 
 mod admin;
+mod events;
 mod extract;
 mod health;
 mod leases;
@@ -57,6 +58,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
             post(semaphores::heartbeat),
         )
+        .route("/v1/events", get(events::stream))
         .route("/v1/admin/locks/{name}", delete(admin::force_release))
         .route(
             "/v1/admin/semaphores/{name}",
@@ -70,6 +72,7 @@ pub fn router(state: AppState) -> Router {
 
     Router::new()
         .merge(v1)
+        .merge(crate::dashboard::router())
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/problems/{code}", get(describe_problem))

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::locks::{LockSettings, TtlPolicy};
 use leasehold::server::{self, ServerConfig, ServerError};
-use leasehold::state::ApiLimits;
+use leasehold::state::{ApiLimits, DashboardSettings};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
@@ -137,6 +137,7 @@ pub struct AppOptions {
     pub admin_token: Option<String>,
     pub key_prefix: String,
     pub ticket_timeout_ms: u64,
+    pub dashboard_private: bool,
 }
 
 impl Default for AppOptions {
@@ -147,6 +148,7 @@ impl Default for AppOptions {
             admin_token: Some(ADMIN_TOKEN.into()),
             key_prefix: String::new(),
             ticket_timeout_ms: 5_000,
+            dashboard_private: false,
         }
     }
 }
@@ -190,6 +192,9 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
         },
         admin_token: options.admin_token,
         redis_timeout: Duration::from_secs(1),
+        dashboard: DashboardSettings {
+            private: options.dashboard_private,
+        },
     };
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
