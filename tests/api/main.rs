@@ -3,6 +3,7 @@
 mod admin;
 mod binary;
 mod cli;
+mod dashboard;
 mod errors;
 mod fair;
 mod fencing;
