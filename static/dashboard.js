@@ -5,8 +5,10 @@
 (function () {
   "use strict";
 
-  function listen(url, onEvent, onResync) {
+  function listen(url, onEvent, onResync, element) {
     var source = new EventSource(url);
+    source.onopen = function () { element.dataset.connected = "1"; };
+    source.onerror = function () { delete element.dataset.connected; };
     source.onmessage = function (message) {
       var event;
       try { event = JSON.parse(message.data); } catch (e) { return; }
@@ -35,7 +37,7 @@
           .catch(function () { pending = null; });
       }, 150);
     }
-    listen(region.dataset.events, refresh, refresh);
+    listen(region.dataset.events, refresh, refresh, region);
     setInterval(refresh, 5000);
   }
 
@@ -66,7 +68,7 @@
       cell(row, details(event));
       body.insertBefore(row, body.firstChild);
       while (body.children.length > 500) body.removeChild(body.lastChild);
-    }, function () {});
+    }, function () {}, body);
   }
 
   document.querySelectorAll("[data-live]").forEach(liveRegion);

@@ -2,6 +2,7 @@
 
 mod admin;
 mod binary;
+mod browser;
 mod cli;
 mod dashboard;
 mod errors;
