@@ -8,12 +8,14 @@ use futures_util::future::try_join_all;
 
 use super::{InvalidInput, LockError, LockName, LockView, Locks, SemaphoreView};
 
-/// How many buckets one SCAN call walks. With a handful of keys per lock, one call finds
-/// about a page of names.
+/// How many buckets the first SCAN call of a page walks. With a handful of keys per lock, one
+/// call finds about a page of names; while matches stay scarce (a narrow prefix, many dead
+/// names) each further call walks twice as many, up to [`SCAN_COUNT_MAX`].
 const SCAN_COUNT: usize = 250;
-/// At most this many SCAN calls per page, so a page over many dead names stays fast: the page
-/// may come back short, with a cursor to go on from.
-const SCAN_CALLS_PER_PAGE: usize = 40;
+const SCAN_COUNT_MAX: usize = 8192;
+/// At most this many buckets walked per page, so a page stays fast (a few tens of ms) however
+/// many keys Redis holds: the page may come back short, with a cursor to go on from.
+const SCAN_BUDGET_PER_PAGE: usize = 200_000;
 
 /// The start of lock names to list: "" for all, else a prefix of a valid name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,15 +81,21 @@ impl Locks {
         let mut conn = self.inner.conn.clone();
         let mut cursor = cursor.0;
         let mut entries = Vec::new();
-        for _ in 0..SCAN_CALLS_PER_PAGE {
+        let mut count = SCAN_COUNT;
+        let mut walked = 0;
+        while walked < SCAN_BUDGET_PER_PAGE {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
                 .arg(&pattern)
                 .arg("COUNT")
-                .arg(SCAN_COUNT)
+                .arg(count)
                 .query_async(&mut conn)
                 .await?;
+            walked += count;
+            if keys.len() < page_size / 4 {
+                count = (count * 2).min(SCAN_COUNT_MAX);
+            }
             let names: Vec<LockName> = keys
                 .iter()
                 .filter_map(|key| self.inner.keys.name_of_state_key(key))

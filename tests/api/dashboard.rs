@@ -667,3 +667,48 @@ async fn one_redis_subscription_serves_every_listener() {
         assert_eq!(event["lease_id"], lease.id.as_str());
     }
 }
+
+/// The overview stays fast with 10,000 live locks: a page costs O(page) Redis work.
+#[tokio::test]
+async fn overview_renders_quickly_with_ten_thousand_live_locks() {
+    use futures_util::StreamExt as _;
+    let app = spawn_app().await;
+    let started = Instant::now();
+    futures_util::stream::iter(0..10_000)
+        .map(|i| {
+            let app = &app;
+            async move {
+                app.acquire(
+                    &format!("bulk:{i:05}"),
+                    json!({"holder": format!("worker-{i}"), "ttl_ms": 600_000}),
+                )
+                .await
+                .assert_status(201);
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    eprintln!("took 10,000 leases in {:?}", started.elapsed());
+    let browser = Browser::new(&app);
+    let mut times = Vec::new();
+    for path in [
+        "/",
+        "/",
+        "/",
+        "/?prefix=bulk:09",
+        "/?prefix=bulk:09",
+        "/?prefix=bulk:0999",
+    ] {
+        let started = Instant::now();
+        let page = browser.get(path).await;
+        let took = started.elapsed();
+        page.assert_status(200);
+        let rows = page.body.matches("<tr data-lock=").count();
+        assert!(rows > 0, "{path} listed nothing");
+        eprintln!("GET {path}: {rows} rows in {took:?}");
+        times.push(took);
+    }
+    let worst = times.iter().max().copied().unwrap_or_default();
+    assert!(worst < Duration::from_secs(2), "a render took {worst:?}");
+}
