@@ -76,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
         admin_token: None,
         redis_timeout: Duration::from_secs(1),
         metrics_lock_names: false,
+        dashboard: Default::default(),
     };
     let server = tokio::spawn(server::run(listener, config, shutdown.clone()));
     let http = reqwest::Client::new();

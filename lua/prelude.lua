@@ -4,11 +4,24 @@
 local _time = redis.call('TIME')
 local NOW = tonumber(_time[1]) * 1000 + math.floor(tonumber(_time[2]) / 1000)
 
--- Publishes one dashboard event (JSON) describing a change this script made.
+-- How many events a lock's history keeps (about: trimmed with MAXLEN ~), and how long the
+-- history of a lock nobody touches any more is kept (ms).
+local HISTORY_LENGTH = 300
+local HISTORY_LIFE_MS = 7 * 24 * 3600 * 1000
+
+-- Publishes one event (JSON) describing a change this script made, and appends it to the
+-- lock's capped history stream (`{L}:leasehold:history`, field `event`), so the history
+-- survives restarts and every instance sees the same one. Every script that publishes takes
+-- its hash tag ("{L}") as KEYS[3] (see locklib.lua and semlib.lua), so the stream shares the
+-- lock's slot.
 local function publish_event(channel, lock_name, fields)
   fields.lock = lock_name
   fields.at_ms = NOW
-  redis.call('PUBLISH', channel, cjson.encode(fields))
+  local json = cjson.encode(fields)
+  local history = KEYS[3] .. ':leasehold:history'
+  redis.call('XADD', history, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'event', json)
+  redis.call('PEXPIRE', history, HISTORY_LIFE_MS)
+  redis.call('PUBLISH', channel, json)
 end
 
 -- Digests compared without an early exit, so timing says nothing about how much matched.

@@ -226,6 +226,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
+    /// Require an admin sign-in for the dashboard's read-only pages and GET /v1/events too
+    /// (by default anyone who can reach the server may look; only actions need the sign-in).
+    #[arg(long, env = "LEASEHOLD_DASHBOARD_PRIVATE")]
+    pub dashboard_private: bool,
+
     /// Directory of the embedded Redis (AOF persistence, socket, log) and the admin token.
     #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./leasehold-data")]
     pub data_dir: PathBuf,

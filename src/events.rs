@@ -5,6 +5,10 @@
 //! waiters too; and it fans each message out to the local waiters. Thousands of waiting
 //! requests therefore cost one connection and three pattern subscriptions.
 //!
+//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`) and
+//! fans each event out in-process through a broadcast channel ([`EventFeed`]), so any number
+//! of dashboard tabs and `GET /v1/events` clients cost no extra Redis subscription.
+//!
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
 //! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
 
@@ -13,11 +17,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::locks::KeySpace;
 use crate::locks::waiters::Waiters;
+use crate::locks::{KeySpace, LockEvent};
 
 /// How long a connect, subscribe or ping may take before the connection counts as dead.
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
@@ -25,6 +30,48 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 const PING_EVERY: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// How many events a slow listener may fall behind before it is told to resync.
+const FEED_CAPACITY: usize = 1024;
+
+/// What listeners of the in-process event feed receive.
+#[derive(Debug, Clone)]
+pub enum FeedMessage {
+    Event(Arc<LockEvent>),
+    /// Events may have been missed (the subscription was re-established, or this listener
+    /// fell behind): re-read whatever state is shown.
+    Resync,
+}
+
+/// The in-process fan-out of the events channel: one Redis subscription, many listeners.
+#[derive(Debug, Clone)]
+pub struct EventFeed {
+    tx: broadcast::Sender<FeedMessage>,
+}
+
+impl Default for EventFeed {
+    fn default() -> Self {
+        Self {
+            tx: broadcast::channel(FEED_CAPACITY).0,
+        }
+    }
+}
+
+impl EventFeed {
+    pub fn subscribe(&self) -> broadcast::Receiver<FeedMessage> {
+        self.tx.subscribe()
+    }
+
+    /// Listeners right now (open SSE streams).
+    pub fn listeners(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
+    fn send(&self, message: FeedMessage) {
+        // No listener is fine: nobody is watching.
+        let _ = self.tx.send(message);
+    }
+}
 
 /// What the rest of the process may know about the subscriber.
 #[derive(Debug, Default)]
@@ -49,10 +96,11 @@ pub fn spawn_subscriber(
     client: redis::Client,
     keys: KeySpace,
     waiters: Arc<Waiters>,
+    feed: EventFeed,
     shutdown: CancellationToken,
 ) -> (Arc<SubscriberStatus>, JoinHandle<()>) {
     let status = Arc::new(SubscriberStatus::default());
-    let task = tokio::spawn(run(client, keys, waiters, status.clone(), shutdown));
+    let task = tokio::spawn(run(client, keys, waiters, feed, status.clone(), shutdown));
     (status, task)
 }
 
@@ -60,15 +108,17 @@ async fn run(
     client: redis::Client,
     keys: KeySpace,
     waiters: Arc<Waiters>,
+    feed: EventFeed,
     status: Arc<SubscriberStatus>,
     shutdown: CancellationToken,
 ) {
     let patterns = keys.wake_patterns();
+    let events_channel = keys.events_channel();
     let mut backoff = BACKOFF_MIN;
     let mut ever_connected = false;
     loop {
         let connected = tokio::select! {
-            c = subscribe(&client, patterns.as_slice()) => c,
+            c = subscribe(&client, patterns.as_slice(), &events_channel) => c,
             () = shutdown.cancelled() => return,
         };
         match connected {
@@ -82,7 +132,8 @@ async fn run(
                 tracing::info!(?patterns, "subscribed to unlock messages");
                 // Anything published while we were away is lost: everyone re-checks now.
                 waiters.wake_all();
-                let stopped = listen(pubsub, &keys, &waiters, &shutdown).await;
+                feed.send(FeedMessage::Resync);
+                let stopped = listen(pubsub, &keys, &waiters, &feed, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
                 waiters.wake_all();
                 if stopped {
@@ -103,10 +154,12 @@ async fn run(
 async fn subscribe(
     client: &redis::Client,
     patterns: &[String],
+    events_channel: &str,
 ) -> redis::RedisResult<redis::aio::PubSub> {
     let attempt = async {
         let mut pubsub = client.get_async_pubsub().await?;
         pubsub.psubscribe(patterns).await?;
+        pubsub.subscribe(events_channel).await?;
         Ok(pubsub)
     };
     tokio::time::timeout(IO_TIMEOUT, attempt)
@@ -124,6 +177,7 @@ async fn listen(
     pubsub: redis::aio::PubSub,
     keys: &KeySpace,
     waiters: &Waiters,
+    feed: &EventFeed,
     shutdown: &CancellationToken,
 ) -> bool {
     let (mut sink, mut stream) = pubsub.split();
@@ -135,6 +189,12 @@ async fn listen(
                 Some(msg) => {
                     if let Some(key) = keys.wake_key_of_channel(msg.get_channel_name()) {
                         waiters.wake(key);
+                    } else if let Some(event) = msg
+                        .get_payload::<String>()
+                        .ok()
+                        .and_then(|json| LockEvent::parse(&json))
+                    {
+                        feed.send(FeedMessage::Event(Arc::new(event)));
                     }
                 }
                 None => return false,

@@ -6,8 +6,11 @@
 //! - [`server`]: wires everything together and serves on a bound listener ([`server::run`]).
 //! - [`locks`]: the lock domain: lease types, the Redis key layout, the Lua scripts in `lua/`,
 //!   waiting. Knows nothing of HTTP.
-//! - [`events`]: the single Redis subscriber that wakes waiting requests.
+//! - [`events`]: the single Redis subscriber that wakes waiting requests and fans lock events
+//!   out in-process.
 //! - [`api`]: the `/v1` HTTP API (axum handlers, problem+json errors).
+//! - [`dashboard`]: the operators' HTML pages (askama templates in `templates/`, assets in
+//!   `static/` compiled in), admin sign-in and force release from the browser.
 //! - [`state`]: what handlers share.
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics` (process-local counts).
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
@@ -20,6 +23,7 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod dashboard;
 pub mod embedded_redis;
 pub mod events;
 pub mod locks;

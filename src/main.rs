@@ -15,7 +15,7 @@ use leasehold::config::{Cli, Command, HealthcheckArgs, ServeArgs};
 use leasehold::embedded_redis::EmbeddedRedis;
 use leasehold::locks::{LockSettings, TtlPolicy, random_secret};
 use leasehold::server::{self, ServerConfig};
-use leasehold::state::ApiLimits;
+use leasehold::state::{ApiLimits, DashboardSettings};
 use leasehold::{shutdown, telemetry};
 
 #[tokio::main]
@@ -87,6 +87,9 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
             admin_token: args.admin_token.clone(),
             redis_timeout: Duration::from_millis(args.redis_timeout_ms),
             metrics_lock_names: args.metrics_lock_names,
+            dashboard: DashboardSettings {
+                private: args.dashboard_private,
+            },
         };
         server::run(listener, config, token.clone()).await?;
         anyhow::Ok(())

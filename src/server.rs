@@ -10,11 +10,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::api;
-use crate::events::spawn_subscriber;
+use crate::events::{EventFeed, spawn_subscriber};
 use crate::locks::waiters::Waiters;
 use crate::locks::{KeySpace, LockSettings, Locks};
 use crate::metrics::Metrics;
-use crate::state::{AdminAuth, ApiLimits, AppState};
+use crate::state::{AdminAuth, ApiLimits, AppState, DashboardSettings};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
 /// at once (503); this bounds everything else.
@@ -31,6 +31,7 @@ pub struct ServerConfig {
     pub redis_timeout: Duration,
     /// Label acquisition metrics with lock names (unbounded cardinality; off by default).
     pub metrics_lock_names: bool,
+    pub dashboard: DashboardSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,10 +63,12 @@ pub async fn run(
         .map_err(ServerError::Redis)?;
 
     let waiters = Arc::new(Waiters::default());
+    let feed = EventFeed::default();
     let (subscriber, subscriber_task) = spawn_subscriber(
         client,
         KeySpace::new(config.locks.key_prefix.clone()),
         waiters.clone(),
+        feed.clone(),
         shutdown.clone(),
     );
     let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
@@ -82,6 +85,9 @@ pub async fn run(
         limits: config.limits,
         admin: AdminAuth::from_token(config.admin_token.as_deref()),
         subscriber,
+        feed,
+        dashboard: config.dashboard,
+        shutdown: shutdown.clone(),
     };
 
     let serve = axum::serve(listener, api::router(state))

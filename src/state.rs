@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use subtle::ConstantTimeEq as _;
+use tokio_util::sync::CancellationToken;
 
-use crate::events::SubscriberStatus;
+use crate::events::{EventFeed, SubscriberStatus};
 use crate::locks::{Locks, TokenDigest, TtlPolicy};
 use crate::metrics::Metrics;
 
@@ -16,6 +17,18 @@ pub struct AppState {
     pub admin: AdminAuth,
     pub subscriber: Arc<SubscriberStatus>,
     pub metrics: Arc<Metrics>,
+    /// Events of every lock, fanned out from the one subscription.
+    pub feed: EventFeed,
+    pub dashboard: DashboardSettings,
+    /// Cancelled when the server stops: event streams end then.
+    pub shutdown: CancellationToken,
+}
+
+/// How the dashboard is offered.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DashboardSettings {
+    /// Read-only pages (and `GET /v1/events`) need a signed-in admin too.
+    pub private: bool,
 }
 
 /// Bounds on what a request may ask for.
@@ -40,6 +53,16 @@ pub enum AdminAuth {
 impl AdminAuth {
     pub fn from_token(token: Option<&str>) -> Self {
         token.map_or(Self::Disabled, |t| Self::Token(TokenDigest::of(t)))
+    }
+
+    /// The secret dashboard sessions are signed with: the admin token's SHA-256, so every
+    /// instance configured with the same token accepts the same sessions, and the token itself
+    /// never leaves the server. `None` when admin is disabled.
+    pub fn session_key(&self) -> Option<&[u8; 32]> {
+        match self {
+            Self::Disabled => None,
+            Self::Token(digest) => Some(digest.as_bytes()),
+        }
     }
 
     /// Compares digests in constant time, so timing reveals nothing about the token.

@@ -2,6 +2,7 @@
 //! answers and errors to JSON and problem+json.
 
 mod admin;
+mod events;
 mod extract;
 mod health;
 mod leases;
@@ -54,6 +55,7 @@ pub const DOCS_PATH: &str = "/docs";
         (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
         (name = "semaphores", description = "Semaphores with expirable permits"),
         (name = "admin", description = "Operator actions, behind the admin token"),
+        (name = "events", description = "The live feed of lock events (server-sent events)"),
         (name = "health", description = "Liveness, readiness, metrics, problem types"),
     )
 )]
@@ -87,6 +89,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(semaphores::acquire))
         .routes(routes!(semaphores::inspect_lease, semaphores::release))
         .routes(routes!(semaphores::heartbeat))
+        .routes(routes!(events::stream))
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))
         // Responses carry lease tokens and live state: never cache them.
@@ -112,6 +115,7 @@ pub fn openapi() -> OpenApi {
 pub fn routes() -> Router<AppState> {
     let (api, doc) = documented().split_for_parts();
     api.merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, doc))
+        .merge(crate::dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
 }

@@ -13,6 +13,7 @@
 //! | `{L}:leasehold:lease:<id>` | hash | lease record: kind, holder, metadata, token digest, state |
 //! | `{L}:leasehold:token:<sha256>` | string | lease id, for reentry and tickets |
 //! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
+//! | `{L}:leasehold:history` | stream | the lock's recent events (capped), field `event` = JSON |
 //! | `P + leasehold:events` | channel | JSON events for the dashboard |
 //!
 //! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting
@@ -49,6 +50,20 @@ impl KeySpace {
         }
     }
 
+    /// A `SCAN MATCH` pattern for the state hash (`{L}:leasehold`) of every lock and
+    /// semaphore whose name starts with `name_prefix`. Names cannot contain glob characters,
+    /// so the prefix needs no escaping.
+    pub fn state_pattern(&self, name_prefix: &str) -> String {
+        format!("{{{}{name_prefix}*}}:leasehold", self.prefix)
+    }
+
+    /// The lock name a state hash key found by [`Self::state_pattern`] belongs to.
+    pub fn name_of_state_key<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix('{')?
+            .strip_prefix(self.prefix.as_str())?
+            .strip_suffix("}:leasehold")
+    }
+
     pub fn events_channel(&self) -> String {
         format!("{}leasehold:events", self.prefix)
     }
@@ -82,6 +97,23 @@ impl LockKeys {
     /// The Redisson lock hash (or semaphore counter), and the registry key of its waiters.
     pub fn lock(&self) -> &str {
         &self.key
+    }
+
+    /// The capped stream of the lock's (or semaphore's) events.
+    pub fn history(&self) -> String {
+        format!("{{{}}}:leasehold:history", self.key)
+    }
+
+    /// Keys whose existence means the lock is held or waited for, or the semaphore has
+    /// permits out: the lock hash (or permit counter), the fair queue, the permit zset. All
+    /// share the lock's slot (`L` hashes as `{L}` does).
+    pub fn liveness_keys(&self) -> [String; 3] {
+        let k = &self.key;
+        [
+            k.clone(),
+            format!("redisson_lock_queue:{{{k}}}"),
+            format!("{SEMAPHORE_CHANNEL}{{{k}}}"),
+        ]
     }
 
     /// The registry key that wakes one fair waiter: its own Redisson channel's inner text.
@@ -133,6 +165,13 @@ mod tests {
         assert_eq!(queue, "redisson_lock_queue:{app:jobs}");
         assert_eq!(timeouts, "redisson_lock_timeout:{app:jobs}");
         assert_eq!(keys.semaphore_script_keys()[3], "redisson_sc:{app:jobs}");
+        assert_eq!(keys.history(), "{app:jobs}:leasehold:history");
+        assert_eq!(space.state_pattern("jo"), "{app:jo*}:leasehold");
+        assert_eq!(space.name_of_state_key(&state), Some("jobs"));
+        assert_eq!(
+            space.name_of_state_key("{app:jobs}:leasehold:lease:x"),
+            None
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! ([`waiting`]), and gives back what a caller that went away may have been granted.
 
 pub mod error;
+mod history;
 pub mod keys;
+mod listing;
 pub mod model;
 mod replies;
 mod scripts;
@@ -22,7 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::metrics::{Metrics, kind_label};
 
 pub use error::{InvalidInput, LockError};
+pub use history::{HISTORY_SHOWN, LockEvent};
 pub use keys::KeySpace;
+pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
 
 pub use model::*;
 use replies::{

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::locks::{LockSettings, TtlPolicy};
 use leasehold::server::{self, ServerConfig, ServerError};
-use leasehold::state::ApiLimits;
+use leasehold::state::{ApiLimits, DashboardSettings};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
@@ -138,6 +138,7 @@ pub struct AppOptions {
     pub key_prefix: String,
     pub ticket_timeout_ms: u64,
     pub metrics_lock_names: bool,
+    pub dashboard_private: bool,
 }
 
 impl Default for AppOptions {
@@ -149,6 +150,7 @@ impl Default for AppOptions {
             key_prefix: String::new(),
             ticket_timeout_ms: 5_000,
             metrics_lock_names: false,
+            dashboard_private: false,
         }
     }
 }
@@ -193,6 +195,9 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
         admin_token: options.admin_token,
         redis_timeout: Duration::from_secs(1),
         metrics_lock_names: options.metrics_lock_names,
+        dashboard: DashboardSettings {
+            private: options.dashboard_private,
+        },
     };
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));

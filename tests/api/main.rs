@@ -2,7 +2,9 @@
 
 mod admin;
 mod binary;
+mod browser;
 mod cli;
+mod dashboard;
 mod errors;
 mod fair;
 mod fencing;

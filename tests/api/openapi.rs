@@ -16,6 +16,15 @@ const NOT_IN_DOCUMENT: &[(&str, &str)] = &[
         "the human docs page (Swagger UI from vendored assets)",
     ),
     ("/openapi.json", "the document itself"),
+    ("/", "the dashboard's overview page (HTML)"),
+    (
+        "/locks",
+        "the dashboard's lock pages and their force-release form (HTML)",
+    ),
+    ("/events", "the dashboard's live event page (HTML)"),
+    ("/login", "the dashboard's sign-in form (HTML)"),
+    ("/logout", "the dashboard's sign-out (HTML form post)"),
+    ("/static", "the dashboard's stylesheet and script"),
 ];
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];

@@ -1,0 +1,80 @@
+//! `GET /v1/events[?prefix=..]`: the live feed of every lock's events as server-sent events,
+//! one JSON event per message (`data:`), from the process's one Redis subscription. An
+//! `event: resync` message means events may have been missed (re-read what you show). The
+//! stream ends when the server shuts down.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::{Stream, StreamExt as _};
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::extract::{Bearer, Query};
+use super::problem::{Problem, ProblemDetails, ProblemKind};
+use crate::events::FeedMessage;
+use crate::locks::NamePrefix;
+use crate::state::AppState;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Only events of locks whose name starts with this.
+    #[serde(default)]
+    prefix: String,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = "events",
+    params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this")),
+    responses(
+        (status = 200, description = "Server-sent events: one JSON lock event per `data:` message; `event: resync` when events may have been missed", body = String, content_type = "text/event-stream"),
+        (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "admin_token_required: the dashboard is private and no admin session or token came; token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name: the prefix is not a lock name", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
+/// `GET /v1/events[?prefix=..]`: the live event feed.
+pub async fn stream(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    bearer: Bearer,
+    Query(query): Query<EventsQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+    let admin = bearer.0.is_some_and(|token| state.admin.accepts(&token));
+    if !admin && !crate::dashboard::may_view(&state, &headers) {
+        return Err(Problem::new(
+            ProblemKind::AdminTokenRequired,
+            "this server's dashboard is private: sign in, or send the admin token",
+        ));
+    }
+    let prefix = NamePrefix::parse(&query.prefix)?;
+    let rx = state.feed.subscribe();
+    let events = futures_util::stream::unfold((rx, prefix), |(mut rx, prefix)| async move {
+        loop {
+            let event = match rx.recv().await {
+                Ok(FeedMessage::Event(event)) if prefix.matches(&event.lock) => {
+                    match serde_json::to_string(&*event) {
+                        Ok(json) => Event::default().data(json),
+                        Err(_) => continue,
+                    }
+                }
+                Ok(FeedMessage::Event(_)) => continue,
+                Ok(FeedMessage::Resync) | Err(RecvError::Lagged(_)) => {
+                    Event::default().event("resync").data("")
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            return Some((Ok(event), (rx, prefix)));
+        }
+    });
+    let hello = futures_util::stream::once(async { Ok(Event::default().comment("connected")) });
+    let stream = hello
+        .chain(events)
+        .take_until(state.shutdown.clone().cancelled_owned());
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

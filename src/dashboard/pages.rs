@@ -1,0 +1,415 @@
+//! The pages' view models: what each template shows, as display-ready text built from the
+//! domain's views. Templates escape every value (askama's HTML escaping is on for `.html`), so
+//! lock names, holder labels and metadata, all user input, can never become markup.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use askama::Template;
+
+use crate::locks::{
+    HolderView, LiveEntry, LockEvent, LockView, Metadata, PermitHolderView, SemaphoreView,
+    Timestamp,
+};
+
+/// What the header needs: whether an admin is signed in (then the CSRF token of their forms).
+#[derive(Debug, Clone)]
+pub struct Nav {
+    pub csrf: Option<String>,
+    pub admin_enabled: bool,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+pub struct OverviewPage {
+    pub nav: Nav,
+    pub prefix: String,
+    pub rows: Vec<OverviewRow>,
+    pub events_url: String,
+    pub next_href: Option<String>,
+    pub first_href: String,
+    pub first_page: bool,
+    pub rendered_at: String,
+}
+
+pub struct OverviewRow {
+    pub name: String,
+    pub href: String,
+    pub kind: String,
+    pub mode: String,
+    pub holders: String,
+    pub reentries: String,
+    pub ttl: String,
+    pub waiters: u64,
+    pub fence: u64,
+}
+
+impl OverviewRow {
+    pub fn from_entry(entry: &LiveEntry) -> Self {
+        let name = entry.name().as_str().to_owned();
+        let href = format!("/locks/{name}");
+        match entry {
+            LiveEntry::Lock(lock) => Self {
+                name,
+                href,
+                kind: lock.kind.clone().unwrap_or_else(|| "free".into()),
+                mode: lock.mode.clone().unwrap_or_else(|| "—".into()),
+                holders: join_or_dash(lock.holders.iter().map(holder_label)),
+                reentries: join_or_dash(lock.holders.iter().map(|h| h.reentry_count.to_string())),
+                ttl: ttl_text(lock.remaining_ms),
+                waiters: lock.queue_length,
+                fence: lock.fencing_counter.0,
+            },
+            LiveEntry::Semaphore(sem) => Self {
+                name,
+                href,
+                kind: "semaphore".into(),
+                mode: format!("{} of {} permits", sem.used, sem.limit),
+                holders: join_or_dash(sem.holders.iter().map(permit_holder_label)),
+                reentries: join_or_dash(sem.holders.iter().map(|h| h.permits.to_string())),
+                ttl: ttl_text(
+                    sem.holders
+                        .iter()
+                        .filter_map(|h| h.expires_at)
+                        .max()
+                        .map(remaining_until),
+                ),
+                waiters: 0,
+                fence: sem.fencing_counter.0,
+            },
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "lock.html")]
+pub struct LockPage {
+    pub nav: Nav,
+    pub name: String,
+    pub self_href: String,
+    pub force_release_href: String,
+    pub events_url: String,
+    pub flash: Option<String>,
+    pub kind: String,
+    pub mode: Option<String>,
+    pub semaphore: Option<SemaphoreFacts>,
+    pub ttl: String,
+    pub fence: u64,
+    pub queue_length: u64,
+    pub queue_more: u64,
+    pub write_holder: Option<String>,
+    pub read_holders: String,
+    pub holders: Vec<HolderRow>,
+    pub queue: Vec<QueueRow>,
+    pub history: Vec<HistoryRow>,
+}
+
+pub struct SemaphoreFacts {
+    pub used: u64,
+    pub limit: u32,
+}
+
+pub struct HolderRow {
+    pub lease_id: String,
+    pub label: String,
+    pub metadata: String,
+    pub count: u64,
+    pub read: u64,
+    pub write: u64,
+    pub acquired_at: String,
+    pub ttl: String,
+    pub fence: String,
+}
+
+pub struct QueueRow {
+    pub position: u64,
+    pub label: String,
+    pub lease_id: String,
+    pub since: String,
+    pub deadline: String,
+}
+
+pub struct HistoryRow {
+    pub at: String,
+    pub kind: String,
+    pub lease_id: String,
+    pub holder: String,
+    pub details: String,
+}
+
+impl HistoryRow {
+    pub fn from_event(event: &LockEvent) -> Self {
+        let mut details: Vec<String> = Vec::new();
+        if event.kind == "force_released" {
+            details.push(format!("by {}", event.detail_str("by").unwrap_or("?")));
+            match event.detail_str("reason") {
+                Some(reason) if !reason.is_empty() => details.push(format!("reason: {reason}")),
+                _ => details.push("no reason given".into()),
+            }
+            let removed = event.removed_lease_ids();
+            details.push(if removed.is_empty() {
+                "removed no Leasehold lease".into()
+            } else {
+                format!("removed leases {}", removed.join(", "))
+            });
+        }
+        for (key, value) in &event.details {
+            if matches!(key.as_str(), "by" | "reason" | "lease_ids")
+                && event.kind == "force_released"
+            {
+                continue;
+            }
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            details.push(format!("{key}={text}"));
+        }
+        Self {
+            at: event.at().rfc3339(),
+            kind: event.kind.clone(),
+            lease_id: event.lease_id.clone().unwrap_or_default(),
+            holder: event.holder.clone().unwrap_or_default(),
+            details: details.join("; "),
+        }
+    }
+}
+
+/// The parts of the lock page that come from the lock (or semaphore) itself.
+pub struct LockState {
+    pub kind: String,
+    pub mode: Option<String>,
+    pub semaphore: Option<SemaphoreFacts>,
+    pub ttl: String,
+    pub fence: u64,
+    pub queue_length: u64,
+    pub queue_more: u64,
+    pub write_holder: Option<String>,
+    pub read_holders: String,
+    pub holders: Vec<HolderRow>,
+    pub queue: Vec<QueueRow>,
+}
+
+impl LockState {
+    pub fn free() -> Self {
+        Self {
+            kind: "free".into(),
+            mode: None,
+            semaphore: None,
+            ttl: ttl_text(None),
+            fence: 0,
+            queue_length: 0,
+            queue_more: 0,
+            write_holder: None,
+            read_holders: String::new(),
+            holders: Vec::new(),
+            queue: Vec::new(),
+        }
+    }
+
+    pub fn of_lock(lock: &LockView) -> Self {
+        let ttl = ttl_text(lock.remaining_ms);
+        let holders = lock
+            .holders
+            .iter()
+            .map(|h| HolderRow {
+                lease_id: lease_text(h),
+                label: holder_label(h),
+                metadata: metadata_text(h.metadata.as_ref()),
+                count: h.reentry_count,
+                read: h.read_count.unwrap_or(0),
+                write: h.write_count.unwrap_or(0),
+                acquired_at: time_text(h.acquired_at),
+                ttl: ttl.clone(),
+                fence: h
+                    .fencing_token
+                    .map_or_else(String::new, |f| f.0.to_string()),
+            })
+            .collect();
+        let write_holder = lock
+            .holders
+            .iter()
+            .find(|h| h.write_count.unwrap_or(0) > 0)
+            .map(|h| {
+                format!(
+                    "{} ({} write holds)",
+                    holder_label(h),
+                    h.write_count.unwrap_or(0)
+                )
+            });
+        let read_holders = lock
+            .holders
+            .iter()
+            .filter(|h| h.read_count.unwrap_or(0) > 0)
+            .map(|h| format!("{} ({})", holder_label(h), h.read_count.unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let queue: Vec<QueueRow> = lock
+            .queue
+            .iter()
+            .map(|q| QueueRow {
+                position: q.position,
+                label: q.holder.clone().unwrap_or_else(|| q.holder_id.clone()),
+                lease_id: q.lease_id.map(|id| id.to_string()).unwrap_or_default(),
+                since: time_text(q.queued_at),
+                deadline: time_text(q.deadline),
+            })
+            .collect();
+        Self {
+            kind: lock.kind.clone().unwrap_or_else(|| "free".into()),
+            mode: lock.mode.clone(),
+            semaphore: None,
+            ttl,
+            fence: lock.fencing_counter.0,
+            queue_length: lock.queue_length,
+            queue_more: lock
+                .queue_length
+                .saturating_sub(u64::try_from(queue.len()).unwrap_or(u64::MAX)),
+            write_holder,
+            read_holders,
+            holders,
+            queue,
+        }
+    }
+
+    pub fn of_semaphore(sem: &SemaphoreView) -> Self {
+        let holders = sem
+            .holders
+            .iter()
+            .map(|h| HolderRow {
+                lease_id: h.lease_id.map(|id| id.to_string()).unwrap_or_default(),
+                label: permit_holder_label(h),
+                metadata: metadata_text(h.metadata.as_ref()),
+                count: h.permits,
+                read: 0,
+                write: 0,
+                acquired_at: time_text(h.acquired_at),
+                ttl: ttl_text(h.expires_at.map(remaining_until)),
+                fence: h
+                    .fencing_token
+                    .map_or_else(String::new, |f| f.0.to_string()),
+            })
+            .collect();
+        Self {
+            kind: "semaphore".into(),
+            mode: None,
+            semaphore: Some(SemaphoreFacts {
+                used: sem.used,
+                limit: sem.limit,
+            }),
+            ttl: ttl_text(
+                sem.holders
+                    .iter()
+                    .filter_map(|h| h.expires_at)
+                    .max()
+                    .map(remaining_until),
+            ),
+            fence: sem.fencing_counter.0,
+            queue_length: 0,
+            queue_more: 0,
+            write_holder: None,
+            read_holders: String::new(),
+            holders,
+            queue: Vec::new(),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "events.html")]
+pub struct EventsPage {
+    pub nav: Nav,
+    pub prefix: String,
+    pub events_url: String,
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+pub struct LoginPage {
+    pub nav: Nav,
+    pub next: String,
+    pub error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage {
+    pub nav: Nav,
+    pub status: u16,
+    pub title: String,
+    pub detail: String,
+}
+
+fn holder_label(h: &HolderView) -> String {
+    match (&h.holder, &h.lease_id) {
+        (Some(label), _) => label.clone(),
+        (None, Some(id)) => format!("lease {id}"),
+        (None, None) => format!("Redisson client {}", h.holder_id),
+    }
+}
+
+fn permit_holder_label(h: &PermitHolderView) -> String {
+    match (&h.holder, &h.lease_id) {
+        (Some(label), _) => label.clone(),
+        (None, Some(id)) => format!("lease {id}"),
+        (None, None) => "unknown".into(),
+    }
+}
+
+fn lease_text(h: &HolderView) -> String {
+    h.lease_id
+        .map_or_else(|| h.holder_id.clone(), |id| id.to_string())
+}
+
+fn metadata_text(metadata: Option<&Metadata>) -> String {
+    metadata.map(Metadata::to_json).unwrap_or_default()
+}
+
+fn join_or_dash(items: impl Iterator<Item = String>) -> String {
+    let joined = items.collect::<Vec<_>>().join(", ");
+    if joined.is_empty() {
+        "—".into()
+    } else {
+        joined
+    }
+}
+
+fn time_text(at: Option<Timestamp>) -> String {
+    at.map_or_else(|| "—".into(), Timestamp::rfc3339)
+}
+
+/// Milliseconds left as people read them: "850 ms", "12.3 s", "4 min 10 s", "2 h 5 min".
+pub fn ttl_text(ms: Option<u64>) -> String {
+    let Some(ms) = ms else {
+        return "—".into();
+    };
+    let s = ms / 1000;
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{}.{} s", s, (ms % 1000) / 100),
+        60_000..3_600_000 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn remaining_until(at: Timestamp) -> u64 {
+    at.0.saturating_sub(now_ms())
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_read_like_people_write_them() {
+        assert_eq!(ttl_text(None), "—");
+        assert_eq!(ttl_text(Some(850)), "850 ms");
+        assert_eq!(ttl_text(Some(12_345)), "12.3 s");
+        assert_eq!(ttl_text(Some(250_000)), "4 min 10 s");
+        assert_eq!(ttl_text(Some(7_500_000)), "2 h 5 min");
+    }
+}

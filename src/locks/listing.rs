@@ -1,0 +1,153 @@
+//! Listing the live locks and semaphores, for the dashboard's overview, without a cross-slot
+//! index: `SCAN` with `MATCH` over the per-lock state hashes (`{L}:leasehold`, one per name
+//! ever used), a cheap pipelined liveness check of each name found, then one inspection per
+//! live name, all pipelined on the shared connection. Pages follow SCAN's cursor, so a page
+//! costs O(page) Redis work however many locks exist; the order is Redis's hash order.
+
+use futures_util::future::try_join_all;
+
+use super::{InvalidInput, LockError, LockName, LockView, Locks, SemaphoreView};
+
+/// How many buckets the first SCAN call of a page walks. With a handful of keys per lock, one
+/// call finds about a page of names; while matches stay scarce (a narrow prefix, many dead
+/// names) each further call walks twice as many, up to [`SCAN_COUNT_MAX`].
+const SCAN_COUNT: usize = 250;
+const SCAN_COUNT_MAX: usize = 8192;
+/// At most this many buckets walked per page, so a page stays fast (a few tens of ms) however
+/// many keys Redis holds: the page may come back short, with a cursor to go on from.
+const SCAN_BUDGET_PER_PAGE: usize = 200_000;
+
+/// The start of lock names to list: "" for all, else a prefix of a valid name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamePrefix(String);
+
+impl NamePrefix {
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.is_empty() {
+            return Ok(Self::default());
+        }
+        LockName::parse(raw).map(|name| Self(name.as_str().to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        name.starts_with(&self.0)
+    }
+}
+
+/// Where a listing starts: 0 for the first page, else a page's `next_cursor`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListCursor(pub u64);
+
+/// A live lock or semaphore.
+#[derive(Debug, Clone)]
+pub enum LiveEntry {
+    Lock(LockView),
+    Semaphore(SemaphoreView),
+}
+
+impl LiveEntry {
+    pub fn name(&self) -> &LockName {
+        match self {
+            Self::Lock(lock) => &lock.lock,
+            Self::Semaphore(sem) => &sem.name,
+        }
+    }
+}
+
+/// One page of live locks and semaphores, sorted by name.
+#[derive(Debug, Clone)]
+pub struct LivePage {
+    pub entries: Vec<LiveEntry>,
+    /// Where the next page starts; `None` after the last page.
+    pub next_cursor: Option<ListCursor>,
+}
+
+impl Locks {
+    /// About `page_size` live locks and semaphores whose names start with `prefix`, from
+    /// `cursor` on: held or waited-for locks, semaphores with permits out. A page may hold a
+    /// few more than `page_size` (SCAN returns its batches whole) or fewer (the scan budget
+    /// ran out, or this is the last page).
+    pub async fn live(
+        &self,
+        prefix: &NamePrefix,
+        cursor: ListCursor,
+        page_size: usize,
+    ) -> Result<LivePage, LockError> {
+        let pattern = self.inner.keys.state_pattern(prefix.as_str());
+        let mut conn = self.inner.conn.clone();
+        let mut cursor = cursor.0;
+        let mut entries = Vec::new();
+        let mut count = SCAN_COUNT;
+        let mut walked = 0;
+        while walked < SCAN_BUDGET_PER_PAGE {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(count)
+                .query_async(&mut conn)
+                .await?;
+            walked += count;
+            if keys.len() < page_size / 4 {
+                count = (count * 2).min(SCAN_COUNT_MAX);
+            }
+            let names: Vec<LockName> = keys
+                .iter()
+                .filter_map(|key| self.inner.keys.name_of_state_key(key))
+                .filter_map(|name| LockName::parse(name).ok())
+                .collect();
+            entries.extend(self.inspect_live(&names).await?);
+            cursor = next;
+            if cursor == 0 || entries.len() >= page_size {
+                break;
+            }
+        }
+        entries.sort_by(|a, b| a.name().as_str().cmp(b.name().as_str()));
+        Ok(LivePage {
+            entries,
+            next_cursor: (cursor != 0).then_some(ListCursor(cursor)),
+        })
+    }
+
+    /// Inspects the live ones among `names`: one pipelined round trip tells which are live
+    /// and which are semaphores, then their inspections run concurrently (pipelined too).
+    async fn inspect_live(&self, names: &[LockName]) -> Result<Vec<LiveEntry>, LockError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for name in names {
+            let [lock, queue, permits] = self.inner.keys.lock(name).liveness_keys();
+            pipe.cmd("EXISTS").arg(&lock).arg(&queue);
+            pipe.cmd("EXISTS").arg(&permits);
+        }
+        let flags: Vec<u64> = pipe.query_async(&mut self.inner.conn.clone()).await?;
+        let inspections = names.iter().zip(flags.chunks(2)).filter_map(|(name, f)| {
+            let (lock_or_queue, permits) = (f.first().copied()?, f.get(1).copied()?);
+            (lock_or_queue + permits > 0).then_some((name, permits > 0))
+        });
+        let found = try_join_all(inspections.map(|(name, semaphore)| async move {
+            if semaphore {
+                Ok::<_, LockError>(
+                    self.semaphore(name)
+                        .await?
+                        .filter(|sem| sem.used > 0)
+                        .map(LiveEntry::Semaphore),
+                )
+            } else {
+                Ok(self
+                    .lock(name)
+                    .await?
+                    .filter(|lock| !lock.holders.is_empty() || lock.queue_length > 0)
+                    .map(LiveEntry::Lock))
+            }
+        }))
+        .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+}
