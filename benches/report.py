@@ -91,11 +91,13 @@ def main():
     et_c = find(rows, peer="etcd-lock", scenario="contended")
     w("## 2. Contended handoff\n")
     w("N clients compete for one lock with server-side waits (`wait_ms`); each releases as soon as "
-      "it is granted. Handoff = from the 200 of a release to the 201 of the next holder, as the "
-      "clients see it. FIFO inversions (fair lock) are counted from the server's own `queued` / "
+      "it is granted and asks again. Handoff = from the 200 of a release to the 201 of the next "
+      "holder, as the clients see it, counted only when the lock passes to another client; a "
+      "client re-taking the lock it just released is a self-regrant (no handoff, and a sign of "
+      "unfairness). FIFO inversions (fair lock) are counted from the server's own `queued` / "
       "`granted` events: a grant that skipped a live waiter queued before it.\n")
-    w("| kind | clients | grants/s | handoff p50 ms | handoff p99 ms | FIFO inversions | p50 vs Python Lock | p50 vs etcd |")
-    w("|---|---|---|---|---|---|---|---|")
+    w("| kind | clients | grants/s | handoff p50 ms | handoff p99 ms | self-regrants | FIFO inversions | p50 vs Python Lock | p50 vs etcd |")
+    w("|---|---|---|---|---|---|---|---|---|")
     py_p50 = pct_of(py_c and py_c.get("handoff_ms"), "p50")
     et_p50 = pct_of(et_c and et_c.get("handoff_ms"), "p50")
     for kind in ("reentrant", "fair"):
@@ -108,34 +110,40 @@ def main():
             inv_s = str(inv.get("count")) if kind == "fair" else "n/a (not FIFO)"
             lower_py = f"{py_p50 / h['p50']:.0f}× lower" if py_p50 and h.get("p50") else "–"
             lower_et = f"{et_p50 / h['p50']:.1f}× lower" if et_p50 and h.get("p50") else "–"
-            w(f"| {kind} | {n} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {inv_s} | {lower_py} | {lower_et} |")
+            w(f"| {kind} | {n} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {r.get('self_regrants', '–')} | {inv_s} | {lower_py} | {lower_et} |")
     w("")
     w("Peers, same run, 16 clients competing for one lock:\n")
-    w("| peer | grants/s | handoff p50 ms | handoff p99 ms |")
-    w("|---|---|---|---|")
+    w("| peer | grants/s | handoff p50 ms | handoff p99 ms | self-regrants |")
+    w("|---|---|---|---|---|")
     for name, r in (("Python `redis` Lock (blocking acquire, default 0.1 s polling)", py_c), ("etcd lock (v3 lock API via its JSON gateway)", et_c)):
         if r:
             h = r.get("handoff_ms") or {}
-            w(f"| {name} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} |")
+            w(f"| {name} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {r.get('self_regrants', '–')} |")
     for r in rows:
         if "note" in r:
             w(f"\nNote: {r['note']}: {r['detail']}")
     w("")
 
     w("## 3. Parked waiters\n")
-    p = find(rows, scenario="parked")
-    if p:
-        rd = p.get("redis") or {}
-        w(f"{p['waiters']:,} concurrent waiting requests on {p['locks']} locks held by others "
-          f"({p['parked']:,} parked, in {p['parking_seconds']:.1f} s), on a fresh server:\n")
-        w("| measure | value | target |")
-        w("|---|---|---|")
-        w(f"| server RSS, idle before / with the waiters parked | {p['rss_mb_before']:.1f} MB / {p['rss_mb_parked']:.1f} MB | < 150 MB |")
-        w(f"| server CPU while they wait (5 s window) | {p['idle_cpu_percent']:.2f} % | < 2 % |")
-        w(f"| Redis connections of the server | {rd.get('connections', '–')} | ≤ 2 |")
-        w(f"| subscriptions (patterns / channels) | {rd.get('pattern_subscriptions', '–')} / {rd.get('channel_subscriptions', '–')} | one connection's worth |")
-        w(f"| release all 100 holders → every waiter answered | {p['drain_seconds'] and round(p['drain_seconds'], 2)} s | – |")
-        w(f"| failed waiters | {p['failures']} | 0 |")
+    parked = [r for r in rows if r.get("scenario") == "parked"]
+    p = min(parked, key=lambda r: r["rss_mb_parked"]) if parked else None
+    if parked:
+        w("10,000 concurrent waiting requests on 100 locks held by others, each on a fresh server; "
+          "once all are parked the holders release and every waiter, once granted, releases at "
+          "once. Over HTTP/1.1 each waiter has its own connection; over h2c (HTTP/2 without TLS, "
+          "prior knowledge) the waiters are streams multiplexed over a few connections.\n")
+        w("| measure | " + " | ".join(r["protocol"] + f" ({r['client_connections']:,} client connections)" for r in parked) + " | target |")
+        w("|---|" + "---|" * len(parked) + "---|")
+        def row(label, f, target):
+            w(f"| {label} | " + " | ".join(f(r) for r in parked) + f" | {target} |")
+        row("waiters parked (time to park)", lambda r: f"{r['parked']:,} ({r['parking_seconds']:.1f} s)", "10,000")
+        row("server RSS idle / parked", lambda r: f"{r['rss_mb_before']:.1f} / {r['rss_mb_parked']:.1f} MB", "< 150 MB")
+        row("per parked waiter", lambda r: f"{(r['rss_mb_parked'] - r['rss_mb_before']) * 1024 / max(r['parked'], 1):.1f} KB", "–")
+        row("server CPU while they wait (5 s)", lambda r: f"{r['idle_cpu_percent']:.2f} %", "< 2 %")
+        row("Redis connections of the server", lambda r: str((r.get('redis') or {}).get('connections', '–')), "≤ 2")
+        row("subscriptions (patterns / channels)", lambda r: f"{(r.get('redis') or {}).get('pattern_subscriptions', '–')} / {(r.get('redis') or {}).get('channel_subscriptions', '–')}", "–")
+        row("release all → every waiter answered", lambda r: f"{r['drain_seconds']:.2f} s" if r.get('drain_seconds') is not None else "–", "–")
+        row("failed waiters", lambda r: str(r['failures']), "0")
     w("")
 
     w("## 4. Read-heavy read/write lock\n")

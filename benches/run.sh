@@ -110,9 +110,12 @@ for kind in reentrant fair; do
 done
 for policy in readers_first fifo; do "$bench" --url "$url" --seconds "$secs" read-heavy --policy "$policy" | record; done
 
-echo "== parked waiters (fresh server)" >&2
-start_server
-"$bench" --url "$url" --redis-url "$redis_url" parked --waiters 10000 --locks 100 --server-pid "$server_pid" | record || note parked "failed"
+for proto in "" "--http2"; do
+  echo "== parked waiters ${proto:-http/1.1} (fresh server)" >&2
+  start_server
+  "$bench" --url "$url" --redis-url "$redis_url" parked --waiters 10000 --locks 100 \
+    --server-pid "$server_pid" $proto | record || note parked "failed ($proto)"
+done
 
 echo "== dashboard (fresh server)" >&2
 start_server

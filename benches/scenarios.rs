@@ -245,7 +245,8 @@ async fn uncontended(url: &str, connections: usize, deadline: Instant) -> anyhow
 /// Grant and release times by fencing token, and the grant order the server's events show.
 #[derive(Default)]
 struct Handoffs {
-    granted: HashMap<u64, Instant>,
+    /// By fencing token: when, and to which client.
+    granted: HashMap<u64, (Instant, usize)>,
     released: HashMap<u64, Instant>,
 }
 
@@ -265,7 +266,7 @@ async fn contended(
     let log = Arc::new(Mutex::new(Handoffs::default()));
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..clients {
+    for client_id in 0..clients {
         let (url, lock, log, kind) = (url.to_owned(), lock.clone(), log.clone(), kind.to_owned());
         tasks.push(tokio::spawn(async move {
             let http = client();
@@ -281,7 +282,7 @@ async fn contended(
                 log.lock()
                     .expect("log")
                     .granted
-                    .insert(held.fence, Instant::now());
+                    .insert(held.fence, (Instant::now(), client_id));
                 release(&http, &url, &held).await?;
                 log.lock()
                     .expect("log")
@@ -295,21 +296,29 @@ async fn contended(
         task.await??;
     }
     let secs = started.elapsed().as_secs_f64();
-    let (mut latencies, grants) = {
+    // A handoff is the lock passing to another client; a client that re-takes the lock it
+    // just released hands nothing over (and says how fair the lock is).
+    let (mut latencies, grants, self_regrants) = {
         let log = log.lock().expect("log");
         let mut fences: Vec<u64> = log.granted.keys().copied().collect();
         fences.sort_unstable();
-        let lat: Vec<Duration> = fences
-            .iter()
-            .filter_map(|f| {
-                Some(
-                    log.granted
-                        .get(f)?
-                        .saturating_duration_since(*log.released.get(&(f - 1))?),
-                )
-            })
-            .collect();
-        (lat, fences.len())
+        let mut lat = Vec::new();
+        let mut same = 0u64;
+        for f in &fences {
+            let (Some((at, who)), Some((_, before)), Some(released)) = (
+                log.granted.get(f),
+                log.granted.get(&(f - 1)),
+                log.released.get(&(f - 1)),
+            ) else {
+                continue;
+            };
+            if who == before {
+                same += 1;
+            } else {
+                lat.push(at.saturating_duration_since(*released));
+            }
+        }
+        (lat, fences.len(), same)
     };
     let inversions = match events {
         Some((seen, reader)) => {
@@ -324,7 +333,8 @@ async fn contended(
     Ok(json!({
         "scenario": "contended", "kind": kind, "clients": clients, "seconds": secs,
         "grants": grants, "grants_per_s": grants as f64 / secs,
-        "handoff_ms": percentiles(&mut latencies), "fifo_inversions": inversions,
+        "self_regrants": self_regrants, "handoff_ms": percentiles(&mut latencies),
+        "fifo_inversions": inversions,
     }))
 }
 
@@ -454,20 +464,29 @@ async fn parked(
             .await?,
         );
     }
-    let pool = if http2 {
-        reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .http2_prior_knowledge()
-            .build()?
+    // HTTP/2: the server allows 200 concurrent streams per connection, and a reqwest client
+    // keeps one connection per host, so spread the waiters over enough clients.
+    let pools: Vec<reqwest::Client> = if http2 {
+        (0..waiters.div_ceil(150))
+            .map(|_| {
+                reqwest::Client::builder()
+                    .timeout(Duration::from_secs(120))
+                    .http2_prior_knowledge()
+                    .build()
+            })
+            .collect::<Result<_, _>>()?
     } else {
-        reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()?
+        vec![
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()?,
+        ]
     };
     let answered = Arc::new(Mutex::new(Vec::<Instant>::new()));
     let mut tasks = Vec::new();
     for w in 0..waiters {
-        let (pool, url, answered) = (pool.clone(), url.to_owned(), answered.clone());
+        let pool = pools[w % pools.len()].clone();
+        let (url, answered) = (url.to_owned(), answered.clone());
         tasks.push(tokio::spawn(async move {
             let lock = format!("parked-{}", w % locks);
             let held = acquire(&pool, &url, &lock, json!({"ttl_ms": 30000}), 110_000).await?;
@@ -532,6 +551,7 @@ async fn parked(
         .map(|t| t.saturating_duration_since(released_at));
     Ok(json!({
         "scenario": "parked", "protocol": if http2 { "h2c" } else { "http/1.1" },
+        "client_connections": if http2 { pools.len() } else { waiters },
         "waiters": waiters, "locks": locks, "parked": parked,
         "parking_seconds": parking_secs,
         "rss_mb_before": rss_before, "rss_mb_parked": rss_parked, "idle_cpu_percent": idle_cpu_percent,

@@ -21,6 +21,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::locks::keys::Wakes;
 use crate::locks::waiters::Waiters;
 use crate::locks::{KeySpace, LockEvent};
 
@@ -187,8 +188,11 @@ async fn listen(
         tokio::select! {
             msg = stream.next() => match msg {
                 Some(msg) => {
-                    if let Some(key) = keys.wake_key_of_channel(msg.get_channel_name()) {
-                        waiters.wake(key);
+                    if let Some((key, wakes)) = keys.wake_of_channel(msg.get_channel_name()) {
+                        match wakes {
+                            Wakes::One => waiters.wake_one(key),
+                            Wakes::All => waiters.wake(key),
+                        }
                     } else if let Some(event) = msg
                         .get_payload::<String>()
                         .ok()

@@ -70,17 +70,17 @@ def uncontended(args):
 
 def contended(args):
     deadline = time.perf_counter() + args.seconds
-    events, guard = [], threading.Lock()
+    events, guard = [], threading.Lock()  # (time, "grant"|"release", thread)
 
     def worker():
         c = Client(args.endpoint)
         while time.perf_counter() < deadline:
             key = c.lock("etcd-contended")
             with guard:
-                events.append((time.perf_counter(), "grant"))
+                events.append((time.perf_counter(), "grant", threading.get_ident()))
             c.unlock(key)
             with guard:
-                events.append((time.perf_counter(), "release"))
+                events.append((time.perf_counter(), "release", threading.get_ident()))
 
     started = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(args.threads)]
@@ -88,16 +88,21 @@ def contended(args):
     [t.join() for t in threads]
     secs = time.perf_counter() - started
     events.sort()
-    handoffs, last_release = [], None
-    for at, kind in events:
+    # A handoff is the lock passing to another client; re-taking one's own lock is not one.
+    handoffs, last_release, self_regrants = [], None, 0
+    for at, kind, who in events:
         if kind == "release":
-            last_release = at
+            last_release = (at, who)
         elif last_release is not None:
-            handoffs.append(at - last_release)
+            if who == last_release[1]:
+                self_regrants += 1
+            else:
+                handoffs.append(at - last_release[0])
             last_release = None
-    grants = sum(1 for _, k in events if k == "grant")
+    grants = sum(1 for e in events if e[1] == "grant")
     return {"peer": "etcd-lock", "scenario": "contended", "clients": args.threads,
-            "grants_per_s": grants / secs, "handoff_ms": pct(handoffs)}
+            "grants_per_s": grants / secs, "self_regrants": self_regrants,
+            "handoff_ms": pct(handoffs)}
 
 
 if __name__ == "__main__":

@@ -30,6 +30,13 @@ const UNLOCK_CHANNEL: &str = "redisson_lock__channel:";
 const RW_CHANNEL: &str = "redisson_rwlock:";
 const SEMAPHORE_CHANNEL: &str = "redisson_sc:";
 
+/// How many waiters a message should wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wakes {
+    One,
+    All,
+}
+
 /// Builds key names under one optional prefix.
 #[derive(Debug, Clone, Default)]
 pub struct KeySpace {
@@ -79,11 +86,26 @@ impl KeySpace {
     /// The registry key a message on `channel` wakes: the text inside `channel`'s braces
     /// (`L`), or for a fair waiter's own channel `L}:<holder>` (see [`LockKeys::waiter`]).
     pub fn wake_key_of_channel<'a>(&self, channel: &'a str) -> Option<&'a str> {
-        let rest = [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL]
-            .iter()
-            .find_map(|prefix| channel.strip_prefix(prefix))?
-            .strip_prefix('{')?;
-        Some(rest.strip_suffix('}').unwrap_or(rest))
+        self.wake_of_channel(channel).map(|(key, _)| key)
+    }
+
+    /// The registry key a message on `channel` wakes, and whether one waiter or all should
+    /// try: an RLock unlock frees the lock for one holder; a read/write unlock may admit many
+    /// readers and a semaphore message several permits.
+    pub fn wake_of_channel<'a>(&self, channel: &'a str) -> Option<(&'a str, Wakes)> {
+        let (rest, wakes) = if let Some(rest) = channel.strip_prefix(UNLOCK_CHANNEL) {
+            (rest, Wakes::One)
+        } else if let Some(rest) = channel.strip_prefix(RW_CHANNEL) {
+            (rest, Wakes::All)
+        } else {
+            (channel.strip_prefix(SEMAPHORE_CHANNEL)?, Wakes::All)
+        };
+        let rest = rest.strip_prefix('{')?;
+        Some(match rest.strip_suffix('}') {
+            Some(lock) => (lock, wakes),
+            // A fair waiter's own channel: there is exactly one waiter to wake.
+            None => (rest, Wakes::All),
+        })
     }
 }
 
@@ -198,5 +220,17 @@ mod tests {
             Some(keys.waiter(id).as_str())
         );
         assert_eq!(space.wake_key_of_channel("other"), None);
+        assert_eq!(
+            space.wake_of_channel("redisson_lock__channel:{jobs}"),
+            Some(("jobs", Wakes::One))
+        );
+        assert_eq!(
+            space.wake_of_channel("redisson_rwlock:{jobs}"),
+            Some(("jobs", Wakes::All))
+        );
+        assert_eq!(
+            space.wake_of_channel("redisson_sc:{jobs}"),
+            Some(("jobs", Wakes::All))
+        );
     }
 }

@@ -38,6 +38,17 @@ impl Waiters {
         }
     }
 
+    /// Wakes one request waiting on `lock_key` (the longest registered): an exclusive lock
+    /// freed can go to one waiter only, so waking all would only make the rest retry in vain
+    /// (Redisson's waiters likewise wake one per process). If that waiter has gone, tokio hands
+    /// the wake-up on to the next; if none waits now, the next to wait consumes it.
+    pub fn wake_one(&self, lock_key: &str) {
+        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get(lock_key) {
+            slot.notify.notify_one();
+        }
+    }
+
     /// Wakes every request waiting on `lock_key` to try again.
     pub fn wake(&self, lock_key: &str) {
         let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
@@ -105,6 +116,22 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), notified)
             .await
             .expect("the wake-up that came before the wait was delivered");
+    }
+
+    #[tokio::test]
+    async fn wake_one_wakes_exactly_one_and_passes_it_on_when_that_one_left() {
+        let waiters = Arc::new(Waiters::default());
+        let (a, b) = (waiters.register("jobs"), waiters.register("jobs"));
+        let mut first = Box::pin(a.notified());
+        let mut second = Box::pin(b.notified());
+        first.as_mut().enable();
+        second.as_mut().enable();
+        waiters.wake_one("jobs");
+        // The first waiter was chosen but is gone: the wake-up moves on to the second.
+        drop(first);
+        tokio::time::timeout(std::time::Duration::from_secs(1), second)
+            .await
+            .expect("the second waiter got the forwarded wake-up");
     }
 
     #[tokio::test]
