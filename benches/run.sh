@@ -124,7 +124,9 @@ start_server
 echo "== Python redis Lock" >&2
 redis-cli -s "$sock" FLUSHALL >/dev/null
 "$py" benches/peers/python_lock.py --socket "$sock" --mode uncontended --threads 16 --seconds "$secs" | record || note python-lock "uncontended failed"
-"$py" benches/peers/python_lock.py --socket "$sock" --mode contended --threads 16 --seconds "$secs" | record || note python-lock "contended failed"
+for n in 2 16; do
+  "$py" benches/peers/python_lock.py --socket "$sock" --mode contended --threads "$n" --seconds "$secs" | record || note python-lock "contended failed"
+done
 
 echo "== etcd lock" >&2
 if command -v etcd >/dev/null; then
@@ -136,7 +138,9 @@ if command -v etcd >/dev/null; then
   pids+=($!)
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p1/health" >/dev/null && break; sleep 0.1; done
   "$py" benches/peers/etcd_lock.py --endpoint "http://127.0.0.1:$p1" --mode uncontended --threads 16 --seconds "$secs" | record || note etcd "uncontended failed"
-  "$py" benches/peers/etcd_lock.py --endpoint "http://127.0.0.1:$p1" --mode contended --threads 16 --seconds "$secs" | record || note etcd "contended failed"
+  for n in 2 16; do
+    "$py" benches/peers/etcd_lock.py --endpoint "http://127.0.0.1:$p1" --mode contended --threads "$n" --seconds "$secs" | record || note etcd "contended failed"
+  done
 else
   note etcd "etcd-server could not be installed"
 fi

@@ -41,6 +41,10 @@ enum Scenario {
         clients: usize,
         #[arg(long, default_value = "reentrant")]
         kind: String,
+        /// Work between critical sections: how long a client waits after its release before it
+        /// asks again (so a handoff goes to a waiter, as with real clients).
+        #[arg(long, default_value_t = 1)]
+        think_ms: u64,
     },
     /// Many waiting requests on few held locks: memory, idle CPU, Redis use, drain time.
     Parked {
@@ -102,12 +106,18 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Uncontended { connections } => {
             uncontended(&args.url, *connections, deadline).await?
         }
-        Scenario::Contended { clients, kind } => {
+        Scenario::Contended {
+            clients,
+            kind,
+            think_ms,
+        } => {
+            let think = Duration::from_millis(*think_ms);
             contended(
                 &args.url,
                 args.redis_url.as_deref(),
                 *clients,
                 kind,
+                think,
                 deadline,
             )
             .await?
@@ -255,6 +265,7 @@ async fn contended(
     redis_url: Option<&str>,
     clients: usize,
     kind: &str,
+    think: Duration,
     deadline: Instant,
 ) -> anyhow::Result<Value> {
     let lock = format!("contended-{kind}-{clients}");
@@ -288,6 +299,7 @@ async fn contended(
                     .expect("log")
                     .released
                     .insert(held.fence, Instant::now());
+                tokio::time::sleep(think).await;
             }
             anyhow::Ok(())
         }));
@@ -332,6 +344,7 @@ async fn contended(
     };
     Ok(json!({
         "scenario": "contended", "kind": kind, "clients": clients, "seconds": secs,
+        "think_ms": think.as_millis() as u64,
         "grants": grants, "grants_per_s": grants as f64 / secs,
         "self_regrants": self_regrants, "handoff_ms": percentiles(&mut latencies),
         "fifo_inversions": inversions,

@@ -61,6 +61,7 @@ def contended(args):
             lock.release()
             with guard:
                 events.append((time.perf_counter(), "release", threading.get_ident()))
+            time.sleep(args.think_ms / 1000)
 
     started = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(args.threads)]
@@ -81,7 +82,7 @@ def contended(args):
             last_release = None
     grants = sum(1 for e in events if e[1] == "grant")
     return {"peer": "python-redis-lock", "scenario": "contended", "clients": args.threads,
-            "grants_per_s": grants / secs, "self_regrants": self_regrants,
+            "grants_per_s": grants / secs, "self_regrants": self_regrants, "think_ms": args.think_ms,
             "handoff_ms": pct(handoffs)}
 
 
@@ -91,5 +92,7 @@ if __name__ == "__main__":
     p.add_argument("--mode", choices=["uncontended", "contended"], required=True)
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--think-ms", type=float, default=1,
+                   help="work between critical sections, before asking again")
     a = p.parse_args()
     print(json.dumps(uncontended(a) if a.mode == "uncontended" else contended(a)))
