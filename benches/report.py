@@ -95,7 +95,9 @@ def main():
         return pct_of(r and r.get("handoff_ms"), "p50")
     w("## 2. Contended handoff\n")
     w("N clients compete for one lock with server-side waits (`wait_ms`); each releases as soon as "
-      "it is granted and asks again after 1 ms of work (the same for every system). Handoff = from the 200 of a release to the 201 of the next "
+      "it is granted, then stands back until another client holds the lock (at most 1 s) before "
+      "asking again, the same for every system, so that every handoff is a real transfer to a "
+      "waiting client. Handoff = from the 200 of a release to the 201 of the next "
       "holder, as the clients see it, counted only when the lock passes to another client; a "
       "client re-taking the lock it just released is a self-regrant (no handoff, and a sign of "
       "unfairness). FIFO inversions (fair lock) are counted from the server's own `queued` / "
@@ -117,7 +119,7 @@ def main():
             lower_et = f"{ep / h['p50']:.1f}×" if ep and h.get("p50") else "– (no peer run at this N)"
             w(f"| {kind} | {n} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {r.get('self_regrants', '–')} | {inv_s} | {lower_py} | {lower_et} |")
     w("")
-    w("Peers, same run and same load (1 ms of work between critical sections):\n")
+    w("Peers, same run and same protocol:\n")
     w("| peer | clients | grants/s | handoff p50 ms | handoff p99 ms | self-regrants |")
     w("|---|---|---|---|---|---|")
     for name, peer in (("Python `redis` Lock (blocking acquire, default 0.1 s polling)", "python-redis-lock"), ("etcd lock (v3 lock API via its JSON gateway)", "etcd-lock")):

@@ -41,10 +41,6 @@ enum Scenario {
         clients: usize,
         #[arg(long, default_value = "reentrant")]
         kind: String,
-        /// Work between critical sections: how long a client waits after its release before it
-        /// asks again (so a handoff goes to a waiter, as with real clients).
-        #[arg(long, default_value_t = 1)]
-        think_ms: u64,
     },
     /// Many waiting requests on few held locks: memory, idle CPU, Redis use, drain time.
     Parked {
@@ -106,18 +102,12 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Uncontended { connections } => {
             uncontended(&args.url, *connections, deadline).await?
         }
-        Scenario::Contended {
-            clients,
-            kind,
-            think_ms,
-        } => {
-            let think = Duration::from_millis(*think_ms);
+        Scenario::Contended { clients, kind } => {
             contended(
                 &args.url,
                 args.redis_url.as_deref(),
                 *clients,
                 kind,
-                think,
                 deadline,
             )
             .await?
@@ -265,10 +255,13 @@ async fn contended(
     redis_url: Option<&str>,
     clients: usize,
     kind: &str,
-    think: Duration,
     deadline: Instant,
 ) -> anyhow::Result<Value> {
     let lock = format!("contended-{kind}-{clients}");
+    // The latest fencing token granted: a client that released stands back until another
+    // client has the lock (bounded), so every handoff measured is a real transfer to a waiter.
+    let (granted_tx, granted_rx) = tokio::sync::watch::channel(0u64);
+    let granted_tx = Arc::new(granted_tx);
     // The server's own account of queue and grant order, for the FIFO check.
     let events = match redis_url {
         Some(redis_url) => Some(watch_events(redis_url, &lock).await?),
@@ -279,6 +272,7 @@ async fn contended(
     let mut tasks = Vec::new();
     for client_id in 0..clients {
         let (url, lock, log, kind) = (url.to_owned(), lock.clone(), log.clone(), kind.to_owned());
+        let (granted_tx, mut granted_rx) = (granted_tx.clone(), granted_rx.clone());
         tasks.push(tokio::spawn(async move {
             let http = client();
             while Instant::now() < deadline {
@@ -294,12 +288,14 @@ async fn contended(
                     .expect("log")
                     .granted
                     .insert(held.fence, (Instant::now(), client_id));
+                granted_tx.send_replace(held.fence);
                 release(&http, &url, &held).await?;
                 log.lock()
                     .expect("log")
                     .released
                     .insert(held.fence, Instant::now());
-                tokio::time::sleep(think).await;
+                let stand_back = granted_rx.wait_for(|latest| *latest > held.fence);
+                let _ = tokio::time::timeout(Duration::from_secs(1), stand_back).await;
             }
             anyhow::Ok(())
         }));
@@ -344,7 +340,6 @@ async fn contended(
     };
     Ok(json!({
         "scenario": "contended", "kind": kind, "clients": clients, "seconds": secs,
-        "think_ms": think.as_millis() as u64,
         "grants": grants, "grants_per_s": grants as f64 / secs,
         "self_regrants": self_regrants, "handoff_ms": percentiles(&mut latencies),
         "fifo_inversions": inversions,

@@ -10,19 +10,14 @@ import json
 import threading
 import time
 
+from common import handoffs, pct
+
 import requests
 
 
 def b64(s):
     return base64.b64encode(s.encode()).decode()
 
-
-def pct(samples):
-    if not samples:
-        return None
-    s = sorted(samples)
-    pick = lambda q: round(s[round((len(s) - 1) * q)] * 1e3, 3)
-    return {"p50": pick(0.5), "p99": pick(0.99), "p999": pick(0.999), "max": pick(1.0), "n": len(s)}
 
 
 class Client:
@@ -71,6 +66,7 @@ def uncontended(args):
 def contended(args):
     deadline = time.perf_counter() + args.seconds
     events, guard = [], threading.Lock()  # (time, "grant"|"release", thread)
+    granted, grants_seen = threading.Condition(), [0]
 
     def worker():
         c = Client(args.endpoint)
@@ -78,32 +74,27 @@ def contended(args):
             key = c.lock("etcd-contended")
             with guard:
                 events.append((time.perf_counter(), "grant", threading.get_ident()))
+            with granted:
+                grants_seen[0] += 1
+                mine = grants_seen[0]
+                granted.notify_all()
             c.unlock(key)
             with guard:
                 events.append((time.perf_counter(), "release", threading.get_ident()))
-            time.sleep(args.think_ms / 1000)
+            # Stand back until another client holds the lock (bounded), so every handoff
+            # measured is a real transfer to a waiting client.
+            with granted:
+                granted.wait_for(lambda: grants_seen[0] > mine, timeout=1.0)
 
     started = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(args.threads)]
     [t.start() for t in threads]
     [t.join() for t in threads]
     secs = time.perf_counter() - started
-    events.sort()
-    # A handoff is the lock passing to another client; re-taking one's own lock is not one.
-    handoffs, last_release, self_regrants = [], None, 0
-    for at, kind, who in events:
-        if kind == "release":
-            last_release = (at, who)
-        elif last_release is not None:
-            if who == last_release[1]:
-                self_regrants += 1
-            else:
-                handoffs.append(at - last_release[0])
-            last_release = None
-    grants = sum(1 for e in events if e[1] == "grant")
+    handoff_times, self_regrants, grants = handoffs(events)
     return {"peer": "etcd-lock", "scenario": "contended", "clients": args.threads,
-            "grants_per_s": grants / secs, "self_regrants": self_regrants, "think_ms": args.think_ms,
-            "handoff_ms": pct(handoffs)}
+            "grants_per_s": grants / secs, "self_regrants": self_regrants,
+            "handoff_ms": pct(handoff_times)}
 
 
 if __name__ == "__main__":
@@ -112,7 +103,6 @@ if __name__ == "__main__":
     p.add_argument("--mode", choices=["uncontended", "contended"], required=True)
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--seconds", type=float, default=10)
-    p.add_argument("--think-ms", type=float, default=1,
-                   help="work between critical sections, before asking again")
+
     a = p.parse_args()
     print(json.dumps(uncontended(a) if a.mode == "uncontended" else contended(a)))

@@ -26,6 +26,7 @@ use crate::metrics::{Metrics, kind_label};
 pub use error::{InvalidInput, LockError};
 pub use history::{HISTORY_SHOWN, LockEvent};
 pub use keys::KeySpace;
+use keys::LockKeys;
 pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
 
 pub use model::*;
@@ -62,6 +63,31 @@ struct Inner {
     ticket_timeout: Duration,
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
+}
+
+/// Which KEYS a script takes: every lock script the same seven (`lua/locklib.lua`), every
+/// semaphore script the same four (`lua/semlib.lua`).
+#[derive(Debug, Clone, Copy)]
+enum Family {
+    Lock,
+    Semaphore,
+}
+
+/// An invocation of `script` with its family's KEYS for the lock or semaphore `keys` names.
+fn prepared<'a>(
+    script: &'a redis::Script,
+    keys: &LockKeys,
+    family: Family,
+) -> redis::ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    let all: Vec<String> = match family {
+        Family::Lock => keys.lock_script_keys().into(),
+        Family::Semaphore => keys.semaphore_script_keys().into(),
+    };
+    for key in all {
+        invocation.key(key);
+    }
+    invocation
 }
 
 /// How many queued waiters an inspection lists.
@@ -225,10 +251,7 @@ impl Locks {
         token: &LeaseToken,
     ) -> Result<(), LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::LEAVE.prepare_invoke();
-        for key in keys.lock_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::LEAVE, &keys, Family::Lock);
         invocation
             .arg(ticket.to_string())
             .arg(token.digest().hex())
@@ -251,11 +274,21 @@ impl Locks {
         token: &LeaseToken,
         ttl: Option<Ttl>,
     ) -> Result<Renewal, LockError> {
+        let how = (&*scripts::RENEW, "renew", Family::Lock);
+        self.renew_via(how, name, lease_id, token, ttl).await
+    }
+
+    /// Runs a heartbeat script: `renew.lua` and `semaphore_renew.lua` take the same ARGV.
+    async fn renew_via(
+        &self,
+        (script, label, family): (&redis::Script, &'static str, Family),
+        name: &LockName,
+        lease_id: LeaseId,
+        token: &LeaseToken,
+        ttl: Option<Ttl>,
+    ) -> Result<Renewal, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::RENEW.prepare_invoke();
-        for key in keys.lock_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(script, &keys, family);
         invocation
             .arg(lease_id.to_string())
             .arg(token.digest().hex())
@@ -263,7 +296,7 @@ impl Locks {
             .arg(name.as_str())
             .arg(&self.inner.events_channel)
             .arg(self.inner.tombstone_ms);
-        let raw: String = self.invoke("renew", &invocation).await?;
+        let raw: String = self.invoke(label, &invocation).await?;
         let renewed = renewal(lease_id, parse(&raw)?);
         self.observe_renewal(lease_id, &renewed);
         renewed
@@ -293,10 +326,7 @@ impl Locks {
         reason: &str,
     ) -> Result<Release, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::RELEASE.prepare_invoke();
-        for key in keys.lock_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::RELEASE, &keys, Family::Lock);
         invocation
             .arg(lease_id.to_string())
             .arg(token.digest().hex())
@@ -323,10 +353,7 @@ impl Locks {
     /// One lease's (or fair ticket's) state, as anyone may see it.
     pub async fn lease(&self, name: &LockName, lease_id: LeaseId) -> Result<LeaseView, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::INSPECT_LEASE.prepare_invoke();
-        for key in keys.lock_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::INSPECT_LEASE, &keys, Family::Lock);
         invocation.arg(lease_id.to_string());
         let raw: String = self.invoke("inspect_lease", &invocation).await?;
         let snap: LeaseSnapshot = parse(&raw)?;
@@ -372,10 +399,7 @@ impl Locks {
     /// was never taken.
     pub async fn lock(&self, name: &LockName) -> Result<Option<LockView>, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::INSPECT_LOCK.prepare_invoke();
-        for key in keys.lock_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::INSPECT_LOCK, &keys, Family::Lock);
         invocation.arg(QUEUE_LISTED);
         let raw: String = self.invoke("inspect_lock", &invocation).await?;
         let snap: LockSnapshot = parse(&raw)?;
@@ -422,10 +446,7 @@ impl Locks {
         reason: &str,
     ) -> Result<ForcedRelease, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::FORCE_RELEASE.prepare_invoke();
-        for key in keys.lock_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::FORCE_RELEASE, &keys, Family::Lock);
         invocation
             .arg(name.as_str())
             .arg(&self.inner.events_channel)

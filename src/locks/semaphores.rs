@@ -4,14 +4,12 @@
 
 use std::time::Duration;
 
-use super::replies::{
-    ForceReleaseReply, ReleaseReply, RenewReply, SemaphoreSnapshot, non_empty, parse,
-};
+use super::replies::{ForceReleaseReply, ReleaseReply, SemaphoreSnapshot, non_empty, parse};
 use super::waiting::Target;
 use super::{
-    Acquired, FencingToken, ForcedRelease, Grant, LeaseId, LeaseState, LeaseToken, LeaseView,
-    LockError, LockName, Locks, Metadata, PermitHolderView, PermitRequest, Release, Renewal,
-    SemaphoreView, Timestamp, Ttl, scripts,
+    Acquired, Family, FencingToken, ForcedRelease, Grant, LeaseId, LeaseState, LeaseToken,
+    LeaseView, LockError, LockName, Locks, Metadata, PermitHolderView, PermitRequest, Release,
+    Renewal, SemaphoreView, Timestamp, Ttl, prepared, scripts,
 };
 
 impl Locks {
@@ -47,22 +45,12 @@ impl Locks {
         token: &LeaseToken,
         ttl: Option<Ttl>,
     ) -> Result<Renewal, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::SEMAPHORE_RENEW.prepare_invoke();
-        for key in keys.semaphore_script_keys() {
-            invocation.key(key);
-        }
-        invocation
-            .arg(lease_id.to_string())
-            .arg(token.digest().hex())
-            .arg(ttl.map_or(0, Ttl::as_millis))
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(self.inner.tombstone_ms);
-        let raw: String = self.invoke("semaphore_renew", &invocation).await?;
-        let renewed = super::renewal(lease_id, parse::<RenewReply>(&raw)?);
-        self.observe_renewal(lease_id, &renewed);
-        renewed
+        let how = (
+            &*scripts::SEMAPHORE_RENEW,
+            "semaphore_renew",
+            Family::Semaphore,
+        );
+        self.renew_via(how, name, lease_id, token, ttl).await
     }
 
     /// Gives a semaphore lease's permits back.
@@ -84,10 +72,7 @@ impl Locks {
         reason: &str,
     ) -> Result<Release, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::SEMAPHORE_RELEASE.prepare_invoke();
-        for key in keys.semaphore_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::SEMAPHORE_RELEASE, &keys, Family::Semaphore);
         invocation
             .arg(lease_id.to_string())
             .arg(token.digest().hex())
@@ -111,10 +96,7 @@ impl Locks {
         lease: Option<LeaseId>,
     ) -> Result<SemaphoreSnapshot, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::SEMAPHORE_INSPECT.prepare_invoke();
-        for key in keys.semaphore_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::SEMAPHORE_INSPECT, &keys, Family::Semaphore);
         invocation.arg(lease.map(|id| id.to_string()).unwrap_or_default());
         let raw: String = self.invoke("semaphore_inspect", &invocation).await?;
         parse(&raw)
@@ -192,10 +174,7 @@ impl Locks {
         reason: &str,
     ) -> Result<ForcedRelease, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = scripts::SEMAPHORE_FORCE_RELEASE.prepare_invoke();
-        for key in keys.semaphore_script_keys() {
-            invocation.key(key);
-        }
+        let mut invocation = prepared(&scripts::SEMAPHORE_FORCE_RELEASE, &keys, Family::Semaphore);
         invocation
             .arg(name.as_str())
             .arg(&self.inner.events_channel)

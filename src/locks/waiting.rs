@@ -17,7 +17,7 @@ use super::model::{
     PermitRequest, RwPolicy, Ticket, Timestamp, Ttl,
 };
 use super::replies::{AcquireReply, Granted, non_empty, parse};
-use super::{Locks, scripts};
+use super::{Family, Locks, prepared, scripts};
 use crate::metrics::{AcquireOutcome, Wake, kind_label};
 
 /// What is being acquired.
@@ -266,10 +266,7 @@ impl Locks {
                 holder,
                 metadata,
             } => {
-                let mut invocation = scripts::ACQUIRE.prepare_invoke();
-                for key in keys.lock_script_keys() {
-                    invocation.key(key);
-                }
+                let mut invocation = prepared(&scripts::ACQUIRE, keys, Family::Lock);
                 invocation
                     .arg(ttl.map_or(0, Ttl::as_millis))
                     .arg(op.as_str())
@@ -287,10 +284,7 @@ impl Locks {
                 self.invoke("acquire", &invocation).await?
             }
             Target::Semaphore(request) => {
-                let mut invocation = scripts::SEMAPHORE_ACQUIRE.prepare_invoke();
-                for key in keys.semaphore_script_keys() {
-                    invocation.key(key);
-                }
+                let mut invocation = prepared(&scripts::SEMAPHORE_ACQUIRE, keys, Family::Semaphore);
                 invocation
                     .arg(request.ttl.as_millis())
                     .arg(id.to_string())
