@@ -108,6 +108,9 @@ for c in 1 16 64; do "$bench" --url "$url" --seconds "$secs" uncontended --conne
 for kind in reentrant fair; do
   for n in 2 16 64; do "$bench" --url "$url" --redis-url "$redis_url" --seconds "$secs" contended --clients "$n" --kind "$kind" | record; done
 done
+for kind in reentrant fair; do
+  for n in 2 16; do "$bench" --url "$url" --redis-url "$redis_url" --seconds "$secs" contended --clients "$n" --kind "$kind" --hold-ms 5 | record; done
+done
 for policy in readers_first fifo; do "$bench" --url "$url" --seconds "$secs" read-heavy --policy "$policy" | record; done
 
 for proto in "" "--http2"; do
@@ -124,8 +127,10 @@ start_server
 echo "== Python redis Lock" >&2
 redis-cli -s "$sock" FLUSHALL >/dev/null
 "$py" benches/peers/python_lock.py --socket "$sock" --mode uncontended --threads 16 --seconds "$secs" | record || note python-lock "uncontended failed"
-for n in 2 16; do
-  "$py" benches/peers/python_lock.py --socket "$sock" --mode contended --threads "$n" --seconds "$secs" | record || note python-lock "contended failed"
+for hold in 0 5; do
+  for n in 2 16; do
+    "$py" benches/peers/python_lock.py --socket "$sock" --mode contended --threads "$n" --seconds "$secs" --hold-ms "$hold" | record || note python-lock "contended failed"
+  done
 done
 
 echo "== etcd lock" >&2
@@ -138,8 +143,10 @@ if command -v etcd >/dev/null; then
   pids+=($!)
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p1/health" >/dev/null && break; sleep 0.1; done
   "$py" benches/peers/etcd_lock.py --endpoint "http://127.0.0.1:$p1" --mode uncontended --threads 16 --seconds "$secs" | record || note etcd "uncontended failed"
-  for n in 2 16; do
-    "$py" benches/peers/etcd_lock.py --endpoint "http://127.0.0.1:$p1" --mode contended --threads "$n" --seconds "$secs" | record || note etcd "contended failed"
+  for hold in 0 5; do
+    for n in 2 16; do
+      "$py" benches/peers/etcd_lock.py --endpoint "http://127.0.0.1:$p1" --mode contended --threads "$n" --seconds "$secs" --hold-ms "$hold" | record || note etcd "contended failed"
+    done
   done
 else
   note etcd "etcd-server could not be installed"

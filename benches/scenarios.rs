@@ -41,6 +41,9 @@ enum Scenario {
         clients: usize,
         #[arg(long, default_value = "reentrant")]
         kind: String,
+        /// How long each holder keeps the lock (its critical section) before releasing.
+        #[arg(long, default_value_t = 0)]
+        hold_ms: u64,
     },
     /// Many waiting requests on few held locks: memory, idle CPU, Redis use, drain time.
     Parked {
@@ -102,12 +105,18 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Uncontended { connections } => {
             uncontended(&args.url, *connections, deadline).await?
         }
-        Scenario::Contended { clients, kind } => {
+        Scenario::Contended {
+            clients,
+            kind,
+            hold_ms,
+        } => {
+            let hold = Duration::from_millis(*hold_ms);
             contended(
                 &args.url,
                 args.redis_url.as_deref(),
                 *clients,
                 kind,
+                hold,
                 deadline,
             )
             .await?
@@ -255,9 +264,10 @@ async fn contended(
     redis_url: Option<&str>,
     clients: usize,
     kind: &str,
+    hold: Duration,
     deadline: Instant,
 ) -> anyhow::Result<Value> {
-    let lock = format!("contended-{kind}-{clients}");
+    let lock = format!("contended-{kind}-{clients}-{}", hold.as_millis());
     // The latest fencing token granted: a client that released stands back until another
     // client has the lock (bounded), so every handoff measured is a real transfer to a waiter.
     let (granted_tx, granted_rx) = tokio::sync::watch::channel(0u64);
@@ -289,6 +299,9 @@ async fn contended(
                     .granted
                     .insert(held.fence, (Instant::now(), client_id));
                 granted_tx.send_replace(held.fence);
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
                 release(&http, &url, &held).await?;
                 log.lock()
                     .expect("log")
@@ -340,6 +353,7 @@ async fn contended(
     };
     Ok(json!({
         "scenario": "contended", "kind": kind, "clients": clients, "seconds": secs,
+        "hold_ms": hold.as_millis() as u64,
         "grants": grants, "grants_per_s": grants as f64 / secs,
         "self_regrants": self_regrants, "handoff_ms": percentiles(&mut latencies),
         "fifo_inversions": inversions,

@@ -78,6 +78,7 @@ def contended(args):
                 grants_seen[0] += 1
                 mine = grants_seen[0]
                 granted.notify_all()
+            time.sleep(args.hold_ms / 1000)
             c.unlock(key)
             with guard:
                 events.append((time.perf_counter(), "release", threading.get_ident()))
@@ -93,7 +94,7 @@ def contended(args):
     secs = time.perf_counter() - started
     handoff_times, self_regrants, grants = handoffs(events)
     return {"peer": "etcd-lock", "scenario": "contended", "clients": args.threads,
-            "grants_per_s": grants / secs, "self_regrants": self_regrants,
+            "grants_per_s": grants / secs, "self_regrants": self_regrants, "hold_ms": args.hold_ms,
             "handoff_ms": pct(handoff_times)}
 
 
@@ -103,6 +104,7 @@ if __name__ == "__main__":
     p.add_argument("--mode", choices=["uncontended", "contended"], required=True)
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--hold-ms", type=float, default=0, help="critical section length")
 
     a = p.parse_args()
     print(json.dumps(uncontended(a) if a.mode == "uncontended" else contended(a)))
