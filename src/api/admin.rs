@@ -9,6 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::extract::{Bearer, Path, Query, lock_name};
 use super::locks::HolderBody;
 use super::problem::{Problem, ProblemDetails, ProblemKind};
+use crate::locks::ForcedRelease;
 use crate::state::{AdminAuth, AppState};
 
 /// Proof that the request carries the admin token.
@@ -91,11 +92,7 @@ pub async fn force_release(
         .force_release(&name, "admin-api", &query.reason)
         .await?;
     tracing::info!(lock = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
-    Ok(Json(ForceReleaseBody {
-        lock: name.to_string(),
-        released: !forced.removed.is_empty(),
-        removed: forced.removed.into_iter().map(HolderBody::from).collect(),
-    }))
+    Ok(Json(forced_body(forced)))
 }
 
 #[utoipa::path(
@@ -128,9 +125,14 @@ pub async fn force_release_semaphore(
         .force_release_semaphore(&name, "admin-api", &query.reason)
         .await?;
     tracing::info!(semaphore = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
-    Ok(Json(ForceReleaseBody {
-        lock: name.to_string(),
+    Ok(Json(forced_body(forced)))
+}
+
+/// What a force release removed, for both locks and semaphores.
+fn forced_body(forced: ForcedRelease) -> ForceReleaseBody {
+    ForceReleaseBody {
+        lock: forced.lock.to_string(),
         released: !forced.removed.is_empty(),
         removed: forced.removed.into_iter().map(HolderBody::from).collect(),
-    }))
+    }
 }

@@ -445,15 +445,28 @@ impl Locks {
         by: &str,
         reason: &str,
     ) -> Result<ForcedRelease, LockError> {
+        let how = (&*scripts::FORCE_RELEASE, "force_release", Family::Lock);
+        self.force_release_via(how, name, by, reason).await
+    }
+
+    /// Runs a force-release script: `force_release.lua` and `semaphore_force_release.lua`
+    /// take the same ARGV.
+    async fn force_release_via(
+        &self,
+        (script, label, family): (&redis::Script, &'static str, Family),
+        name: &LockName,
+        by: &str,
+        reason: &str,
+    ) -> Result<ForcedRelease, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::FORCE_RELEASE, &keys, Family::Lock);
+        let mut invocation = prepared(script, &keys, family);
         invocation
             .arg(name.as_str())
             .arg(&self.inner.events_channel)
             .arg(self.inner.tombstone_ms)
             .arg(by)
             .arg(reason);
-        let raw: String = self.invoke("force_release", &invocation).await?;
+        let raw: String = self.invoke(label, &invocation).await?;
         let forced = forced(name, parse(&raw)?)?;
         self.observe_forced(&forced);
         Ok(forced)

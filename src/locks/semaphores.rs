@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::replies::{ForceReleaseReply, ReleaseReply, SemaphoreSnapshot, non_empty, parse};
+use super::replies::{ReleaseReply, SemaphoreSnapshot, non_empty, parse};
 use super::waiting::Target;
 use super::{
     Acquired, Family, FencingToken, ForcedRelease, Grant, LeaseId, LeaseState, LeaseToken,
@@ -173,17 +173,11 @@ impl Locks {
         by: &str,
         reason: &str,
     ) -> Result<ForcedRelease, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::SEMAPHORE_FORCE_RELEASE, &keys, Family::Semaphore);
-        invocation
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(self.inner.tombstone_ms)
-            .arg(by)
-            .arg(reason);
-        let raw: String = self.invoke("semaphore_force_release", &invocation).await?;
-        let forced = super::forced(name, parse::<ForceReleaseReply>(&raw)?)?;
-        self.observe_forced(&forced);
-        Ok(forced)
+        let how = (
+            &*scripts::SEMAPHORE_FORCE_RELEASE,
+            "semaphore_force_release",
+            Family::Semaphore,
+        );
+        self.force_release_via(how, name, by, reason).await
     }
 }
