@@ -1,0 +1,550 @@
+//! The processes under test: one `redis-server` (TCP, with the persistence a fault needs) and
+//! several `leasehold serve` instances on it, each started, killed, frozen and restarted here.
+//! One instance can live in a network namespace of its own, joined to the host by a veth
+//! pair, so that a partition between it and Redis is a pair of iptables rules.
+//!
+//! Everything is torn down on drop: children killed, the namespace, veth and rules deleted.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+pub const ADMIN_TOKEN: &str = "safety-harness-admin-token-0123456789";
+
+/// How Redis keeps its data across a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// AOF, fsync before every reply: nothing acknowledged is lost.
+    AofAlways,
+    /// AOF, fsync once a second: a power loss loses up to the last second.
+    AofEverysec,
+    /// Nothing: a restart starts empty.
+    None,
+}
+
+/// The base URLs of the instances, shared with the clients; `None` while an instance is down.
+#[derive(Debug, Default)]
+pub struct Targets {
+    urls: RwLock<Vec<Option<String>>>,
+}
+
+impl Targets {
+    pub fn url(&self, i: usize) -> Option<String> {
+        self.urls.read().ok()?.get(i).cloned().flatten()
+    }
+
+    pub fn len(&self) -> usize {
+        self.urls.read().map(|u| u.len()).unwrap_or(0)
+    }
+
+    fn set(&self, i: usize, url: Option<String>) {
+        if let Ok(mut urls) = self.urls.write() {
+            if urls.len() <= i {
+                urls.resize(i + 1, None);
+            }
+            urls[i] = url;
+        }
+    }
+}
+
+/// The private network namespace one instance runs in.
+struct Netns {
+    name: String,
+    host_if: String,
+    host_ip: String,
+    ns_ip: String,
+}
+
+impl Netns {
+    fn create(tag: u32) -> anyhow::Result<Self> {
+        let subnet = 100 + tag % 100;
+        let ns = Self {
+            name: format!("lhsafety{tag}"),
+            host_if: format!("lhs{tag}h"),
+            host_ip: format!("10.231.{subnet}.1"),
+            ns_ip: format!("10.231.{subnet}.2"),
+        };
+        let ns_if = format!("lhs{tag}n");
+        ns.teardown();
+        sh(&["ip", "netns", "add", &ns.name])?;
+        sh(&[
+            "ip",
+            "link",
+            "add",
+            &ns.host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &ns_if,
+        ])?;
+        sh(&["ip", "link", "set", &ns_if, "netns", &ns.name])?;
+        sh(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/24", ns.host_ip),
+            "dev",
+            &ns.host_if,
+        ])?;
+        sh(&["ip", "link", "set", &ns.host_if, "up"])?;
+        let inside = |args: &[&str]| {
+            let mut all = vec!["ip", "netns", "exec", ns.name.as_str()];
+            all.extend_from_slice(args);
+            sh(&all)
+        };
+        inside(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/24", ns.ns_ip),
+            "dev",
+            &ns_if,
+        ])?;
+        inside(&["ip", "link", "set", &ns_if, "up"])?;
+        inside(&["ip", "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The iptables rules that drop everything between the namespace and Redis's port.
+    fn rules(&self, redis_port: u16) -> [Vec<String>; 2] {
+        let port = redis_port.to_string();
+        [
+            [
+                "INPUT",
+                "-i",
+                &self.host_if,
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "-j",
+                "DROP",
+            ]
+            .map(String::from)
+            .to_vec(),
+            [
+                "OUTPUT",
+                "-o",
+                &self.host_if,
+                "-p",
+                "tcp",
+                "--sport",
+                &port,
+                "-j",
+                "DROP",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ]
+    }
+
+    fn teardown(&self) {
+        let _ = sh_quiet(&["ip", "netns", "del", &self.name]);
+        let _ = sh_quiet(&["ip", "link", "del", &self.host_if]);
+    }
+}
+
+/// Runs a command and fails with its stderr when it fails.
+fn sh(args: &[&str]) -> anyhow::Result<()> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .with_context(|| format!("cannot run {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn sh_quiet(args: &[&str]) -> std::io::Result<std::process::Output> {
+    std::process::Command::new(args[0])
+        .args(&args[1..])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+}
+
+/// Whether this process may make network namespaces and iptables rules (root, with the tools).
+pub fn can_partition() -> bool {
+    sh_quiet(&["true"]).is_ok()
+        && std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+        && sh_quiet(&["ip", "-V"]).is_ok_and(|o| o.status.success())
+        && sh_quiet(&["iptables", "-V"]).is_ok_and(|o| o.status.success())
+}
+
+struct RedisProc {
+    child: Option<Child>,
+    port: u16,
+    binds: Vec<String>,
+    persistence: Persistence,
+    dir: PathBuf,
+}
+
+impl RedisProc {
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn aof_incr_file(&self) -> Option<PathBuf> {
+        let dir = self.dir.join("appendonlydir");
+        std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+            .max()
+    }
+
+    async fn start(&mut self) -> anyhow::Result<()> {
+        let mut cmd = Command::new("redis-server");
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .args(&self.binds)
+            .arg("--protected-mode")
+            .arg("no")
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--save", "", "--auto-aof-rewrite-percentage", "0"])
+            .args(["--logfile", "redis.log"]);
+        match self.persistence {
+            Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
+            Persistence::AofEverysec => {
+                cmd.args(["--appendonly", "yes", "--appendfsync", "everysec"])
+            }
+            Persistence::None => cmd.args(["--appendonly", "no"]),
+        };
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        self.child = Some(
+            cmd.spawn()
+                .context("cannot start redis-server (is it installed?)")?,
+        );
+        let client = redis::Client::open(self.url())?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(mut conn) = client.get_multiplexed_async_connection().await
+                && redis::cmd("PING")
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .is_ok()
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        bail!(
+            "redis-server did not answer within 10 s; see {}",
+            self.dir.display()
+        )
+    }
+
+    async fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        if let Some(pid) = self.child.as_ref().and_then(Child::id) {
+            let _ = kill(Pid::from_raw(pid as i32), signal);
+        }
+    }
+}
+
+struct InstanceProc {
+    child: Option<Child>,
+    in_netns: bool,
+    log: PathBuf,
+}
+
+/// Redis and the Leasehold instances of one run.
+pub struct Cluster {
+    binary: PathBuf,
+    redis: RedisProc,
+    instances: Vec<InstanceProc>,
+    netns: Option<Netns>,
+    partitioned: bool,
+    pub targets: Arc<Targets>,
+    /// AOF incr-file sizes sampled over time, to cut the last second off as a power loss would.
+    aof_sizes: Vec<(Instant, u64)>,
+}
+
+/// A free TCP port on loopback (probed; good enough for a harness that owns the machine).
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+impl Cluster {
+    /// Starts Redis with `persistence`, `instances` Leasehold instances on loopback, and (with
+    /// `partitionable`) one more inside a network namespace.
+    pub async fn start(
+        dir: &Path,
+        binary: &Path,
+        persistence: Persistence,
+        instances: usize,
+        partitionable: bool,
+        tag: u32,
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let netns = if partitionable {
+            Some(Netns::create(tag)?)
+        } else {
+            None
+        };
+        let mut binds = vec!["127.0.0.1".to_owned()];
+        if let Some(ns) = &netns {
+            binds.push(ns.host_ip.clone());
+        }
+        let mut redis = RedisProc {
+            child: None,
+            port: free_port()?,
+            binds,
+            persistence,
+            dir: dir.to_owned(),
+        };
+        redis.start().await?;
+        let mut cluster = Self {
+            binary: binary.to_owned(),
+            redis,
+            instances: Vec::new(),
+            netns,
+            partitioned: false,
+            targets: Arc::new(Targets::default()),
+            aof_sizes: Vec::new(),
+        };
+        for i in 0..instances {
+            cluster.instances.push(InstanceProc {
+                child: None,
+                in_netns: false,
+                log: dir.join(format!("leasehold-{i}.log")),
+            });
+        }
+        if cluster.netns.is_some() {
+            let i = cluster.instances.len();
+            cluster.instances.push(InstanceProc {
+                child: None,
+                in_netns: true,
+                log: dir.join(format!("leasehold-{i}-netns.log")),
+            });
+        }
+        for i in 0..cluster.instances.len() {
+            cluster.start_instance(i).await?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn redis_url(&self) -> String {
+        self.redis.url()
+    }
+
+    pub fn instance_count(&self) -> usize {
+        self.instances.len()
+    }
+
+    pub async fn start_instance(&mut self, i: usize) -> anyhow::Result<()> {
+        let inst = &mut self.instances[i];
+        let (listen, redis_url) = match (&self.netns, inst.in_netns) {
+            (Some(ns), true) => (
+                format!("{}:0", ns.ns_ip),
+                format!("redis://{}:{}", ns.host_ip, self.redis.port),
+            ),
+            _ => ("127.0.0.1:0".to_owned(), self.redis.url()),
+        };
+        let mut cmd = match (&self.netns, inst.in_netns) {
+            (Some(ns), true) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &ns.name]).arg(&self.binary);
+                c
+            }
+            _ => Command::new(&self.binary),
+        };
+        cmd.args(["serve", "--listen", &listen, "--redis-url", &redis_url])
+            .args(["--log-format", "json", "--min-ttl-ms", "100"])
+            .args(["--ticket-timeout-ms", "1000", "--admin-token", ADMIN_TOKEN])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().context("cannot start leasehold serve")?;
+        let stderr = child.stderr.take().context("no stderr")?;
+        let log_path = inst.log.clone();
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let mut addr_tx = Some(addr_tx);
+            let mut lines = BufReader::new(stderr).lines();
+            let mut log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .ok();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(addr) = line
+                    .split("\"addr\":\"")
+                    .nth(1)
+                    .and_then(|rest| rest.split('"').next())
+                    && let Some(tx) = addr_tx.take()
+                {
+                    let _ = tx.send(addr.to_owned());
+                }
+                if let Some(log) = log.as_mut() {
+                    use std::io::Write as _;
+                    let _ = writeln!(log, "{line}");
+                }
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(20), addr_rx)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .with_context(|| format!("instance {i} did not start; see {}", inst.log.display()))?;
+        inst.child = Some(child);
+        let url = format!("http://{addr}");
+        wait_ready(&url).await?;
+        self.targets.set(i, Some(url));
+        Ok(())
+    }
+
+    /// `kill -9` of one instance; it stays down until [`Self::start_instance`].
+    pub async fn kill_instance(&mut self, i: usize) {
+        self.targets.set(i, None);
+        if let Some(mut child) = self.instances[i].child.take() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    /// SIGSTOP or SIGCONT to one instance: it keeps its connections and answers nothing.
+    pub fn signal_instance(&self, i: usize, signal: Signal) {
+        if let Some(pid) = self.instances[i].child.as_ref().and_then(Child::id) {
+            let _ = kill(Pid::from_raw(pid as i32), signal);
+        }
+    }
+
+    pub fn signal_redis(&self, signal: Signal) {
+        self.redis.signal(signal);
+    }
+
+    /// Notes the AOF's current size (call every ~100 ms while a power-loss fault may come).
+    pub fn sample_aof(&mut self) {
+        if let Some(size) = self
+            .redis
+            .aof_incr_file()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+        {
+            self.aof_sizes.push((Instant::now(), size));
+            if self.aof_sizes.len() > 200 {
+                self.aof_sizes.drain(..100);
+            }
+        }
+    }
+
+    /// `kill -9` of Redis; with `lose_last_second`, the AOF is cut back to its size of a
+    /// second ago first, as a power loss under `appendfsync everysec` would leave it. Then
+    /// Redis starts again on the same port and directory.
+    pub async fn crash_redis(&mut self, lose_last_second: bool) -> anyhow::Result<()> {
+        self.redis.kill9().await;
+        if lose_last_second && let Some(file) = self.redis.aof_incr_file() {
+            let cutoff = Instant::now() - Duration::from_secs(1);
+            let size = self
+                .aof_sizes
+                .iter()
+                .rev()
+                .find(|(at, _)| *at <= cutoff)
+                .map_or(0, |(_, size)| *size);
+            let f = std::fs::OpenOptions::new().write(true).open(&file)?;
+            if f.metadata()?.len() > size {
+                f.set_len(size)?;
+            }
+        }
+        self.aof_sizes.clear();
+        self.redis.start().await
+    }
+
+    /// Drops (or restores) every packet between the namespaced instance and Redis.
+    pub fn partition(&mut self, on: bool) -> anyhow::Result<()> {
+        let Some(ns) = &self.netns else {
+            bail!("no namespaced instance")
+        };
+        if on == self.partitioned {
+            return Ok(());
+        }
+        for rule in ns.rules(self.redis.port) {
+            let action = if on { "-I" } else { "-D" };
+            let mut args = vec!["iptables", action];
+            args.extend(rule.iter().map(String::as_str));
+            sh(&args)?;
+        }
+        self.partitioned = on;
+        Ok(())
+    }
+
+    /// A connection to Redis for the harness itself (Redisson-layout client, CLIENT KILL).
+    pub async fn redis_conn(&self) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+        Ok(redis::Client::open(self.redis.url())?
+            .get_multiplexed_async_connection()
+            .await?)
+    }
+
+    /// Stops everything (also done on drop, without waiting).
+    pub async fn stop(mut self) {
+        for i in 0..self.instances.len() {
+            self.signal_instance(i, Signal::SIGCONT);
+            self.kill_instance(i).await;
+        }
+        self.redis.signal(Signal::SIGCONT);
+        self.redis.kill9().await;
+        let _ = self.partition(false);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.partitioned {
+            let _ = self.partition(false);
+        }
+        if let Some(ns) = &self.netns {
+            ns.teardown();
+        }
+    }
+}
+
+/// Waits until `url/readyz` answers 200 (Redis reachable, subscriber connected).
+async fn wait_ready(url: &str) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(r) = http
+            .get(format!("{url}/readyz"))
+            .timeout(Duration::from_secs(1))
+            .send()
+            .await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    bail!("{url} did not become ready")
+}

@@ -1,0 +1,201 @@
+//! The faults, each injected again and again while the clients run: a few seconds of calm,
+//! the fault, its repair, a few seconds to recover. Every fault's window is recorded for the
+//! checkers (which answers may be 503 or slow, and when Redis lost data).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::time::Instant;
+
+use crate::check::FaultWindow;
+use crate::cluster::{Cluster, Persistence};
+use crate::workload::Shared;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No fault: the baseline.
+    None,
+    /// `kill -9` of Redis and a restart, AOF with fsync before every reply.
+    RedisCrashAofAlways,
+    /// `kill -9` of Redis, its AOF cut back by the last second (as a power loss under
+    /// `appendfsync everysec` leaves it), and a restart.
+    RedisCrashAofEverysec,
+    /// `kill -9` of Redis without persistence: it comes back empty.
+    RedisCrashNoPersistence,
+    /// Redis SIGSTOPped for longer than any lease's TTL, then resumed.
+    RedisFreeze,
+    /// A holder stops heartbeating past its TTL and then writes to the fenced resource.
+    HolderPause,
+    /// One Leasehold instance `kill -9` (and restarted), another SIGSTOPped and resumed.
+    InstanceKillStop,
+    /// `CLIENT KILL TYPE pubsub` while waiters are parked.
+    SubscriberDrop,
+    /// Every packet between one instance and Redis dropped (iptables on a veth pair into a
+    /// network namespace of its own), then let through again.
+    Partition,
+}
+
+impl Fault {
+    pub const ALL: [Self; 9] = [
+        Self::None,
+        Self::RedisCrashAofAlways,
+        Self::RedisCrashAofEverysec,
+        Self::RedisCrashNoPersistence,
+        Self::RedisFreeze,
+        Self::HolderPause,
+        Self::InstanceKillStop,
+        Self::SubscriberDrop,
+        Self::Partition,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::RedisCrashAofAlways => "redis-crash-aof-always",
+            Self::RedisCrashAofEverysec => "redis-crash-aof-everysec",
+            Self::RedisCrashNoPersistence => "redis-crash-no-persistence",
+            Self::RedisFreeze => "redis-freeze",
+            Self::HolderPause => "holder-pause",
+            Self::InstanceKillStop => "instance-kill-stop",
+            Self::SubscriberDrop => "subscriber-drop",
+            Self::Partition => "partition",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == raw)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::None => "no fault",
+            Self::RedisCrashAofAlways => "Redis kill -9 + restart, AOF fsync always",
+            Self::RedisCrashAofEverysec => {
+                "Redis kill -9, AOF cut by its last second (power loss under everysec), restart"
+            }
+            Self::RedisCrashNoPersistence => "Redis kill -9 + restart without persistence",
+            Self::RedisFreeze => "Redis SIGSTOP for 2 s (> every TTL), then SIGCONT",
+            Self::HolderPause => "holders stop heartbeating past their TTL, then write",
+            Self::InstanceKillStop => {
+                "instance 0 kill -9 (restarted after 2 s), instance 1 SIGSTOP for 2 s"
+            }
+            Self::SubscriberDrop => "CLIENT KILL TYPE pubsub three times while waiters park",
+            Self::Partition => "iptables drops all packets between one instance and Redis for 3 s",
+        }
+    }
+
+    pub fn persistence(self) -> Persistence {
+        match self {
+            Self::RedisCrashAofEverysec => Persistence::AofEverysec,
+            Self::RedisCrashNoPersistence => Persistence::None,
+            _ => Persistence::AofAlways,
+        }
+    }
+
+    pub fn needs_netns(self) -> bool {
+        self == Self::Partition
+    }
+}
+
+/// Injects `fault` in cycles until `shared.running` is cleared; returns the cluster and the
+/// windows the fault was on.
+pub async fn inject(
+    fault: Fault,
+    mut cluster: Cluster,
+    shared: Arc<Shared>,
+) -> (Cluster, Vec<FaultWindow>) {
+    let mut windows = Vec::new();
+    let now = || shared.recorder.now();
+    let running = || shared.running.load(Ordering::Relaxed);
+    let calm = Duration::from_secs(3);
+    loop {
+        // Calm (sampling the AOF meanwhile, for the power-loss cut).
+        let until = Instant::now() + calm;
+        while Instant::now() < until && running() {
+            cluster.sample_aof();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if !running() {
+            break;
+        }
+        let start = now();
+        let window = |what: &str, data_loss: bool, exempt: bool, start: u64| FaultWindow {
+            what: what.to_owned(),
+            start,
+            end: now(),
+            data_loss,
+            exempt,
+        };
+        match fault {
+            Fault::None => {}
+            Fault::RedisCrashAofAlways
+            | Fault::RedisCrashAofEverysec
+            | Fault::RedisCrashNoPersistence => {
+                let lossy = fault != Fault::RedisCrashAofAlways;
+                if let Err(e) = cluster
+                    .crash_redis(fault == Fault::RedisCrashAofEverysec)
+                    .await
+                {
+                    eprintln!("safety: could not restart Redis: {e:#}");
+                }
+                // Give the instances time to reconnect before calling it healed.
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                windows.push(window(fault.name(), lossy, true, start));
+            }
+            Fault::RedisFreeze => {
+                cluster.signal_redis(Signal::SIGSTOP);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                cluster.signal_redis(Signal::SIGCONT);
+                windows.push(window(fault.name(), false, true, start));
+            }
+            Fault::HolderPause => {
+                shared.pausing.store(true, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                shared.pausing.store(false, Ordering::Relaxed);
+            }
+            Fault::InstanceKillStop => {
+                cluster.kill_instance(0).await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if let Err(e) = cluster.start_instance(0).await {
+                    eprintln!("safety: could not restart instance 0: {e:#}");
+                }
+                windows.push(window("instance 0 killed", false, true, start));
+                let start = now();
+                if cluster.instance_count() > 1 {
+                    cluster.signal_instance(1, Signal::SIGSTOP);
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    cluster.signal_instance(1, Signal::SIGCONT);
+                    windows.push(window("instance 1 stopped", false, true, start));
+                }
+            }
+            Fault::SubscriberDrop => {
+                for _ in 0..3 {
+                    if let Ok(mut conn) = cluster.redis_conn().await {
+                        let _: redis::RedisResult<redis::Value> = redis::cmd("CLIENT")
+                            .arg("KILL")
+                            .arg("TYPE")
+                            .arg("pubsub")
+                            .query_async(&mut conn)
+                            .await;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                // Not exempt: clients should not notice.
+                windows.push(window(fault.name(), false, false, start));
+            }
+            Fault::Partition => {
+                if let Err(e) = cluster.partition(true) {
+                    eprintln!("safety: could not partition: {e:#}");
+                }
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                let _ = cluster.partition(false);
+                // The cut-off instance needs a moment to find Redis again.
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                windows.push(window(fault.name(), false, true, start));
+            }
+        }
+    }
+    (cluster, windows)
+}

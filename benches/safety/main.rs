@@ -1,0 +1,336 @@
+//! The safety harness: real `leasehold serve` processes (two or more) over real HTTP against a
+//! real `redis-server`, many concurrent clients doing at random what users do, faults injected
+//! while they run, and checkers over the recorded history (see `check.rs`): mutual exclusion,
+//! fencing, liveness. On a violation it prints the seed and the slice of history that shows
+//! it, and exits 1.
+//!
+//! ```text
+//! cargo bench --bench safety -- --tier smoke            # every fault once, ~3 minutes (CI)
+//! cargo bench --bench safety -- --tier full --report FAULTS.md
+//! cargo bench --bench safety -- --fault redis-freeze --seed 7 --duration 60 --clients 32
+//! ```
+//!
+//! The seed fixes every random choice of every client; the timing of a real system does not
+//! repeat exactly, so a seed makes a failure likely to recur rather than certain.
+//!
+//! The partition fault needs root (network namespace, veth, iptables); without it that fault
+//! is skipped and says so.
+
+mod check;
+mod cluster;
+mod faults;
+mod history;
+mod resource;
+mod workload;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+
+use crate::check::Report;
+use crate::cluster::Cluster;
+use crate::faults::Fault;
+use crate::history::{Family, Recorder};
+use crate::resource::Resources;
+use crate::workload::{Client, Plan, Shared};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Tier {
+    /// Every fault once for `--duration` seconds (default 15): the CI tier.
+    Smoke,
+    /// Every fault until at least `--min-acquisitions` acquisitions (default 10,000).
+    Full,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Randomized safety harness for Leasehold (see benches/safety/main.rs)")]
+struct Args {
+    /// Seed of every client's random choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seconds each fault runs (smoke tier; a lower bound in the full tier).
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Lock families the clients use: reentrant, exclusive, fair, rw, semaphore.
+    #[arg(long, default_value = "reentrant,exclusive,fair,rw,semaphore")]
+    kinds: String,
+    /// Faults to run (comma-separated names, or "all"): none, redis-crash-aof-always,
+    /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
+    /// instance-kill-stop, subscriber-drop, partition.
+    #[arg(long, default_value = "all")]
+    fault: String,
+    #[arg(long, value_enum, default_value_t = Tier::Smoke)]
+    tier: Tier,
+    /// Full tier: acquisitions each fault runs for at least.
+    #[arg(long, default_value_t = 10_000)]
+    min_acquisitions: usize,
+    /// Leasehold instances on loopback (the partition fault adds one in a namespace).
+    #[arg(long, default_value_t = 2)]
+    instances: usize,
+    /// Lock names per family.
+    #[arg(long, default_value_t = 2)]
+    names: usize,
+    /// Write the per-fault table to this file (FAULTS.md).
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// The leasehold binary to test (default: this build's).
+    #[arg(long)]
+    leasehold_bin: Option<PathBuf>,
+    /// No Redisson-layout client sessions.
+    #[arg(long)]
+    no_redisson: bool,
+    /// No Idempotency-Key retries.
+    #[arg(long)]
+    no_idempotency: bool,
+    /// Keep each run's directory (logs, AOF) even when it passes.
+    #[arg(long)]
+    keep: bool,
+    /// Violations printed in full per fault.
+    #[arg(long, default_value_t = 3)]
+    show: usize,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+struct Outcome {
+    fault: Fault,
+    report: Option<Report>,
+    seconds: f64,
+    skipped: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("safety: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<bool> {
+    let families: Vec<Family> = args
+        .kinds
+        .split(',')
+        .map(|k| Family::parse(k.trim()).ok_or_else(|| anyhow::anyhow!("unknown kind {k:?}")))
+        .collect::<Result<_, _>>()?;
+    let faults: Vec<Fault> = if args.fault == "all" {
+        Fault::ALL.to_vec()
+    } else {
+        args.fault
+            .split(',')
+            .map(|f| Fault::parse(f.trim()).ok_or_else(|| anyhow::anyhow!("unknown fault {f:?}")))
+            .collect::<Result<_, _>>()?
+    };
+    let binary = args
+        .leasehold_bin
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_leasehold")));
+    let duration = Duration::from_secs(args.duration.unwrap_or(match args.tier {
+        Tier::Smoke => 15,
+        Tier::Full => 60,
+    }));
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "safety-{}-{}",
+        std::process::id(),
+        args.seed
+    ));
+    eprintln!(
+        "safety: testing {} with {} clients, seed {}, faults: {}",
+        binary.display(),
+        args.clients,
+        args.seed,
+        faults
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let plan = Plan {
+        clients: args.clients,
+        families,
+        names_per_family: args.names,
+        semaphore_limit: 3,
+        redisson: !args.no_redisson,
+        admin: true,
+        idempotency: !args.no_idempotency,
+    };
+    let mut outcomes = Vec::new();
+    for (n, fault) in faults.iter().copied().enumerate() {
+        if fault.needs_netns() && !cluster::can_partition() {
+            let why = "needs root, iproute2 and iptables".to_owned();
+            eprintln!("safety: {}: SKIPPED ({why})", fault.name());
+            outcomes.push(Outcome {
+                fault,
+                report: None,
+                seconds: 0.0,
+                skipped: Some(why),
+            });
+            continue;
+        }
+        let dir = root.join(fault.name());
+        let started = Instant::now();
+        let report = run_fault(&args, &plan, &binary, fault, &dir, duration, n as u32).await?;
+        let seconds = started.elapsed().as_secs_f64();
+        let label = format!("safety {}", fault.name());
+        print!("{}", check::render(&label, args.seed, &report, args.show));
+        if !report.failed() && !args.keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        } else {
+            eprintln!("safety: logs of this run are in {}", dir.display());
+        }
+        outcomes.push(Outcome {
+            fault,
+            report: Some(report),
+            seconds,
+            skipped: None,
+        });
+    }
+    let ok = outcomes
+        .iter()
+        .all(|o| o.report.as_ref().is_none_or(|r| !r.failed()));
+    if let Some(path) = &args.report {
+        std::fs::write(path, faults_md(&args, &outcomes))?;
+        eprintln!("safety: wrote {}", path.display());
+    }
+    println!(
+        "safety: {} faults, {} => {}",
+        outcomes.len(),
+        outcomes
+            .iter()
+            .filter_map(|o| o.report.as_ref())
+            .map(|r| format!("{} grants", r.grants))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        if ok { "ok" } else { "VIOLATIONS (see above)" }
+    );
+    Ok(ok)
+}
+
+async fn run_fault(
+    args: &Args,
+    plan: &Plan,
+    binary: &std::path::Path,
+    fault: Fault,
+    dir: &std::path::Path,
+    duration: Duration,
+    tag: u32,
+) -> anyhow::Result<Report> {
+    let _ = std::fs::remove_dir_all(dir);
+    let cluster = Cluster::start(
+        dir,
+        binary,
+        fault.persistence(),
+        args.instances,
+        fault.needs_netns(),
+        std::process::id() % 50 + tag,
+    )
+    .await?;
+    let shared = Arc::new(Shared {
+        plan: plan.clone(),
+        targets: cluster.targets.clone(),
+        recorder: Arc::new(Recorder::new()),
+        resources: Arc::new(Resources::default()),
+        redis_url: cluster.redis_url(),
+        running: AtomicBool::new(true),
+        pausing: AtomicBool::new(false),
+    });
+    let injector = tokio::spawn(faults::inject(fault, cluster, shared.clone()));
+    let clients: Vec<_> = (0..plan.clients)
+        .map(|id| tokio::spawn(Client::new(id, args.seed, shared.clone()).run()))
+        .collect();
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let enough = match args.tier {
+            Tier::Smoke => true,
+            Tier::Full => shared.recorder.acquisitions() >= args.min_acquisitions,
+        };
+        if started.elapsed() >= duration && enough {
+            break;
+        }
+    }
+    shared.running.store(false, Ordering::Relaxed);
+    // Every request is bounded (its wait plus a slack), so clients finish soon.
+    for c in clients {
+        if tokio::time::timeout(Duration::from_secs(60), c)
+            .await
+            .is_err()
+        {
+            anyhow::bail!("a client did not finish within 60 s of the end of the run");
+        }
+    }
+    let (cluster, windows) = injector.await?;
+    cluster.stop().await;
+    let ops = shared.recorder.take();
+    let totals = shared.resources.totals();
+    Ok(check::check(&ops, &windows, &totals, 1500 * 3))
+}
+
+/// FAULTS.md: one row per fault, figures from this run.
+fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Faults\n");
+    let _ = writeln!(
+        md,
+        "One run of the safety harness's full tier: `cargo bench --bench safety -- --tier full \
+         --seed {} --clients {} --report FAULTS.md` ({} Leasehold instances on loopback, one more \
+         in a network namespace for the partition; one redis-server; {} clients over {} names per \
+         lock family). Every figure below is copied from that run. \"Overlapping holds\" counts \
+         pairs of conflicting holds by conservative bounds (see `benches/safety/check.rs`); those \
+         across a Redis data loss are listed apart, as the README's guarantees say they can \
+         happen.\n",
+        args.seed, args.clients, args.instances, args.clients, args.names
+    );
+    let _ = writeln!(
+        md,
+        "| fault | what | ops | acquisitions | grants | overlapping holds | overlaps across data loss | fence regressions | lost updates | longest unavailability | waiters answered late | parked while free | result |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for o in outcomes {
+        match (&o.report, &o.skipped) {
+            (Some(r), _) => {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} ({:.0} s) |",
+                    o.fault.name(),
+                    o.fault.describe(),
+                    r.ops,
+                    r.acquisitions,
+                    r.grants,
+                    r.overlaps,
+                    r.expected_overlaps,
+                    r.fence_regressions,
+                    r.lost_updates,
+                    r.longest_unavailable_us / 1000,
+                    r.late_answers,
+                    r.parked_while_free,
+                    if r.failed() { "VIOLATIONS" } else { "ok" },
+                    o.seconds
+                );
+            }
+            (None, why) => {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
+                    o.fault.name(),
+                    o.fault.describe(),
+                    why.as_deref().unwrap_or("?")
+                );
+            }
+        }
+    }
+    md
+}
