@@ -72,10 +72,12 @@ async fn main() -> anyhow::Result<()> {
             },
             max_wait: Duration::from_secs(60),
             ticket_timeout_ms: 5_000,
+            max_permits: 1000,
         },
         admin_token: None,
         redis_timeout: Duration::from_secs(1),
         metrics_lock_names: false,
+        allow_eviction: false,
         dashboard: Default::default(),
     };
     let server = tokio::spawn(server::run(listener, config, shutdown.clone()));

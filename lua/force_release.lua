@@ -1,16 +1,19 @@
 -- Admin force release: remove every holder of a lock of any kind (Leasehold leases and
 -- Redisson clients alike), as Redisson's forceUnlock does, and wake waiters (the fair queue's
 -- head, or everyone). Each removed Leasehold lease is marked force_released, so its holder's
--- next call gets 410. Queued fair waiters keep their places. KEYS: see locklib.lua.
--- ARGV[1]: lock name as the API shows it (for events)
--- ARGV[2]: events channel
--- ARGV[3]: how long an ended lease stays answerable (ms)
--- ARGV[4]: who asked (for the event)
--- ARGV[5]: why (free text, "" for none)
--- Returns: JSON {status = force_released | not_held, holders = [{holder_id, reentry_count,
---   lease_id?, holder?, fencing_token?, created_ms?}]}
-local tomb = tonumber(ARGV[3])
-if redis.call('TYPE', L).ok ~= 'hash' then return cjson.encode({status = 'not_held'}) end
+-- next call gets 410. Queued fair waiters keep their places. A key some other program made
+-- is left alone. KEYS: see locklib.lua. ARGV[1..4]: see prelude.lua.
+-- ARGV[5]: who asked (for the event)
+-- ARGV[6]: why (free text, "" for none)
+-- Returns: JSON {status = force_released | not_held | kind_conflict (held_as), holders =
+--   [{holder_id, reentry_count, lease_id?, holder?, fencing_token?, created_ms?}]}
+local t = redis.call('TYPE', L).ok
+if t == 'none' then return encode({status = 'not_held'}) end
+if t ~= 'hash' or not lock_shaped() then
+  local as = held_as(false)
+  if as == 'semaphore' or as == 'idle_semaphore' then as = 'semaphore' else as = 'foreign' end
+  return encode({status = 'kind_conflict', held_as = as})
+end
 local rw = redis.call('HEXISTS', L, 'mode') == 1
 local flat = redis.call('HGETALL', L)
 local by_holder, order = {}, {}
@@ -37,15 +40,15 @@ for _, base in ipairs(order) do
     entry.lease_id = id
     entry.holder = lease.holder
     entry.fencing_token = lease.fence
-    entry.created_ms = lease.created
+    entry.created_ms = lease.acquired
     lease_ids[#lease_ids + 1] = id
-    end_lease(lease, 'force_released', tomb)
+    end_lease(lease, 'force_released')
   end
   removed[#removed + 1] = entry
 end
 redis.call('DEL', L)
 wake_next()
 redis.call('PUBLISH', RW_CHANNEL, 0)
-publish_event(ARGV[2], ARGV[1], {type = 'force_released', lease_ids = lease_ids,
-  holder_ids = order, by = ARGV[4], reason = ARGV[5]})
-return cjson.encode({status = 'force_released', holders = removed})
+publish_event({type = 'force_released', lease_ids = lease_ids, holder_ids = order,
+  by = ARGV[5], reason = ARGV[6]})
+return encode({status = 'force_released', holders = removed})

@@ -1,10 +1,11 @@
 -- Read one lease's state without its token: held (with its counts and time left), queued
 -- (a fair ticket: its place), or how it ended. Changes nothing. KEYS: see locklib.lua.
--- ARGV[1]: lease id
+-- ARGV[1..4]: see prelude.lua.
+-- ARGV[5]: lease id
 -- Returns: JSON {found, state, kind, holder, metadata, fencing_token, ttl_ms, created_ms,
 --   expires_ms, ended_ms, reentry_count, read_count, write_count, position, pttl, now_ms}
-local lease = read_lease(TAG, ARGV[1])
-if not lease or lease.kind == 'semaphore' then return cjson.encode({found = false}) end
+local lease = read_lease(TAG, ARGV[5])
+if not lease or lease.kind == 'semaphore' then return encode({found = false}) end
 local rec = redis.call('HMGET', lease.key, 'metadata', 'ended_ms', 'acquired_ms')
 local h = holder_id(lease.id)
 local reads, writes = 0, 0
@@ -30,9 +31,9 @@ elseif state == 'queued' then
     position = position and position + 1
   end
 end
-return cjson.encode({found = true, state = state, kind = lease.kind, holder = lease.holder,
+return encode({found = true, state = state, kind = lease.kind, holder = lease.holder,
   metadata = rec[1] or nil, fencing_token = lease.fence, ttl_ms = lease.ttl,
-  created_ms = tonumber(rec[3]) or lease.created, expires_ms = lease.expires, ended_ms = ended,
+  created_ms = lease.acquired, expires_ms = lease.expires, ended_ms = ended,
   reentry_count = reads + writes, read_count = is_rw(lease.kind) and reads or nil,
   write_count = is_rw(lease.kind) and writes or nil, position = position,
   pttl = redis.call('PTTL', L), now_ms = NOW})

@@ -1,14 +1,18 @@
 -- Read a lock's state in one snapshot: what it is used as, its holders (Leasehold leases and
 -- Redisson clients; read/write counts per holder), its fair queue in order, the time left and
--- the fencing counter. Changes nothing. KEYS: see locklib.lua.
--- ARGV[1]: how many queued waiters to list at most
+-- the fencing counter. Changes nothing; never reads out a key some other program made.
+-- KEYS: see locklib.lua. ARGV[1..4]: see prelude.lua.
+-- ARGV[5]: how many queued waiters to list at most
 -- Returns: JSON {known, held_as, mode, fence, pttl, now_ms, queue_length,
 --   holders = [{holder_id, reentry_count, read_count, write_count, lease_id?, holder?,
 --     metadata?, fencing_token?, created_ms?, kind?}],
 --   queue = [{holder_id, deadline_ms, lease_id?, holder?, queued_ms?}]}
 local holders, by_holder = {}, {}
 local mode = false
-if redis.call('TYPE', L).ok == 'hash' then
+local as = held_as(false)
+if as == 'idle_semaphore' then as = 'semaphore' end
+if as == 'alien' then as = 'foreign' end
+if redis.call('TYPE', L).ok == 'hash' and lock_shaped() then
   mode = redis.call('HGET', L, 'mode')
   local flat = redis.call('HGETALL', L)
   for i = 1, #flat, 2 do
@@ -43,7 +47,7 @@ if redis.call('TYPE', L).ok == 'hash' then
   end
 end
 local queue = {}
-local limit = tonumber(ARGV[1])
+local limit = tonumber(ARGV[5])
 local waiting = redis.call('LRANGE', QUEUE, 0, limit - 1)
 for _, field in ipairs(waiting) do
   local entry = {holder_id = field, deadline_ms = tonumber(redis.call('ZSCORE', TIMEOUTS, field))}
@@ -57,7 +61,6 @@ for _, field in ipairs(waiting) do
   queue[#queue + 1] = entry
 end
 local fence = redis.call('HGET', STATE, 'fence')
-local as = held_as()
-return cjson.encode({known = (fence ~= false) or (#holders > 0) or (#queue > 0),
+return encode({known = (fence ~= false) or (#holders > 0) or (#queue > 0) or as ~= nil,
   held_as = as, mode = mode or nil, fence = tonumber(fence or 0), pttl = redis.call('PTTL', L),
   holders = holders, queue = queue, queue_length = redis.call('LLEN', QUEUE), now_ms = NOW})

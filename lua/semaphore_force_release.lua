@@ -1,37 +1,43 @@
--- Admin force release of a semaphore: every permit comes back, waiters wake, and each removed
--- lease is marked force_released (its holder's next call gets 410). KEYS: see semlib.lua.
--- ARGV[1]: semaphore name as the API shows it (for events)
--- ARGV[2]: events channel
--- ARGV[3]: how long an ended lease stays answerable (ms)
--- ARGV[4]: who asked (for the event)
--- ARGV[5]: why (free text, "" for none)
--- Returns: JSON {status = force_released | not_held, holders = [{holder_id, lease_id, holder,
---   reentry_count}]}
-local tomb = tonumber(ARGV[3])
-local held = redis.call('ZRANGE', PERMITS, 0, -1)
-if #held == 0 then return cjson.encode({status = 'not_held'}) end
-local removed, seen, ids = {}, {}, {}
-for _, pid in ipairs(held) do
-  local id = string.match(pid, '^(.*):%d+$') or pid
-  if not seen[id] then
-    local entry = {holder_id = id, reentry_count = 0}
-    local lease = read_lease(TAG, id)
-    if lease and lease.state == 'held' then
-      entry.lease_id = id
-      entry.holder = lease.holder
-      entry.fencing_token = lease.fence
-      entry.created_ms = lease.created
-      ids[#ids + 1] = id
-      end_lease(lease, 'force_released', tomb)
-    end
-    seen[id] = entry
-    removed[#removed + 1] = entry
+-- Admin force release of a semaphore: every permit comes back (Redisson clients' too),
+-- waiters wake, and each removed lease is marked force_released (its holder's next call gets
+-- 410). With "clear", the semaphore itself goes as well (its counter and limit): the next
+-- acquirer sets a new limit, and the name can be used as a lock. KEYS: see semlib.lua.
+-- ARGV[1..4]: see prelude.lua.
+-- ARGV[5]: who asked (for the event)
+-- ARGV[6]: why (free text, "" for none)
+-- ARGV[7]: "clear" to remove the semaphore, "" to return its permits
+-- Returns: JSON {status = force_released | not_held | kind_conflict (held_as), holders =
+--   [{holder_id, reentry_count, lease_id?, holder?, fencing_token?, created_ms?}]}
+local clear = ARGV[7] == 'clear'
+local use = name_use()
+if use == 'none' then return encode({status = 'not_held'}) end
+if use ~= 'semaphore' then return encode({status = 'kind_conflict', held_as = use}) end
+local members = redis.call('ZCARD', TIMEOUT)
+local live = live_permits()
+local removed, ids, ours = {}, {}, 0
+for _, id in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
+  local lease = read_lease(TAG, id)
+  if lease and lease.state == 'held' then
+    removed[#removed + 1] = {holder_id = id, lease_id = id, holder = lease.holder,
+      reentry_count = lease.permits, fencing_token = lease.fence, created_ms = lease.acquired}
+    ids[#ids + 1] = id
+    ours = ours + (lease.permits or 0)
+    end_lease(lease, 'force_released')
   end
-  seen[id].reentry_count = seen[id].reentry_count + 1
 end
-redis.call('DEL', PERMITS)
-local available = redis.call('INCRBY', S, #held)
-redis.call('PUBLISH', PERMITS, available)
-publish_event(ARGV[2], ARGV[1], {type = 'force_released', lease_ids = ids, by = ARGV[4],
-  reason = ARGV[5]})
-return cjson.encode({status = 'force_released', holders = removed})
+if live > ours then
+  removed[#removed + 1] = {holder_id = 'redisson', reentry_count = live - ours}
+end
+if #removed == 0 and not clear then return encode({status = 'not_held'}) end
+redis.call('DEL', TIMEOUT, HOLDERS)
+if clear then
+  redis.call('DEL', S)
+  redis.call('HDEL', STATE, 'limit')
+  redis.call('PUBLISH', CHANNEL, 0)
+else
+  local available = redis.call('INCRBY', S, members)
+  if available > 0 then redis.call('PUBLISH', CHANNEL, available) end
+end
+publish_event({type = 'force_released', lease_ids = ids, by = ARGV[5], reason = ARGV[6],
+  cleared = clear})
+return encode({status = 'force_released', holders = removed})

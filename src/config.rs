@@ -216,6 +216,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_TICKET_TIMEOUT_MS", default_value_t = 5_000)]
     pub ticket_timeout_ms: u64,
 
+    /// The largest semaphore a request may declare (`limit`, and so `permits`). A lease holds
+    /// one Redis entry per permit (Redisson's layout), so this bounds what one request costs.
+    #[arg(long, env = "LEASEHOLD_MAX_PERMITS", default_value_t = 1_000)]
+    pub max_permits: u32,
+
     /// How long a released or expired lease keeps answering 410 (rather than 404), in ms.
     #[arg(long, env = "LEASEHOLD_TOMBSTONE_MS", default_value_t = 60_000)]
     pub tombstone_ms: u64,
@@ -242,6 +247,11 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "LEASEHOLD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// Start even when Redis's maxmemory-policy may evict keys. Eviction can drop a held lock
+    /// and grant it twice, so by default Leasehold refuses such a Redis.
+    #[arg(long, env = "LEASEHOLD_ALLOW_EVICTION")]
+    pub allow_eviction: bool,
 
     /// Label the acquisition metrics of GET /metrics with lock names. Off by default: every
     /// distinct name becomes a time series, so turn it on only for a few well-known locks.
@@ -276,6 +286,9 @@ impl ServeArgs {
         }
         if self.redis_timeout_ms == 0 {
             return Err("--redis-timeout-ms must be at least 1".into());
+        }
+        if !(1..=100_000).contains(&self.max_permits) {
+            return Err("--max-permits must be between 1 and 100000".into());
         }
         Ok(())
     }

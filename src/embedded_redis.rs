@@ -1,6 +1,7 @@
 //! The private `redis-server` child that `leasehold serve` starts when no Redis URL is given:
-//! a Unix socket in the data directory (nothing listens on the network), AOF persistence so
-//! locks and fencing counters survive a restart, stopped with SIGTERM on shutdown.
+//! a Unix socket in the data directory (nothing listens on the network), AOF persistence with
+//! an fsync before every answer so locks and fencing counters survive a crash, stopped with
+//! SIGTERM on shutdown.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -72,7 +73,16 @@ impl EmbeddedRedis {
             .arg(&socket)
             .args(["--unixsocketperm", "700", "--dir"])
             .arg(&dir)
-            .args(["--appendonly", "yes", "--save", "", "--daemonize", "no"])
+            // Every change reaches the AOF before Redis answers: a crash loses no lock.
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ])
+            .args(["--daemonize", "no"])
             .args(["--logfile"])
             .arg(&log)
             .stdin(Stdio::null())

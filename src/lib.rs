@@ -14,6 +14,7 @@
 //! - [`state`]: what handlers share.
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics` (process-local counts).
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
+//! - [`durability`]: what the Redis behind us can lose (persistence, eviction), read at start.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
 //! - [`client`]: a typed HTTP client for the `/v1` lease API.
 //! - [`cli`]: the client subcommands on top of it: `run` (hold a lock while a command runs)
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod dashboard;
+pub mod durability;
 pub mod embedded_redis;
 pub mod events;
 pub mod locks;

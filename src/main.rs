@@ -83,10 +83,12 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
                 },
                 max_wait: Duration::from_millis(args.max_wait_ms),
                 ticket_timeout_ms: args.ticket_timeout_ms,
+                max_permits: args.max_permits,
             },
             admin_token: args.admin_token.clone(),
             redis_timeout: Duration::from_millis(args.redis_timeout_ms),
             metrics_lock_names: args.metrics_lock_names,
+            allow_eviction: args.allow_eviction,
             dashboard: DashboardSettings {
                 private: args.dashboard_private,
             },

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::api;
+use crate::durability::{Durability, DurabilityError};
 use crate::events::{EventFeed, spawn_subscriber};
 use crate::locks::waiters::Waiters;
 use crate::locks::{KeySpace, LockSettings, Locks};
@@ -31,6 +32,8 @@ pub struct ServerConfig {
     pub redis_timeout: Duration,
     /// Label acquisition metrics with lock names (unbounded cardinality; off by default).
     pub metrics_lock_names: bool,
+    /// Start even when Redis may evict keys (held locks among them).
+    pub allow_eviction: bool,
     pub dashboard: DashboardSettings,
 }
 
@@ -42,6 +45,8 @@ pub enum ServerError {
     Redis(#[source] redis::RedisError),
     #[error("the HTTP server failed: {0}")]
     Http(#[source] std::io::Error),
+    #[error(transparent)]
+    Durability(#[from] DurabilityError),
 }
 
 /// Serves the API until `shutdown` is cancelled, then stops every task it started.
@@ -61,6 +66,7 @@ pub async fn run(
         .set_max_delay(Duration::from_millis(200));
     let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
         .map_err(ServerError::Redis)?;
+    check_durability(&conn, config.allow_eviction).await?;
 
     let waiters = Arc::new(Waiters::default());
     let feed = EventFeed::default();
@@ -75,10 +81,12 @@ pub async fn run(
     let locks = Locks::new(
         conn,
         &config.locks,
+        config.redis_timeout,
         waiters,
         shutdown.clone(),
         metrics.clone(),
     );
+    let clock_task = locks.spawn_clock_sync();
     let state = AppState {
         locks,
         metrics,
@@ -100,8 +108,24 @@ pub async fn run(
         }
     };
     shutdown.cancel();
+    let _ = clock_task.await;
     if let Err(e) = subscriber_task.await {
         tracing::warn!(error = %e, "the subscriber task failed");
     }
     result
+}
+
+/// Says what this Redis can lose and refuses one that evicts keys (unless allowed). A Redis
+/// that does not answer yet is not judged: requests get 503 until it does.
+async fn check_durability(
+    conn: &ConnectionManager,
+    allow_eviction: bool,
+) -> Result<(), DurabilityError> {
+    match Durability::read(&mut conn.clone()).await {
+        Ok(durability) => durability.judge(allow_eviction),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not check Redis's persistence and eviction settings");
+            Ok(())
+        }
+    }
 }

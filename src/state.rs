@@ -39,6 +39,8 @@ pub struct ApiLimits {
     pub max_wait: Duration,
     /// How long a fair-queue ticket keeps its place without a poll (shown to clients).
     pub ticket_timeout_ms: u64,
+    /// The largest semaphore `limit` (and so `permits`) a request may name.
+    pub max_permits: u32,
 }
 
 /// Who may call the admin routes.

@@ -154,7 +154,13 @@ pub fn check(
         .filter(|w| w.data_loss)
         .map(|w| w.start)
         .collect();
-    let across_loss = |a: u64, b: u64| loss_times.iter().any(|&t| a.min(b) < t && t <= a.max(b));
+    // Two holds are excused when a data loss came between one's possible grant and the
+    // other's answer: the first grant may be what Redis lost.
+    let across_loss = |a: (u64, u64), b: (u64, u64)| {
+        loss_times
+            .iter()
+            .any(|&t| (a.0 < t && t < b.1) || (b.0 < t && t < a.1))
+    };
 
     mutual_exclusion(ops, &holds, &across_loss, &mut report);
     fencing(ops, &holds, resources, &across_loss, &mut report);
@@ -192,7 +198,7 @@ fn derive_holds(ops: &[Op]) -> Vec<Hold> {
             .iter()
             .any(|&i| matches!(ops[i].request, Request::RedissonLock { .. }));
         let hold = if is_redisson {
-            redisson_hold(ops, &lease, &idx)
+            redisson_hold(ops, &lease, &idx, &forced)
         } else {
             lease_hold(ops, &lease, &idx, &forced)
         };
@@ -203,7 +209,12 @@ fn derive_holds(ops: &[Op]) -> Vec<Hold> {
     holds
 }
 
-fn redisson_hold(ops: &[Op], holder: &str, idx: &[usize]) -> Option<Hold> {
+fn redisson_hold(
+    ops: &[Op],
+    holder: &str,
+    idx: &[usize],
+    forced: &HashMap<(&str, bool), Vec<usize>>,
+) -> Option<Hold> {
     let lock = idx
         .iter()
         .copied()
@@ -222,6 +233,11 @@ fn redisson_hold(ops: &[Op], holder: &str, idx: &[usize]) -> Option<Hold> {
                 ttl = *ttl_ms;
                 ub_end = op.recv + ttl_ms * 1000;
             }
+            // The client learns it lost the lock.
+            (Request::RedissonRenew { .. }, Outcome::RedissonDone { ok: false }) => {
+                end = end.min(op.recv);
+                ub_end = ub_end.min(op.recv);
+            }
             (Request::RedissonUnlock { .. }, _) => {
                 end = end.min(op.send);
                 ub_end = ub_end.min(op.recv);
@@ -230,6 +246,16 @@ fn redisson_hold(ops: &[Op], holder: &str, idx: &[usize]) -> Option<Hold> {
         }
     }
     let start = ops[lock].recv;
+    for &f in forced
+        .get(&(ops[lock].name.as_str(), false))
+        .into_iter()
+        .flatten()
+    {
+        let fr = &ops[f];
+        if fr.recv >= ops[lock].send {
+            end = end.min(fr.send.max(start));
+        }
+    }
     let end = end.min((exp_at + ttl * 1000).saturating_sub(CLOCK_SLACK_US));
     Some(Hold {
         lease: holder.to_owned(),
@@ -448,7 +474,7 @@ fn slice_of(ops: &[Op], holds: &[&Hold], extra: &[usize]) -> Vec<Op> {
 fn mutual_exclusion(
     ops: &[Op],
     holds: &[Hold],
-    across_loss: &dyn Fn(u64, u64) -> bool,
+    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
     report: &mut Report,
 ) {
     let mut by_name: HashMap<&str, Vec<&Hold>> = HashMap::new();
@@ -476,7 +502,7 @@ fn mutual_exclusion(
                 if !conflict {
                     continue;
                 }
-                if across_loss(a.grant_lb, b.grant_lb) {
+                if across_loss((a.grant_lb, a.start), (b.grant_lb, b.start)) {
                     report.expected_overlaps += 1;
                     continue;
                 }
@@ -529,7 +555,7 @@ fn mutual_exclusion(
             let limit = sem.get(k).map_or(0, |h| h.limit);
             if out > i64::from(limit) && d > 0 {
                 let involved: Vec<&Hold> = live.iter().map(|&x| *sem[x]).collect();
-                let lbs: Vec<u64> = involved.iter().map(|h| h.grant_lb).collect();
+                let lbs: Vec<(u64, u64)> = involved.iter().map(|h| (h.grant_lb, h.start)).collect();
                 let expected = lbs.iter().any(|&x| lbs.iter().any(|&y| across_loss(x, y)));
                 if expected {
                     report.expected_overlaps += 1;
@@ -550,7 +576,7 @@ fn fencing(
     ops: &[Op],
     holds: &[Hold],
     resources: &[(String, u64, u64)],
-    across_loss: &dyn Fn(u64, u64) -> bool,
+    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
     report: &mut Report,
 ) {
     let mut by_name: HashMap<&str, Vec<&Hold>> = HashMap::new();
@@ -586,7 +612,7 @@ fn fencing(
                         "{name}: lease {} got fence {fb} after lease {} had {f}{}",
                         b.lease,
                         a.lease,
-                        if across_loss(a.grant_lb, b.grant_lb) {
+                        if across_loss((a.grant_lb, a.start), (b.grant_lb, b.start)) {
                             " (across a Redis data loss)"
                         } else {
                             ""
@@ -679,7 +705,8 @@ fn fencing(
                 let newer = holds
                     .iter()
                     .find(|o| o.name == h.name && o.fence == Some(seen));
-                if newer.is_some_and(|n| across_loss(h.grant_lb, n.grant_lb)) {
+                if newer.is_some_and(|n| across_loss((h.grant_lb, h.start), (n.grant_lb, n.start)))
+                {
                     report.expected_overlaps += 1;
                     continue;
                 }

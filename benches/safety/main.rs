@@ -95,6 +95,9 @@ struct Args {
     /// Violations printed in full per fault.
     #[arg(long, default_value_t = 3)]
     show: usize,
+    /// Write each run's whole history to history.txt in its directory (kept).
+    #[arg(long)]
+    dump: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -186,7 +189,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         let seconds = started.elapsed().as_secs_f64();
         let label = format!("safety {}", fault.name());
         print!("{}", check::render(&label, args.seed, &report, args.show));
-        if !report.failed() && !args.keep {
+        if !report.failed() && !args.keep && !args.dump {
             let _ = std::fs::remove_dir_all(&dir);
         } else {
             eprintln!("safety: logs of this run are in {}", dir.display());
@@ -275,6 +278,10 @@ async fn run_fault(
     let (cluster, windows) = injector.await?;
     cluster.stop().await;
     let ops = shared.recorder.take();
+    if args.dump {
+        let text: String = ops.iter().map(|op| format!("{op}\n")).collect();
+        std::fs::write(dir.join("history.txt"), text)?;
+    }
     let totals = shared.resources.totals();
     Ok(check::check(&ops, &windows, &totals, 1500 * 3))
 }

@@ -6,10 +6,10 @@ use axum::http::request::Parts;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::extract::{Bearer, Path, Query, lock_name};
+use super::extract::{Bearer, JsonBody, Path, Query, lock_name};
 use super::locks::HolderBody;
 use super::problem::{Problem, ProblemDetails, ProblemKind};
-use crate::locks::ForcedRelease;
+use crate::locks::{ForcedRelease, LimitChange};
 use crate::state::{AdminAuth, AppState};
 
 /// Proof that the request carries the admin token.
@@ -54,6 +54,19 @@ pub struct ForceReleaseQuery {
     reason: String,
 }
 
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct SemaphoreReleaseQuery {
+    /// Why, for the event and the semaphore's history.
+    #[serde(default)]
+    reason: String,
+    /// Remove the semaphore itself as well (its counter and limit): the next acquirer sets a
+    /// new limit, and the name can be used as a lock.
+    #[serde(default)]
+    clear: bool,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ForceReleaseBody {
     lock: String,
@@ -70,6 +83,7 @@ pub struct ForceReleaseBody {
     security(("admin_token" = [])),
     responses(
         (status = 200, description = "Every holder removed (`released: false` when nobody held it)", body = ForceReleaseBody),
+        (status = 409, description = "kind_conflict: the name is a semaphore (use /v1/admin/semaphores), or a key another program made (held_as: foreign)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required (with WWW-Authenticate: Bearer), token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
@@ -99,10 +113,11 @@ pub async fn force_release(
     delete,
     path = "/v1/admin/semaphores/{name}",
     tag = "admin",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), SemaphoreReleaseQuery),
     security(("admin_token" = [])),
     responses(
-        (status = 200, description = "Every permit returned", body = ForceReleaseBody),
+        (status = 200, description = "Every permit returned (and with clear=true, the semaphore removed)", body = ForceReleaseBody),
+        (status = 409, description = "kind_conflict: the name is not a semaphore", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required (with WWW-Authenticate: Bearer), token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
@@ -111,18 +126,18 @@ pub async fn force_release(
         (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
-/// `DELETE /v1/admin/semaphores/{name}[?reason=..]`: every permit comes back; the removed
-/// leases' holders get 410 from then on.
+/// `DELETE /v1/admin/semaphores/{name}[?reason=..][&clear=true]`: every permit comes back;
+/// the removed leases' holders get 410 from then on. With `clear`, the semaphore goes too.
 pub async fn force_release_semaphore(
     _: Admin,
     State(state): State<AppState>,
     Path(name): Path<String>,
-    Query(query): Query<ForceReleaseQuery>,
+    Query(query): Query<SemaphoreReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
     let name = lock_name(&name)?;
     let forced = state
         .locks
-        .force_release_semaphore(&name, "admin-api", &query.reason)
+        .force_release_semaphore(&name, "admin-api", &query.reason, query.clear)
         .await?;
     tracing::info!(semaphore = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
     Ok(Json(forced_body(forced)))
@@ -135,4 +150,73 @@ fn forced_body(forced: ForcedRelease) -> ForceReleaseBody {
         released: !forced.removed.is_empty(),
         removed: forced.removed.into_iter().map(HolderBody::from).collect(),
     }
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitBody {
+    /// The semaphore's new size.
+    limit: u32,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LimitChangeBody {
+    semaphore: String,
+    limit: u32,
+    previous: u32,
+    /// Permits free now; below zero while more are out than the new limit.
+    available: i64,
+}
+
+#[utoipa::path(
+    put,
+    path = "/v1/admin/semaphores/{name}/limit",
+    tag = "admin",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
+    request_body(content = LimitBody, content_type = "application/json"),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "The new limit; free permits moved by the difference", body = LimitChangeBody),
+        (status = 400, description = "malformed_json", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "admin_token_required (with WWW-Authenticate: Bearer), token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lock_not_found: no such semaphore; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "kind_conflict: the name is not a semaphore", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_body (limit out of range)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
+/// `PUT /v1/admin/semaphores/{name}/limit`: gives a semaphore another size. With fewer permits
+/// than are out, acquirers wait until enough come back; nobody is evicted.
+pub async fn set_semaphore_limit(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<LimitBody>,
+) -> Result<Json<LimitChangeBody>, Problem> {
+    let name = lock_name(&name)?;
+    let max = state.limits.max_permits;
+    if !(1..=max).contains(&body.limit) {
+        return Err(Problem::new(
+            ProblemKind::InvalidBody,
+            format!("limit must be between 1 and {max}"),
+        ));
+    }
+    let LimitChange {
+        limit,
+        previous,
+        available,
+    } = state
+        .locks
+        .set_semaphore_limit(&name, body.limit, "admin-api")
+        .await?;
+    tracing::info!(semaphore = %name, limit, previous, "semaphore limit changed");
+    Ok(Json(LimitChangeBody {
+        semaphore: name.to_string(),
+        limit,
+        previous,
+        available,
+    }))
 }

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::problem::{Problem, ProblemKind};
-use crate::locks::{LeaseId, LeaseToken, LockName};
+use crate::locks::{IdempotencyKey, LeaseId, LeaseToken, LockName};
 
 /// Path parameters; a segment axum cannot decode names no resource (404 problem).
 #[derive(Debug, FromRequestParts)]
@@ -132,6 +132,28 @@ impl Bearer {
                 "send the lease token as Authorization: Bearer <token>",
             )
         })
+    }
+}
+
+/// The `Idempotency-Key` header, if any: a retry carrying the same key (and the same
+/// request) gets the first answer.
+#[derive(Debug)]
+pub struct Idempotency(pub Option<IdempotencyKey>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Idempotency {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let Some(value) = parts.headers.get("idempotency-key") else {
+            return Ok(Self(None));
+        };
+        let raw = value.to_str().map_err(|_| {
+            Problem::new(
+                ProblemKind::InvalidIdempotencyKey,
+                "an Idempotency-Key has 1 to 255 printable ASCII characters",
+            )
+        })?;
+        Ok(Self(Some(IdempotencyKey::parse(raw)?)))
     }
 }
 

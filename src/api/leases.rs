@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::extract::{Bearer, JsonBody, Path, Query, lease_id, lock_name};
+use super::extract::{Bearer, Idempotency, JsonBody, Path, Query, lease_id, lock_name};
 use super::problem::{Problem, ProblemDetails};
 use crate::locks::{
     AcquireRequest, Acquired, Grant, HolderLabel, LeaseId, LeaseView, LockKind, LockName, Metadata,
@@ -66,14 +66,14 @@ pub struct GrantBody {
     post,
     path = "/v1/locks/{name}/leases",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), AcquireQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), AcquireQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = Option<AcquireBody>, description = "Every field optional; an empty body is fine", content_type = "application/json"),
     security((), ("lease_token" = [])),
     responses(
         (status = 201, description = "A new lease (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
         (status = 200, description = "Reentry: one more level of the bearer token's lease", body = GrantBody),
         (status = 202, description = "Fair locks: still queued when the wait ended; poll the Location", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"))),
-        (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "token_malformed: not a bearer token (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
@@ -81,7 +81,7 @@ pub struct GrantBody {
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "lock_held (with Retry-After), kind_conflict, not_reentrant, upgrade_refused, ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost: the bearer token's lease has ended; ticket_expired", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -92,6 +92,7 @@ pub async fn acquire(
     Path(name): Path<String>,
     Query(query): Query<AcquireQuery>,
     bearer: Bearer,
+    Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, Problem> {
     let name = lock_name(&name)?;
@@ -107,6 +108,7 @@ pub async fn acquire(
         token,
         kind: body.kind,
         policy: body.policy,
+        idempotency,
     };
     let wait = Duration::from_millis(query.wait_ms).min(state.limits.max_wait);
     let ttl = ttl.unwrap_or_else(|| state.limits.ttl.default_ttl());
@@ -167,6 +169,7 @@ pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> R
     } else {
         StatusCode::OK
     };
+    let replayed = grant.replayed;
     let body = GrantBody {
         lease_id: grant.lease_id,
         token: grant.token.map(|t| t.expose().to_owned()),
@@ -182,6 +185,12 @@ pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> R
     let mut response = (status, Json(body)).into_response();
     if let Ok(location) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, location);
+    }
+    if replayed {
+        // The answer given before (a re-polled ticket, a retried Idempotency-Key).
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     response
 }
@@ -389,17 +398,17 @@ pub struct ReleaseBody {
     delete,
     path = "/v1/locks/{name}/leases/{lease_id}",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = [])),
     responses(
         (status = 200, description = "Released one level (or all); `released` when the lock is free", body = ReleaseBody),
-        (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_idempotency_key, invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "mode_not_held, ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost (reason: expired, released, force_released, left)", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -410,13 +419,21 @@ pub async fn release(
     Path((name, id)): Path<(String, String)>,
     Query(query): Query<ReleaseQuery>,
     bearer: Bearer,
+    Idempotency(idempotency): Idempotency,
 ) -> Result<Json<ReleaseBody>, Problem> {
     let name = lock_name(&name)?;
     let id = lease_id(&id)?;
     let token = bearer.require_lease_token()?;
     let released = state
         .locks
-        .release(&name, id, &token, query.all, query.mode)
+        .release(
+            &name,
+            id,
+            &token,
+            query.all,
+            query.mode,
+            idempotency.as_ref(),
+        )
         .await?;
     Ok(Json(release_body(&name, released)))
 }

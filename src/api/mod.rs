@@ -92,6 +92,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(events::stream))
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))
+        .routes(routes!(admin::set_semaphore_limit))
         // Responses carry lease tokens and live state: never cache them.
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,

@@ -38,6 +38,8 @@ pub enum ProblemKind {
     UnsupportedMediaType,
     PayloadTooLarge,
     InvalidQuery,
+    InvalidIdempotencyKey,
+    IdempotencyKeyReused,
     NotFound,
     MethodNotAllowed,
     RedisUnavailable,
@@ -46,7 +48,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 30] = [
+    pub const ALL: [Self; 32] = [
         Self::LockHeld,
         Self::KindConflict,
         Self::NotReentrant,
@@ -72,6 +74,8 @@ impl ProblemKind {
         Self::UnsupportedMediaType,
         Self::PayloadTooLarge,
         Self::InvalidQuery,
+        Self::InvalidIdempotencyKey,
+        Self::IdempotencyKeyReused,
         Self::NotFound,
         Self::MethodNotAllowed,
         Self::RedisUnavailable,
@@ -199,6 +203,16 @@ impl ProblemKind {
                 S::BAD_REQUEST,
                 "The query string is not valid",
             ),
+            Self::InvalidIdempotencyKey => (
+                "invalid_idempotency_key",
+                S::BAD_REQUEST,
+                "The Idempotency-Key header is not valid",
+            ),
+            Self::IdempotencyKeyReused => (
+                "idempotency_key_reused",
+                S::UNPROCESSABLE_ENTITY,
+                "The Idempotency-Key was used for another request",
+            ),
             Self::NotFound => ("not_found", S::NOT_FOUND, "No such resource"),
             Self::MethodNotAllowed => (
                 "method_not_allowed",
@@ -313,6 +327,7 @@ impl From<InvalidInput> for Problem {
             InvalidInput::Ttl { .. } => ProblemKind::InvalidTtl,
             InvalidInput::Holder(_) | InvalidInput::Metadata(_) => ProblemKind::InvalidBody,
             InvalidInput::TokenShape => ProblemKind::TokenMalformed,
+            InvalidInput::IdempotencyKey => ProblemKind::InvalidIdempotencyKey,
         };
         Problem::new(kind, e.to_string())
     }
@@ -337,13 +352,18 @@ impl From<LockError> for Problem {
                 }
                 p
             }
-            LockError::KindConflict { held_as } => Problem::new(
-                ProblemKind::KindConflict,
-                format!(
-                    "the lock is in use as a {held_as} lock; ask for that kind or another name"
-                ),
-            )
-            .with("held_as", held_as),
+            LockError::KindConflict { held_as } => {
+                let detail = if held_as == "foreign" {
+                    "the name belongs to a Redis key another program made; Leasehold leaves it \
+                     alone: use another name (or another --key-prefix)"
+                        .to_owned()
+                } else {
+                    format!(
+                        "the lock is in use as a {held_as} lock; ask for that kind or another name"
+                    )
+                };
+                Problem::new(ProblemKind::KindConflict, detail).with("held_as", held_as)
+            }
             LockError::NotReentrant => Problem::new(
                 ProblemKind::NotReentrant,
                 "this exclusive lock is not reentrant and your lease already holds it",
@@ -406,11 +426,29 @@ impl From<LockError> for Problem {
                 )
                 .retry_after(Duration::from_secs(1))
             }
+            LockError::TooLate => Problem::new(
+                ProblemKind::RedisUnavailable,
+                "Redis answered too late, so nothing was changed; try again",
+            )
+            .retry_after(Duration::from_secs(1)),
             LockError::ShuttingDown => Problem::new(
                 ProblemKind::ShuttingDown,
                 "this instance is shutting down; retry on another",
             )
             .retry_after(Duration::from_secs(1)),
+            LockError::IdempotencyMismatch => Problem::new(
+                ProblemKind::IdempotencyKeyReused,
+                "this Idempotency-Key came with another request first; use a new key for a new \
+                 request",
+            ),
+            LockError::NoSuchSemaphore => Problem::new(
+                ProblemKind::LockNotFound,
+                "no semaphore of that name is in use",
+            ),
+            LockError::NotRolledBack => {
+                tracing::error!("a rollback refusal reached the API");
+                Problem::new(ProblemKind::Internal, "internal error")
+            }
             LockError::BadReply(what) => {
                 tracing::error!(reply = %what, "unexpected script reply");
                 Problem::new(ProblemKind::Internal, "internal error")

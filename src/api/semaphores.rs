@@ -8,7 +8,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::extract::{Bearer, JsonBody, Path, Query, lease_id, lock_name};
+use super::extract::{Bearer, Idempotency, JsonBody, Path, Query, lease_id, lock_name};
 use super::leases::{
     GrantBody, HeartbeatBody, LeaseBody, ReleaseBody, RenewalBody, grant_response, lease_body,
     release_body, renewal_body,
@@ -18,9 +18,6 @@ use crate::locks::{
     HolderLabel, LeaseId, LockError, LockName, Metadata, PermitHolderView, PermitRequest,
 };
 use crate::state::AppState;
-
-/// The largest semaphore a request may declare.
-const MAX_LIMIT: u32 = 100_000;
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -48,16 +45,16 @@ pub struct WaitQuery {
     post,
     path = "/v1/semaphores/{name}/leases",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
     responses(
         (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
-        (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name, invalid_ttl, invalid_body (limit missing or out of range)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body (limit missing or out of range)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -67,13 +64,15 @@ pub async fn acquire(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Query(query): Query<WaitQuery>,
+    Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<PermitBody>,
 ) -> Result<Response, Problem> {
     let name = lock_name(&name)?;
-    let Some(limit) = body.limit.filter(|l| (1..=MAX_LIMIT).contains(l)) else {
+    let max = state.limits.max_permits;
+    let Some(limit) = body.limit.filter(|l| (1..=max).contains(l)) else {
         return Err(Problem::new(
             ProblemKind::InvalidBody,
-            format!("limit (the semaphore's size, 1 to {MAX_LIMIT}) is required"),
+            format!("limit (the semaphore's size, 1 to {max}) is required"),
         ));
     };
     let permits = body.permits.unwrap_or(1);
@@ -93,6 +92,7 @@ pub async fn acquire(
         metadata: body.metadata.map(Metadata::parse).transpose()?,
         limit,
         permits,
+        idempotency,
     };
     let wait = Duration::from_millis(query.wait_ms).min(state.limits.max_wait);
     let grant = state
@@ -164,15 +164,16 @@ pub async fn heartbeat(
     delete,
     path = "/v1/semaphores/{name}/leases/{lease_id}",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = [])),
     responses(
         (status = 200, description = "The permits came back", body = ReleaseBody),
+        (status = 400, description = "invalid_idempotency_key", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost (reason: expired, released, force_released)", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -181,14 +182,16 @@ pub async fn release(
     State(state): State<AppState>,
     Path((name, id)): Path<(String, String)>,
     bearer: Bearer,
+    Idempotency(idempotency): Idempotency,
 ) -> Result<Json<ReleaseBody>, Problem> {
     let name = lock_name(&name)?;
     let id = lease_id(&id)?;
     let token = bearer.require_lease_token()?;
-    Ok(Json(release_body(
-        &name,
-        state.locks.release_permits(&name, id, &token).await?,
-    )))
+    let released = state
+        .locks
+        .release_permits(&name, id, &token, idempotency.as_ref())
+        .await?;
+    Ok(Json(release_body(&name, released)))
 }
 
 #[utoipa::path(

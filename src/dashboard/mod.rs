@@ -377,7 +377,7 @@ async fn force_release(
     let forced = if is_semaphore {
         state
             .locks
-            .force_release_semaphore(&name, FORCE_RELEASED_BY, &reason)
+            .force_release_semaphore(&name, FORCE_RELEASED_BY, &reason, false)
             .await?
     } else {
         state

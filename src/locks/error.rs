@@ -21,6 +21,8 @@ pub enum InvalidInput {
     Metadata(String),
     #[error("a lease token looks like lht_ followed by 43 base64url characters")]
     TokenShape,
+    #[error("an Idempotency-Key has 1 to 255 printable ASCII characters")]
+    IdempotencyKey,
 }
 
 /// Why a lock operation did not happen.
@@ -52,10 +54,20 @@ pub enum LockError {
     UnknownToken,
     #[error("Redis is unavailable: {0}")]
     Unavailable(#[source] redis::RedisError),
+    /// Redis ran the script after its deadline, so it changed nothing.
+    #[error("Redis answered too late; nothing was changed")]
+    TooLate,
     #[error("Redis gave an answer this version does not understand: {0}")]
     BadReply(String),
     #[error("the service is shutting down")]
     ShuttingDown,
+    #[error("the Idempotency-Key was used for another request")]
+    IdempotencyMismatch,
+    #[error("no such semaphore")]
+    NoSuchSemaphore,
+    /// A rollback found that another request answered with the grant (internal).
+    #[error("the grant was delivered by another request")]
+    NotRolledBack,
 }
 
 impl LockError {

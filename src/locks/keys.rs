@@ -127,14 +127,14 @@ impl LockKeys {
     }
 
     /// Keys whose existence means the lock is held or waited for, or the semaphore has
-    /// permits out: the lock hash (or permit counter), the fair queue, the permit zset. All
-    /// share the lock's slot (`L` hashes as `{L}` does).
+    /// permits out: the lock hash (or permit counter), the fair queue, Redisson's zset of held
+    /// permits (`{S}:timeout`). All share the lock's slot (`L` hashes as `{L}` does).
     pub fn liveness_keys(&self) -> [String; 3] {
         let k = &self.key;
         [
             k.clone(),
             format!("redisson_lock_queue:{{{k}}}"),
-            format!("{SEMAPHORE_CHANNEL}{{{k}}}"),
+            format!("{{{k}}}:timeout"),
         ]
     }
 

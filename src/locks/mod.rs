@@ -4,6 +4,7 @@
 //! script, one method), waits for contended locks through the shared subscriber's wake-ups
 //! ([`waiting`]), and gives back what a caller that went away may have been granted.
 
+mod clock;
 pub mod error;
 mod history;
 pub mod keys;
@@ -26,8 +27,8 @@ use crate::metrics::{Metrics, kind_label};
 pub use error::{InvalidInput, LockError};
 pub use history::{HISTORY_SHOWN, LockEvent};
 pub use keys::KeySpace;
-use keys::LockKeys;
 pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
+pub use semaphores::LimitChange;
 
 pub use model::*;
 use replies::{
@@ -36,6 +37,20 @@ use replies::{
 };
 use waiters::Waiters;
 use waiting::{Op, Target};
+
+/// Why a release script runs.
+#[derive(Debug, Clone, Copy)]
+enum ReleaseHow<'a> {
+    /// The lease's holder asked.
+    Asked {
+        all: bool,
+        mode: Option<RwMode>,
+        idempotency: Option<&'a IdempotencyKey>,
+    },
+    /// A grant whose client went away is taken back, if the request that made it (`nonce`)
+    /// is still the only one that knows it.
+    Rollback { nonce: &'a str },
+}
 
 /// Settings of the lock domain that do not change while the service runs.
 #[derive(Debug, Clone)]
@@ -63,6 +78,8 @@ struct Inner {
     ticket_timeout: Duration,
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
+    clock: Arc<clock::RedisClock>,
+    redis_timeout: Duration,
 }
 
 /// Which KEYS a script takes: every lock script the same seven (`lua/locklib.lua`), every
@@ -73,30 +90,44 @@ enum Family {
     Semaphore,
 }
 
-/// An invocation of `script` with its family's KEYS for the lock or semaphore `keys` names.
-fn prepared<'a>(
-    script: &'a redis::Script,
-    keys: &LockKeys,
-    family: Family,
-) -> redis::ScriptInvocation<'a> {
-    let mut invocation = script.prepare_invoke();
-    let all: Vec<String> = match family {
-        Family::Lock => keys.lock_script_keys().into(),
-        Family::Semaphore => keys.semaphore_script_keys().into(),
-    };
-    for key in all {
-        invocation.key(key);
+impl Locks {
+    /// An invocation of `script` with its family's KEYS for the lock or semaphore `name`, and
+    /// the ARGV every script starts with (`lua/prelude.lua`): the name, the events channel
+    /// and the tombstone time.
+    fn prepared<'a>(
+        &self,
+        script: &'a redis::Script,
+        name: &LockName,
+        family: Family,
+    ) -> redis::ScriptInvocation<'a> {
+        let keys = self.inner.keys.lock(name);
+        let mut invocation = script.prepare_invoke();
+        let all: Vec<String> = match family {
+            Family::Lock => keys.lock_script_keys().into(),
+            Family::Semaphore => keys.semaphore_script_keys().into(),
+        };
+        for key in all {
+            invocation.key(key);
+        }
+        invocation
+            .arg(name.as_str())
+            .arg(&self.inner.events_channel)
+            .arg(self.inner.tombstone_ms)
+            .arg(self.inner.clock.deadline(self.inner.redis_timeout));
+        invocation
     }
-    invocation
 }
 
 /// How many queued waiters an inspection lists.
 const QUEUE_LISTED: u64 = 100;
 
 impl Locks {
+    /// `redis_timeout`: how long a Redis command may take; a script that changes state
+    /// refuses to run later than this after it was sent (see [`clock`]).
     pub fn new(
         conn: ConnectionManager,
         settings: &LockSettings,
+        redis_timeout: Duration,
         waiters: Arc<Waiters>,
         shutdown: CancellationToken,
         metrics: Arc<Metrics>,
@@ -112,8 +143,19 @@ impl Locks {
                 ticket_timeout: Duration::from_millis(settings.ticket_timeout_ms),
                 shutdown,
                 metrics,
+                clock: Arc::default(),
+                redis_timeout,
             }),
         }
+    }
+
+    /// Keeps this process's estimate of Redis's clock fresh (for script deadlines) until
+    /// shutdown.
+    pub fn spawn_clock_sync(&self) -> tokio::task::JoinHandle<()> {
+        self.inner
+            .clock
+            .clone()
+            .spawn_sync(self.inner.conn.clone(), self.inner.shutdown.clone())
     }
 
     /// Requests currently waiting for a lock or semaphore in this process.
@@ -218,6 +260,7 @@ impl Locks {
             ttl,
             holder: request.holder.as_ref(),
             metadata: request.metadata.as_ref(),
+            idempotency: request.idempotency.as_ref(),
         };
         self.acquire_waiting(name, target, id, token, wait).await
     }
@@ -238,6 +281,7 @@ impl Locks {
             ttl: None,
             holder: None,
             metadata: None,
+            idempotency: None,
         };
         self.acquire_waiting(name, target, ticket, token, wait)
             .await
@@ -250,14 +294,8 @@ impl Locks {
         ticket: LeaseId,
         token: &LeaseToken,
     ) -> Result<(), LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::LEAVE, &keys, Family::Lock);
-        invocation
-            .arg(ticket.to_string())
-            .arg(token.digest().hex())
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(self.inner.tombstone_ms);
+        let mut invocation = self.prepared(&scripts::LEAVE, name, Family::Lock);
+        invocation.arg(ticket.to_string()).arg(token.digest().hex());
         let raw: String = self.invoke("leave", &invocation).await?;
         match parse::<LeaveReply>(&raw)? {
             LeaveReply::Left => Ok(()),
@@ -287,23 +325,21 @@ impl Locks {
         token: &LeaseToken,
         ttl: Option<Ttl>,
     ) -> Result<Renewal, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(script, &keys, family);
+        let mut invocation = self.prepared(script, name, family);
         invocation
             .arg(lease_id.to_string())
             .arg(token.digest().hex())
-            .arg(ttl.map_or(0, Ttl::as_millis))
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(self.inner.tombstone_ms);
+            .arg(ttl.map_or(0, Ttl::as_millis));
         let raw: String = self.invoke(label, &invocation).await?;
         let renewed = renewal(lease_id, parse(&raw)?);
         self.observe_renewal(lease_id, &renewed);
         renewed
     }
 
-    /// Releases one reentry level of a lease, or all of them (for a read/write lease: of the
-    /// `mode` hold, write first by default); at zero the lock is free and its waiters wake.
+    /// Releases one reentry level of a lease, or all of them (for a read/write lease: of both
+    /// modes, or of the `mode` hold; one level goes write first by default); at zero the lock
+    /// is free and its waiters wake. A retry with the same `idempotency` key gets the first
+    /// answer.
     pub async fn release(
         &self,
         name: &LockName,
@@ -311,9 +347,14 @@ impl Locks {
         token: &LeaseToken,
         all: bool,
         mode: Option<RwMode>,
+        idempotency: Option<&IdempotencyKey>,
     ) -> Result<Release, LockError> {
-        self.release_because(name, lease_id, token, all, mode, "released")
-            .await
+        let how = ReleaseHow::Asked {
+            all,
+            mode,
+            idempotency,
+        };
+        self.release_because(name, lease_id, token, how).await
     }
 
     async fn release_because(
@@ -321,25 +362,37 @@ impl Locks {
         name: &LockName,
         lease_id: LeaseId,
         token: &LeaseToken,
-        all: bool,
-        mode: Option<RwMode>,
-        reason: &str,
+        how: ReleaseHow<'_>,
     ) -> Result<Release, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::RELEASE, &keys, Family::Lock);
+        let mut invocation = self.prepared(&scripts::RELEASE, name, Family::Lock);
+        let (all, mode, reason, nonce, idempotency) = match how {
+            ReleaseHow::Asked {
+                all,
+                mode,
+                idempotency,
+            } => (all, mode, "released", "", idempotency),
+            ReleaseHow::Rollback { nonce } => (true, None, "client_gone", nonce, None),
+        };
+        let fp = fingerprint(&[
+            "release",
+            &lease_id.to_string(),
+            if all { "all" } else { "one" },
+            mode.map_or("", RwMode::as_str),
+            &token.digest().hex(),
+        ]);
         invocation
             .arg(lease_id.to_string())
             .arg(token.digest().hex())
             .arg(if all { "all" } else { "one" })
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(self.inner.tombstone_ms)
             .arg(reason)
-            .arg(match mode {
-                None => "",
-                Some(RwMode::Read) => "read",
-                Some(RwMode::Write) => "write",
-            });
+            .arg(mode.map_or("", RwMode::as_str))
+            .arg(nonce)
+            .arg(
+                idempotency
+                    .map(IdempotencyKey::digest_hex)
+                    .unwrap_or_default(),
+            )
+            .arg(fp);
         let raw: String = self.invoke("release", &invocation).await?;
         let reply: ReleaseReply = parse(&raw)?;
         self.observe_release(lease_id, &reply, reason);
@@ -352,8 +405,7 @@ impl Locks {
 
     /// One lease's (or fair ticket's) state, as anyone may see it.
     pub async fn lease(&self, name: &LockName, lease_id: LeaseId) -> Result<LeaseView, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::INSPECT_LEASE, &keys, Family::Lock);
+        let mut invocation = self.prepared(&scripts::INSPECT_LEASE, name, Family::Lock);
         invocation.arg(lease_id.to_string());
         let raw: String = self.invoke("inspect_lease", &invocation).await?;
         let snap: LeaseSnapshot = parse(&raw)?;
@@ -398,8 +450,7 @@ impl Locks {
     /// The lock's kind, holders, fair queue and fencing counter; `None` when it is free and
     /// was never taken.
     pub async fn lock(&self, name: &LockName) -> Result<Option<LockView>, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::INSPECT_LOCK, &keys, Family::Lock);
+        let mut invocation = self.prepared(&scripts::INSPECT_LOCK, name, Family::Lock);
         invocation.arg(QUEUE_LISTED);
         let raw: String = self.invoke("inspect_lock", &invocation).await?;
         let snap: LockSnapshot = parse(&raw)?;
@@ -446,7 +497,7 @@ impl Locks {
         reason: &str,
     ) -> Result<ForcedRelease, LockError> {
         let how = (&*scripts::FORCE_RELEASE, "force_release", Family::Lock);
-        self.force_release_via(how, name, by, reason).await
+        self.force_release_via(how, name, by, reason, false).await
     }
 
     /// Runs a force-release script: `force_release.lua` and `semaphore_force_release.lua`
@@ -457,15 +508,13 @@ impl Locks {
         name: &LockName,
         by: &str,
         reason: &str,
+        clear: bool,
     ) -> Result<ForcedRelease, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(script, &keys, family);
+        let mut invocation = self.prepared(script, name, family);
         invocation
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(self.inner.tombstone_ms)
             .arg(by)
-            .arg(reason);
+            .arg(reason)
+            .arg(if clear { "clear" } else { "" });
         let raw: String = self.invoke(label, &invocation).await?;
         let forced = forced(name, parse(&raw)?)?;
         self.observe_forced(&forced);
@@ -505,6 +554,8 @@ fn release(lease_id: LeaseId, reply: ReleaseReply) -> Result<Release, LockError>
             reentry_count,
             released: false,
         }),
+        ReleaseReply::NotRolledBack => Err(LockError::NotRolledBack),
+        ReleaseReply::IdempotencyMismatch => Err(LockError::IdempotencyMismatch),
         ReleaseReply::Refused(r) => Err(r.into()),
     }
 }
@@ -515,6 +566,10 @@ fn forced(name: &LockName, reply: ForceReleaseReply) -> Result<ForcedRelease, Lo
             holders.into_iter().map(holder_view).collect()
         }
         ForceReleaseReply::NotHeld => Vec::new(),
+        ForceReleaseReply::KindConflict { held_as } => {
+            return Err(LockError::KindConflict { held_as });
+        }
+        ForceReleaseReply::TooLate => return Err(LockError::TooLate),
     };
     Ok(ForcedRelease {
         lock: name.clone(),

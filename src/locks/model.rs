@@ -105,6 +105,107 @@ impl LeaseToken {
     pub fn digest(&self) -> TokenDigest {
         TokenDigest::of(&self.0)
     }
+
+    /// The token's random part.
+    fn secret(&self) -> [u8; Self::RANDOM_BYTES] {
+        let mut out = [0u8; Self::RANDOM_BYTES];
+        if let Ok(bytes) = URL_SAFE_NO_PAD.decode(&self.0[Self::PREFIX.len()..]) {
+            out.copy_from_slice(&bytes[..Self::RANDOM_BYTES.min(bytes.len())]);
+        }
+        out
+    }
+
+    fn from_secret(secret: [u8; Self::RANDOM_BYTES]) -> Self {
+        Self(format!(
+            "{}{}",
+            Self::PREFIX,
+            URL_SAFE_NO_PAD.encode(secret)
+        ))
+    }
+}
+
+/// A client's `Idempotency-Key`: a retry that carries the same key (for the same request)
+/// gets the first answer instead of acting twice. Redis keeps only its SHA-256; a new lease's
+/// token is kept sealed under the key itself (XOR with a key-derived pad), so a replay can
+/// hand the token back while Redis never holds a usable one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    pub const MAX_LEN: usize = 255;
+
+    /// 1 to 255 printable ASCII characters (a UUID is a good choice: anyone who knows a key
+    /// can replay its answer while it is kept).
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.is_empty()
+            || raw.len() > Self::MAX_LEN
+            || !raw.bytes().all(|b| (0x20..0x7f).contains(&b))
+        {
+            return Err(InvalidInput::IdempotencyKey);
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    /// SHA-256 of the key, hex: how Redis names the key's record.
+    pub(crate) fn digest_hex(&self) -> String {
+        TokenDigest::of(&self.0).hex()
+    }
+
+    fn pad(&self) -> [u8; 32] {
+        Sha256::new()
+            .chain_update(b"leasehold idempotency seal\0")
+            .chain_update(self.0.as_bytes())
+            .finalize()
+            .into()
+    }
+
+    /// `token`'s random part sealed under this key, hex.
+    pub(crate) fn seal(&self, token: &LeaseToken) -> String {
+        let pad = self.pad();
+        let secret = token.secret();
+        secret
+            .iter()
+            .zip(pad)
+            .map(|(s, p)| format!("{:02x}", s ^ p))
+            .collect()
+    }
+
+    /// The token [`Self::seal`] sealed; `None` for anything else.
+    pub(crate) fn unseal(&self, sealed: &str) -> Option<LeaseToken> {
+        if sealed.len() != 64 {
+            return None;
+        }
+        let pad = self.pad();
+        let mut secret = [0u8; 32];
+        for (i, out) in secret.iter_mut().enumerate() {
+            let byte = u8::from_str_radix(sealed.get(2 * i..2 * i + 2)?, 16).ok()?;
+            *out = byte ^ pad[i];
+        }
+        Some(LeaseToken::from_secret(secret))
+    }
+}
+
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IdempotencyKey(<redacted>)")
+    }
+}
+
+/// SHA-256 (hex) of what a request asks, so a key reused for another request is refused.
+pub(crate) fn fingerprint(parts: &[&str]) -> String {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update(part.as_bytes());
+        hash.update([0u8]);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A random id for one request: a grant it makes can be rolled back only by it.
+pub(crate) fn request_nonce() -> String {
+    let mut buf = [0u8; 16];
+    rand::rng().fill_bytes(&mut buf);
+    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl fmt::Debug for LeaseToken {
@@ -178,7 +279,9 @@ impl TtlPolicy {
 }
 
 /// A per-lock number that grows with every new acquisition and never goes back, not even
-/// after a release or an expiry: the protected resource rejects writes carrying a smaller one.
+/// after a release, an expiry, or Redis losing data: each is one more than the last and at
+/// least Redis's clock in microseconds (so about 1.8e15 today: still exact as a JSON number,
+/// below 2^53). The protected resource rejects writes carrying a smaller one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(transparent)]
 pub struct FencingToken(pub u64);
@@ -341,6 +444,15 @@ pub enum RwMode {
     Write,
 }
 
+impl RwMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
 /// What a client asks for when it acquires.
 #[derive(Debug, Clone)]
 pub struct AcquireRequest {
@@ -352,6 +464,8 @@ pub struct AcquireRequest {
     /// `None`: reentrant for a new lease, the lease's own kind on reentry.
     pub kind: Option<LockKind>,
     pub policy: RwPolicy,
+    /// A retry with the same key gets the first answer.
+    pub idempotency: Option<IdempotencyKey>,
 }
 
 /// What a client asks of a semaphore.
@@ -363,6 +477,8 @@ pub struct PermitRequest {
     /// The semaphore's size; every party must name the same.
     pub limit: u32,
     pub permits: u32,
+    /// A retry with the same key gets the first answer.
+    pub idempotency: Option<IdempotencyKey>,
 }
 
 /// The outcome of an acquisition that did not fail: a grant, or a place in a fair queue.
@@ -393,6 +509,9 @@ pub struct Grant {
     pub token: Option<LeaseToken>,
     /// Whether this grant started a lease (201) rather than re-entered one (200).
     pub new_lease: bool,
+    /// An answer given before, given again: a ticket polled after its grant, or a retry
+    /// with the same Idempotency-Key.
+    pub replayed: bool,
     pub kind: String,
     pub holder: Option<String>,
     pub fencing_token: FencingToken,

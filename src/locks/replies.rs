@@ -19,9 +19,12 @@ pub(crate) enum AcquireReply {
         arrived_ms: Option<u64>,
     },
     Queued {
+        lease_id: String,
         position: u64,
         pttl: i64,
         deadline_ms: u64,
+        /// A retried Idempotency-Key's first ticket: its token, sealed under the key.
+        sealed: Option<String>,
     },
     UnknownToken,
     TicketToken,
@@ -34,12 +37,20 @@ pub(crate) enum AcquireReply {
     LimitMismatch {
         limit: u32,
     },
+    IdempotencyMismatch,
     #[serde(untagged)]
     Refused(Refusal),
 }
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Granted {
+    /// Answered before (a re-polled ticket, a retried Idempotency-Key).
+    #[serde(default)]
+    pub replayed: bool,
+    /// A retried Idempotency-Key's first token, sealed under the key.
+    pub sealed: Option<String>,
+    /// When the lease expires, for a grant answered again (else now + ttl).
+    pub expires_ms: Option<u64>,
     pub lease_id: String,
     pub holder: Option<String>,
     pub kind: String,
@@ -75,6 +86,9 @@ pub(crate) enum ReleaseReply {
     StillHeld {
         reentry_count: u64,
     },
+    /// A rollback found the grant delivered by another request: it stays.
+    NotRolledBack,
+    IdempotencyMismatch,
     #[serde(untagged)]
     Refused(Refusal),
 }
@@ -101,6 +115,8 @@ pub(crate) enum Refusal {
     },
     /// The token is a fair ticket's that has not been granted yet.
     Queued,
+    /// The script ran after its deadline and changed nothing.
+    TooLate,
     ModeNotHeld {
         mode: String,
     },
@@ -113,6 +129,7 @@ impl From<Refusal> for LockError {
             Refusal::Forbidden => LockError::TokenMismatch,
             Refusal::LeaseLost { state } => lost(state),
             Refusal::Queued => LockError::TicketPending,
+            Refusal::TooLate => LockError::TooLate,
             Refusal::ModeNotHeld { mode } => LockError::ModeNotHeld(mode),
         }
     }
@@ -136,6 +153,25 @@ pub(crate) enum ForceReleaseReply {
         holders: Vec<HolderEntry>,
     },
     NotHeld,
+    KindConflict {
+        held_as: String,
+    },
+    TooLate,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(crate) enum LimitReply {
+    Changed {
+        limit: u32,
+        previous: u32,
+        available: i64,
+    },
+    NotFound,
+    KindConflict {
+        held_as: String,
+    },
+    TooLate,
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,7 +250,8 @@ pub(crate) struct SemaphoreSnapshot {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct PermitEntry {
-    pub lease_id: String,
+    /// `None` for the permits Redisson clients hold.
+    pub lease_id: Option<String>,
     pub holder: Option<String>,
     pub metadata: Option<String>,
     pub permits: u64,

@@ -38,3 +38,4 @@ pub(crate) static SEMAPHORE_INSPECT: LazyLock<Script> =
     script!("semlib.lua", "semaphore_inspect.lua");
 pub(crate) static SEMAPHORE_FORCE_RELEASE: LazyLock<Script> =
     script!("semlib.lua", "semaphore_force_release.lua");
+pub(crate) static SEMAPHORE_LIMIT: LazyLock<Script> = script!("semlib.lua", "semaphore_limit.lua");

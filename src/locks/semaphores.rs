@@ -4,13 +4,22 @@
 
 use std::time::Duration;
 
-use super::replies::{ReleaseReply, SemaphoreSnapshot, non_empty, parse};
+use super::replies::{LimitReply, ReleaseReply, SemaphoreSnapshot, non_empty, parse};
 use super::waiting::Target;
 use super::{
-    Acquired, Family, FencingToken, ForcedRelease, Grant, LeaseId, LeaseState, LeaseToken,
-    LeaseView, LockError, LockName, Locks, Metadata, PermitHolderView, PermitRequest, Release,
-    Renewal, SemaphoreView, Timestamp, Ttl, prepared, scripts,
+    Acquired, Family, FencingToken, ForcedRelease, Grant, IdempotencyKey, LeaseId, LeaseState,
+    LeaseToken, LeaseView, LockError, LockName, Locks, Metadata, PermitHolderView, PermitRequest,
+    Release, ReleaseHow, Renewal, SemaphoreView, Timestamp, Ttl, fingerprint, scripts,
 };
+
+/// A semaphore's limit, changed by an admin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitChange {
+    pub limit: u32,
+    pub previous: u32,
+    /// Permits free now; below zero while more permits are out than the new limit.
+    pub available: i64,
+}
 
 impl Locks {
     /// Takes `request.permits` permits of semaphore `name` for a new lease, waiting up to
@@ -53,14 +62,21 @@ impl Locks {
         self.renew_via(how, name, lease_id, token, ttl).await
     }
 
-    /// Gives a semaphore lease's permits back.
+    /// Gives a semaphore lease's permits back. A retry with the same `idempotency` key gets
+    /// the first answer.
     pub async fn release_permits(
         &self,
         name: &LockName,
         lease_id: LeaseId,
         token: &LeaseToken,
+        idempotency: Option<&IdempotencyKey>,
     ) -> Result<Release, LockError> {
-        self.release_permits_because(name, lease_id, token, "released")
+        let how = ReleaseHow::Asked {
+            all: true,
+            mode: None,
+            idempotency,
+        };
+        self.release_permits_because(name, lease_id, token, how)
             .await
     }
 
@@ -69,17 +85,29 @@ impl Locks {
         name: &LockName,
         lease_id: LeaseId,
         token: &LeaseToken,
-        reason: &str,
+        how: ReleaseHow<'_>,
     ) -> Result<Release, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::SEMAPHORE_RELEASE, &keys, Family::Semaphore);
+        let (reason, nonce, idempotency) = match how {
+            ReleaseHow::Asked { idempotency, .. } => ("released", "", idempotency),
+            ReleaseHow::Rollback { nonce } => ("client_gone", nonce, None),
+        };
+        let fp = fingerprint(&[
+            "release_permits",
+            &lease_id.to_string(),
+            &token.digest().hex(),
+        ]);
+        let mut invocation = self.prepared(&scripts::SEMAPHORE_RELEASE, name, Family::Semaphore);
         invocation
             .arg(lease_id.to_string())
             .arg(token.digest().hex())
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(self.inner.tombstone_ms)
-            .arg(reason);
+            .arg(reason)
+            .arg(nonce)
+            .arg(
+                idempotency
+                    .map(IdempotencyKey::digest_hex)
+                    .unwrap_or_default(),
+            )
+            .arg(fp);
         let raw: String = self.invoke("semaphore_release", &invocation).await?;
         let reply = parse::<ReleaseReply>(&raw)?;
         self.observe_release(lease_id, &reply, reason);
@@ -95,8 +123,7 @@ impl Locks {
         name: &LockName,
         lease: Option<LeaseId>,
     ) -> Result<SemaphoreSnapshot, LockError> {
-        let keys = self.inner.keys.lock(name);
-        let mut invocation = prepared(&scripts::SEMAPHORE_INSPECT, &keys, Family::Semaphore);
+        let mut invocation = self.prepared(&scripts::SEMAPHORE_INSPECT, name, Family::Semaphore);
         invocation.arg(lease.map(|id| id.to_string()).unwrap_or_default());
         let raw: String = self.invoke("semaphore_inspect", &invocation).await?;
         parse(&raw)
@@ -117,7 +144,7 @@ impl Locks {
                 .holders
                 .into_iter()
                 .map(|h| PermitHolderView {
-                    lease_id: LeaseId::parse(&h.lease_id),
+                    lease_id: h.lease_id.as_deref().and_then(LeaseId::parse),
                     holder: non_empty(h.holder),
                     metadata: Metadata::from_stored(h.metadata.as_deref()),
                     permits: h.permits,
@@ -166,18 +193,48 @@ impl Locks {
         })
     }
 
-    /// Returns every permit of semaphore `name` (an admin action).
+    /// Returns every permit of semaphore `name` (an admin action); with `clear`, removes the
+    /// semaphore too (its counter and limit), so the next acquirer sets a new limit and the
+    /// name can serve as a lock.
     pub async fn force_release_semaphore(
         &self,
         name: &LockName,
         by: &str,
         reason: &str,
+        clear: bool,
     ) -> Result<ForcedRelease, LockError> {
         let how = (
             &*scripts::SEMAPHORE_FORCE_RELEASE,
             "semaphore_force_release",
             Family::Semaphore,
         );
-        self.force_release_via(how, name, by, reason).await
+        self.force_release_via(how, name, by, reason, clear).await
+    }
+
+    /// Gives semaphore `name` another limit (an admin action): the free permits move by the
+    /// difference; with fewer than are out, acquirers wait until enough come back.
+    pub async fn set_semaphore_limit(
+        &self,
+        name: &LockName,
+        limit: u32,
+        by: &str,
+    ) -> Result<LimitChange, LockError> {
+        let mut invocation = self.prepared(&scripts::SEMAPHORE_LIMIT, name, Family::Semaphore);
+        invocation.arg(limit).arg(by);
+        let raw: String = self.invoke("semaphore_limit", &invocation).await?;
+        match parse::<LimitReply>(&raw)? {
+            LimitReply::Changed {
+                limit,
+                previous,
+                available,
+            } => Ok(LimitChange {
+                limit,
+                previous,
+                available,
+            }),
+            LimitReply::NotFound => Err(LockError::NoSuchSemaphore),
+            LimitReply::KindConflict { held_as } => Err(LockError::KindConflict { held_as }),
+            LimitReply::TooLate => Err(LockError::TooLate),
+        }
     }
 }

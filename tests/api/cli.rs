@@ -148,7 +148,7 @@ async fn run_hands_the_command_its_lease_and_releases_it_after() {
     let env: Vec<&str> = env.split_whitespace().collect();
     assert_eq!(env.len(), 3, "{env:?}");
     assert_eq!(env[0], "reports");
-    assert_eq!(env[2], "1", "the first lease's fencing token");
+    let first_fence: u64 = env[2].parse().expect("the lease's fencing token");
     let lease = app
         .get(&format!("/v1/locks/reports/leases/{}", env[1]))
         .await;
@@ -160,9 +160,14 @@ async fn run_hands_the_command_its_lease_and_releases_it_after() {
     let out = output(&mut run_sh(&app, &[], "reports", script, &[&seen])).await;
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
     let env = wait_for_file(&seen).await;
+    let next_fence: u64 = env
+        .split_whitespace()
+        .nth(2)
+        .and_then(|f| f.parse().ok())
+        .expect("the next lease's fencing token");
     assert!(
-        env.trim_end().ends_with(" 2"),
-        "the next run fences with 2: {env}"
+        next_fence > first_fence,
+        "the next run fences higher: {env}"
     );
 }
 
@@ -306,7 +311,15 @@ async fn run_waits_for_the_lock_then_runs() {
 
     let out = finish(run).await;
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    assert_eq!(wait_for_file(&seen).await, "2\n");
+    let fence: u64 = wait_for_file(&seen)
+        .await
+        .trim()
+        .parse()
+        .expect("a fencing token");
+    assert!(
+        fence > holder.fencing_token,
+        "the waiter fences above the holder"
+    );
     assert_lock_free(&app, "queue").await;
 }
 
@@ -441,7 +454,7 @@ async fn scripts_acquire_heartbeat_inspect_and_release() {
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
     let lease = stdout_json(&out);
     assert_eq!(lease["holder"], "deploy.sh");
-    assert_eq!(lease["fencing_token"], 1);
+    assert!(lease["fencing_token"].as_u64().is_some_and(|f| f > 0));
     let id = lease["lease_id"].as_str().expect("lease_id").to_owned();
     let token = lease["token"].as_str().expect("token").to_owned();
 

@@ -42,6 +42,14 @@ async fn fencing_tokens_grow_across_holders_and_survive_release_and_expiry() {
 #[tokio::test]
 async fn each_lock_has_its_own_counter() {
     let app = spawn_app().await;
-    assert_eq!(app.lease("a", json!({})).await.fencing_token, 1);
-    assert_eq!(app.lease("b", json!({})).await.fencing_token, 1);
+    let a = app.lease("a", json!({})).await;
+    let b = app.lease("b", json!({})).await;
+    assert_eq!(
+        app.inspect_lock("a").await.u64("fencing_counter"),
+        a.fencing_token
+    );
+    assert_eq!(
+        app.inspect_lock("b").await.u64("fencing_counter"),
+        b.fencing_token
+    );
 }

@@ -172,11 +172,9 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     serve_on(RedisServer::start(), options).await
 }
 
-/// Starts a Leasehold server on `redis`.
-async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    let config = ServerConfig {
+/// The server configuration the tests use, on `redis`.
+fn config_for(redis: &RedisServer, options: AppOptions) -> ServerConfig {
+    ServerConfig {
         redis_url: redis.url(),
         locks: LockSettings {
             key_prefix: options.key_prefix,
@@ -191,14 +189,35 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
             },
             max_wait: Duration::from_millis(options.max_wait_ms),
             ticket_timeout_ms: options.ticket_timeout_ms,
+            max_permits: 1000,
         },
         admin_token: options.admin_token,
         redis_timeout: Duration::from_secs(1),
         metrics_lock_names: options.metrics_lock_names,
+        allow_eviction: false,
         dashboard: DashboardSettings {
             private: options.dashboard_private,
         },
-    };
+    }
+}
+
+/// Runs a server on `redis` with the default options until it stops by itself (at most
+/// 10 s): for what must refuse to start.
+pub async fn serve_once(redis: &RedisServer) -> Result<(), ServerError> {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let shutdown = CancellationToken::new();
+    let config = config_for(redis, AppOptions::default());
+    let run = server::run(listener, config, shutdown.clone());
+    let result = tokio::time::timeout(Duration::from_secs(10), run).await;
+    shutdown.cancel();
+    result.unwrap_or(Ok(()))
+}
+
+/// Starts a Leasehold server on `redis`.
+async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let config = config_for(&redis, options);
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
     let app = TestApp {

@@ -29,7 +29,7 @@ async fn a_new_lease_is_201_with_location_token_and_expiry() {
     assert_eq!(reply.body["holder"], "worker-1");
     assert_eq!(reply.body["reentry_count"], 1);
     assert_eq!(reply.body["ttl_ms"], 5000);
-    assert_eq!(reply.body["fencing_token"], 1);
+    assert!(reply.body["fencing_token"].as_u64().is_some_and(|f| f > 0));
     let expires = humantime::parse_rfc3339(&reply.str("expires_at")).expect("RFC 3339 expiry");
     let left = expires
         .duration_since(std::time::SystemTime::now())
@@ -279,7 +279,7 @@ async fn inspecting_a_lock_shows_holders_and_404s_when_unknown() {
     let lock = app.inspect_lock("jobs").await;
     lock.assert_status(200);
     assert_eq!(lock.body["held"], true);
-    assert_eq!(lock.body["fencing_counter"], 1);
+    assert_eq!(lock.body["fencing_counter"], lease.fencing_token);
     let holder = &lock.body["holders"][0];
     assert_eq!(holder["lease_id"], lease.id);
     assert_eq!(holder["holder_id"], format!("{}:1", lease.id));
@@ -292,7 +292,7 @@ async fn inspecting_a_lock_shows_holders_and_404s_when_unknown() {
     free.assert_status(200);
     assert_eq!(free.body["held"], false);
     assert_eq!(free.body["holders"], json!([]));
-    assert_eq!(free.body["fencing_counter"], 1);
+    assert_eq!(free.body["fencing_counter"], lease.fencing_token);
 }
 
 #[tokio::test]
@@ -304,7 +304,7 @@ async fn every_change_publishes_an_event() {
     assert_eq!(acquired["lock"], "jobs");
     assert_eq!(acquired["lease_id"], lease.id);
     assert_eq!(acquired["holder"], "w");
-    assert_eq!(acquired["fencing_token"], 1);
+    assert_eq!(acquired["fencing_token"], lease.fencing_token);
     app.acquire_with("jobs", 0, json!({}), Some(&lease.token))
         .await
         .assert_status(200);

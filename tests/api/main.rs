@@ -14,6 +14,7 @@ mod metrics;
 mod openapi;
 mod outages;
 mod redisson;
+mod regressions;
 mod rwlock;
 mod semaphores;
 mod waiting;

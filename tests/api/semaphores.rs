@@ -66,16 +66,21 @@ async fn fifty_clients_never_exceed_the_limit() {
             tokio::task::yield_now().await;
             inside.fetch_sub(1, Ordering::SeqCst);
             release(&app, &held).await.assert_status(200);
+            held.fencing_token
         }));
     }
+    let mut fences = Vec::new();
     for task in tasks {
-        task.await.expect("client");
+        fences.push(task.await.expect("client"));
     }
     let most = most.load(Ordering::SeqCst);
     assert!((1..=5).contains(&most), "at most 5 at once, saw {most}");
     let view = app.get("/v1/semaphores/pool").await;
     assert_eq!(view.body["used"], 0);
-    assert_eq!(view.body["fencing_counter"], 50);
+    fences.sort_unstable();
+    fences.dedup();
+    assert_eq!(fences.len(), 50, "every lease has its own fencing token");
+    assert_eq!(view.u64("fencing_counter"), fences[49]);
 }
 
 #[tokio::test]

@@ -1,0 +1,72 @@
+//! Redis's clock, as this process estimates it: the offset between the local wall clock and
+//! Redis's `TIME`, refreshed in the background. Scripts that change state get a deadline in
+//! Redis time (now + the Redis timeout) after which they change nothing, so a command whose
+//! request was already answered 503 (delayed by a partition, or queued in a frozen Redis)
+//! never takes effect behind its client's back.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::aio::ConnectionManager;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How often the offset is measured again (clocks drift; NTP steps them).
+const RESYNC_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+pub struct RedisClock {
+    /// Redis time minus local time, in ms.
+    offset_ms: AtomicI64,
+    known: AtomicBool,
+}
+
+fn local_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl RedisClock {
+    /// The Redis-time deadline for a script sent now and answered (at the latest) within
+    /// `within`; 0 (no deadline) until the offset has been measured once.
+    pub fn deadline(&self, within: Duration) -> u64 {
+        if !self.known.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let now = local_ms() + self.offset_ms.load(Ordering::Relaxed);
+        let within = i64::try_from(within.as_millis()).unwrap_or(i64::MAX);
+        u64::try_from(now.saturating_add(within)).unwrap_or(0)
+    }
+
+    /// Measures the offset with one `TIME` (its round trip halved is the error).
+    pub async fn sync(&self, conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+        let before = local_ms();
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await?;
+        let after = local_ms();
+        let redis_ms = secs * 1000 + micros / 1000;
+        self.offset_ms
+            .store(redis_ms - (before + after) / 2, Ordering::Relaxed);
+        self.known.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Keeps the offset fresh until `shutdown`.
+    pub fn spawn_sync(
+        self: std::sync::Arc<Self>,
+        mut conn: ConnectionManager,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = self.sync(&mut conn).await {
+                    tracing::debug!(error = %e, "could not read Redis's clock");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(RESYNC_EVERY) => {}
+                    () = shutdown.cancelled() => return,
+                }
+            }
+        })
+    }
+}
