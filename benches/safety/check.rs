@@ -1053,7 +1053,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants; overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {}, late answers {}, parked while free {}, server errors {}, semantic {}; longest unavailability {} ms => {}",
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants; overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, server errors {}, semantic {}; longest unavailability {} ms => {}",
         if report.faults.is_empty() {
             "nothing"
         } else {
@@ -1067,6 +1067,8 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         report.fence_regressions,
         report.lost_updates,
         report.rejected_in_hold,
+        report.stale_rejected,
+        report.stale_accepted,
         report.late_answers,
         report.parked_while_free,
         report.server_errors,

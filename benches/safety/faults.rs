@@ -154,6 +154,8 @@ pub async fn inject(
                 shared.pausing.store(true, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_secs(4)).await;
                 shared.pausing.store(false, Ordering::Relaxed);
+                // Not exempt: nothing but the pausing holders should notice.
+                windows.push(window(fault.name(), false, false, start));
             }
             Fault::InstanceKillStop => {
                 cluster.kill_instance(0).await;
