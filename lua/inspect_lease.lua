@@ -9,7 +9,10 @@ if not lease or lease.kind == 'semaphore' then return encode({found = false}) en
 local rec = redis.call('HMGET', lease.key, 'metadata', 'ended_ms', 'acquired_ms')
 local h = holder_id(lease.id)
 local reads, writes = 0, 0
-if is_rw(lease.kind) then
+if redis.call('TYPE', L).ok ~= 'hash' then
+  -- The name is a semaphore (or another program's key) by now: the lease holds nothing.
+  reads = 0
+elseif is_rw(lease.kind) then
   reads = tonumber(redis.call('HGET', L, h)) or 0
   writes = tonumber(redis.call('HGET', L, h .. ':write')) or 0
   if reads > 0 and writes == 0 and not reader_alive(h, reads) then reads = 0 end

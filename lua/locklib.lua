@@ -138,8 +138,10 @@ local function reader_alive(field, count)
   return false
 end
 
--- Whether the lease still holds the lock (any mode).
+-- Whether the lease still holds the lock (any mode). The name may be a semaphore (or
+-- another program's key) by now.
 local function lease_holds(lease)
+  if redis.call('TYPE', L).ok ~= 'hash' then return false end
   local field = holder_id(lease.id)
   if redis.call('HEXISTS', L, field) == 1 then return true end
   return is_rw(lease.kind) and redis.call('HEXISTS', L, field .. ':write') == 1
@@ -157,7 +159,7 @@ end
 -- Removes read holders whose every timeout key expired: they stopped heartbeating while
 -- other readers kept the lock hash alive. Each such lease is recorded as expired.
 local function prune_dead_readers()
-  if redis.call('HEXISTS', L, 'mode') == 0 then return end
+  if redis.call('TYPE', L).ok ~= 'hash' or redis.call('HEXISTS', L, 'mode') == 0 then return end
   local flat = redis.call('HGETALL', L)
   for i = 1, #flat, 2 do
     local field, count = flat[i], tonumber(flat[i + 1])

@@ -427,11 +427,13 @@ fn lease_hold(
     if let Some(frs) = forced.get(&(grant.name.as_str(), semaphore)) {
         for &f in frs {
             let fr = &ops[f];
+            // It may have removed this lease if it could run after the grant...
             if fr.recv >= grant_lb {
                 end = end.min(fr.send.max(start));
-                if !fr.outcome.uncertain() {
-                    ub_end = ub_end.min(fr.recv.max(start));
-                }
+            }
+            // ...and certainly did if it was sent after the grant's answer came.
+            if fr.send >= start && matches!(fr.outcome, Outcome::Forced { .. }) {
+                ub_end = ub_end.min(fr.recv);
             }
         }
     }

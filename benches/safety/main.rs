@@ -293,13 +293,13 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
     let _ = writeln!(
         md,
         "One run of the safety harness's full tier: `cargo bench --bench safety -- --tier full \
-         --seed {} --clients {} --report FAULTS.md` ({} Leasehold instances on loopback, one more \
-         in a network namespace for the partition; one redis-server; {} clients over {} names per \
-         lock family). Every figure below is copied from that run. \"Overlapping holds\" counts \
+         --seed {} --clients {} --names {} --report FAULTS.md` ({} Leasehold instances on \
+         loopback, one more in a network namespace for the partition; one redis-server; {} \
+         clients over {} names per lock family). Every figure below is copied from that run. \"Overlapping holds\" counts \
          pairs of conflicting holds by conservative bounds (see `benches/safety/check.rs`); those \
          across a Redis data loss are listed apart, as the README's guarantees say they can \
          happen.\n",
-        args.seed, args.clients, args.instances, args.clients, args.names
+        args.seed, args.clients, args.names, args.instances, args.clients, args.names
     );
     let _ = writeln!(
         md,

@@ -426,6 +426,10 @@ impl From<LockError> for Problem {
                 )
                 .retry_after(Duration::from_secs(1))
             }
+            LockError::Script(source) => {
+                tracing::error!(error = %source, "a Redis script failed");
+                Problem::new(ProblemKind::Internal, "internal error")
+            }
             LockError::TooLate => Problem::new(
                 ProblemKind::RedisUnavailable,
                 "Redis answered too late, so nothing was changed; try again",

@@ -54,6 +54,10 @@ pub enum LockError {
     UnknownToken,
     #[error("Redis is unavailable: {0}")]
     Unavailable(#[source] redis::RedisError),
+    /// Redis refused a script for a reason that is this service's bug or a misconfiguration
+    /// (a script error, a wrong type, a missing permission), not Redis being away.
+    #[error("a Redis script failed: {0}")]
+    Script(#[source] redis::RedisError),
     /// Redis ran the script after its deadline, so it changed nothing.
     #[error("Redis answered too late; nothing was changed")]
     TooLate,
@@ -81,7 +85,22 @@ impl LockError {
 }
 
 impl From<redis::RedisError> for LockError {
+    /// Redis being away, slow, loading or read-only is `Unavailable` (503, try again); an
+    /// error no retry can cure is `Script` (500, logged).
     fn from(e: redis::RedisError) -> Self {
-        Self::Unavailable(e)
+        use redis::{ErrorKind, ServerErrorKind};
+        match e.kind() {
+            ErrorKind::Server(
+                ServerErrorKind::ResponseError
+                | ServerErrorKind::NoPerm
+                | ServerErrorKind::CrossSlot
+                | ServerErrorKind::ExecAbort
+                | ServerErrorKind::NoScript,
+            )
+            | ErrorKind::Parse
+            | ErrorKind::UnexpectedReturnType => Self::Script(e),
+            ErrorKind::Extension if e.code() != Some("BUSY") => Self::Script(e),
+            _ => Self::Unavailable(e),
+        }
     }
 }

@@ -171,6 +171,7 @@ impl Locks {
                     let failed = matches!(
                         e,
                         LockError::Unavailable(_)
+                            | LockError::Script(_)
                             | LockError::TooLate
                             | LockError::ShuttingDown
                             | LockError::BadReply(_)

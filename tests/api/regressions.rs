@@ -204,6 +204,36 @@ async fn a_semaphore_whose_permits_are_back_can_be_a_lock_again() {
 }
 
 #[tokio::test]
+async fn a_lease_whose_name_became_a_semaphore_is_lost_not_an_error() {
+    let app = spawn_app().await;
+    for kind in ["reentrant", "read"] {
+        let name = format!("x-{kind}");
+        let lease = app
+            .lease(&name, json!({"kind": kind, "ttl_ms": 60_000}))
+            .await;
+        app.force_release(&name, Some(ADMIN_TOKEN))
+            .await
+            .assert_status(200);
+        app.acquire_permits(&name, 0, json!({"limit": 2}))
+            .await
+            .assert_status(201);
+        app.heartbeat(&lease, json!({}))
+            .await
+            .assert_problem(410, "lease_lost");
+        app.release(&lease, true)
+            .await
+            .assert_problem(410, "lease_lost");
+        app.acquire_with(&name, 0, json!({}), Some(&lease.token))
+            .await
+            .assert_problem(410, "lease_lost");
+        assert_eq!(
+            app.inspect_lease(&lease).await.body["state"],
+            "force_released"
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_admin_can_clear_a_semaphore_and_change_its_limit() {
     let app = spawn_app().await;
     let held = app
