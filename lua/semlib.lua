@@ -60,12 +60,17 @@ local function reclaim_expired()
   end
 end
 
--- What S is: 'semaphore', 'none', or the kind it is used as instead ('lock', 'fair',
--- 'foreign' for a key some other program made).
+-- What S is: 'semaphore', 'none', or what it is used as instead (a lock's kind as
+-- Leasehold records it, or 'foreign': a Redisson client's lock, or a key some other program
+-- made).
 local function name_use()
   local t = redis.call('TYPE', S).ok
   if t == 'hash' then
-    if hash_is_lock(S) then return 'lock' end
+    local st = redis.call('HMGET', STATE, 'lease', 'kind')
+    if st[1] and hash_is_lock(S) and (redis.call('HEXISTS', S, holder_id(st[1])) == 1
+      or redis.call('HEXISTS', S, holder_id(st[1]) .. ':write') == 1) then
+      return st[2]
+    end
     return 'foreign'
   end
   if t == 'string' then

@@ -12,9 +12,30 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use reqwest::{RequestBuilder, StatusCode, Url};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use crate::wire::{
+    AcquireBody, GrantBody, LeaseBody, LeaseId, LeaseState, LockBody, LockKind, PermitBody,
+    ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
+};
+
+/// Which routes a lease lives under: `/v1/locks` or `/v1/semaphores`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Lock,
+    Semaphore,
+}
+
+impl Resource {
+    fn segment(self) -> &'static str {
+        match self {
+            Self::Lock => "locks",
+            Self::Semaphore => "semaphores",
+        }
+    }
+}
 
 /// How long a call other than a waiting acquire may take before it fails as a transport error.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,25 +76,6 @@ impl fmt::Display for ServerUrl {
     }
 }
 
-/// A lease id as the server issues it (a UUID).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct LeaseId(uuid::Uuid);
-
-impl FromStr for LeaseId {
-    type Err = uuid::Error;
-
-    fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        raw.parse().map(Self)
-    }
-}
-
-impl fmt::Display for LeaseId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
 /// A lease's bearer token. Its `Debug` hides the secret, so it cannot leak through logs or
 /// error messages.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -109,107 +111,48 @@ impl FromStr for LeaseToken {
     }
 }
 
-/// The kind of lock to ask for. Only `reentrant` exists on the server today; the others are
-/// sent as asked and refused (422) by a server that does not know them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum LockKind {
-    Reentrant,
-    Fair,
-    Read,
-    Write,
-    Exclusive,
-}
-
 /// What an acquire asks for; `None` leaves the choice to the server.
 #[derive(Debug, Clone, Default)]
 pub struct AcquireOptions {
     pub ttl: Option<Duration>,
     pub holder: Option<String>,
-    /// Sent only when set: a server without lock kinds refuses unknown body fields.
     pub kind: Option<LockKind>,
     /// How long the server should wait while someone else holds the lock.
     pub wait: Duration,
 }
 
-#[derive(Serialize)]
-struct AcquireBody<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ttl_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    holder: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<LockKind>,
-}
-
-/// A new lease (201): the only answer that carries the token.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Lease {
-    pub lease_id: LeaseId,
-    pub token: LeaseToken,
-    pub lock: String,
+/// What a semaphore acquire asks for.
+#[derive(Debug, Clone, Default)]
+pub struct PermitOptions {
+    /// The semaphore's size; every party must name the same.
+    pub limit: u32,
+    /// Permits to take (the server's default is 1).
+    pub permits: Option<u32>,
+    pub ttl: Option<Duration>,
     pub holder: Option<String>,
-    pub fencing_token: u64,
-    pub reentry_count: u64,
-    pub ttl_ms: u64,
-    pub expires_at: String,
+    pub wait: Duration,
 }
 
-/// A successful heartbeat: the lease's TTL started again.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Renewal {
-    pub lease_id: LeaseId,
-    pub lock: String,
-    pub fencing_token: u64,
-    pub reentry_count: u64,
-    pub ttl_ms: u64,
-    pub expires_at: String,
+/// A new lease (201): the grant, and the token only this answer carries.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub grant: GrantBody,
+    pub token: LeaseToken,
 }
 
-/// A release: `released` is true when the lock is free.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Released {
-    pub lease_id: LeaseId,
-    pub lock: String,
-    pub released: bool,
-    pub reentry_count: u64,
+/// A fair lock's place in line (202): poll it with [`Client::poll`] until it is granted.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub ticket: TicketBody,
+    /// Proves the ticket and, once granted, its lease.
+    pub token: LeaseToken,
 }
 
-/// One lease's state, from `GET /v1/locks/{lock}/leases/{id}` (no token needed).
-#[derive(Debug, Clone, Deserialize)]
-pub struct LeaseStatus {
-    pub lease_id: LeaseId,
-    pub lock: String,
-    pub state: LeaseState,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LeaseState {
-    Held,
-    Released,
-    Expired,
-    ForceReleased,
-    /// A state this client does not know (a newer server); not taken as an end.
-    #[serde(other)]
-    Unknown,
-}
-
-impl LeaseState {
-    /// The lease no longer holds its lock.
-    pub fn has_ended(self) -> bool {
-        matches!(self, Self::Released | Self::Expired | Self::ForceReleased)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Held => "held",
-            Self::Released => "released",
-            Self::Expired => "expired",
-            Self::ForceReleased => "force_released",
-            Self::Unknown => "unknown",
-        }
-    }
+/// An acquire's success: a lease, or (fair locks) a place in line.
+#[derive(Debug, Clone)]
+pub enum Acquired {
+    Lease(Lease),
+    Queued(Ticket),
 }
 
 /// A successful answer: the typed body and the JSON document it was read from.
@@ -301,40 +244,151 @@ impl Client {
         self
     }
 
-    /// `POST /v1/locks/{lock}/leases?wait_ms=N`. The server cuts the wait to its
-    /// `--max-wait-ms`. Dropping the returned future closes the connection, which makes the
-    /// server drop the waiter (and roll back a grant it could not deliver).
+    /// The same client over another HTTP stack (an HTTP/2-only client, a custom pool).
+    pub fn with_http(mut self, http: reqwest::Client) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// `POST /v1/locks/{lock}/leases?wait_ms=N`: a new lease, or a ticket (fair locks still
+    /// queued when the wait ended). The server cuts the wait to its `--max-wait-ms`. Dropping
+    /// the returned future closes the connection, which makes the server drop the waiter (and
+    /// roll back a grant it could not deliver).
     pub async fn acquire(
         &self,
         lock: &str,
         options: &AcquireOptions,
-    ) -> Result<Reply<Lease>, ClientError> {
-        let wait_ms = millis(options.wait);
+    ) -> Result<Reply<Acquired>, ClientError> {
         let mut url = self.endpoint(&["v1", "locks", lock, "leases"])?;
         url.query_pairs_mut()
-            .append_pair("wait_ms", &wait_ms.to_string());
+            .append_pair("wait_ms", &millis(options.wait).to_string());
         let body = AcquireBody {
             ttl_ms: options.ttl.map(millis),
-            holder: options.holder.as_deref(),
+            holder: options.holder.clone(),
             kind: options.kind,
+            ..AcquireBody::default()
         };
         let request = self
             .http
             .post(url)
             .json(&body)
             .timeout(self.timeout.saturating_add(options.wait));
-        Self::send(request).await
+        Self::acquired(request, None).await
     }
 
-    /// `POST /v1/locks/{lock}/leases/{id}/heartbeat`: the lease's TTL starts again.
+    /// `POST /v1/locks/{lock}/tickets/{id}?wait_ms=N`: the fair lock's lease once it is the
+    /// ticket's turn (or again, if it was granted before), else the ticket still in line.
+    pub async fn poll(
+        &self,
+        lock: &str,
+        ticket: LeaseId,
+        token: &LeaseToken,
+        wait: Duration,
+    ) -> Result<Reply<Acquired>, ClientError> {
+        let id = ticket.to_string();
+        let mut url = self.endpoint(&["v1", "locks", lock, "tickets", &id])?;
+        url.query_pairs_mut()
+            .append_pair("wait_ms", &millis(wait).to_string());
+        let request = self
+            .http
+            .post(url)
+            .bearer_auth(token.expose())
+            .timeout(self.timeout.saturating_add(wait));
+        Self::acquired(request, Some(token)).await
+    }
+
+    /// `DELETE /v1/locks/{lock}/tickets/{id}`: gives up the ticket's place.
+    pub async fn leave(
+        &self,
+        lock: &str,
+        ticket: LeaseId,
+        token: &LeaseToken,
+    ) -> Result<(), ClientError> {
+        let id = ticket.to_string();
+        let url = self.endpoint(&["v1", "locks", lock, "tickets", &id])?;
+        let request = self
+            .http
+            .delete(url)
+            .bearer_auth(token.expose())
+            .timeout(self.timeout);
+        Self::send::<Value>(request).await.map(|_| ())
+    }
+
+    /// `POST /v1/semaphores/{name}/leases?wait_ms=N`: permits for a new lease.
+    pub async fn acquire_permits(
+        &self,
+        name: &str,
+        options: &PermitOptions,
+    ) -> Result<Reply<Lease>, ClientError> {
+        let mut url = self.endpoint(&["v1", "semaphores", name, "leases"])?;
+        url.query_pairs_mut()
+            .append_pair("wait_ms", &millis(options.wait).to_string());
+        let body = PermitBody {
+            limit: Some(options.limit),
+            permits: options.permits,
+            ttl_ms: options.ttl.map(millis),
+            holder: options.holder.clone(),
+            metadata: None,
+        };
+        let request = self
+            .http
+            .post(url)
+            .json(&body)
+            .timeout(self.timeout.saturating_add(options.wait));
+        match Self::acquired(request, None).await? {
+            Reply {
+                body: Acquired::Lease(lease),
+                json,
+            } => Ok(Reply { body: lease, json }),
+            Reply { json, .. } => Err(ClientError::Unexpected {
+                status: StatusCode::ACCEPTED,
+                excerpt: excerpt(json.to_string().as_bytes()),
+            }),
+        }
+    }
+
+    /// Reads a grant (201/200) or a ticket (202); `known` is the token the caller already
+    /// has (a ticket's, when polling), for answers that do not repeat it.
+    async fn acquired(
+        request: RequestBuilder,
+        known: Option<&LeaseToken>,
+    ) -> Result<Reply<Acquired>, ClientError> {
+        let reply: Reply<Value> = Self::send(request).await?;
+        let unexpected = |what: &str| ClientError::Unexpected {
+            status: StatusCode::OK,
+            excerpt: what.to_owned(),
+        };
+        let token = reply.json["token"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .or_else(|| known.cloned())
+            .ok_or_else(|| unexpected("an answer without the lease's token"))?;
+        let body = if reply.json.get("ticket_id").is_some() {
+            let ticket = TicketBody::deserialize(&reply.json)
+                .map_err(|_| unexpected("a ticket the client cannot read"))?;
+            Acquired::Queued(Ticket { ticket, token })
+        } else {
+            let grant = GrantBody::deserialize(&reply.json)
+                .map_err(|_| unexpected("a grant the client cannot read"))?;
+            Acquired::Lease(Lease { grant, token })
+        };
+        Ok(Reply {
+            body,
+            json: reply.json,
+        })
+    }
+
+    /// `POST /v1/{locks|semaphores}/{name}/leases/{id}/heartbeat`: the lease's TTL starts
+    /// again.
     pub async fn heartbeat(
         &self,
+        resource: Resource,
         lock: &str,
         id: LeaseId,
         token: &LeaseToken,
-    ) -> Result<Reply<Renewal>, ClientError> {
+    ) -> Result<Reply<RenewalBody>, ClientError> {
         let id = id.to_string();
-        let url = self.endpoint(&["v1", "locks", lock, "leases", &id, "heartbeat"])?;
+        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id, "heartbeat"])?;
         Self::send(
             self.http
                 .post(url)
@@ -344,16 +398,18 @@ impl Client {
         .await
     }
 
-    /// `DELETE /v1/locks/{lock}/leases/{id}[?all=true]`: one reentry level, or all of them.
+    /// `DELETE /v1/{locks|semaphores}/{name}/leases/{id}[?all=true]`: one reentry level, or
+    /// all of them (a semaphore lease always gives back all its permits).
     pub async fn release(
         &self,
+        resource: Resource,
         lock: &str,
         id: LeaseId,
         token: &LeaseToken,
         all: bool,
-    ) -> Result<Reply<Released>, ClientError> {
+    ) -> Result<Reply<ReleaseBody>, ClientError> {
         let id = id.to_string();
-        let mut url = self.endpoint(&["v1", "locks", lock, "leases", &id])?;
+        let mut url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id])?;
         if all {
             url.query_pairs_mut().append_pair("all", "true");
         }
@@ -366,23 +422,28 @@ impl Client {
         .await
     }
 
-    /// `GET /v1/locks/{lock}`: who holds the lock. Returned as the server's JSON, which is
-    /// all its callers need.
-    pub async fn lock_status(&self, lock: &str) -> Result<Value, ClientError> {
+    /// `GET /v1/locks/{lock}`: who holds the lock (404 when free and never taken).
+    pub async fn lock_status(&self, lock: &str) -> Result<Reply<LockBody>, ClientError> {
         let url = self.endpoint(&["v1", "locks", lock])?;
-        let reply: Reply<Value> = Self::send(self.http.get(url).timeout(self.timeout)).await?;
-        Ok(reply.json)
+        Self::send(self.http.get(url).timeout(self.timeout)).await
     }
 
-    /// `GET /v1/locks/{lock}/leases/{id}`: one lease's state, also for a while after it
-    /// ended (then 404).
+    /// `GET /v1/semaphores/{name}`: its limit, permits in use and holders.
+    pub async fn semaphore_status(&self, name: &str) -> Result<Reply<SemaphoreBody>, ClientError> {
+        let url = self.endpoint(&["v1", "semaphores", name])?;
+        Self::send(self.http.get(url).timeout(self.timeout)).await
+    }
+
+    /// `GET /v1/{locks|semaphores}/{name}/leases/{id}`: one lease's state, also for a while
+    /// after it ended (then 404).
     pub async fn lease_status(
         &self,
+        resource: Resource,
         lock: &str,
         id: LeaseId,
-    ) -> Result<Reply<LeaseStatus>, ClientError> {
+    ) -> Result<Reply<LeaseBody>, ClientError> {
         let id = id.to_string();
-        let url = self.endpoint(&["v1", "locks", lock, "leases", &id])?;
+        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id])?;
         Self::send(self.http.get(url).timeout(self.timeout)).await
     }
 
@@ -466,16 +527,13 @@ mod tests {
 
     #[test]
     fn the_acquire_body_names_only_what_was_asked() {
-        let body = AcquireBody {
-            ttl_ms: None,
-            holder: None,
-            kind: None,
-        };
+        let body = AcquireBody::default();
         assert_eq!(serde_json::to_string(&body).expect("json"), "{}");
         let body = AcquireBody {
             ttl_ms: Some(1500),
-            holder: Some("me"),
+            holder: Some("me".into()),
             kind: Some(LockKind::Reentrant),
+            ..AcquireBody::default()
         };
         assert_eq!(
             serde_json::to_value(&body).expect("json"),

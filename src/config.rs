@@ -87,8 +87,7 @@ pub struct LeaseRequestArgs {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     pub wait: Duration,
 
-    /// Kind of lock (sent only when given; today's server knows only reentrant and refuses
-    /// the field with 422).
+    /// Kind of lock: reentrant (the server's default), exclusive, fair, read or write.
     #[arg(long, value_enum)]
     pub kind: Option<LockKind>,
 
@@ -272,23 +271,38 @@ pub enum LogFormat {
     Json,
 }
 
+/// A combination of `serve` flags that cannot work together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--min-ttl-ms must be at least 1 and at most --max-ttl-ms")]
+    TtlBounds,
+    #[error("--default-ttl-ms must lie between --min-ttl-ms and --max-ttl-ms")]
+    DefaultTtl,
+    #[error("--admin-token must be at least 16 characters")]
+    ShortAdminToken,
+    #[error("--redis-timeout-ms must be at least 1")]
+    RedisTimeout,
+    #[error("--max-permits must be between 1 and 100000")]
+    MaxPermits,
+}
+
 impl ServeArgs {
     /// Checks what clap cannot check field by field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.min_ttl_ms == 0 || self.min_ttl_ms > self.max_ttl_ms {
-            return Err("--min-ttl-ms must be at least 1 and at most --max-ttl-ms".into());
+            return Err(ConfigError::TtlBounds);
         }
         if !(self.min_ttl_ms..=self.max_ttl_ms).contains(&self.default_ttl_ms) {
-            return Err("--default-ttl-ms must lie between --min-ttl-ms and --max-ttl-ms".into());
+            return Err(ConfigError::DefaultTtl);
         }
         if self.admin_token.as_ref().is_some_and(|t| t.len() < 16) {
-            return Err("--admin-token must be at least 16 characters".into());
+            return Err(ConfigError::ShortAdminToken);
         }
         if self.redis_timeout_ms == 0 {
-            return Err("--redis-timeout-ms must be at least 1".into());
+            return Err(ConfigError::RedisTimeout);
         }
         if !(1..=100_000).contains(&self.max_permits) {
-            return Err("--max-permits must be between 1 and 100000".into());
+            return Err(ConfigError::MaxPermits);
         }
         Ok(())
     }

@@ -1,26 +1,34 @@
 //! Leasehold: a distributed lock service over HTTP, with lock state in Redis kept in
 //! Redisson's data layout.
 //!
-//! Where things live:
-//! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
-//! - [`server`]: wires everything together and serves on a bound listener ([`server::run`]).
-//! - [`locks`]: the lock domain: lease types, the Redis key layout, the Lua scripts in `lua/`,
-//!   waiting. Knows nothing of HTTP.
+//! Where things live (layers point one way: `api` and `dashboard` → `auth`, `problem` →
+//! `locks` → Redis; `server` assembles them; `client` and `cli` speak only `wire`):
+//! - [`locks`]: the lock domain: lease kinds, the Redis key layout, the Lua scripts in `lua/`
+//!   (one typed Rust twin each), waiting, and an observer trait for whoever listens. Knows
+//!   nothing of HTTP.
 //! - [`events`]: the single Redis subscriber that wakes waiting requests and fans lock events
 //!   out in-process.
-//! - [`api`]: the `/v1` HTTP API (axum handlers, problem+json errors).
+//! - [`api`]: the `/v1` HTTP API (axum handlers, the OpenAPI document).
 //! - [`dashboard`]: the operators' HTML pages (askama templates in `templates/`, assets in
-//!   `static/` compiled in), admin sign-in and force release from the browser.
+//!   `static/` compiled in), force release from the browser.
+//! - [`auth`]: who may do what: the admin token, dashboard sessions, who may read.
+//! - [`problem`]: every error the service answers, rendered as problem+json (API) or HTML
+//!   (dashboard).
+//! - [`wire`]: the `/v1` request and response bodies, shared by the server and the client.
+//! - [`server`]: the configuration, the router with its middleware ([`server::app`]), and
+//!   [`server::run`] on a bound listener.
 //! - [`state`]: what handlers share.
-//! - [`metrics`]: the Prometheus registry behind `GET /metrics` (process-local counts).
-//! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
+//! - [`metrics`]: the Prometheus registry behind `GET /metrics` (the domain's observer).
 //! - [`durability`]: what the Redis behind us can lose (persistence, eviction), read at start.
+//! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
+//! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
 //! - [`client`]: a typed HTTP client for the `/v1` lease API.
 //! - [`cli`]: the client subcommands on top of it: `run` (hold a lock while a command runs)
 //!   and `acquire`/`heartbeat`/`release`/`status` for shell scripts.
 
 pub mod api;
+pub mod auth;
 pub mod cli;
 pub mod client;
 pub mod config;
@@ -30,7 +38,9 @@ pub mod embedded_redis;
 pub mod events;
 pub mod locks;
 pub mod metrics;
+pub mod problem;
 pub mod server;
 pub mod shutdown;
 pub mod state;
 pub mod telemetry;
+pub mod wire;

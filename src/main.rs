@@ -13,9 +13,8 @@ use tokio_util::sync::CancellationToken;
 use leasehold::cli;
 use leasehold::config::{Cli, Command, HealthcheckArgs, ServeArgs};
 use leasehold::embedded_redis::EmbeddedRedis;
-use leasehold::locks::{LockSettings, TtlPolicy, random_secret};
+use leasehold::locks::random_secret;
 use leasehold::server::{self, ServerConfig};
-use leasehold::state::{ApiLimits, DashboardSettings};
 use leasehold::{shutdown, telemetry};
 
 #[tokio::main]
@@ -40,7 +39,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
-    args.validate().map_err(anyhow::Error::msg)?;
+    args.validate()?;
     telemetry::init(args.log_format);
     let token = CancellationToken::new();
     shutdown::cancel_on_signals(token.clone()).context("cannot install signal handlers")?;
@@ -68,31 +67,7 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         tracing::info!(addr = %listener.local_addr()?, "leasehold is listening");
-        let config = ServerConfig {
-            redis_url,
-            locks: LockSettings {
-                key_prefix: args.key_prefix.clone(),
-                tombstone_ms: args.tombstone_ms,
-                ticket_timeout_ms: args.ticket_timeout_ms,
-            },
-            limits: ApiLimits {
-                ttl: TtlPolicy {
-                    default_ms: args.default_ttl_ms,
-                    min_ms: args.min_ttl_ms,
-                    max_ms: args.max_ttl_ms,
-                },
-                max_wait: Duration::from_millis(args.max_wait_ms),
-                ticket_timeout_ms: args.ticket_timeout_ms,
-                max_permits: args.max_permits,
-            },
-            admin_token: args.admin_token.clone(),
-            redis_timeout: Duration::from_millis(args.redis_timeout_ms),
-            metrics_lock_names: args.metrics_lock_names,
-            allow_eviction: args.allow_eviction,
-            dashboard: DashboardSettings {
-                private: args.dashboard_private,
-            },
-        };
+        let config = ServerConfig::from_args(&args, redis_url, args.admin_token.clone());
         server::run(listener, config, token.clone()).await?;
         anyhow::Ok(())
     }

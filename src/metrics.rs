@@ -1,7 +1,8 @@
 //! Prometheus metrics of one Leasehold process, in an explicit [`Registry`] (no global recorder,
-//! so several servers in one test process stay apart). The lock domain records what only it
-//! sees (waits, handoffs, script calls, heartbeat slack) through [`Metrics`]; the HTTP layer
-//! records requests and serves `GET /metrics`. Nothing here knows HTTP or Redis.
+//! so several servers in one test process stay apart). The lock domain reports what only it
+//! sees (waits, handoffs, script calls, heartbeat slack) to [`Metrics`] as its
+//! [`Observer`]; the HTTP layer records requests and serves `GET /metrics`. Nothing here knows
+//! HTTP or Redis.
 //!
 //! Several stateless instances share one Redis, so every number is **process-local**: what
 //! this instance did or saw. Sum over instances for the service's totals; the README's metrics
@@ -21,61 +22,34 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::locks::LeaseId;
+use crate::locks::observer::{AcquireReport, Observer};
+use crate::locks::{LeaseId, LeaseKind};
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Lease kinds as label values; anything else a script might answer counts as `other`.
-const KINDS: [&str; 7] = [
-    "reentrant",
-    "exclusive",
-    "fair",
-    "read",
-    "write",
-    "semaphore",
-    "other",
-];
-
-/// A kind name from a script or request, as a bounded label value.
-pub fn kind_label(kind: &str) -> &'static str {
-    KINDS.into_iter().find(|k| *k == kind).unwrap_or("other")
+/// A lease kind as a label value (`other` for a reentry refused before its kind was known).
+fn kind_label(kind: Option<LeaseKind>) -> &'static str {
+    kind.map_or("other", LeaseKind::as_str)
 }
 
-/// How one acquire request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum AcquireOutcome {
-    /// A new lease (at once or after waiting).
-    granted,
-    /// One more level of a lease the request proved with its token.
-    reentered,
-    /// A fair ticket still queued when the wait ended (202).
-    queued,
-    /// Held by someone else and the request did not wait (`wait_ms=0`): 409.
-    contended,
-    /// Held by someone else for the whole wait: 409.
-    timed_out,
-    /// Refused for another reason (kind conflict, not reentrant, lease lost, ...).
-    refused,
-    /// Redis failed or the instance is stopping.
-    failed,
-}
+/// A label value from a fixed set of names (outcomes, wake-ups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Label(&'static str);
 
-/// What woke a waiting request before the attempt that got the lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum Wake {
-    /// An unlock message (pub/sub) reached this instance.
-    message,
-    /// A timer: the holder's TTL (or the queue head's deadline) ran out.
-    timer,
+impl EncodeLabelValue for Label {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct AcquireLabels {
     kind: &'static str,
-    outcome: AcquireOutcome,
+    outcome: Label,
     /// Only with `--metrics-lock-names`.
     lock: Option<String>,
 }
@@ -100,13 +74,13 @@ struct KindLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct WaitLabels {
     kind: &'static str,
-    outcome: AcquireOutcome,
+    outcome: Label,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct HandoffLabels {
     kind: &'static str,
-    wake: Wake,
+    wake: Label,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -277,86 +251,17 @@ impl Metrics {
         Self { registry, ..m }
     }
 
-    /// One acquire request ended.
-    pub fn acquisition(&self, lock: &str, kind: &'static str, outcome: AcquireOutcome) {
-        self.acquisitions
-            .get_or_create(&AcquireLabels {
-                kind,
-                outcome,
-                lock: self.lock_names.then(|| lock.to_owned()),
-            })
-            .inc();
-    }
-
-    /// A request that waited ended with `outcome` after `waited`.
-    pub fn waited(&self, kind: &'static str, outcome: AcquireOutcome, waited: Duration) {
-        self.wait
-            .get_or_create(&WaitLabels { kind, outcome })
-            .observe(waited.as_secs_f64());
-    }
-
-    /// A waiting request got the lock `after` its wake-up.
-    pub fn handoff(&self, kind: &'static str, wake: Wake, after: Duration) {
-        self.handoff
-            .get_or_create(&HandoffLabels { kind, wake })
-            .observe(after.as_secs_f64());
-    }
-
     /// A lease was granted or renewed here: it counts as active until `ttl` from now.
-    pub fn lease_live(&self, id: LeaseId, ttl: Duration) {
+    fn track(&self, id: LeaseId, ttl: Duration) {
         if let Ok(mut tracked) = self.tracked.lock() {
             tracked.insert(id, Instant::now() + ttl);
         }
     }
 
     /// A lease ended here (released, force-released, found lost).
-    pub fn lease_ended(&self, id: LeaseId) {
+    fn untrack(&self, id: LeaseId) {
         if let Ok(mut tracked) = self.tracked.lock() {
             tracked.remove(&id);
-        }
-    }
-
-    /// A lease was released here, all levels, at age `held`.
-    pub fn released(&self, id: LeaseId, kind: &'static str, held: Option<Duration>) {
-        self.lease_ended(id);
-        if let Some(held) = held {
-            self.hold
-                .get_or_create(&KindLabels { kind })
-                .observe(held.as_secs_f64());
-        }
-    }
-
-    /// A call found its lease expired.
-    pub fn expired(&self, id: LeaseId) {
-        self.lease_ended(id);
-        self.expirations.inc();
-    }
-
-    /// A heartbeat renewed its lease with `slack` of the old TTL left (`ttl` is the new one).
-    pub fn heartbeat(&self, slack: Duration, ttl: Duration) {
-        self.heartbeat_slack.observe(slack.as_secs_f64());
-        if slack * 3 < ttl {
-            self.late_heartbeats
-                .get_or_create(&LateLabels { outcome: "renewed" })
-                .inc();
-        }
-    }
-
-    /// A heartbeat came after its lease's TTL ran out.
-    pub fn heartbeat_too_late(&self) {
-        self.late_heartbeats
-            .get_or_create(&LateLabels { outcome: "expired" })
-            .inc();
-    }
-
-    /// One Lua script call.
-    pub fn script_call(&self, script: &'static str, took: Duration, ok: bool) {
-        let labels = ScriptLabels { script };
-        self.script_duration
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
-        if !ok {
-            self.script_errors.get_or_create(&labels).inc();
         }
     }
 
@@ -400,6 +305,82 @@ impl Metrics {
         tracked.retain(|_, expires| *expires > now);
         self.active
             .set(i64::try_from(tracked.len()).unwrap_or(i64::MAX));
+    }
+}
+
+impl Observer for Metrics {
+    fn script_call(&self, script: &'static str, took: Duration, ok: bool) {
+        let labels = ScriptLabels { script };
+        self.script_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if !ok {
+            self.script_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    fn acquisition(&self, report: AcquireReport<'_>) {
+        let kind = kind_label(report.kind);
+        let outcome = Label(report.outcome.as_str());
+        self.acquisitions
+            .get_or_create(&AcquireLabels {
+                kind,
+                outcome,
+                lock: self.lock_names.then(|| report.lock.as_str().to_owned()),
+            })
+            .inc();
+        if let Some(waited) = report.waited {
+            self.wait
+                .get_or_create(&WaitLabels { kind, outcome })
+                .observe(waited.as_secs_f64());
+        }
+        if let Some((wake, after)) = report.handoff {
+            self.handoff
+                .get_or_create(&HandoffLabels {
+                    kind,
+                    wake: Label(wake.as_str()),
+                })
+                .observe(after.as_secs_f64());
+        }
+    }
+
+    fn lease_live(&self, lease: LeaseId, ttl: Duration) {
+        self.track(lease, ttl);
+    }
+
+    fn lease_ended(&self, lease: LeaseId) {
+        self.untrack(lease);
+    }
+
+    fn lease_expired(&self, lease: LeaseId) {
+        self.untrack(lease);
+        self.expirations.inc();
+    }
+
+    fn released(&self, lease: LeaseId, kind: Option<LeaseKind>, held: Option<Duration>) {
+        self.untrack(lease);
+        if let Some(held) = held {
+            self.hold
+                .get_or_create(&KindLabels {
+                    kind: kind_label(kind),
+                })
+                .observe(held.as_secs_f64());
+        }
+    }
+
+    fn heartbeat(&self, slack: Duration, ttl: Duration) {
+        self.heartbeat_slack.observe(slack.as_secs_f64());
+        if slack * 3 < ttl {
+            self.late_heartbeats
+                .get_or_create(&LateLabels { outcome: "renewed" })
+                .inc();
+        }
+    }
+
+    fn heartbeat_too_late(&self) {
+        self.late_heartbeats
+            .get_or_create(&LateLabels { outcome: "expired" })
+            .inc();
     }
 }
 

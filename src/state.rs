@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use subtle::ConstantTimeEq as _;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::AdminAuth;
 use crate::events::{EventFeed, SubscriberStatus};
-use crate::locks::{Locks, TokenDigest, TtlPolicy};
+use crate::locks::{Locks, TtlPolicy};
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -43,39 +43,15 @@ pub struct ApiLimits {
     pub max_permits: u32,
 }
 
-/// Who may call the admin routes.
-#[derive(Clone)]
-pub enum AdminAuth {
-    /// No admin token configured: admin routes refuse everyone.
-    Disabled,
-    /// The SHA-256 of the admin token.
-    Token(TokenDigest),
+impl ApiLimits {
+    /// How long a request may wait server-side: what it asked, cut to the maximum.
+    pub fn wait(&self, wait_ms: u64) -> Duration {
+        Duration::from_millis(wait_ms).min(self.max_wait)
+    }
 }
 
-impl AdminAuth {
-    pub fn from_token(token: Option<&str>) -> Self {
-        token.map_or(Self::Disabled, |t| Self::Token(TokenDigest::of(t)))
-    }
-
-    /// The secret dashboard sessions are signed with: the admin token's SHA-256, so every
-    /// instance configured with the same token accepts the same sessions, and the token itself
-    /// never leaves the server. `None` when admin is disabled.
-    pub fn session_key(&self) -> Option<&[u8; 32]> {
-        match self {
-            Self::Disabled => None,
-            Self::Token(digest) => Some(digest.as_bytes()),
-        }
-    }
-
-    /// Compares digests in constant time, so timing reveals nothing about the token.
-    pub fn accepts(&self, presented: &str) -> bool {
-        match self {
-            Self::Disabled => false,
-            Self::Token(expected) => bool::from(
-                TokenDigest::of(presented)
-                    .as_bytes()
-                    .ct_eq(expected.as_bytes()),
-            ),
-        }
+impl axum::extract::FromRef<AppState> for AdminAuth {
+    fn from_ref(state: &AppState) -> Self {
+        state.admin.clone()
     }
 }

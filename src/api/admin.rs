@@ -1,49 +1,20 @@
 //! `/v1/admin`: operator actions, behind the admin token.
 
 use axum::Json;
-use axum::extract::{FromRef, FromRequestParts, State};
-use axum::http::request::Parts;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use axum::extract::State;
+use serde::Deserialize;
+use utoipa::IntoParams;
 
-use super::extract::{Bearer, JsonBody, Path, Query, lock_name};
-use super::locks::HolderBody;
-use super::problem::{Problem, ProblemDetails, ProblemKind};
-use crate::locks::{ForcedRelease, LimitChange};
-use crate::state::{AdminAuth, AppState};
+use super::bodies;
+use super::extract::{JsonBody, NamePath, Query};
+use crate::auth::Admin;
+use crate::locks::{LimitChange, Resource};
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
+use crate::state::AppState;
+use crate::wire::{ForceReleaseBody, LimitBody, LimitChangeBody};
 
-/// Proof that the request carries the admin token.
-#[derive(Debug)]
-pub struct Admin;
-
-impl<S> FromRequestParts<S> for Admin
-where
-    S: Send + Sync,
-    AppState: FromRef<S>,
-{
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let state = AppState::from_ref(state);
-        if matches!(state.admin, AdminAuth::Disabled) {
-            return Err(Problem::new(
-                ProblemKind::AdminDisabled,
-                "start the server with --admin-token (LEASEHOLD_ADMIN_TOKEN) to use admin routes",
-            ));
-        }
-        match Bearer::from_request_parts(parts, &()).await?.0 {
-            None => Err(Problem::new(
-                ProblemKind::AdminTokenRequired,
-                "send the admin token as Authorization: Bearer <token>",
-            )),
-            Some(token) if state.admin.accepts(&token) => Ok(Admin),
-            Some(_) => Err(Problem::new(
-                ProblemKind::AdminTokenInvalid,
-                "wrong admin token",
-            )),
-        }
-    }
-}
+/// Who the history names for admin actions through the API.
+const BY: &str = "admin-api";
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -67,14 +38,6 @@ pub struct SemaphoreReleaseQuery {
     clear: bool,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ForceReleaseBody {
-    lock: String,
-    /// False when nobody held the lock.
-    released: bool,
-    removed: Vec<HolderBody>,
-}
-
 #[utoipa::path(
     delete,
     path = "/v1/admin/locks/{name}",
@@ -89,7 +52,6 @@ pub struct ForceReleaseBody {
         (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `DELETE /v1/admin/locks/{name}[?reason=..]`: removes every holder and wakes waiters; the
@@ -97,16 +59,15 @@ pub struct ForceReleaseBody {
 pub async fn force_release(
     _: Admin,
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    NamePath(name): NamePath,
     Query(query): Query<ForceReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
-    let name = lock_name(&name)?;
     let forced = state
         .locks
-        .force_release(&name, "admin-api", &query.reason)
+        .force_release(Resource::Lock, &name, BY, &query.reason, false)
         .await?;
     tracing::info!(lock = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
-    Ok(Json(forced_body(forced)))
+    Ok(Json(bodies::forced(forced)))
 }
 
 #[utoipa::path(
@@ -123,7 +84,6 @@ pub async fn force_release(
         (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `DELETE /v1/admin/semaphores/{name}[?reason=..][&clear=true]`: every permit comes back;
@@ -131,41 +91,15 @@ pub async fn force_release(
 pub async fn force_release_semaphore(
     _: Admin,
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    NamePath(name): NamePath,
     Query(query): Query<SemaphoreReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
-    let name = lock_name(&name)?;
     let forced = state
         .locks
-        .force_release_semaphore(&name, "admin-api", &query.reason, query.clear)
+        .force_release(Resource::Semaphore, &name, BY, &query.reason, query.clear)
         .await?;
-    tracing::info!(semaphore = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
-    Ok(Json(forced_body(forced)))
-}
-
-/// What a force release removed, for both locks and semaphores.
-fn forced_body(forced: ForcedRelease) -> ForceReleaseBody {
-    ForceReleaseBody {
-        lock: forced.lock.to_string(),
-        released: !forced.removed.is_empty(),
-        removed: forced.removed.into_iter().map(HolderBody::from).collect(),
-    }
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LimitBody {
-    /// The semaphore's new size.
-    limit: u32,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct LimitChangeBody {
-    semaphore: String,
-    limit: u32,
-    previous: u32,
-    /// Permits free now; below zero while more are out than the new limit.
-    available: i64,
+    tracing::info!(semaphore = %name, removed = forced.removed.len(), reason = %query.reason, clear = query.clear, "force release");
+    Ok(Json(bodies::forced(forced)))
 }
 
 #[utoipa::path(
@@ -185,7 +119,6 @@ pub struct LimitChangeBody {
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name, invalid_body (limit out of range)", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `PUT /v1/admin/semaphores/{name}/limit`: gives a semaphore another size. With fewer permits
@@ -193,10 +126,9 @@ pub struct LimitChangeBody {
 pub async fn set_semaphore_limit(
     _: Admin,
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    NamePath(name): NamePath,
     JsonBody(body): JsonBody<LimitBody>,
 ) -> Result<Json<LimitChangeBody>, Problem> {
-    let name = lock_name(&name)?;
     let max = state.limits.max_permits;
     if !(1..=max).contains(&body.limit) {
         return Err(Problem::new(
@@ -210,7 +142,7 @@ pub async fn set_semaphore_limit(
         available,
     } = state
         .locks
-        .set_semaphore_limit(&name, body.limit, "admin-api")
+        .set_semaphore_limit(&name, body.limit, BY)
         .await?;
     tracing::info!(semaphore = %name, limit, previous, "semaphore limit changed");
     Ok(Json(LimitChangeBody {

@@ -13,9 +13,9 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::extract::{Bearer, Query};
-use super::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::events::FeedMessage;
 use crate::locks::NamePrefix;
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 
 #[derive(Debug, Default, Deserialize)]
@@ -46,7 +46,7 @@ pub async fn stream(
     Query(query): Query<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
     let admin = bearer.0.is_some_and(|token| state.admin.accepts(&token));
-    if !admin && !crate::dashboard::may_view(&state, &headers) {
+    if !admin && !crate::auth::may_view(&state.admin, state.dashboard.private, &headers) {
         return Err(Problem::new(
             ProblemKind::AdminTokenRequired,
             "this server's dashboard is private: sign in, or send the admin token",

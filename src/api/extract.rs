@@ -1,14 +1,16 @@
-//! Extractors that answer bad input with problem+json instead of axum's plain-text rejections.
+//! Extractors: bad input answers problem+json instead of axum's plain-text rejections, and the
+//! path segments and credentials every lease route takes are parsed in one place.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::problem::{Problem, ProblemKind};
+use crate::auth;
 use crate::locks::{IdempotencyKey, LeaseId, LeaseToken, LockName};
+use crate::problem::{Problem, ProblemKind};
 
 /// Path parameters; a segment axum cannot decode names no resource (404 problem).
 #[derive(Debug, FromRequestParts)]
@@ -95,22 +97,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Bearer {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let Some(value) = parts.headers.get(AUTHORIZATION) else {
-            return Ok(Self(None));
-        };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim().to_owned())
-            .ok_or_else(|| {
-                Problem::new(
-                    ProblemKind::TokenMalformed,
-                    "use Authorization: Bearer <token>",
-                )
-            })?;
-        Ok(Self(Some(token)))
+        auth::bearer(&parts.headers).map(Self)
     }
 }
 
@@ -122,16 +109,6 @@ impl Bearer {
             .map(LeaseToken::parse)
             .transpose()
             .map_err(Problem::from)
-    }
-
-    /// The lease token, required.
-    pub fn require_lease_token(&self) -> Result<LeaseToken, Problem> {
-        self.lease_token()?.ok_or_else(|| {
-            Problem::new(
-                ProblemKind::TokenMissing,
-                "send the lease token as Authorization: Bearer <token>",
-            )
-        })
     }
 }
 
@@ -157,17 +134,67 @@ impl<S: Send + Sync> FromRequestParts<S> for Idempotency {
     }
 }
 
-/// Parses the `{name}` segment.
-pub fn lock_name(raw: &str) -> Result<LockName, Problem> {
-    LockName::parse(raw).map_err(Problem::from)
+/// The `{name}` of a lock or semaphore route.
+#[derive(Debug)]
+pub struct NamePath(pub LockName);
+
+impl<S: Send + Sync> FromRequestParts<S> for NamePath {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(raw): Path<String> = Path::from_request_parts(parts, state).await?;
+        Ok(Self(LockName::parse(&raw)?))
+    }
 }
 
-/// Parses the `{lease_id}` segment; what is not a lease id names no lease.
-pub fn lease_id(raw: &str) -> Result<LeaseId, Problem> {
-    LeaseId::parse(raw).ok_or_else(|| {
-        Problem::new(
-            ProblemKind::LeaseNotFound,
-            format!("{raw:?} is not a lease id"),
-        )
-    })
+/// The `{name}` and `{lease_id}` (or `{ticket_id}`) of a lease route; what is not a lease id
+/// names no lease (404).
+#[derive(Debug)]
+pub struct LeasePath {
+    pub name: LockName,
+    pub id: LeaseId,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for LeasePath {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path((name, id)): Path<(String, String)> =
+            Path::from_request_parts(parts, state).await?;
+        let name = LockName::parse(&name)?;
+        let id = LeaseId::parse(&id).ok_or_else(|| {
+            Problem::new(
+                ProblemKind::LeaseNotFound,
+                format!("{id:?} is not a lease id"),
+            )
+        })?;
+        Ok(Self { name, id })
+    }
+}
+
+/// A lease route called by the lease's holder: the path and the lease token it must send as
+/// `Authorization: Bearer`.
+#[derive(Debug)]
+pub struct HeldLease {
+    pub name: LockName,
+    pub id: LeaseId,
+    pub token: LeaseToken,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for HeldLease {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let LeasePath { name, id } = LeasePath::from_request_parts(parts, state).await?;
+        let token = Bearer::from_request_parts(parts, state)
+            .await?
+            .lease_token()?
+            .ok_or_else(|| {
+                Problem::new(
+                    ProblemKind::TokenMissing,
+                    "send the lease token as Authorization: Bearer <token>",
+                )
+            })?;
+        Ok(Self { name, id, token })
+    }
 }

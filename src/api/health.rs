@@ -7,7 +7,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::problem::{Problem, ProblemDetails, ProblemKind};
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 
 #[derive(Debug, Serialize, ToSchema)]

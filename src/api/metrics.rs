@@ -7,8 +7,8 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::problem::{Problem, ProblemKind};
 use crate::metrics::CONTENT_TYPE;
+use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
 
 #[utoipa::path(

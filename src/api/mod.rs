@@ -1,41 +1,36 @@
 //! The HTTP API (transport only): parses requests, calls [`crate::locks::Locks`], and maps its
-//! answers and errors to JSON and problem+json.
+//! answers into the wire format ([`crate::wire`]) and its errors into problem+json
+//! ([`crate::problem`]). [`routes`] is the route table; the server adds the dashboard's routes
+//! and the middleware ([`crate::server::app`]).
 
 mod admin;
+mod bodies;
 mod events;
 mod extract;
 mod health;
 mod leases;
 mod locks;
-mod metrics;
-pub mod problem;
+pub(crate) mod metrics;
 mod semaphores;
 
 use std::any::Any;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderValue, Request, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use tower::ServiceBuilder;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::trace::TraceLayer;
-use utoipa::openapi::OpenApi;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{OpenApi, Ref, RefOr};
 use utoipa::{Modify, OpenApi as _};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
 use self::extract::Path;
-use self::problem::{Problem, ProblemDetails, ProblemKind};
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
-
-/// Request bodies are small JSON documents.
-const BODY_LIMIT_BYTES: usize = 64 * 1024;
 
 /// Where the OpenAPI document and its human docs page are served.
 pub const OPENAPI_PATH: &str = "/openapi.json";
@@ -49,7 +44,7 @@ pub const DOCS_PATH: &str = "/docs";
             Every error is application/problem+json with a stable `code`.",
     ),
     components(schemas(ProblemDetails)),
-    modifiers(&BearerSchemes),
+    modifiers(&BearerSchemes, &CommonResponses),
     tags(
         (name = "locks", description = "Who holds a lock"),
         (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
@@ -72,6 +67,49 @@ impl Modify for BearerSchemes {
                 name,
                 SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
             );
+        }
+    }
+}
+
+/// Answers every `/v1` operation can give, documented once: 503 while Redis does not answer
+/// (or the instance stops), 500 on an internal error.
+struct CommonResponses;
+
+impl Modify for CommonResponses {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let problem = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/problem+json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("Problem")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for (path, item) in &mut openapi.paths.paths {
+            if !path.starts_with("/v1/") {
+                continue;
+            }
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                let responses = &mut operation.responses.responses;
+                responses.entry("503".into()).or_insert_with(|| {
+                    problem("redis_unavailable, shutting_down (with Retry-After): nothing was done")
+                });
+                responses
+                    .entry("500".into())
+                    .or_insert_with(|| problem("internal: a bug, logged on the server"));
+            }
         }
     }
 }
@@ -111,62 +149,23 @@ pub fn openapi() -> OpenApi {
     documented().into_openapi()
 }
 
-/// Every route, before state and middleware: the documented API, plus the docs page and the
-/// document itself (served from assets vendored into the binary; nothing is fetched).
+/// The API's routes: the documented ones, the docs page and the document itself (served
+/// from assets vendored into the binary; nothing is fetched).
 pub fn routes() -> Router<AppState> {
     let (api, doc) = documented().split_for_parts();
     api.merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, doc))
-        .merge(crate::dashboard::router())
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
 }
 
-/// The whole application: [`routes`] with state and middleware.
-pub fn router(state: AppState) -> Router {
-    routes()
-        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
-        // Inside the router (each route is wrapped), where the matched route is known.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            metrics::count_requests,
-        ))
-        .layer(
-            ServiceBuilder::new()
-                // Outside the trace layer, so tokens never reach a log line.
-                .layer(SetSensitiveRequestHeadersLayer::new([
-                    header::AUTHORIZATION,
-                    header::COOKIE,
-                ]))
-                .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-                .layer(
-                    TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                        let request_id = req
-                            .headers()
-                            .get("x-request-id")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("-");
-                        tracing::info_span!(
-                            "request",
-                            method = %req.method(),
-                            path = %req.uri().path(),
-                            request_id = %request_id,
-                        )
-                    }),
-                )
-                .layer(PropagateRequestIdLayer::x_request_id())
-                .layer(CatchPanicLayer::custom(panic_problem)),
-        )
-        .with_state(state)
-}
-
-async fn not_found() -> Problem {
+/// The answer to a path no route serves.
+pub async fn not_found() -> Problem {
     Problem::new(
         ProblemKind::NotFound,
         "no such route; the API lives under /v1",
     )
 }
 
-async fn method_not_allowed() -> Problem {
+/// The answer to a method a route does not take.
+pub async fn method_not_allowed() -> Problem {
     Problem::new(
         ProblemKind::MethodNotAllowed,
         "this route does not take that method",
@@ -200,7 +199,8 @@ async fn describe_problem(Path(code): Path<String>) -> Response {
     }
 }
 
-fn panic_problem(_: Box<dyn Any + Send + 'static>) -> Response {
+/// The answer when a handler panicked (never expected; logged).
+pub fn panic_problem(_: Box<dyn Any + Send + 'static>) -> Response {
     tracing::error!("a request handler panicked");
     Problem::new(ProblemKind::Internal, "internal error").into_response()
 }

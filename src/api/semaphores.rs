@@ -1,45 +1,20 @@
-//! `/v1/semaphores/{name}`: semaphores with expirable permits, behind the same lease API.
-
-use std::time::Duration;
+//! `/v1/semaphores/{name}`: semaphores with expirable permits, behind the same lease API as
+//! locks (heartbeat, release and inspect share the lock routes' code).
 
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
-use super::extract::{Bearer, Idempotency, JsonBody, Path, Query, lease_id, lock_name};
-use super::leases::{
-    GrantBody, HeartbeatBody, LeaseBody, ReleaseBody, RenewalBody, grant_response, lease_body,
-    release_body, renewal_body,
-};
-use super::problem::{Problem, ProblemDetails, ProblemKind};
-use crate::locks::{
-    HolderLabel, LeaseId, LockError, LockName, Metadata, PermitHolderView, PermitRequest,
-};
+use super::bodies::{self, grant_response};
+use super::extract::{HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
+use super::leases::{inspect_lease as inspect_any, renew};
+use crate::locks::{HolderLabel, LeaseId, LockError, LockName, Metadata, PermitRequest, Resource};
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PermitBody {
-    /// How many permits the semaphore has; every party must name the same.
-    limit: Option<u32>,
-    /// Permits this lease takes (default 1).
-    permits: Option<u32>,
-    ttl_ms: Option<u64>,
-    holder: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct WaitQuery {
-    /// How long to wait server-side for permits, in ms (default 0).
-    #[serde(default)]
-    wait_ms: u64,
-}
+use crate::wire::{
+    GrantBody, HeartbeatBody, LeaseBody, PermitBody, ReleaseBody, RenewalBody, SemaphoreBody,
+    WaitQuery,
+};
 
 #[utoipa::path(
     post,
@@ -55,19 +30,19 @@ pub struct WaitQuery {
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body (limit missing or out of range)", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
 /// permits, 409 `no_permits` when not enough are free after the wait.
+/// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
+/// permits, 409 `no_permits` when not enough are free after the wait.
 pub async fn acquire(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    NamePath(name): NamePath,
     Query(query): Query<WaitQuery>,
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<PermitBody>,
 ) -> Result<Response, Problem> {
-    let name = lock_name(&name)?;
     let max = state.limits.max_permits;
     let Some(limit) = body.limit.filter(|l| (1..=max).contains(l)) else {
         return Err(Problem::new(
@@ -94,7 +69,7 @@ pub async fn acquire(
         permits,
         idempotency,
     };
-    let wait = Duration::from_millis(query.wait_ms).min(state.limits.max_wait);
+    let wait = state.limits.wait(query.wait_ms);
     let grant = state
         .locks
         .acquire_permits(&name, &request, wait)
@@ -137,27 +112,16 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost (reason: expired, released, force_released)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `POST /v1/semaphores/{name}/leases/{lease_id}/heartbeat`: every permit of the lease lives on.
+/// `POST /v1/semaphores/{name}/leases/{lease_id}/heartbeat`: every permit of the lease lives on.
 pub async fn heartbeat(
     State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-    bearer: Bearer,
+    lease: HeldLease,
     JsonBody(body): JsonBody<HeartbeatBody>,
 ) -> Result<Json<RenewalBody>, Problem> {
-    let name = lock_name(&name)?;
-    let id = lease_id(&id)?;
-    let token = bearer.require_lease_token()?;
-    let ttl = body
-        .ttl_ms()
-        .map(|ms| state.limits.ttl.parse(ms))
-        .transpose()?;
-    Ok(Json(renewal_body(
-        &name,
-        state.locks.renew_permits(&name, id, &token, ttl).await?,
-    )))
+    renew(&state, Resource::Semaphore, lease, body).await
 }
 
 #[utoipa::path(
@@ -174,24 +138,28 @@ pub async fn heartbeat(
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost (reason: expired, released, force_released)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `DELETE /v1/semaphores/{name}/leases/{lease_id}`: the permits come back.
+/// `DELETE /v1/semaphores/{name}/leases/{lease_id}`: the permits come back.
 pub async fn release(
     State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-    bearer: Bearer,
+    lease: HeldLease,
     Idempotency(idempotency): Idempotency,
 ) -> Result<Json<ReleaseBody>, Problem> {
-    let name = lock_name(&name)?;
-    let id = lease_id(&id)?;
-    let token = bearer.require_lease_token()?;
     let released = state
         .locks
-        .release_permits(&name, id, &token, idempotency.as_ref())
+        .release(
+            Resource::Semaphore,
+            &lease.name,
+            lease.id,
+            &lease.token,
+            true,
+            None,
+            idempotency.as_ref(),
+        )
         .await?;
-    Ok(Json(release_body(&name, released)))
+    Ok(Json(bodies::release(&lease.name, released)))
 }
 
 #[utoipa::path(
@@ -203,56 +171,15 @@ pub async fn release(
         (status = 200, description = "The lease (never its token)", body = LeaseBody),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `GET /v1/semaphores/{name}/leases/{lease_id}`: the lease's state; never its token.
+/// `GET /v1/semaphores/{name}/leases/{lease_id}`: the lease's state; never its token.
 pub async fn inspect_lease(
     State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
+    lease: LeasePath,
 ) -> Result<Json<LeaseBody>, Problem> {
-    let name = lock_name(&name)?;
-    let id = lease_id(&id)?;
-    Ok(Json(lease_body(
-        state.locks.semaphore_lease(&name, id).await?,
-    )))
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SemaphoreBody {
-    semaphore: String,
-    limit: u32,
-    used: u64,
-    available: u64,
-    fencing_counter: u64,
-    holders: Vec<PermitHolderBody>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PermitHolderBody {
-    #[schema(value_type = Option<String>, format = Uuid)]
-    lease_id: Option<LeaseId>,
-    holder: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<serde_json::Value>,
-    permits: u64,
-    fencing_token: Option<u64>,
-    acquired_at: Option<String>,
-    expires_at: Option<String>,
-}
-
-impl From<PermitHolderView> for PermitHolderBody {
-    fn from(h: PermitHolderView) -> Self {
-        Self {
-            lease_id: h.lease_id,
-            holder: h.holder,
-            metadata: h.metadata.map(Metadata::into_value),
-            permits: h.permits,
-            fencing_token: h.fencing_token.map(|f| f.0),
-            acquired_at: h.acquired_at.map(|t| t.rfc3339()),
-            expires_at: h.expires_at.map(|t| t.rfc3339()),
-        }
-    }
+    inspect_any(&state, Resource::Semaphore, lease).await
 }
 
 #[utoipa::path(
@@ -264,31 +191,19 @@ impl From<PermitHolderView> for PermitHolderBody {
         (status = 200, description = "Limit, permits in use, holders", body = SemaphoreBody),
         (status = 404, description = "lock_not_found: never used; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 503, description = "redis_unavailable, shutting_down (with Retry-After)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `GET /v1/semaphores/{name}`: limit, permits in use (expired ones do not count), holders.
+/// `GET /v1/semaphores/{name}`: limit, permits in use (expired ones do not count), holders.
 pub async fn inspect(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    NamePath(name): NamePath,
 ) -> Result<Json<SemaphoreBody>, Problem> {
-    let name = lock_name(&name)?;
     let Some(view) = state.locks.semaphore(&name).await? else {
         return Err(Problem::new(
             ProblemKind::LockNotFound,
             format!("semaphore {name:?} has never been used"),
         ));
     };
-    Ok(Json(SemaphoreBody {
-        semaphore: view.name.to_string(),
-        limit: view.limit,
-        used: view.used,
-        available: u64::from(view.limit).saturating_sub(view.used),
-        fencing_counter: view.fencing_counter.0,
-        holders: view
-            .holders
-            .into_iter()
-            .map(PermitHolderBody::from)
-            .collect(),
-    }))
+    Ok(Json(bodies::semaphore(view)))
 }

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use crate::client::{AcquireOptions, Client, ClientError};
+use crate::client::{AcquireOptions, Acquired, Client, ClientError, Reply, Resource};
 use crate::config::{AcquireArgs, LeaseArgs, LeaseRequestArgs, ServerArgs, StatusArgs};
 
 /// Server unreachable or refusing, lease lost: anything that is not the lock being busy.
@@ -29,8 +29,22 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
         .acquire(&args.name, &acquire_options(&args.lease))
         .await
     {
-        Ok(reply) if args.token_only => {
-            println!("{}", reply.body.token.expose());
+        Ok(Reply {
+            body: Acquired::Queued(ticket),
+            ..
+        }) => {
+            // A script cannot keep polling: give the place up, as if the lock were busy.
+            let _ = client
+                .leave(&args.name, ticket.ticket.ticket_id, &ticket.token)
+                .await;
+            eprintln!("the fair lock is still held by others (lock_held)");
+            ExitCode::from(args.lease.conflict_exit_code)
+        }
+        Ok(Reply {
+            body: Acquired::Lease(lease),
+            ..
+        }) if args.token_only => {
+            println!("{}", lease.token.expose());
             ExitCode::SUCCESS
         }
         Ok(reply) => print_json(&reply.json),
@@ -52,7 +66,7 @@ pub async fn heartbeat(args: LeaseArgs) -> ExitCode {
     };
     finish(
         client
-            .heartbeat(&args.name, args.lease_id, &args.token)
+            .heartbeat(Resource::Lock, &args.name, args.lease_id, &args.token)
             .await
             .map(|reply| reply.json),
     )
@@ -67,7 +81,7 @@ pub async fn release(args: LeaseArgs) -> ExitCode {
     };
     finish(
         client
-            .release(&args.name, args.lease_id, &args.token, true)
+            .release(Resource::Lock, &args.name, args.lease_id, &args.token, true)
             .await
             .map(|reply| reply.json),
     )
@@ -81,10 +95,10 @@ pub async fn status(args: StatusArgs) -> ExitCode {
     };
     finish(match args.lease_id {
         Some(id) => client
-            .lease_status(&args.name, id)
+            .lease_status(Resource::Lock, &args.name, id)
             .await
             .map(|reply| reply.json),
-        None => client.lock_status(&args.name).await,
+        None => client.lock_status(&args.name).await.map(|reply| reply.json),
     })
 }
 

@@ -31,7 +31,10 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::signals::{self, Signals};
 use super::{EXIT_FAILURE, acquire_options, describe};
-use crate::client::{AcquireOptions, Client, ClientError, Lease, LeaseId, LeaseToken, Problem};
+use crate::client::{
+    AcquireOptions, Acquired, Client, ClientError, Lease, LeaseId, LeaseToken, Problem, Reply,
+    Resource, Ticket,
+};
 use crate::config::RunArgs;
 
 /// Exit code when the command was found but could not be executed (as shells use it).
@@ -93,7 +96,7 @@ async fn run_to_exit_code(args: RunArgs) -> u8 {
     let lease = Leased {
         client: &client,
         lock: &args.name,
-        id: held.lease.lease_id,
+        id: held.lease.grant.lease_id,
         token: held.lease.token.clone(),
     };
 
@@ -216,9 +219,19 @@ async fn acquire(
         };
         match result {
             Ok(reply) => {
+                let lease = match reply.body {
+                    Acquired::Lease(lease) => lease,
+                    // A fair lock's place in line: poll it until its turn or the deadline.
+                    Acquired::Queued(ticket) => {
+                        match wait_in_line(client, lock, ticket, deadline, signals).await {
+                            Ok(lease) => lease,
+                            Err(outcome) => return outcome,
+                        }
+                    }
+                };
                 return Acquisition::Held(Held {
-                    ttl: Duration::from_millis(reply.body.ttl_ms),
-                    lease: reply.body,
+                    ttl: Duration::from_millis(lease.grant.ttl_ms),
+                    lease,
                     renewed_at: sent,
                 });
             }
@@ -236,12 +249,52 @@ async fn acquire(
     }
 }
 
+/// Polls a fair lock's ticket until its turn, leaving the line at the deadline (then the
+/// lock counts as busy) or on a signal.
+async fn wait_in_line(
+    client: &Client,
+    lock: &str,
+    ticket: Ticket,
+    deadline: Instant,
+    signals: &mut Signals,
+) -> Result<Lease, Acquisition> {
+    let (id, token) = (ticket.ticket.ticket_id, ticket.token);
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let polled = tokio::select! {
+            polled = client.poll(lock, id, &token, wait) => polled,
+            signal = signals.recv() => {
+                let _ = client.leave(lock, id, &token).await;
+                return Err(Acquisition::Interrupted(signal));
+            }
+        };
+        match polled {
+            Ok(Reply {
+                body: Acquired::Lease(lease),
+                ..
+            }) => return Ok(lease),
+            Ok(_) if Instant::now() >= deadline => {
+                let _ = client.leave(lock, id, &token).await;
+                return Err(Acquisition::Busy(Problem {
+                    status: 409,
+                    code: "lock_held".into(),
+                    detail: "still queued for the fair lock when the wait ran out".into(),
+                    retry_after_ms: None,
+                    reason: None,
+                }));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(Acquisition::Failed(e)),
+        }
+    }
+}
+
 /// One heartbeat, right after a long acquire.
 async fn confirm(lease: &Leased<'_>, held: Held) -> Result<Held, ClientError> {
     let sent = Instant::now();
     let renewal = lease
         .client
-        .heartbeat(lease.lock, lease.id, &lease.token)
+        .heartbeat(Resource::Lock, lease.lock, lease.id, &lease.token)
         .await?;
     Ok(Held {
         ttl: Duration::from_millis(renewal.body.ttl_ms),
@@ -263,7 +316,7 @@ impl Leased<'_> {
     async fn release(&self) {
         if let Err(e) = self
             .client
-            .release(self.lock, self.id, &self.token, true)
+            .release(Resource::Lock, self.lock, self.id, &self.token, true)
             .await
         {
             say(format_args!(
@@ -277,7 +330,7 @@ impl Leased<'_> {
     async fn release_quietly(&self) {
         let _ = self
             .client
-            .release(self.lock, self.id, &self.token, true)
+            .release(Resource::Lock, self.lock, self.id, &self.token, true)
             .await;
     }
 }
@@ -288,9 +341,12 @@ fn spawn(command: &[OsString], lease: &Lease) -> io::Result<Child> {
     };
     Command::new(program)
         .args(args)
-        .env("LEASEHOLD_LOCK", &lease.lock)
-        .env("LEASEHOLD_LEASE_ID", lease.lease_id.to_string())
-        .env("LEASEHOLD_FENCING_TOKEN", lease.fencing_token.to_string())
+        .env("LEASEHOLD_LOCK", &lease.grant.lock)
+        .env("LEASEHOLD_LEASE_ID", lease.grant.lease_id.to_string())
+        .env(
+            "LEASEHOLD_FENCING_TOKEN",
+            lease.grant.fencing_token.to_string(),
+        )
         // Its own group: SIGTERM and SIGKILL reach everything it started (a shell's
         // background jobs too), and a Ctrl-C in the terminal reaches us, which forward it.
         .process_group(0)
@@ -340,7 +396,7 @@ impl Keeper {
         let timeout = (held.ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(10));
         let client = client.clone().with_timeout(timeout);
         let lock = lock.to_owned();
-        let id = held.lease.lease_id;
+        let id = held.lease.grant.lease_id;
         let token = held.lease.token.clone();
         let mut ttl = held.ttl;
         let mut next_heartbeat = held.renewed_at + ttl / 3;
@@ -358,7 +414,7 @@ impl Keeper {
                     sleep_until(next_check).await;
                     next_check = check(Instant::now());
                     // Only a definite answer counts; failures are the heartbeats' business.
-                    let lost = match client.lease_status(&lock, id).await {
+                    let lost = match client.lease_status(Resource::Lock, &lock, id).await {
                         Ok(status) if status.body.state.has_ended() => {
                             format!("the server reports it {}", status.body.state.as_str())
                         }
@@ -370,7 +426,7 @@ impl Keeper {
                 }
                 sleep_until(next_heartbeat).await;
                 let sent = Instant::now();
-                let news = match client.heartbeat(&lock, id, &token).await {
+                let news = match client.heartbeat(Resource::Lock, &lock, id, &token).await {
                     Ok(renewal) => {
                         ttl = Duration::from_millis(renewal.body.ttl_ms);
                         next_heartbeat = sent + ttl / 3;

@@ -13,7 +13,6 @@
 //! (scripts and styles from this server only, no inline code).
 
 mod pages;
-pub mod session;
 
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
@@ -28,10 +27,10 @@ use self::pages::{
     ErrorPage, EventsPage, HistoryRow, LockPage, LockState, LoginPage, Nav, OverviewPage,
     OverviewRow,
 };
-use self::session::{Session, same_origin};
-use crate::api::problem::{Problem, ProblemKind};
-use crate::locks::{HISTORY_SHOWN, ListCursor, LockError, LockName, NamePrefix};
-use crate::state::{AdminAuth, AppState};
+use crate::auth::{AdminAuth, Session, same_origin};
+use crate::locks::{HISTORY_SHOWN, HeldAs, ListCursor, LockError, LockName, NamePrefix, Resource};
+use crate::problem::{Problem, ProblemKind};
+use crate::state::AppState;
 
 /// Locks per overview page (about: see [`crate::locks::Locks::live`]).
 const PAGE_SIZE: usize = 50;
@@ -80,12 +79,6 @@ pub fn router() -> Router<AppState> {
                     HeaderValue::from_static("no-store"),
                 )),
         )
-}
-
-/// Whether the request may read: always, unless the dashboard is private; then it needs a
-/// session (or, for programs on `/v1/events`, the admin bearer token, checked by the caller).
-pub fn may_view(state: &AppState, headers: &HeaderMap) -> bool {
-    !state.dashboard.private || Session::from_headers(&state.admin, headers).is_some()
 }
 
 /// A page that could not be shown, rendered as HTML with its status.
@@ -253,7 +246,9 @@ async fn lock_page(
     let name = lock_name(&raw)?;
     let lock = state.locks.lock(&name).await?;
     let lock_state = match &lock {
-        Some(view) if view.kind.as_deref() != Some("semaphore") => Some(LockState::of_lock(view)),
+        Some(view) if !view.kind.is_some_and(HeldAs::is_semaphore) => {
+            Some(LockState::of_lock(view))
+        }
         _ => state
             .locks
             .semaphore(&name)
@@ -369,22 +364,17 @@ async fn force_release(
     }
     let name = lock_name(&raw)?;
     let reason: String = form.reason.trim().chars().take(REASON_MAX_CHARS).collect();
-    let is_semaphore = state
+    // The routes of whatever the name is held as now (a lock, or a semaphore).
+    let resource = state
         .locks
         .lock(&name)
         .await?
-        .is_some_and(|view| view.kind.as_deref() == Some("semaphore"));
-    let forced = if is_semaphore {
-        state
-            .locks
-            .force_release_semaphore(&name, FORCE_RELEASED_BY, &reason, false)
-            .await?
-    } else {
-        state
-            .locks
-            .force_release(&name, FORCE_RELEASED_BY, &reason)
-            .await?
-    };
+        .and_then(|view| view.kind)
+        .map_or(Resource::Lock, HeldAs::resource);
+    let forced = state
+        .locks
+        .force_release(resource, &name, FORCE_RELEASED_BY, &reason, false)
+        .await?;
     tracing::info!(lock = %name, removed = forced.removed.len(), reason = %reason, "force release from the dashboard");
     Ok(Redirect::to(&format!(
         "/locks/{}?released={}",

@@ -7,8 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use askama::Template;
 
 use crate::locks::{
-    HolderView, LiveEntry, LockEvent, LockView, Metadata, PermitHolderView, SemaphoreView,
-    Timestamp,
+    HeldAs, HolderView, LiveEntry, LockEvent, LockView, Metadata, PermitHolderView, RwMode,
+    SemaphoreView, Timestamp,
 };
 
 /// What the header needs: whether an admin is signed in (then the CSRF token of their forms).
@@ -51,8 +51,8 @@ impl OverviewRow {
             LiveEntry::Lock(lock) => Self {
                 name,
                 href,
-                kind: lock.kind.clone().unwrap_or_else(|| "free".into()),
-                mode: lock.mode.clone().unwrap_or_else(|| "—".into()),
+                kind: lock.kind.map_or("free", HeldAs::as_str).to_owned(),
+                mode: lock.mode.map_or("—", RwMode::as_str).to_owned(),
                 holders: join_or_dash(lock.holders.iter().map(holder_label)),
                 reentries: join_or_dash(lock.holders.iter().map(|h| h.reentry_count.to_string())),
                 ttl: ttl_text(lock.remaining_ms),
@@ -62,7 +62,7 @@ impl OverviewRow {
             LiveEntry::Semaphore(sem) => Self {
                 name,
                 href,
-                kind: "semaphore".into(),
+                kind: HeldAs::Semaphore.as_str().to_owned(),
                 mode: format!("{} of {} permits", sem.used, sem.limit),
                 holders: join_or_dash(sem.holders.iter().map(permit_holder_label)),
                 reentries: join_or_dash(sem.holders.iter().map(|h| h.permits.to_string())),
@@ -254,8 +254,8 @@ impl LockState {
             })
             .collect();
         Self {
-            kind: lock.kind.clone().unwrap_or_else(|| "free".into()),
-            mode: lock.mode.clone(),
+            kind: lock.kind.map_or("free", HeldAs::as_str).to_owned(),
+            mode: lock.mode.map(|m| m.as_str().to_owned()),
             semaphore: None,
             ttl,
             fence: lock.fencing_counter.0,
@@ -289,7 +289,7 @@ impl LockState {
             })
             .collect();
         Self {
-            kind: "semaphore".into(),
+            kind: HeldAs::Semaphore.as_str().to_owned(),
             mode: None,
             semaphore: Some(SemaphoreFacts {
                 used: sem.used,

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::kind::HeldAs;
 use super::model::{Contention, LeaseState};
 
 /// Input that cannot name a lock, lease or TTL.
@@ -30,8 +31,8 @@ pub enum InvalidInput {
 pub enum LockError {
     #[error("the lock is held by another lease")]
     Held(Contention),
-    #[error("the lock is in use as {held_as}")]
-    KindConflict { held_as: String },
+    #[error("the lock is in use as {}", held_as.as_str())]
+    KindConflict { held_as: HeldAs },
     #[error("the lock is not reentrant and this lease already holds it")]
     NotReentrant,
     #[error("a read hold cannot be upgraded to a write hold")]
@@ -75,6 +76,19 @@ pub enum LockError {
 }
 
 impl LockError {
+    /// Whether the request failed (Redis away or slow, a script error, shutting down) rather
+    /// than being refused: the script may or may not have run.
+    pub fn unavailable(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable(_)
+                | Self::Script(_)
+                | Self::TooLate
+                | Self::ShuttingDown
+                | Self::BadReply(_)
+        )
+    }
+
     /// When a refused acquirer may try again.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

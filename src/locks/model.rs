@@ -10,6 +10,7 @@ use sha2::{Digest as _, Sha256};
 use uuid::Uuid;
 
 use super::error::InvalidInput;
+use super::kind::{HeldAs, LeaseKind};
 
 /// A lock's name as clients write it in URLs.
 ///
@@ -64,6 +65,12 @@ impl LeaseId {
 
     pub fn parse(raw: &str) -> Option<Self> {
         Uuid::try_parse(raw).ok().map(Self)
+    }
+}
+
+impl From<LeaseId> for Uuid {
+    fn from(id: LeaseId) -> Self {
+        id.0
     }
 }
 
@@ -374,49 +381,8 @@ impl Timestamp {
     }
 }
 
-/// The kinds of lock, each with Redisson's semantics and data layout.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum LockKind {
-    /// Redisson RLock: the same lease may enter again and again.
-    Reentrant,
-    /// Curator InterProcessSemaphoreMutex: a second entry by the holder is refused.
-    Exclusive,
-    /// Redisson RFairLock / Curator InterProcessMutex: strict FIFO among live waiters.
-    Fair,
-    /// Redisson RReadWriteLock, shared side.
-    Read,
-    /// Redisson RReadWriteLock, exclusive side.
-    Write,
-}
-
-impl LockKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reentrant => "reentrant",
-            Self::Exclusive => "exclusive",
-            Self::Fair => "fair",
-            Self::Read => "read",
-            Self::Write => "write",
-        }
-    }
-}
-
 /// Who goes first on a read/write lock when a writer waits.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    serde::Deserialize,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RwPolicy {
     /// Redisson's behaviour: a reader joins readers already holding, even past a waiting
     /// writer (writers can starve under a steady stream of readers).
@@ -437,8 +403,7 @@ impl RwPolicy {
 }
 
 /// Which hold of a read/write lease a release gives back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RwMode {
     Read,
     Write,
@@ -451,6 +416,14 @@ impl RwMode {
             Self::Write => "write",
         }
     }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "read" => Some(Self::Read),
+            "write" => Some(Self::Write),
+            _ => None,
+        }
+    }
 }
 
 /// What a client asks for when it acquires.
@@ -461,8 +434,9 @@ pub struct AcquireRequest {
     pub metadata: Option<Metadata>,
     /// Present when the client re-enters a lease it holds.
     pub token: Option<LeaseToken>,
-    /// `None`: reentrant for a new lease, the lease's own kind on reentry.
-    pub kind: Option<LockKind>,
+    /// A lock kind (never `Semaphore`); `None`: reentrant for a new lease, the lease's own
+    /// kind on reentry.
+    pub kind: Option<LeaseKind>,
     pub policy: RwPolicy,
     /// A retry with the same key gets the first answer.
     pub idempotency: Option<IdempotencyKey>,
@@ -512,7 +486,7 @@ pub struct Grant {
     /// An answer given before, given again: a ticket polled after its grant, or a retry
     /// with the same Idempotency-Key.
     pub replayed: bool,
-    pub kind: String,
+    pub kind: LeaseKind,
     pub holder: Option<String>,
     pub fencing_token: FencingToken,
     pub reentry_count: u64,
@@ -587,7 +561,7 @@ pub struct LeaseView {
     pub lease_id: LeaseId,
     pub lock: LockName,
     pub state: LeaseState,
-    pub kind: String,
+    pub kind: LeaseKind,
     /// Read/write leases: holds per mode.
     pub read_count: Option<u64>,
     pub write_count: Option<u64>,
@@ -620,7 +594,7 @@ pub struct HolderView {
     /// Read/write locks: holds per mode.
     pub read_count: Option<u64>,
     pub write_count: Option<u64>,
-    pub kind: Option<String>,
+    pub kind: Option<LeaseKind>,
     pub fencing_token: Option<FencingToken>,
     pub acquired_at: Option<Timestamp>,
 }
@@ -641,11 +615,10 @@ pub struct QueuedView {
 #[derive(Debug, Clone)]
 pub struct LockView {
     pub lock: LockName,
-    /// What the lock is used as now: reentrant, exclusive, fair, rw, or foreign (a Redisson
-    /// client's RLock); `None` when free.
-    pub kind: Option<String>,
-    /// Read/write locks: "read" or "write".
-    pub mode: Option<String>,
+    /// What the name is used as now; `None` when free.
+    pub kind: Option<HeldAs>,
+    /// Read/write locks: the mode held.
+    pub mode: Option<RwMode>,
     pub holders: Vec<HolderView>,
     /// Fair locks: the first waiters in order.
     pub queue: Vec<QueuedView>,
@@ -677,6 +650,15 @@ pub struct PermitHolderView {
     pub fencing_token: Option<FencingToken>,
     pub acquired_at: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
+}
+
+/// A semaphore's limit, changed by an admin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitChange {
+    pub limit: u32,
+    pub previous: u32,
+    /// Permits free now; below zero while more permits are out than the new limit.
+    pub available: i64,
 }
 
 /// What an admin force release removed.

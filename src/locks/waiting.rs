@@ -2,31 +2,34 @@
 //! a wake-up (the lock's channel, a fair waiter's own channel, or a semaphore's), or for the
 //! holder's TTL to run out, or for the deadline. Never a fixed poll.
 //!
-//! A waiter whose caller goes away (the HTTP request's future is dropped) gives back what it
-//! may have got: a grant that may have happened is rolled back (only that grant, and only if
-//! no other request has answered with it since), a place in a fair queue or in the
-//! waiting-writers line is left, and the next waiter is woken if that matters. A ticket's
-//! poll that fails on Redis or shutdown keeps the ticket's place: its client still has it.
+//! A request whose caller goes away (the HTTP request's future is dropped) gives back what it
+//! may have got ([`MayHold`]): a grant that may have happened is rolled back (only that grant,
+//! and only if no other request has answered with it since), a place in a fair queue or in
+//! the waiting-writers line is left. A ticket's poll that fails on Redis or shutdown keeps the
+//! ticket's place: its client still has the ticket and polls again.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::error::LockError;
+use super::kind::{LeaseKind, Resource};
 use super::model::{
-    Acquired, Contention, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseToken, LockKind,
-    LockName, Metadata, PermitRequest, RwPolicy, Ticket, Timestamp, Ttl, fingerprint,
-    request_nonce,
+    AcquireRequest, Acquired, Contention, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseToken,
+    LockName, Metadata, PermitRequest, RwPolicy, Ticket, Timestamp, Ttl, request_nonce,
 };
-use super::replies::{AcquireReply, Granted, non_empty, parse};
-use super::{Family, Locks, ReleaseHow, scripts};
-use crate::metrics::{AcquireOutcome, Wake, kind_label};
+use super::observer::{AcquireOutcome, AcquireReport, Wake};
+use super::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
+use super::scripts::non_empty;
+use super::scripts::semaphore_acquire::SemaphoreAcquire;
+use super::waiters::Registration;
+use super::{FencingToken, Locks};
 
 /// What is being acquired.
-pub(super) enum Target<'a> {
+enum Target<'a> {
     Lock {
         op: Op,
-        kind: Option<LockKind>,
+        kind: Option<LeaseKind>,
         policy: RwPolicy,
         ttl: Option<Ttl>,
         holder: Option<&'a HolderLabel>,
@@ -44,42 +47,19 @@ impl Target<'_> {
         }
     }
 
-    fn idempotency(&self) -> Option<&IdempotencyKey> {
+    /// The kind asked for, when known before the grant (a reentry takes its lease's).
+    fn kind(&self) -> Option<LeaseKind> {
         match self {
-            Self::Lock { idempotency, .. } => *idempotency,
-            Self::Semaphore(request) => request.idempotency.as_ref(),
+            Self::Lock { op: Op::Poll, .. } => Some(LeaseKind::Fair),
+            Self::Lock { kind, .. } => *kind,
+            Self::Semaphore(_) => Some(LeaseKind::Semaphore),
         }
     }
 
-    /// A fair waiter is woken on its own channel; everyone else on the lock's.
-    fn fair(&self) -> bool {
-        matches!(
-            self,
-            Self::Lock {
-                kind: Some(LockKind::Fair),
-                ..
-            } | Self::Lock { op: Op::Poll, .. }
-        )
-    }
-}
-
-/// How a lock attempt identifies itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Op {
-    /// A new lease (id and token made here).
-    New,
-    /// One more level of the lease the token proves.
-    Reenter,
-    /// A fair queue ticket tries again.
-    Poll,
-}
-
-impl Op {
-    fn as_str(self) -> &'static str {
+    fn resource(&self) -> Resource {
         match self {
-            Self::New => "new",
-            Self::Reenter => "reenter",
-            Self::Poll => "poll",
+            Self::Lock { .. } => Resource::Lock,
+            Self::Semaphore(_) => Resource::Semaphore,
         }
     }
 }
@@ -101,10 +81,114 @@ enum Outcome {
     },
 }
 
+/// What a request holds that its client may not know about, to give back if the request is
+/// dropped (its client went away) or fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MayHold {
+    Nothing,
+    /// A place in a line: a fair ticket, or a waiting writer's place (fifo readers wait
+    /// behind it).
+    Place,
+    /// A grant its attempt may have made with no answer carrying it yet.
+    Grant,
+    GrantOrPlace,
+}
+
+impl MayHold {
+    fn and_grant(self) -> Self {
+        match self {
+            Self::Nothing | Self::Grant => Self::Grant,
+            Self::Place | Self::GrantOrPlace => Self::GrantOrPlace,
+        }
+    }
+
+    fn answered(self) -> Self {
+        match self {
+            Self::Nothing | Self::Grant => Self::Nothing,
+            Self::Place | Self::GrantOrPlace => Self::Place,
+        }
+    }
+
+    fn grant(self) -> bool {
+        matches!(self, Self::Grant | Self::GrantOrPlace)
+    }
+}
+
 impl Locks {
+    /// Acquires `name` for a new lease of `request.kind`, or re-enters the lease
+    /// `request.token` proves, waiting up to `wait` while the lock is taken. A fair lock
+    /// still queued when the wait ends answers with a [`Ticket`] that keeps its place.
+    pub async fn acquire(
+        &self,
+        name: &LockName,
+        request: AcquireRequest,
+        ttl: Ttl,
+        wait: Duration,
+    ) -> Result<Acquired, LockError> {
+        let (op, token, ttl) = match request.token.clone() {
+            // The script finds the lease from the token.
+            Some(token) => (Op::Reenter, token, request.ttl),
+            None => (Op::New, LeaseToken::generate(), Some(ttl)),
+        };
+        let target = Target::Lock {
+            op,
+            kind: request
+                .kind
+                .or((op == Op::New).then_some(LeaseKind::Reentrant)),
+            policy: request.policy,
+            ttl,
+            holder: request.holder.as_ref(),
+            metadata: request.metadata.as_ref(),
+            idempotency: request.idempotency.as_ref(),
+        };
+        self.acquire_waiting(name, target, LeaseId::generate(), token, wait)
+            .await
+    }
+
+    /// A fair-queue ticket tries again, waiting up to `wait`: the lease (also when it was
+    /// granted before: the same grant again), or the ticket still queued.
+    pub async fn poll_ticket(
+        &self,
+        name: &LockName,
+        ticket: LeaseId,
+        token: LeaseToken,
+        wait: Duration,
+    ) -> Result<Acquired, LockError> {
+        let target = Target::Lock {
+            op: Op::Poll,
+            kind: Some(LeaseKind::Fair),
+            policy: RwPolicy::default(),
+            ttl: None,
+            holder: None,
+            metadata: None,
+            idempotency: None,
+        };
+        self.acquire_waiting(name, target, ticket, token, wait)
+            .await
+    }
+
+    /// Takes `request.permits` permits of semaphore `name` for a new lease, waiting up to
+    /// `wait` for permits to free up (released, or expired).
+    pub async fn acquire_permits(
+        &self,
+        name: &LockName,
+        request: &PermitRequest,
+        wait: Duration,
+    ) -> Result<Grant, LockError> {
+        let target = Target::Semaphore(request);
+        let id = LeaseId::generate();
+        match self
+            .acquire_waiting(name, target, id, LeaseToken::generate(), wait)
+            .await?
+        {
+            Acquired::Granted(grant) => Ok(grant),
+            Acquired::Queued(_) => Err(LockError::BadReply("a semaphore queued a ticket".into())),
+        }
+    }
+
     /// Tries to acquire `target` as lease `id` until granted, queued past the deadline (fair
     /// locks: a ticket), or refused at the deadline.
-    pub(super) async fn acquire_waiting(
+    async fn acquire_waiting(
         &self,
         name: &LockName,
         mut target: Target<'_>,
@@ -113,100 +197,76 @@ impl Locks {
         wait: Duration,
     ) -> Result<Acquired, LockError> {
         let deadline = Instant::now() + wait;
-        let keys = self.inner.keys.lock(name);
-        let writer = matches!(
-            &target,
-            Target::Lock {
-                kind: Some(LockKind::Write),
-                ..
-            }
-        );
         // A ticket issued by this request shows its token; a polled one's client has it.
         let mut issues_ticket = target.op() == Some(Op::New);
-        let mut guard = GiveBack {
+        let mut request = InFlight {
             locks: self.clone(),
             name: name.clone(),
-            semaphore: target.op().is_none(),
+            resource: target.resource(),
             id,
             token,
             nonce: request_nonce(),
-            roll_back: false,
-            leave: false,
+            may_hold: MayHold::Nothing,
         };
-        let meter = AcquireMeter {
-            started: Instant::now(),
-            requested_kind: requested_kind(&target),
-        };
+        let mut report = Report::new(target.kind());
         let mut arrived_ms = 0;
-        let mut woke: Option<(Instant, Wake)> = None;
-        let mut registration: Option<(LeaseId, super::waiters::Registration)> = None;
+        let mut registration: Option<(LeaseId, Registration)> = None;
         loop {
             // Registered before the attempt, so a wake-up right after a refusal is not lost.
             if !wait.is_zero()
                 && registration
                     .as_ref()
-                    .is_none_or(|(rid, _)| *rid != guard.id)
+                    .is_none_or(|(rid, _)| *rid != request.id)
             {
-                let wake_key = if target.fair() {
-                    keys.waiter(guard.id)
-                } else {
-                    keys.lock().to_owned()
-                };
-                registration = Some((guard.id, self.inner.waiters.register(&wake_key)));
+                let wake_key = self.wake_key(name, &target, request.id);
+                registration = Some((request.id, self.inner.waiters.register(&wake_key)));
             }
             let notified = registration.as_ref().map(|(_, r)| r.notified());
-            let liveness =
-                deadline.saturating_duration_since(Instant::now()) + self.inner.ticket_timeout;
+            let ticket_timeout = Duration::from_millis(self.inner.settings.ticket_timeout_ms);
+            let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
             // Until the script answers, it may have granted (reentries are never rolled back:
             // the lease is the client's already).
-            guard.roll_back = target.op() != Some(Op::Reenter);
+            if target.op() != Some(Op::Reenter) {
+                request.may_hold = request.may_hold.and_grant();
+            }
             let attempt = self
-                .attempt(name, &target, &guard, liveness, arrived_ms)
+                .attempt(name, &target, &request, liveness, arrived_ms)
                 .await;
-            guard.roll_back = false;
             let outcome = match attempt {
-                Ok(outcome) => outcome,
+                Ok(outcome) => {
+                    request.may_hold = request.may_hold.answered();
+                    outcome
+                }
                 Err(e) => {
-                    self.observe_refusal(guard.id, &e);
-                    let failed = matches!(
-                        e,
-                        LockError::Unavailable(_)
-                            | LockError::Script(_)
-                            | LockError::TooLate
-                            | LockError::ShuttingDown
-                            | LockError::BadReply(_)
-                    );
-                    if failed && target.op() == Some(Op::Poll) {
-                        // The ticket's client still has it and will poll again: a grant this
-                        // attempt may have made is answered to that poll, and the place stays.
-                        guard.leave = false;
-                    } else if failed {
-                        guard.roll_back = target.op() != Some(Op::Reenter);
+                    self.observe_refusal(request.id, &e);
+                    if e.unavailable() && target.op() == Some(Op::Poll) && !issues_ticket {
+                        // The ticket's client polls again: it gets any grant this attempt
+                        // made, and keeps its place.
+                        request.may_hold = MayHold::Nothing;
+                    } else if !e.unavailable() {
+                        request.may_hold = request.may_hold.answered();
                     }
-                    let outcome = if failed {
-                        AcquireOutcome::failed
+                    let outcome = if e.unavailable() {
+                        AcquireOutcome::Failed
                     } else {
-                        AcquireOutcome::refused
+                        AcquireOutcome::Refused
                     };
-                    self.finish(&meter, name, meter.requested_kind, outcome, woke.is_some());
+                    self.report(name, report.end(outcome));
                     return Err(e);
                 }
             };
             let retry = match outcome {
                 Outcome::Granted(grant) => {
-                    guard.leave = false;
-                    let kind = kind_label(&grant.kind);
+                    self.inner
+                        .observer
+                        .lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
                     let outcome = if grant.new_lease {
-                        AcquireOutcome::granted
+                        AcquireOutcome::Granted
                     } else {
-                        AcquireOutcome::reentered
+                        AcquireOutcome::Reentered
                     };
-                    let metrics = &self.inner.metrics;
-                    metrics.lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
-                    if let Some((at, wake)) = woke {
-                        metrics.handoff(kind, wake, at.elapsed());
-                    }
-                    self.finish(&meter, name, kind, outcome, woke.is_some());
+                    report.kind = Some(grant.kind);
+                    self.report(name, report.end(outcome));
                     return Ok(Acquired::Granted(grant));
                 }
                 Outcome::Queued {
@@ -216,27 +276,25 @@ impl Locks {
                     retry,
                     poll_by,
                 } => {
-                    if ticket != guard.id {
+                    if ticket != request.id {
                         // A retried Idempotency-Key: go on as the first request's ticket.
-                        guard.id = ticket;
+                        request.id = ticket;
                         issues_ticket = true;
                     }
                     if let Some(token) = token {
-                        guard.token = token;
+                        request.token = token;
                     }
                     if let Target::Lock { op, .. } = &mut target {
                         *op = Op::Poll;
                     }
-                    // Leave the queue if the client goes away while waiting.
-                    guard.leave = true;
+                    request.may_hold = MayHold::Place;
                     if Instant::now() >= deadline || notified.is_none() {
                         // The ticket keeps its place for the client to poll.
-                        guard.leave = false;
-                        let waited = woke.is_some();
-                        self.finish(&meter, name, "fair", AcquireOutcome::queued, waited);
+                        request.may_hold = MayHold::Nothing;
+                        self.report(name, report.end(AcquireOutcome::Queued));
                         return Ok(Acquired::Queued(Ticket {
-                            lease_id: guard.id,
-                            token: issues_ticket.then(|| guard.token.clone()),
+                            lease_id: request.id,
+                            token: issues_ticket.then(|| request.token.clone()),
                             position,
                             poll_by,
                         }));
@@ -249,81 +307,76 @@ impl Locks {
                 } => {
                     arrived_ms = arrived;
                     // A waiting writer stands in line (fifo policy) until it leaves.
-                    guard.leave = writer;
+                    if target.kind().is_some_and(LeaseKind::stands_in_line) {
+                        request.may_hold = MayHold::Place;
+                    }
                     if Instant::now() >= deadline || notified.is_none() {
                         let outcome = if notified.is_none() {
-                            AcquireOutcome::contended
+                            AcquireOutcome::Contended
                         } else {
-                            AcquireOutcome::timed_out
+                            AcquireOutcome::TimedOut
                         };
-                        let waited = woke.is_some();
-                        self.finish(&meter, name, meter.requested_kind, outcome, waited);
+                        self.report(name, report.end(outcome));
                         return Err(LockError::Held(contention));
                     }
                     contention.retry_after
                 }
             };
-            let now = Instant::now();
             // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
             // through pub/sub: retry then as well.
+            let now = Instant::now();
             let retry_at = retry.map_or(deadline, |d| {
                 (now + d + Duration::from_millis(1)).min(deadline)
             });
             let Some(notified) = notified else {
-                unreachable!("checked above")
+                unreachable!("a request that does not wait returned above")
             };
             let wake = tokio::select! {
-                () = notified => Wake::message,
-                () = tokio::time::sleep_until(retry_at) => Wake::timer,
+                () = notified => Wake::Message,
+                () = tokio::time::sleep_until(retry_at) => Wake::Timer,
                 () = self.inner.shutdown.cancelled() => {
                     if target.op() == Some(Op::Poll) && !issues_ticket {
                         // The client polls its ticket again elsewhere: keep its place.
-                        guard.leave = false;
+                        request.may_hold = MayHold::Nothing;
                     }
-                    self.finish(&meter, name, meter.requested_kind, AcquireOutcome::failed, true);
+                    self.report(name, report.end(AcquireOutcome::Failed));
                     return Err(LockError::ShuttingDown);
                 }
             };
-            woke = Some((Instant::now(), wake));
+            report.woke = Some((Instant::now(), wake));
         }
     }
 
-    /// Counts one acquire request; `waited`: it waited at least once.
-    fn finish(
-        &self,
-        meter: &AcquireMeter,
-        name: &LockName,
-        kind: &'static str,
-        outcome: AcquireOutcome,
-        waited: bool,
-    ) {
-        let metrics = &self.inner.metrics;
-        metrics.acquisition(name.as_str(), kind, outcome);
-        if waited {
-            metrics.waited(kind, outcome, meter.started.elapsed());
+    /// The registry key a waiter is woken on: a fair waiter's own channel, else the lock's.
+    fn wake_key(&self, name: &LockName, target: &Target<'_>, id: LeaseId) -> String {
+        let keys = self.inner.keys.lock(name);
+        if target.kind().is_some_and(LeaseKind::is_fair) {
+            keys.waiter(id)
+        } else {
+            keys.lock().to_owned()
         }
+    }
+
+    fn report(&self, name: &LockName, report: Ended) {
+        self.inner.observer.acquisition(AcquireReport {
+            lock: name,
+            kind: report.kind,
+            outcome: report.outcome,
+            waited: report.waited,
+            handoff: report.handoff,
+        });
     }
 
     async fn attempt(
         &self,
         name: &LockName,
         target: &Target<'_>,
-        request: &GiveBack,
+        request: &InFlight,
         liveness: Duration,
         arrived_ms: u64,
     ) -> Result<Outcome, LockError> {
         let (id, token) = (request.id, &request.token);
-        let digest = token.digest().hex();
-        let idempotency = target.idempotency();
-        let key_digest = idempotency
-            .map(IdempotencyKey::digest_hex)
-            .unwrap_or_default();
-        // A new lease's token, sealed under the key, so that a retry can be handed it.
-        let sealed = match (idempotency, target.op()) {
-            (Some(key), Some(Op::New) | None) => key.seal(token),
-            _ => String::new(),
-        };
-        let raw: String = match target {
+        let (reply, idempotency) = match target {
             Target::Lock {
                 op,
                 kind,
@@ -331,90 +384,51 @@ impl Locks {
                 ttl,
                 holder,
                 metadata,
-                ..
+                idempotency,
             } => {
-                let ttl_ms = ttl.map_or(0, Ttl::as_millis).to_string();
-                let kind = kind.map_or("", LockKind::as_str);
-                let holder = holder.map_or("", |h| h.as_str());
-                let metadata = metadata.map(|m| m.to_json()).unwrap_or_default();
-                // What a retry must repeat for the key to replay: for a reentry, the lease it
-                // proves; for a new lease, everything the lease is made of.
-                let fp = fingerprint(&[
-                    "acquire",
-                    op.as_str(),
-                    kind,
-                    &ttl_ms,
-                    holder,
-                    &metadata,
-                    policy.as_str(),
-                    if *op == Op::Reenter { &digest } else { "" },
-                ]);
-                let mut invocation = self.prepared(&scripts::ACQUIRE, name, Family::Lock);
-                invocation
-                    .arg(ttl_ms)
-                    .arg(op.as_str())
-                    .arg(id.to_string())
-                    .arg(&digest)
-                    .arg(holder)
-                    .arg(metadata)
-                    .arg(kind)
-                    .arg(policy.as_str())
-                    .arg(millis(liveness))
-                    .arg(arrived_ms)
-                    .arg(&request.nonce)
-                    .arg(key_digest)
-                    .arg(fp)
-                    .arg(&sealed);
-                self.invoke("acquire", &invocation).await?
+                let script = Acquire {
+                    op: *op,
+                    ttl: *ttl,
+                    id,
+                    token,
+                    holder: *holder,
+                    metadata: *metadata,
+                    kind: *kind,
+                    policy: *policy,
+                    liveness_ms: millis(liveness),
+                    arrived_ms,
+                    nonce: &request.nonce,
+                    idempotency: *idempotency,
+                };
+                (self.call(name, &script).await?, *idempotency)
             }
-            Target::Semaphore(request_body) => {
-                let holder = request_body.holder.as_ref().map_or("", HolderLabel::as_str);
-                let metadata = request_body
-                    .metadata
-                    .as_ref()
-                    .map(Metadata::to_json)
-                    .unwrap_or_default();
-                let fp = fingerprint(&[
-                    "acquire_permits",
-                    &request_body.ttl.as_millis().to_string(),
-                    holder,
-                    &metadata,
-                    &request_body.limit.to_string(),
-                    &request_body.permits.to_string(),
-                ]);
-                let mut invocation =
-                    self.prepared(&scripts::SEMAPHORE_ACQUIRE, name, Family::Semaphore);
-                invocation
-                    .arg(request_body.ttl.as_millis())
-                    .arg(id.to_string())
-                    .arg(&digest)
-                    .arg(holder)
-                    .arg(metadata)
-                    .arg(request_body.limit)
-                    .arg(request_body.permits)
-                    .arg(&request.nonce)
-                    .arg(key_digest)
-                    .arg(fp)
-                    .arg(&sealed);
-                self.invoke("semaphore_acquire", &invocation).await?
+            Target::Semaphore(permits) => {
+                let script = SemaphoreAcquire {
+                    request: permits,
+                    id,
+                    token,
+                    nonce: &request.nonce,
+                };
+                (
+                    self.call(name, &script).await?,
+                    permits.idempotency.as_ref(),
+                )
             }
         };
-        let reentry = target.op() == Some(Op::Reenter);
-        let shown = (!reentry).then(|| token.clone());
         let unseal = |sealed: &Option<String>| {
             sealed
                 .as_deref()
                 .filter(|s| !s.is_empty())
                 .and_then(|s| idempotency.and_then(|key| key.unseal(s)))
         };
-        match parse::<AcquireReply>(&raw)? {
+        match reply {
             AcquireReply::Acquired(g) => {
                 // A replayed new lease shows the first token (unsealed with the key); a ticket
                 // polled again shows none (its client has it).
                 let shown = match (g.replayed, unseal(&g.sealed)) {
                     (_, Some(first)) => Some(first),
                     (true, None) => None,
-                    (false, None) => shown,
+                    (false, None) => (target.op() != Some(Op::Reenter)).then(|| token.clone()),
                 };
                 Ok(Outcome::Granted(grant(g, shown, true)?))
             }
@@ -451,7 +465,7 @@ impl Locks {
             AcquireReply::UnknownToken => Err(LockError::UnknownToken),
             AcquireReply::TicketToken => Err(LockError::TicketPending),
             AcquireReply::TicketExpired => Err(LockError::TicketExpired),
-            AcquireReply::KindConflict { held_as } => Err(LockError::KindConflict { held_as }),
+            AcquireReply::KindConflict { held_as } => Err(LockError::kind_conflict(&held_as)),
             AcquireReply::NotReentrant => Err(LockError::NotReentrant),
             AcquireReply::UpgradeRefused => Err(LockError::UpgradeRefused),
             AcquireReply::LimitMismatch { limit } => Err(LockError::LimitMismatch { limit }),
@@ -461,20 +475,42 @@ impl Locks {
     }
 }
 
-/// When an acquire request started, and what kind it asked for (the metrics' label until a
-/// grant names the lease's own kind).
-struct AcquireMeter {
+/// An acquire request as the observer hears of it when it ends.
+struct Report {
     started: Instant,
-    requested_kind: &'static str,
+    /// What it asked for, until a grant names the lease's own kind.
+    kind: Option<LeaseKind>,
+    /// The last wake-up: when, and what woke it.
+    woke: Option<(Instant, Wake)>,
 }
 
-fn requested_kind(target: &Target<'_>) -> &'static str {
-    match target {
-        Target::Semaphore(_) => "semaphore",
-        Target::Lock { op: Op::Poll, .. } => "fair",
-        Target::Lock { kind: Some(k), .. } => kind_label(k.as_str()),
-        // A reentry without a kind re-enters whatever its lease is.
-        Target::Lock { kind: None, .. } => "other",
+struct Ended {
+    kind: Option<LeaseKind>,
+    outcome: AcquireOutcome,
+    waited: Option<Duration>,
+    handoff: Option<(Wake, Duration)>,
+}
+
+impl Report {
+    fn new(kind: Option<LeaseKind>) -> Self {
+        Self {
+            started: Instant::now(),
+            kind,
+            woke: None,
+        }
+    }
+
+    fn end(&self, outcome: AcquireOutcome) -> Ended {
+        let granted = matches!(outcome, AcquireOutcome::Granted | AcquireOutcome::Reentered);
+        Ended {
+            kind: self.kind,
+            outcome,
+            waited: self.woke.map(|_| self.started.elapsed()),
+            handoff: self
+                .woke
+                .filter(|_| granted)
+                .map(|(at, wake)| (wake, at.elapsed())),
+        }
     }
 }
 
@@ -496,7 +532,7 @@ fn grant(g: Granted, token: Option<LeaseToken>, new_lease: bool) -> Result<Grant
         replayed: g.replayed,
         kind: g.kind,
         holder: non_empty(g.holder),
-        fencing_token: super::FencingToken(g.fencing_token),
+        fencing_token: FencingToken(g.fencing_token),
         reentry_count: g.reentry_count,
         ttl_ms: g.ttl_ms,
         acquired_at: Timestamp(g.created_ms),
@@ -504,26 +540,22 @@ fn grant(g: Granted, token: Option<LeaseToken>, new_lease: bool) -> Result<Grant
     })
 }
 
-/// What one acquire request may hold that its client does not know about, given back when
-/// the request is dropped (its client went away) or fails.
-struct GiveBack {
+/// One acquire request while it runs: the lease (or ticket) it acts for and what it may hold
+/// that its client does not know about; dropping it gives that back.
+struct InFlight {
     locks: Locks,
     name: LockName,
-    semaphore: bool,
-    /// The lease (or ticket) this request acts for, and its token.
+    resource: Resource,
     id: LeaseId,
     token: LeaseToken,
     /// Names the grants this request makes: only they may be rolled back by it.
     nonce: String,
-    /// A grant may have happened that no answer has carried yet: take it back.
-    roll_back: bool,
-    /// A queue place (fair ticket, waiting writer) held for this request: give it up.
-    leave: bool,
+    may_hold: MayHold,
 }
 
-impl Drop for GiveBack {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        if !self.roll_back && !self.leave {
+        if self.may_hold == MayHold::Nothing {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -536,16 +568,10 @@ impl Drop for GiveBack {
             self.token.clone(),
             std::mem::take(&mut self.nonce),
         );
-        let (semaphore, rollback) = (self.semaphore, self.roll_back);
+        let (resource, may_hold) = (self.resource, self.may_hold);
         runtime.spawn(async move {
-            if rollback {
-                let how = ReleaseHow::Rollback { nonce: &nonce };
-                let undone = if semaphore {
-                    locks.release_permits_because(&name, id, &token, how).await
-                } else {
-                    locks.release_because(&name, id, &token, how).await
-                };
-                match undone {
+            if may_hold.grant() {
+                match locks.roll_back(resource, &name, id, &token, &nonce).await {
                     Ok(_) => tracing::info!(lock = %name, lease_id = %id, "rolled back a grant whose client went away"),
                     Err(
                         LockError::UnknownLease
@@ -556,7 +582,10 @@ impl Drop for GiveBack {
                     Err(e) => tracing::warn!(lock = %name, lease_id = %id, error = %e, "could not roll back an undelivered grant"),
                 }
             }
-            if !semaphore && let Err(e) = locks.leave(&name, id, &token).await {
+            // A grant that was never made may have left a place in line instead.
+            if resource == Resource::Lock
+                && let Err(e) = locks.leave(&name, id, &token).await
+            {
                 match e {
                     LockError::UnknownLease | LockError::LeaseLost(_) => {}
                     e => tracing::warn!(lock = %name, lease_id = %id, error = %e, "could not leave the queue"),

@@ -3,117 +3,13 @@
 //! lease through the API and sees the page update without a reload, then signs in and
 //! force-releases the lock from its page. Screenshots go to `target/screenshots/`.
 
-use std::io::{BufRead as _, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::Locator;
 use serde_json::json;
 
+use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, save_screenshot, wait_for, which};
 use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
-
-const CHROMEDRIVER: &str = "chromedriver";
-const CHROMIUM: &str = "/usr/bin/chromium";
-
-/// A chromedriver on a port it picked itself, killed on drop.
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Driver {
-    fn start() -> Self {
-        let mut child = Command::new(CHROMEDRIVER)
-            .arg("--port=0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver is installed (bash .ci/test installs chromium chromium-driver)");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let port = loop {
-            let line = lines
-                .next()
-                .expect("chromedriver printed its port")
-                .expect("chromedriver output");
-            if let Some(rest) = line.split("started successfully on port ").nth(1) {
-                break rest.trim_end_matches('.').parse().expect("a port number");
-            }
-        };
-        // Keep draining its output so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        Self { child, port }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert("browserName".into(), json!("chrome"));
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--window-size=1360,900",
-                format!("--user-data-dir={}", profile.display()),
-            ]
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a Chromium session")
-}
-
-fn screenshots_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
-        PathBuf::from,
-    );
-    let dir = target.join("screenshots");
-    std::fs::create_dir_all(&dir).expect("screenshots dir");
-    dir
-}
-
-async fn save_screenshot(client: &Client, name: &str) -> PathBuf {
-    let png = client.screenshot().await.expect("screenshot");
-    let path = screenshots_dir().join(name);
-    std::fs::write(&path, png).expect("write screenshot");
-    path
-}
-
-/// Polls `check` (a JS expression) until it is true, for at most `limit`.
-async fn wait_for(client: &Client, check: &str, limit: Duration, what: &str) {
-    let deadline = Instant::now() + limit;
-    loop {
-        let ok = client
-            .execute(&format!("return Boolean({check});"), vec![])
-            .await
-            .expect("script");
-        if ok == json!(true) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn seed(app: &TestApp) {
     let lease = app
@@ -272,12 +168,4 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
     eprintln!("screenshot: {}", released.display());
 
     client.close().await.expect("close the browser");
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|p| p.is_file())
-    })
 }

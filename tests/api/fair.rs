@@ -155,21 +155,12 @@ async fn a_ticket_that_is_not_polled_expires() {
 async fn leaving_the_queue_by_delete() {
     let app = spawn_app().await;
     app.lease("fifo", json!({"kind": "fair"})).await;
-    let queued = app.acquire("fifo", json!({"kind": "fair"})).await;
-    let location = queued.header("location").expect("Location").to_owned();
-    let reply = crate::helpers::Reply::read(
-        app.http
-            .delete(app.url(&location))
-            .bearer_auth(queued.str("token"))
-            .send()
-            .await
-            .expect("request"),
-    )
-    .await;
+    let ticket = app.ticket("fifo", json!({"kind": "fair"})).await;
+    let reply = app.leave(&ticket).await;
     reply.assert_status(200);
     assert_eq!(reply.body["left"], true);
     assert_eq!(app.inspect_lock("fifo").await.body["queue_length"], 0);
-    app.poll_ticket(&location, &queued.str("token"), 0)
+    app.poll_ticket(&ticket.path, &ticket.token, 0)
         .await
         .assert_problem(410, "lease_lost");
 }

@@ -221,9 +221,7 @@ async fn tokens_are_checked_on_heartbeat_and_release() {
     app.release_as(&lease, "not-a-token", false)
         .await
         .assert_problem(401, "token_malformed");
-    let url = app.url(&format!("/v1/locks/jobs/leases/{}", lease.id));
-    let missing =
-        crate::helpers::Reply::read(app.http.delete(url).send().await.expect("request")).await;
+    let missing = app.send(app.http.delete(app.url(&lease.path))).await;
     missing.assert_problem(401, "token_missing");
     assert_eq!(missing.header("www-authenticate"), Some("Bearer"));
     // Still held after all the refused attempts.
@@ -238,6 +236,7 @@ async fn unknown_leases_are_404() {
         id: "01890000-0000-7000-8000-000000000000".into(),
         token: app.lease("jobs", json!({})).await.token,
         fencing_token: 0,
+        path: "/v1/locks/jobs/leases/01890000-0000-7000-8000-000000000000".into(),
     };
     app.heartbeat(&ghost, json!({}))
         .await

@@ -9,6 +9,7 @@ mod errors;
 mod fair;
 mod fencing;
 mod helpers;
+mod layers;
 mod leases;
 mod metrics;
 mod openapi;

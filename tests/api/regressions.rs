@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::helpers::{ADMIN_TOKEN, AppOptions, Lease, Reply, TestApp, spawn_app, spawn_app_with};
+use crate::helpers::{
+    ADMIN_TOKEN, AppOptions, Lease, Reply, TestApp, Ticket, spawn_app, spawn_app_with,
+};
 
 /// A fair lock held by someone, and a ticket queued behind it (202).
 async fn queued_ticket(app: &TestApp) -> (Lease, Reply) {
@@ -55,12 +57,7 @@ async fn a_ticket_polled_again_after_its_grant_gets_the_same_grant_and_keeps_it(
     app.acquire("fifo", json!({"kind": "fair"}))
         .await
         .assert_status(202);
-    let lease = Lease {
-        lock: "fifo".into(),
-        id: granted.str("lease_id"),
-        token,
-        fencing_token: granted.u64("fencing_token"),
-    };
+    let lease = Ticket::from_reply("fifo", &queued).lease(&granted);
     app.heartbeat(&lease, json!({})).await.assert_status(200);
 }
 
@@ -164,36 +161,14 @@ async fn an_abandoned_ticket_blocks_other_kinds_only_for_its_liveness_window() {
     }
 }
 
-async fn admin(app: &TestApp, method: reqwest::Method, path: &str, body: Option<Value>) -> Reply {
-    let mut req = app
-        .http
-        .request(method, app.url(path))
-        .bearer_auth(ADMIN_TOKEN);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    Reply::read(req.send().await.expect("request")).await
-}
-
 #[tokio::test]
 async fn a_semaphore_whose_permits_are_back_can_be_a_lock_again() {
     let app = spawn_app().await;
-    let reply = app.acquire_permits("pool", 0, json!({"limit": 3})).await;
-    let lease = Lease::from_reply("pool", &reply);
+    let lease = app.permits("pool", json!({"limit": 3})).await;
     app.acquire("pool", json!({}))
         .await
         .assert_problem(409, "kind_conflict");
-    let url = format!("/v1/semaphores/pool/leases/{}", lease.id);
-    Reply::read(
-        app.http
-            .delete(app.url(&url))
-            .bearer_auth(&lease.token)
-            .send()
-            .await
-            .expect("request"),
-    )
-    .await
-    .assert_status(200);
+    app.release(&lease, false).await.assert_status(200);
     let lock = app.lease("pool", json!({})).await;
     assert!(lock.fencing_token > lease.fencing_token);
     // And back to a semaphore, with any limit, once the lock is free.
@@ -240,13 +215,13 @@ async fn an_admin_can_clear_a_semaphore_and_change_its_limit() {
         .acquire_permits("pool", 0, json!({"limit": 3, "permits": 2}))
         .await;
     held.assert_status(201);
-    let changed = admin(
-        &app,
-        reqwest::Method::PUT,
-        "/v1/admin/semaphores/pool/limit",
-        Some(json!({"limit": 5})),
-    )
-    .await;
+    let changed = app
+        .admin(
+            reqwest::Method::PUT,
+            "/v1/admin/semaphores/pool/limit",
+            Some(json!({"limit": 5})),
+        )
+        .await;
     changed.assert_status(200);
     assert_eq!(changed.body["previous"], 3);
     assert_eq!(changed.body["available"], 3);
@@ -256,13 +231,13 @@ async fn an_admin_can_clear_a_semaphore_and_change_its_limit() {
     app.acquire_permits("pool", 0, json!({"limit": 5, "permits": 3}))
         .await
         .assert_status(201);
-    let cleared = admin(
-        &app,
-        reqwest::Method::DELETE,
-        "/v1/admin/semaphores/pool?clear=true&reason=resize",
-        None,
-    )
-    .await;
+    let cleared = app
+        .admin(
+            reqwest::Method::DELETE,
+            "/v1/admin/semaphores/pool?clear=true&reason=resize",
+            None,
+        )
+        .await;
     cleared.assert_status(200);
     assert_eq!(cleared.body["removed"].as_array().map(Vec::len), Some(2));
     app.get("/v1/semaphores/pool")
@@ -276,8 +251,7 @@ async fn an_admin_can_clear_a_semaphore_and_change_its_limit() {
     app.acquire_permits("pool", 0, json!({"limit": 2}))
         .await
         .assert_status(201);
-    admin(
-        &app,
+    app.admin(
         reqwest::Method::PUT,
         "/v1/admin/semaphores/nothing/limit",
         Some(json!({"limit": 5})),
@@ -392,17 +366,6 @@ async fn an_instance_shutting_down_mid_poll_keeps_the_ticket_in_line() {
     app.poll_ticket(&at, &token, 5_000).await.assert_status(201);
 }
 
-async fn with_key(app: &TestApp, req: reqwest::RequestBuilder, key: &str) -> Reply {
-    let _ = app;
-    Reply::read(
-        req.header("idempotency-key", key)
-            .send()
-            .await
-            .expect("request"),
-    )
-    .await
-}
-
 #[tokio::test]
 async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
     let app = spawn_app().await;
@@ -411,9 +374,9 @@ async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
             .post(app.url("/v1/locks/jobs/leases"))
             .json(&json!({"holder": "a"}))
     };
-    let first = with_key(&app, new(), "new-1").await;
+    let first = app.send_with_key(new(), "new-1").await;
     first.assert_status(201);
-    let retry = with_key(&app, new(), "new-1").await;
+    let retry = app.send_with_key(new(), "new-1").await;
     retry.assert_status(201);
     assert_eq!(retry.header("idempotent-replayed"), Some("true"));
     for field in ["lease_id", "token", "fencing_token", "expires_at"] {
@@ -426,8 +389,8 @@ async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
             .bearer_auth(&lease.token)
             .json(&json!({}))
     };
-    let once = with_key(&app, reenter(), "again-1").await;
-    let twice = with_key(&app, reenter(), "again-1").await;
+    let once = app.send_with_key(reenter(), "again-1").await;
+    let twice = app.send_with_key(reenter(), "again-1").await;
     assert_eq!(once.body["reentry_count"], 2);
     assert_eq!(twice.body["reentry_count"], 2, "a retry adds no level");
     assert_eq!(holder_of(&app, "jobs").await["reentry_count"], 2);
@@ -436,8 +399,8 @@ async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
             .delete(app.url(&format!("/v1/locks/jobs/leases/{}", lease.id)))
             .bearer_auth(&lease.token)
     };
-    let once = with_key(&app, release(), "release-1").await;
-    let twice = with_key(&app, release(), "release-1").await;
+    let once = app.send_with_key(release(), "release-1").await;
+    let twice = app.send_with_key(release(), "release-1").await;
     assert_eq!(once.body["reentry_count"], 1);
     assert_eq!(
         twice.body["reentry_count"], 1,
@@ -449,7 +412,7 @@ async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
         .http
         .post(app.url("/v1/locks/jobs/leases"))
         .json(&json!({"holder": "b"}));
-    with_key(&app, other, "new-1")
+    app.send_with_key(other, "new-1")
         .await
         .assert_problem(422, "idempotency_key_reused");
 }

@@ -122,16 +122,7 @@ async fn same_holder_write_write_reenters() {
 async fn release_by_mode_and_mode_not_held() {
     let app = spawn_app().await;
     let lease = read(&app, "doc").await;
-    let url = app.url(&format!("/v1/locks/doc/leases/{}?mode=write", lease.id));
-    let reply = crate::helpers::Reply::read(
-        app.http
-            .delete(url)
-            .bearer_auth(&lease.token)
-            .send()
-            .await
-            .expect("request"),
-    )
-    .await;
+    let reply = app.release_with(&lease, &lease.token, "mode=write").await;
     reply.assert_problem(409, "mode_not_held");
     app.release(&lease, false).await.assert_status(200);
 }

@@ -6,42 +6,18 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{ADMIN_TOKEN, Lease, Reply, spawn_app};
+use crate::helpers::{Lease, Reply, TestApp, spawn_app};
 
 fn lease(name: &str, reply: &Reply) -> Lease {
     Lease::from_reply(name, reply)
 }
 
-async fn heartbeat(app: &crate::helpers::TestApp, lease: &Lease) -> Reply {
-    let url = app.url(&format!(
-        "/v1/semaphores/{}/leases/{}/heartbeat",
-        lease.lock, lease.id
-    ));
-    Reply::read(
-        app.http
-            .post(url)
-            .bearer_auth(&lease.token)
-            .send()
-            .await
-            .expect("request"),
-    )
-    .await
+async fn heartbeat(app: &TestApp, lease: &Lease) -> Reply {
+    app.heartbeat(lease, json!({})).await
 }
 
-async fn release(app: &crate::helpers::TestApp, lease: &Lease) -> Reply {
-    let url = app.url(&format!(
-        "/v1/semaphores/{}/leases/{}",
-        lease.lock, lease.id
-    ));
-    Reply::read(
-        app.http
-            .delete(url)
-            .bearer_auth(&lease.token)
-            .send()
-            .await
-            .expect("request"),
-    )
-    .await
+async fn release(app: &TestApp, lease: &Lease) -> Reply {
+    app.release(lease, false).await
 }
 
 #[tokio::test]
@@ -86,11 +62,9 @@ async fn fifty_clients_never_exceed_the_limit() {
 #[tokio::test]
 async fn permits_come_back_when_a_lease_expires() {
     let app = spawn_app().await;
-    let short = lease(
-        "pool",
-        &app.acquire_permits("pool", 0, json!({"limit": 2, "permits": 2, "ttl_ms": 200}))
-            .await,
-    );
+    let short = app
+        .permits("pool", json!({"limit": 2, "permits": 2, "ttl_ms": 200}))
+        .await;
     app.acquire_permits("pool", 0, json!({"limit": 2}))
         .await
         .assert_problem(409, "no_permits");
@@ -111,11 +85,9 @@ async fn permits_come_back_when_a_lease_expires() {
 #[tokio::test]
 async fn a_release_wakes_a_waiter_through_pub_sub() {
     let app = spawn_app().await;
-    let held = lease(
-        "pool",
-        &app.acquire_permits("pool", 0, json!({"limit": 1, "ttl_ms": 60_000}))
-            .await,
-    );
+    let held = app
+        .permits("pool", json!({"limit": 1, "ttl_ms": 60_000}))
+        .await;
     let waiter = app.spawn_post(
         "/v1/semaphores/pool/leases?wait_ms=20000",
         json!({"limit": 1}),
@@ -180,19 +152,10 @@ async fn inspecting_a_semaphore_shows_limit_use_and_holders() {
 #[tokio::test]
 async fn force_release_returns_every_permit() {
     let app = spawn_app().await;
-    let held = lease(
-        "pool",
-        &app.acquire_permits("pool", 0, json!({"limit": 1})).await,
-    );
-    let reply = crate::helpers::Reply::read(
-        app.http
-            .delete(app.url("/v1/admin/semaphores/pool"))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .expect("request"),
-    )
-    .await;
+    let held = app.permits("pool", json!({"limit": 1})).await;
+    let reply = app
+        .admin(reqwest::Method::DELETE, "/v1/admin/semaphores/pool", None)
+        .await;
     reply.assert_status(200);
     assert_eq!(reply.body["removed"][0]["lease_id"], held.id);
     heartbeat(&app, &held)

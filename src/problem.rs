@@ -1,5 +1,7 @@
 //! RFC 9457 problem details: every failure of the API answers `application/problem+json` with
-//! `type`, `title`, `status`, `detail` and a stable machine `code`.
+//! `type`, `title`, `status`, `detail` and a stable machine `code`. One table of problems
+//! ([`ProblemKind`]) serves both transports: the API renders a [`Problem`] as JSON, the
+//! dashboard as an HTML page.
 
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::locks::{InvalidInput, LeaseState, LockError};
+use crate::locks::{HeldAs, InvalidInput, LeaseState, LockError};
 
 /// Every problem the API can answer with: its code, status and title.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,16 +355,17 @@ impl From<LockError> for Problem {
                 p
             }
             LockError::KindConflict { held_as } => {
-                let detail = if held_as == "foreign" {
+                let detail = if held_as == HeldAs::Foreign {
                     "the name belongs to a Redis key another program made; Leasehold leaves it \
                      alone: use another name (or another --key-prefix)"
                         .to_owned()
                 } else {
                     format!(
-                        "the lock is in use as a {held_as} lock; ask for that kind or another name"
+                        "the lock is in use as a {} lock; ask for that kind or another name",
+                        held_as.as_str()
                     )
                 };
-                Problem::new(ProblemKind::KindConflict, detail).with("held_as", held_as)
+                Problem::new(ProblemKind::KindConflict, detail).with("held_as", held_as.as_str())
             }
             LockError::NotReentrant => Problem::new(
                 ProblemKind::NotReentrant,

@@ -1,13 +1,15 @@
-//! Fixtures: a private redis-server per test and a real Leasehold server on 127.0.0.1:0.
+//! Fixtures: a private redis-server per test and a real Leasehold server on 127.0.0.1:0, and
+//! a request helper for every resource (locks, semaphores, tickets, admin routes), so tests
+//! read as what they check.
+
+pub mod browser;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use leasehold::locks::{LockSettings, TtlPolicy};
 use leasehold::server::{self, ServerConfig, ServerError};
-use leasehold::state::{ApiLimits, DashboardSettings};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
@@ -174,31 +176,17 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
 
 /// The server configuration the tests use, on `redis`.
 fn config_for(redis: &RedisServer, options: AppOptions) -> ServerConfig {
-    ServerConfig {
-        redis_url: redis.url(),
-        locks: LockSettings {
-            key_prefix: options.key_prefix,
-            tombstone_ms: 60_000,
-            ticket_timeout_ms: options.ticket_timeout_ms,
-        },
-        limits: ApiLimits {
-            ttl: TtlPolicy {
-                default_ms: 30_000,
-                min_ms: options.min_ttl_ms,
-                max_ms: 3_600_000,
-            },
-            max_wait: Duration::from_millis(options.max_wait_ms),
-            ticket_timeout_ms: options.ticket_timeout_ms,
-            max_permits: 1000,
-        },
-        admin_token: options.admin_token,
-        redis_timeout: Duration::from_secs(1),
-        metrics_lock_names: options.metrics_lock_names,
-        allow_eviction: false,
-        dashboard: DashboardSettings {
-            private: options.dashboard_private,
-        },
-    }
+    let mut config = ServerConfig::new(redis.url());
+    config.locks.key_prefix = options.key_prefix;
+    config.locks.ticket_timeout_ms = options.ticket_timeout_ms;
+    config.limits.ttl.min_ms = options.min_ttl_ms;
+    config.limits.ttl.max_ms = 3_600_000;
+    config.limits.max_wait = Duration::from_millis(options.max_wait_ms);
+    config.limits.ticket_timeout_ms = options.ticket_timeout_ms;
+    config.admin_token = options.admin_token;
+    config.metrics_lock_names = options.metrics_lock_names;
+    config.dashboard.private = options.dashboard_private;
+    config
 }
 
 /// Runs a server on `redis` with the default options until it stops by itself (at most
@@ -315,23 +303,64 @@ impl Reply {
     }
 }
 
-/// A lease as its holder knows it.
+/// A lease (of a lock or a semaphore) as its holder knows it.
 #[derive(Debug, Clone)]
 pub struct Lease {
     pub lock: String,
     pub id: String,
     pub token: String,
     pub fencing_token: u64,
+    /// Its URL path (`/v1/locks/{lock}/leases/{id}` or `/v1/semaphores/...`).
+    pub path: String,
 }
 
 impl Lease {
+    /// The lease a 201 (or a ticket's 201) answered with, at its `Location`.
     pub fn from_reply(lock: &str, reply: &Reply) -> Self {
         reply.assert_status(201);
+        let id = reply.str("lease_id");
         Self {
             lock: lock.into(),
-            id: reply.str("lease_id"),
+            path: reply
+                .header("location")
+                .map_or_else(|| format!("/v1/locks/{lock}/leases/{id}"), str::to_owned),
+            id,
             token: reply.str("token"),
             fencing_token: reply.u64("fencing_token"),
+        }
+    }
+}
+
+/// A fair lock's ticket (a 202) as its waiter knows it.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub lock: String,
+    pub id: String,
+    pub token: String,
+    /// Its URL path (`/v1/locks/{lock}/tickets/{id}`).
+    pub path: String,
+}
+
+impl Ticket {
+    pub fn from_reply(lock: &str, reply: &Reply) -> Self {
+        reply.assert_status(202);
+        Self {
+            lock: lock.into(),
+            id: reply.str("ticket_id"),
+            token: reply.str("token"),
+            path: reply.header("location").expect("Location").to_owned(),
+        }
+    }
+
+    /// The lease the ticket turns into (same id, same token) once granted.
+    pub fn lease(&self, granted: &Reply) -> Lease {
+        granted.assert_status(201);
+        Lease {
+            lock: self.lock.clone(),
+            id: self.id.clone(),
+            token: self.token.clone(),
+            fencing_token: granted.u64("fencing_token"),
+            path: granted.header("location").expect("Location").to_owned(),
         }
     }
 }
@@ -379,15 +408,46 @@ impl TestApp {
     /// Acquires a semaphore's permits.
     pub async fn acquire_permits(&self, name: &str, wait_ms: u64, body: Value) -> Reply {
         let url = self.url(&format!("/v1/semaphores/{name}/leases?wait_ms={wait_ms}"));
-        Reply::read(
-            self.http
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                .expect("request"),
-        )
-        .await
+        self.send(self.http.post(url).json(&body)).await
+    }
+
+    /// Acquires permits and expects a new lease.
+    pub async fn permits(&self, name: &str, body: Value) -> Lease {
+        Lease::from_reply(name, &self.acquire_permits(name, 0, body).await)
+    }
+
+    /// Acquires a fair lock and expects a ticket (202).
+    pub async fn ticket(&self, lock: &str, body: Value) -> Ticket {
+        Ticket::from_reply(lock, &self.acquire(lock, body).await)
+    }
+
+    /// `DELETE` on a ticket: leaves the queue.
+    pub async fn leave(&self, ticket: &Ticket) -> Reply {
+        let url = self.url(&ticket.path);
+        self.send(self.http.delete(url).bearer_auth(&ticket.token))
+            .await
+    }
+
+    /// Sends any request and reads its answer.
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        Reply::read(request.send().await.expect("request")).await
+    }
+
+    /// Sends a request with an `Idempotency-Key`.
+    pub async fn send_with_key(&self, request: reqwest::RequestBuilder, key: &str) -> Reply {
+        self.send(request.header("idempotency-key", key)).await
+    }
+
+    /// An admin route (`/v1/admin/...`) with the admin token.
+    pub async fn admin(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Reply {
+        let mut request = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(ADMIN_TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        self.send(request).await
     }
 
     /// POSTs to a fair ticket's Location with its token.
@@ -418,10 +478,7 @@ impl TestApp {
     }
 
     pub async fn heartbeat_as(&self, lease: &Lease, token: &str, body: Value) -> Reply {
-        let url = self.url(&format!(
-            "/v1/locks/{}/leases/{}/heartbeat",
-            lease.lock, lease.id
-        ));
+        let url = self.url(&format!("{}/heartbeat", lease.path));
         Reply::read(
             self.http
                 .post(url)
@@ -439,10 +496,12 @@ impl TestApp {
     }
 
     pub async fn release_as(&self, lease: &Lease, token: &str, all: bool) -> Reply {
-        let url = self.url(&format!(
-            "/v1/locks/{}/leases/{}?all={all}",
-            lease.lock, lease.id
-        ));
+        self.release_with(lease, token, &format!("all={all}")).await
+    }
+
+    /// `DELETE` on a lease with a query (`mode=read`, `all=true`, ...).
+    pub async fn release_with(&self, lease: &Lease, token: &str, query: &str) -> Reply {
+        let url = self.url(&format!("{}?{query}", lease.path));
         Reply::read(
             self.http
                 .delete(url)
@@ -463,8 +522,7 @@ impl TestApp {
     }
 
     pub async fn inspect_lease(&self, lease: &Lease) -> Reply {
-        self.get(&format!("/v1/locks/{}/leases/{}", lease.lock, lease.id))
-            .await
+        self.get(&lease.path).await
     }
 
     pub async fn force_release(&self, lock: &str, admin_token: Option<&str>) -> Reply {

@@ -13,7 +13,7 @@ use axum::http::header;
 use hmac::{Hmac, KeyInit as _, Mac as _};
 use sha2::Sha256;
 
-use crate::state::AdminAuth;
+use super::AdminAuth;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "leasehold_session";

@@ -1,0 +1,230 @@
+//! Domain views in the wire format (`crate::wire`): what every `/v1` answer carries.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::locks::{
+    self, ForcedRelease, Grant, HolderView, LeaseKind, LeaseState, LeaseView, LockName, LockView,
+    Metadata, PermitHolderView, QueuedView, Release, Renewal, RwMode, SemaphoreView, Ticket,
+};
+use crate::wire::{
+    self, ForceReleaseBody, GrantBody, HolderBody, LeaseBody, LockBody, PermitHolderBody,
+    QueuedBody, ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
+};
+
+pub(super) fn lease_id(id: locks::LeaseId) -> wire::LeaseId {
+    wire::LeaseId(id.into())
+}
+
+fn metadata(m: Option<Metadata>) -> Option<serde_json::Value> {
+    m.map(Metadata::into_value)
+}
+
+fn mode(m: RwMode) -> wire::RwMode {
+    match m {
+        RwMode::Read => wire::RwMode::Read,
+        RwMode::Write => wire::RwMode::Write,
+    }
+}
+
+pub(super) fn kind(k: wire::LockKind) -> LeaseKind {
+    match k {
+        wire::LockKind::Reentrant => LeaseKind::Reentrant,
+        wire::LockKind::Exclusive => LeaseKind::Exclusive,
+        wire::LockKind::Fair => LeaseKind::Fair,
+        wire::LockKind::Read => LeaseKind::Read,
+        wire::LockKind::Write => LeaseKind::Write,
+    }
+}
+
+pub(super) fn policy(p: wire::RwPolicy) -> locks::RwPolicy {
+    match p {
+        wire::RwPolicy::ReadersFirst => locks::RwPolicy::ReadersFirst,
+        wire::RwPolicy::Fifo => locks::RwPolicy::Fifo,
+    }
+}
+
+pub(super) fn rw_mode(m: wire::RwMode) -> RwMode {
+    match m {
+        wire::RwMode::Read => RwMode::Read,
+        wire::RwMode::Write => RwMode::Write,
+    }
+}
+
+fn state(s: LeaseState) -> wire::LeaseState {
+    match s {
+        LeaseState::Held => wire::LeaseState::Held,
+        LeaseState::Queued => wire::LeaseState::Queued,
+        LeaseState::Released => wire::LeaseState::Released,
+        LeaseState::Expired => wire::LeaseState::Expired,
+        LeaseState::ForceReleased => wire::LeaseState::ForceReleased,
+        LeaseState::Left => wire::LeaseState::Left,
+    }
+}
+
+/// 201 with `Location` for a new lease, 200 for one more level of an existing one; an answer
+/// given before says so (`Idempotent-Replayed`).
+pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> Response {
+    let status = if grant.new_lease {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let replayed = grant.replayed;
+    let body = GrantBody {
+        lease_id: lease_id(grant.lease_id),
+        token: grant.token.map(|t| t.expose().to_owned()),
+        lock: name.to_string(),
+        permits: (grant.kind == LeaseKind::Semaphore).then_some(grant.reentry_count),
+        kind: grant.kind.as_str().to_owned(),
+        holder: grant.holder,
+        fencing_token: grant.fencing_token.0,
+        reentry_count: grant.reentry_count,
+        ttl_ms: grant.ttl_ms,
+        expires_at: grant.expires_at.rfc3339(),
+    };
+    let mut response = (status, Json(body)).into_response();
+    let headers = response.headers_mut();
+    if let Ok(location) = HeaderValue::from_str(location) {
+        headers.insert(header::LOCATION, location);
+    }
+    if replayed {
+        headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// 202 with the ticket's `Location` and `Retry-After: 0` (poll it now, with a wait).
+pub(super) fn ticket_response(name: &LockName, ticket: Ticket, ticket_ms: u64) -> Response {
+    let location = format!("/v1/locks/{name}/tickets/{}", ticket.lease_id);
+    let body = TicketBody {
+        ticket_id: lease_id(ticket.lease_id),
+        token: ticket.token.map(|t| t.expose().to_owned()),
+        lock: name.to_string(),
+        position: ticket.position,
+        poll_by: ticket.poll_by.rfc3339(),
+        poll_timeout_ms: ticket_ms,
+    };
+    let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("0"));
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, location);
+    }
+    response
+}
+
+pub(super) fn renewal(name: &LockName, r: Renewal) -> RenewalBody {
+    RenewalBody {
+        lease_id: lease_id(r.lease_id),
+        lock: name.to_string(),
+        fencing_token: r.fencing_token.0,
+        reentry_count: r.reentry_count,
+        ttl_ms: r.ttl_ms,
+        expires_at: r.expires_at.rfc3339(),
+    }
+}
+
+pub(super) fn release(name: &LockName, r: Release) -> ReleaseBody {
+    ReleaseBody {
+        lease_id: lease_id(r.lease_id),
+        lock: name.to_string(),
+        released: r.released,
+        reentry_count: r.reentry_count,
+    }
+}
+
+pub(super) fn lease(view: LeaseView) -> LeaseBody {
+    LeaseBody {
+        lease_id: lease_id(view.lease_id),
+        lock: view.lock.to_string(),
+        state: state(view.state),
+        kind: view.kind.as_str().to_owned(),
+        read_count: view.read_count,
+        write_count: view.write_count,
+        position: view.position,
+        permits: view.permits,
+        holder: view.holder,
+        metadata: metadata(view.metadata),
+        fencing_token: view.fencing_token.0,
+        reentry_count: view.reentry_count,
+        ttl_ms: view.ttl_ms,
+        remaining_ms: view.remaining_ms,
+        acquired_at: view.acquired_at.rfc3339(),
+        expires_at: view.expires_at.rfc3339(),
+        ended_at: view.ended_at.map(|t| t.rfc3339()),
+    }
+}
+
+pub(super) fn holder(h: HolderView) -> HolderBody {
+    HolderBody {
+        lease_id: h.lease_id.map(lease_id),
+        holder_id: h.holder_id,
+        holder: h.holder,
+        metadata: metadata(h.metadata),
+        reentry_count: h.reentry_count,
+        read_count: h.read_count,
+        write_count: h.write_count,
+        kind: h.kind.map(|k| k.as_str().to_owned()),
+        fencing_token: h.fencing_token.map(|f| f.0),
+        acquired_at: h.acquired_at.map(|t| t.rfc3339()),
+    }
+}
+
+fn queued(q: QueuedView) -> QueuedBody {
+    QueuedBody {
+        position: q.position,
+        ticket_id: q.lease_id.map(lease_id),
+        holder_id: q.holder_id,
+        holder: q.holder,
+        waiting_since: q.queued_at.map(|t| t.rfc3339()),
+        deadline: q.deadline.map(|t| t.rfc3339()),
+    }
+}
+
+pub(super) fn lock(view: LockView) -> LockBody {
+    LockBody {
+        lock: view.lock.to_string(),
+        held: !view.holders.is_empty(),
+        kind: view.kind.map(|k| k.as_str().to_owned()),
+        mode: view.mode.map(mode),
+        holders: view.holders.into_iter().map(holder).collect(),
+        queue: view.queue.into_iter().map(queued).collect(),
+        queue_length: view.queue_length,
+        fencing_counter: view.fencing_counter.0,
+        remaining_ms: view.remaining_ms,
+        expires_at: view.expires_at.map(|t| t.rfc3339()),
+    }
+}
+
+fn permit_holder(h: PermitHolderView) -> PermitHolderBody {
+    PermitHolderBody {
+        lease_id: h.lease_id.map(lease_id),
+        holder: h.holder,
+        metadata: metadata(h.metadata),
+        permits: h.permits,
+        fencing_token: h.fencing_token.map(|f| f.0),
+        acquired_at: h.acquired_at.map(|t| t.rfc3339()),
+        expires_at: h.expires_at.map(|t| t.rfc3339()),
+    }
+}
+
+pub(super) fn semaphore(view: SemaphoreView) -> SemaphoreBody {
+    SemaphoreBody {
+        semaphore: view.name.to_string(),
+        limit: view.limit,
+        used: view.used,
+        available: u64::from(view.limit).saturating_sub(view.used),
+        fencing_counter: view.fencing_counter.0,
+        holders: view.holders.into_iter().map(permit_holder).collect(),
+    }
+}
+
+pub(super) fn forced(forced: ForcedRelease) -> ForceReleaseBody {
+    ForceReleaseBody {
+        lock: forced.lock.to_string(),
+        released: !forced.removed.is_empty(),
+        removed: forced.removed.into_iter().map(holder).collect(),
+    }
+}

@@ -1,0 +1,161 @@
+//! Twin of `lua/acquire.lua`: a new lease on a lock of any kind, a reentry, or a fair ticket
+//! trying again.
+
+use serde::Deserialize;
+
+use super::{Refusal, Script, lua};
+use crate::locks::kind::{LeaseKind, Resource};
+use crate::locks::model::{
+    HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, RwPolicy, Ttl, fingerprint,
+};
+
+/// How an attempt identifies itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::locks) enum Op {
+    /// A new lease (id and token made here).
+    New,
+    /// One more level of the lease the token proves.
+    Reenter,
+    /// A fair queue ticket tries again.
+    Poll,
+}
+
+impl Op {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Reenter => "reenter",
+            Self::Poll => "poll",
+        }
+    }
+}
+
+pub(in crate::locks) struct Acquire<'a> {
+    pub op: Op,
+    /// `None` keeps the lease's own TTL (reentry, poll).
+    pub ttl: Option<Ttl>,
+    pub id: LeaseId,
+    pub token: &'a LeaseToken,
+    pub holder: Option<&'a HolderLabel>,
+    pub metadata: Option<&'a Metadata>,
+    /// `None` on reentry: the lease's own.
+    pub kind: Option<LeaseKind>,
+    pub policy: RwPolicy,
+    /// How long a queue place lasts without a further attempt.
+    pub liveness_ms: u64,
+    /// When this request first tried (from an earlier reply), 0 for now.
+    pub arrived_ms: u64,
+    /// Names the grants this request makes (only it may roll them back).
+    pub nonce: &'a str,
+    pub idempotency: Option<&'a IdempotencyKey>,
+}
+
+impl Script for Acquire<'_> {
+    const FILE: &'static str = "acquire";
+    const RESOURCE: Resource = Resource::Lock;
+    type Reply = AcquireReply;
+
+    fn script() -> &'static redis::Script {
+        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "acquire.lua");
+        &SCRIPT
+    }
+
+    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        let ttl_ms = self.ttl.map_or(0, Ttl::as_millis).to_string();
+        let digest = self.token.digest().hex();
+        let holder = self.holder.map_or("", HolderLabel::as_str);
+        let metadata = self.metadata.map(Metadata::to_json).unwrap_or_default();
+        let kind = self.kind.map_or("", LeaseKind::as_str);
+        // What a retry must repeat for its key to replay: for a reentry, the lease it proves;
+        // for a new lease, everything the lease is made of.
+        let fp = fingerprint(&[
+            "acquire",
+            self.op.as_str(),
+            kind,
+            &ttl_ms,
+            holder,
+            &metadata,
+            self.policy.as_str(),
+            if self.op == Op::Reenter { &digest } else { "" },
+        ]);
+        // A new lease's token, sealed under the key, so that a retry can be handed it.
+        let sealed = match (self.idempotency, self.op) {
+            (Some(key), Op::New) => key.seal(self.token),
+            _ => String::new(),
+        };
+        invocation
+            .arg(ttl_ms)
+            .arg(self.op.as_str())
+            .arg(self.id.to_string())
+            .arg(digest)
+            .arg(holder)
+            .arg(metadata)
+            .arg(kind)
+            .arg(self.policy.as_str())
+            .arg(self.liveness_ms)
+            .arg(self.arrived_ms)
+            .arg(self.nonce)
+            .arg(
+                self.idempotency
+                    .map(IdempotencyKey::digest_hex)
+                    .unwrap_or_default(),
+            )
+            .arg(fp)
+            .arg(sealed);
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(in crate::locks) enum AcquireReply {
+    Acquired(Granted),
+    Reentered(Granted),
+    Held {
+        pttl: i64,
+        holder_id: Option<String>,
+        lease_id: Option<String>,
+        holder: Option<String>,
+        arrived_ms: Option<u64>,
+    },
+    Queued {
+        lease_id: String,
+        position: u64,
+        pttl: i64,
+        deadline_ms: u64,
+        /// A retried Idempotency-Key's first ticket: its token, sealed under the key.
+        sealed: Option<String>,
+    },
+    UnknownToken,
+    TicketToken,
+    TicketExpired,
+    KindConflict {
+        held_as: String,
+    },
+    NotReentrant,
+    UpgradeRefused,
+    LimitMismatch {
+        limit: u32,
+    },
+    IdempotencyMismatch,
+    #[serde(untagged)]
+    Refused(Refusal),
+}
+
+#[derive(Debug, Deserialize)]
+pub(in crate::locks) struct Granted {
+    /// Answered before (a re-polled ticket, a retried Idempotency-Key).
+    #[serde(default)]
+    pub replayed: bool,
+    /// A retried Idempotency-Key's first token, sealed under the key.
+    pub sealed: Option<String>,
+    /// When the lease expires, for a grant answered again (else now + ttl).
+    pub expires_ms: Option<u64>,
+    pub lease_id: String,
+    pub holder: Option<String>,
+    pub kind: LeaseKind,
+    pub reentry_count: u64,
+    pub fencing_token: u64,
+    pub ttl_ms: u64,
+    pub now_ms: u64,
+    pub created_ms: u64,
+}

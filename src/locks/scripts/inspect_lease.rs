@@ -1,0 +1,50 @@
+//! Twin of `lua/inspect_lease.lua`: one lock lease's state, without its token.
+
+use serde::Deserialize;
+
+use super::{Script, lua};
+use crate::locks::kind::{LeaseKind, Resource};
+use crate::locks::model::{LeaseId, LeaseState};
+
+pub(in crate::locks) struct InspectLease {
+    pub lease: LeaseId,
+}
+
+impl Script for InspectLease {
+    const FILE: &'static str = "inspect_lease";
+    const RESOURCE: Resource = Resource::Lock;
+    type Reply = LeaseSnapshot;
+
+    fn script() -> &'static redis::Script {
+        static SCRIPT: std::sync::LazyLock<redis::Script> =
+            lua!("locklib.lua", "inspect_lease.lua");
+        &SCRIPT
+    }
+
+    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        invocation.arg(self.lease.to_string());
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(in crate::locks) struct LeaseSnapshot {
+    pub found: bool,
+    pub state: Option<LeaseState>,
+    pub kind: Option<LeaseKind>,
+    pub holder: Option<String>,
+    pub metadata: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub ttl_ms: Option<u64>,
+    pub created_ms: Option<u64>,
+    pub expires_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    #[serde(default)]
+    pub reentry_count: u64,
+    pub read_count: Option<u64>,
+    pub write_count: Option<u64>,
+    pub position: Option<u64>,
+    #[serde(default)]
+    pub pttl: i64,
+    #[serde(default)]
+    pub now_ms: u64,
+}

@@ -1,0 +1,145 @@
+//! The Lua scripts in `lua/`, each with one Rust twin of the same name here: the script's
+//! typed arguments and its reply. [`super::Locks::call`] runs any of them: KEYS by the
+//! script's resource, the four ARGV every script takes first (`lua/prelude.lua`), the twin's
+//! own ARGV, EVALSHA (redis-rs loads the script and retries on NOSCRIPT, e.g. after a Redis
+//! restart), the observer's timing, and the reply parsed.
+//!
+//! Lua cannot import, so each script is built once from `prelude.lua`, its library
+//! (`locklib.lua` or `semlib.lua`) and its own file.
+
+pub(super) mod acquire;
+pub(super) mod force_release;
+pub(super) mod inspect_lease;
+pub(super) mod inspect_lock;
+pub(super) mod leave;
+pub(super) mod release;
+pub(super) mod renew;
+pub(super) mod semaphore_acquire;
+pub(super) mod semaphore_force_release;
+pub(super) mod semaphore_inspect;
+pub(super) mod semaphore_limit;
+pub(super) mod semaphore_release;
+pub(super) mod semaphore_renew;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+use super::error::LockError;
+use super::kind::{LeaseKind, Resource};
+use super::model::LeaseState;
+
+/// The text of `lua/$file` after the prelude and `lua/$lib`, as one script built once.
+macro_rules! lua {
+    ($lib:literal, $file:literal) => {
+        std::sync::LazyLock::new(|| {
+            redis::Script::new(concat!(
+                include_str!("../../../lua/prelude.lua"),
+                "\n",
+                include_str!(concat!("../../../lua/", $lib)),
+                "\n",
+                include_str!(concat!("../../../lua/", $file))
+            ))
+        })
+    };
+}
+pub(super) use lua;
+
+/// One script of `lua/` and how to call it.
+pub(super) trait Script {
+    /// The file's name in `lua/` (without `.lua`): also the metrics label.
+    const FILE: &'static str;
+    /// Which KEYS it takes: every lock script the same seven, every semaphore script the
+    /// same four.
+    const RESOURCE: Resource;
+    type Reply: DeserializeOwned;
+
+    fn script() -> &'static redis::Script;
+
+    /// This script's own ARGV, after the four every script takes.
+    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>);
+}
+
+/// Why a script refused to touch a lease on behalf of a token.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(super) enum Refusal {
+    UnknownLease,
+    Forbidden,
+    LeaseLost {
+        state: Option<LeaseState>,
+    },
+    /// The token is a fair ticket's that has not been granted yet.
+    Queued,
+    ModeNotHeld {
+        mode: String,
+    },
+    /// The script ran after its deadline and changed nothing.
+    TooLate,
+}
+
+impl From<Refusal> for LockError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::UnknownLease => LockError::UnknownLease,
+            Refusal::Forbidden => LockError::TokenMismatch,
+            Refusal::LeaseLost { state } => lost(state),
+            Refusal::Queued => LockError::TicketPending,
+            Refusal::ModeNotHeld { mode } => LockError::ModeNotHeld(mode),
+            Refusal::TooLate => LockError::TooLate,
+        }
+    }
+}
+
+/// A lease that no longer holds its lock; a record still saying "held" means it ran out.
+pub(super) fn lost(state: Option<LeaseState>) -> LockError {
+    match state {
+        None | Some(LeaseState::Held | LeaseState::Queued) => {
+            LockError::LeaseLost(LeaseState::Expired)
+        }
+        Some(s) => LockError::LeaseLost(s),
+    }
+}
+
+/// One holder of a lock (or permits of a semaphore) in a reply.
+#[derive(Debug, Deserialize)]
+pub(super) struct HolderEntry {
+    pub holder_id: String,
+    pub lease_id: Option<String>,
+    pub holder: Option<String>,
+    #[serde(default)]
+    pub reentry_count: u64,
+    pub read_count: Option<u64>,
+    pub write_count: Option<u64>,
+    pub kind: Option<LeaseKind>,
+    pub metadata: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub created_ms: Option<u64>,
+}
+
+/// Lua's cjson writes an empty table as `{}`; read that as an empty list.
+pub(super) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrEmpty<T> {
+        List(Vec<T>),
+        Empty {},
+    }
+    Ok(match ListOrEmpty::deserialize(d)? {
+        ListOrEmpty::List(v) => v,
+        ListOrEmpty::Empty {} => Vec::new(),
+    })
+}
+
+/// Parses a script's JSON reply.
+pub(super) fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, LockError> {
+    serde_json::from_str(raw).map_err(|e| LockError::BadReply(format!("{e}: {raw}")))
+}
+
+/// Empty strings are how scripts store "none".
+pub(super) fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.is_empty())
+}

@@ -1,0 +1,116 @@
+//! Twin of `lua/release.lua`: one level of a lease (or all of them) let go, or an undelivered
+//! grant rolled back.
+
+use serde::Deserialize;
+
+use super::{Refusal, Script, lua};
+use crate::locks::kind::{LeaseKind, Resource};
+use crate::locks::model::{IdempotencyKey, LeaseId, LeaseToken, RwMode, fingerprint};
+
+/// Why a release script runs.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::locks) enum ReleaseHow<'a> {
+    /// The lease's holder asked.
+    Asked {
+        all: bool,
+        mode: Option<RwMode>,
+        idempotency: Option<&'a IdempotencyKey>,
+    },
+    /// A grant whose client went away is taken back, if the request that made it (`nonce`)
+    /// is still the only one that knows it.
+    Rollback { nonce: &'a str },
+}
+
+impl ReleaseHow<'_> {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Asked { .. } => "released",
+            Self::Rollback { .. } => "client_gone",
+        }
+    }
+
+    /// The ARGV a release script takes after the lease and its token: all, reason, mode,
+    /// nonce, idempotency key digest, fingerprint (`lua/release.lua`; the semaphore's takes
+    /// the same minus all and mode).
+    fn parts(self, lease: LeaseId, token: &LeaseToken) -> [String; 6] {
+        let (all, mode, nonce, key) = match self {
+            Self::Asked {
+                all,
+                mode,
+                idempotency,
+            } => (all, mode, "", idempotency),
+            Self::Rollback { nonce } => (true, None, nonce, None),
+        };
+        let all = if all { "all" } else { "one" };
+        let mode = mode.map_or("", RwMode::as_str);
+        let fp = fingerprint(&[
+            "release",
+            &lease.to_string(),
+            all,
+            mode,
+            &token.digest().hex(),
+        ]);
+        [
+            all.to_owned(),
+            self.reason().to_owned(),
+            mode.to_owned(),
+            nonce.to_owned(),
+            key.map(IdempotencyKey::digest_hex).unwrap_or_default(),
+            fp,
+        ]
+    }
+}
+
+pub(in crate::locks) struct Release<'a> {
+    pub lease: LeaseId,
+    pub token: &'a LeaseToken,
+    pub how: ReleaseHow<'a>,
+}
+
+impl Script for Release<'_> {
+    const FILE: &'static str = "release";
+    const RESOURCE: Resource = Resource::Lock;
+    type Reply = ReleaseReply;
+
+    fn script() -> &'static redis::Script {
+        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "release.lua");
+        &SCRIPT
+    }
+
+    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        invocation
+            .arg(self.lease.to_string())
+            .arg(self.token.digest().hex());
+        for part in self.how.parts(self.lease, self.token) {
+            invocation.arg(part);
+        }
+    }
+}
+
+/// The ARGV of `lua/semaphore_release.lua` after the lease and its token.
+pub(in crate::locks) fn semaphore_parts(
+    how: ReleaseHow<'_>,
+    lease: LeaseId,
+    token: &LeaseToken,
+) -> [String; 4] {
+    let [_, reason, _, nonce, key, fp] = how.parts(lease, token);
+    [reason, nonce, key, fp]
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(in crate::locks) enum ReleaseReply {
+    Released {
+        /// The lease's age at release (for the hold-time metric).
+        held_ms: Option<u64>,
+        kind: Option<LeaseKind>,
+    },
+    StillHeld {
+        reentry_count: u64,
+    },
+    /// A rollback found the grant delivered by another request: it stays.
+    NotRolledBack,
+    IdempotencyMismatch,
+    #[serde(untagged)]
+    Refused(Refusal),
+}

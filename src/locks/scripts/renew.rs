@@ -1,0 +1,53 @@
+//! Twin of `lua/renew.lua`: a heartbeat.
+
+use serde::Deserialize;
+
+use super::{Refusal, Script, lua};
+use crate::locks::kind::Resource;
+use crate::locks::model::{LeaseId, LeaseToken, Ttl};
+
+pub(in crate::locks) struct Renew<'a> {
+    pub lease: LeaseId,
+    pub token: &'a LeaseToken,
+    /// `None` keeps the lease's own TTL.
+    pub ttl: Option<Ttl>,
+}
+
+impl Renew<'_> {
+    /// The ARGV `lua/renew.lua` and `lua/semaphore_renew.lua` both take.
+    pub(super) fn push(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        invocation
+            .arg(self.lease.to_string())
+            .arg(self.token.digest().hex())
+            .arg(self.ttl.map_or(0, Ttl::as_millis));
+    }
+}
+
+impl Script for Renew<'_> {
+    const FILE: &'static str = "renew";
+    const RESOURCE: Resource = Resource::Lock;
+    type Reply = RenewReply;
+
+    fn script() -> &'static redis::Script {
+        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "renew.lua");
+        &SCRIPT
+    }
+
+    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        self.push(invocation);
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(in crate::locks) enum RenewReply {
+    Renewed {
+        reentry_count: u64,
+        ttl_ms: u64,
+        now_ms: u64,
+        fencing_token: u64,
+        slack_ms: i64,
+    },
+    #[serde(untagged)]
+    Refused(Refusal),
+}

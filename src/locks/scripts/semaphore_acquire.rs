@@ -1,0 +1,58 @@
+//! Twin of `lua/semaphore_acquire.lua`: permits of a semaphore for a new lease.
+
+use super::acquire::AcquireReply;
+use super::{Script, lua};
+use crate::locks::kind::Resource;
+use crate::locks::model::{
+    HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, PermitRequest, fingerprint,
+};
+
+pub(in crate::locks) struct SemaphoreAcquire<'a> {
+    pub request: &'a PermitRequest,
+    pub id: LeaseId,
+    pub token: &'a LeaseToken,
+    pub nonce: &'a str,
+}
+
+impl Script for SemaphoreAcquire<'_> {
+    const FILE: &'static str = "semaphore_acquire";
+    const RESOURCE: Resource = Resource::Semaphore;
+    type Reply = AcquireReply;
+
+    fn script() -> &'static redis::Script {
+        static SCRIPT: std::sync::LazyLock<redis::Script> =
+            lua!("semlib.lua", "semaphore_acquire.lua");
+        &SCRIPT
+    }
+
+    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        let r = self.request;
+        let holder = r.holder.as_ref().map_or("", HolderLabel::as_str);
+        let metadata = r
+            .metadata
+            .as_ref()
+            .map(Metadata::to_json)
+            .unwrap_or_default();
+        let fp = fingerprint(&[
+            "acquire_permits",
+            &r.ttl.as_millis().to_string(),
+            holder,
+            &metadata,
+            &r.limit.to_string(),
+            &r.permits.to_string(),
+        ]);
+        let key = r.idempotency.as_ref();
+        invocation
+            .arg(r.ttl.as_millis())
+            .arg(self.id.to_string())
+            .arg(self.token.digest().hex())
+            .arg(holder)
+            .arg(metadata)
+            .arg(r.limit)
+            .arg(r.permits)
+            .arg(self.nonce)
+            .arg(key.map(IdempotencyKey::digest_hex).unwrap_or_default())
+            .arg(fp)
+            .arg(key.map(|k| k.seal(self.token)).unwrap_or_default());
+    }
+}

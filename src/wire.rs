@@ -1,0 +1,402 @@
+//! The `/v1` wire format: every request and response body, as both the server (`api`) and the
+//! client (`client`, hence the CLI) use them, so the two cannot drift apart. Only serde and
+//! the OpenAPI schema live here; the server maps its domain views into these types.
+//!
+//! Bodies the server sends are also read by the client: fields a newer server adds are
+//! ignored, and enums the client does not know read as `Unknown` where that can happen.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+/// A lease's id as the server issues it (a UUIDv7). Not a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = String, format = Uuid)]
+pub struct LeaseId(pub Uuid);
+
+impl std::str::FromStr for LeaseId {
+    type Err = uuid::Error;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        raw.parse().map(Self)
+    }
+}
+
+impl std::fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+/// The kinds of lock a client may ask for (`kind` of an acquire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LockKind {
+    /// Redisson RLock: the same lease may enter again and again (the default).
+    Reentrant,
+    /// A second entry by the holder is refused (Curator's InterProcessSemaphoreMutex).
+    Exclusive,
+    /// Strict FIFO among live waiters (Redisson RFairLock, Curator InterProcessMutex).
+    Fair,
+    /// The shared side of a read/write lock (Redisson RReadWriteLock).
+    Read,
+    /// The exclusive side of a read/write lock.
+    Write,
+}
+
+/// Who goes first on a read/write lock when a writer waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RwPolicy {
+    /// Redisson's: a reader joins readers already holding, even past a waiting writer.
+    #[default]
+    ReadersFirst,
+    /// Curator's: a reader arriving after a waiting writer waits behind it.
+    Fifo,
+}
+
+/// Which hold of a read/write lease a release gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RwMode {
+    Read,
+    Write,
+}
+
+/// How a lease ended, or that it still holds its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    Held,
+    /// A fair-queue ticket still waiting.
+    Queued,
+    Released,
+    Expired,
+    ForceReleased,
+    /// A fair-queue ticket whose waiter gave up.
+    Left,
+    /// A state this client does not know (a newer server); not taken as an end. Never sent.
+    #[serde(other)]
+    Unknown,
+}
+
+impl LeaseState {
+    /// Every state a server sends.
+    pub const SENT: [Self; 6] = [
+        Self::Held,
+        Self::Queued,
+        Self::Released,
+        Self::Expired,
+        Self::ForceReleased,
+        Self::Left,
+    ];
+
+    /// The lease no longer holds its lock (or the ticket its place).
+    pub fn has_ended(self) -> bool {
+        matches!(
+            self,
+            Self::Released | Self::Expired | Self::ForceReleased | Self::Left
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Queued => "queued",
+            Self::Released => "released",
+            Self::Expired => "expired",
+            Self::ForceReleased => "force_released",
+            Self::Left => "left",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+// The schema lists what a server sends (not `Unknown`, the client's fallback).
+impl utoipa::PartialSchema for LeaseState {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some("How a lease ended, or that it still holds its lock"))
+            .enum_values(Some(Self::SENT.map(Self::as_str)))
+            .into()
+    }
+}
+
+impl ToSchema for LeaseState {}
+
+/// `POST /v1/locks/{name}/leases`. Every field is optional; an empty body is fine.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcquireBody {
+    /// Lease TTL in ms; the server default when absent (on reentry: the lease's TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Free-text label naming the holder, shown to operators and to refused acquirers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// A small JSON object kept with the lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    /// reentrant (default), exclusive, fair, read or write; on reentry, the lease's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<LockKind>,
+    /// For read/write locks: readers_first (default, Redisson) or fifo (Curator).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub policy: RwPolicy,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// The wait of an acquire or a ticket poll.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    /// How long to wait server-side while the lock is held, in ms (default 0).
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// `POST /v1/semaphores/{name}/leases`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermitBody {
+    /// How many permits the semaphore has; every party must name the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Permits this lease takes (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// A heartbeat's optional body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    /// A new TTL in ms, kept for later heartbeats; the lease's own TTL when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// `DELETE /v1/locks/{name}/leases/{lease_id}`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseQuery {
+    /// Release every reentry level at once (of both modes, for a read/write lease).
+    #[serde(default)]
+    pub all: bool,
+    /// Read/write leases: the hold to release (default: write if held, else read).
+    #[param(inline)]
+    pub mode: Option<RwMode>,
+}
+
+/// A grant: a new lease (201) or one more level of one (200).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GrantBody {
+    pub lease_id: LeaseId,
+    /// The lease's bearer token: only in the 201 of a new lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    pub lock: String,
+    /// reentrant, exclusive, fair, read, write or semaphore.
+    pub kind: String,
+    pub holder: Option<String>,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    /// Semaphore leases: the permits held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+}
+
+/// A fair lock's ticket (202): a place in its queue.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TicketBody {
+    pub ticket_id: LeaseId,
+    /// Proves the ticket and, once granted, the lease: only when the ticket is issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    pub lock: String,
+    /// 1 = next in line.
+    pub position: u64,
+    /// Poll (POST the Location, with the token) before this or lose the place.
+    pub poll_by: String,
+    pub poll_timeout_ms: u64,
+}
+
+/// `DELETE` on a ticket: it left the queue.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LeftBody {
+    pub ticket_id: LeaseId,
+    pub lock: String,
+    pub left: bool,
+}
+
+/// A successful heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RenewalBody {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+}
+
+/// A release: `released` is true when no level is left and the lock is free.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseBody {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub released: bool,
+    pub reentry_count: u64,
+}
+
+/// A lease as anyone may see it (never its token).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LeaseBody {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub state: LeaseState,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_count: Option<u64>,
+    /// Fair tickets: place in the queue (1 = next).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// Semaphore leases: permits held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+    pub holder: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub remaining_ms: Option<u64>,
+    pub acquired_at: String,
+    pub expires_at: String,
+    pub ended_at: Option<String>,
+}
+
+/// `GET /v1/locks/{name}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LockBody {
+    pub lock: String,
+    pub held: bool,
+    /// What the name is used as: reentrant, exclusive, fair, rw, semaphore, or foreign (a
+    /// Redisson client's lock, or a key another program made); null when free.
+    pub kind: Option<String>,
+    /// Read/write locks: read or write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<RwMode>,
+    pub holders: Vec<HolderBody>,
+    /// Fair locks: the first 100 waiters, in order.
+    pub queue: Vec<QueuedBody>,
+    pub queue_length: u64,
+    /// The highest fencing token handed out so far.
+    pub fencing_counter: u64,
+    pub remaining_ms: Option<u64>,
+    pub expires_at: Option<String>,
+}
+
+/// One holder of a lock.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HolderBody {
+    /// `None` for a holder that is not a Leasehold lease (a Redisson client on the same key).
+    pub lease_id: Option<LeaseId>,
+    /// The Redis hash field: `<lease-id>:1`, or Redisson's `<client-uuid>:<thread-id>`.
+    pub holder_id: String,
+    pub holder: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    pub reentry_count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub acquired_at: Option<String>,
+}
+
+/// One waiter in a fair lock's queue.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QueuedBody {
+    pub position: u64,
+    /// The ticket's id, also the id of the lease it turns into; null for a Redisson waiter.
+    pub ticket_id: Option<LeaseId>,
+    pub holder_id: String,
+    pub holder: Option<String>,
+    pub waiting_since: Option<String>,
+    /// Leaves the queue unless it tries again before this.
+    pub deadline: Option<String>,
+}
+
+/// `GET /v1/semaphores/{name}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SemaphoreBody {
+    pub semaphore: String,
+    pub limit: u32,
+    pub used: u64,
+    pub available: u64,
+    pub fencing_counter: u64,
+    pub holders: Vec<PermitHolderBody>,
+}
+
+/// A lease holding permits (or, with no `lease_id`, the permits Redisson clients hold).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PermitHolderBody {
+    pub lease_id: Option<LeaseId>,
+    pub holder: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    pub permits: u64,
+    pub fencing_token: Option<u64>,
+    pub acquired_at: Option<String>,
+    pub expires_at: Option<String>,
+}
+
+/// What an admin force release removed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ForceReleaseBody {
+    pub lock: String,
+    /// False when nobody held it.
+    pub released: bool,
+    pub removed: Vec<HolderBody>,
+}
+
+/// `PUT /v1/admin/semaphores/{name}/limit`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitBody {
+    /// The semaphore's new size.
+    pub limit: u32,
+}
+
+/// A semaphore's limit, changed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LimitChangeBody {
+    pub semaphore: String,
+    pub limit: u32,
+    pub previous: u32,
+    /// Permits free now; below zero while more are out than the new limit.
+    pub available: i64,
+}
