@@ -9,9 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::locks::{LockSettings, TtlPolicy};
 use leasehold::server::{self, ServerConfig};
-use leasehold::state::ApiLimits;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -57,29 +55,8 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let shutdown = CancellationToken::new();
-    let config = ServerConfig {
-        redis_url: url,
-        locks: LockSettings {
-            key_prefix: String::new(),
-            tombstone_ms: 60_000,
-            ticket_timeout_ms: 5_000,
-        },
-        limits: ApiLimits {
-            ttl: TtlPolicy {
-                default_ms: 30_000,
-                min_ms: 100,
-                max_ms: 3_600_000,
-            },
-            max_wait: Duration::from_secs(60),
-            ticket_timeout_ms: 5_000,
-            max_permits: 1000,
-        },
-        admin_token: None,
-        redis_timeout: Duration::from_secs(1),
-        metrics_lock_names: false,
-        allow_eviction: false,
-        dashboard: Default::default(),
-    };
+    let mut config = ServerConfig::new(url);
+    config.limits.ttl.min_ms = 100;
     let server = tokio::spawn(server::run(listener, config, shutdown.clone()));
     let http = reqwest::Client::new();
     while http
@@ -145,10 +122,15 @@ async fn main() -> anyhow::Result<()> {
 
     let (mut latencies, grants) = {
         let t = timeline.lock().expect("timeline");
-        let latencies: Vec<Duration> = (2..=t.grants as u64)
-            .filter_map(|fence| {
-                let granted = t.granted.get(&fence)?;
-                let released = t.released.get(&(fence - 1))?;
+        // Fences grow with every grant (not by one: they are floored by Redis's clock), so
+        // the previous holder is the previous fence in order.
+        let mut fences: Vec<u64> = t.granted.keys().copied().collect();
+        fences.sort_unstable();
+        let latencies: Vec<Duration> = fences
+            .windows(2)
+            .filter_map(|pair| {
+                let granted = t.granted.get(&pair[1])?;
+                let released = t.released.get(&pair[0])?;
                 // The next 201 can reach its client before the previous 200 reached its own.
                 Some(granted.saturating_duration_since(*released))
             })

@@ -325,11 +325,14 @@ async fn contended(
         fences.sort_unstable();
         let mut lat = Vec::new();
         let mut same = 0u64;
-        for f in &fences {
+        // Fences grow with every grant (not by one: they are floored by Redis's clock), so
+        // the previous holder is the previous fence in order.
+        for pair in fences.windows(2) {
+            let (previous, f) = (&pair[0], &pair[1]);
             let (Some((at, who)), Some((_, before)), Some(released)) = (
                 log.granted.get(f),
-                log.granted.get(&(f - 1)),
-                log.released.get(&(f - 1)),
+                log.granted.get(previous),
+                log.released.get(previous),
             ) else {
                 continue;
             };
