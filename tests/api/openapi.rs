@@ -81,6 +81,14 @@ async fn probe(app: &TestApp, method: &str, path: &str) -> (u16, Option<String>)
         .await
         .expect("request");
     let status = response.status().as_u16();
+    let streaming = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    if streaming {
+        // An event stream never ends on its own: its status is the answer.
+        return (status, None);
+    }
     let body: Value = response.json().await.unwrap_or(Value::Null);
     (status, body["code"].as_str().map(str::to_owned))
 }
