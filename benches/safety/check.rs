@@ -334,12 +334,37 @@ fn lease_hold(
     let mut ub_exp = grant.recv + ttl_ms * 1000;
     let mut end = u64::MAX;
     let mut ub_end = u64::MAX;
+    // A retry with an Idempotency-Key gets the first answer again: it renews nothing, so the
+    // TTL counts from the first request that carried the key.
+    let mut first_send: HashMap<&str, u64> = HashMap::new();
+    for &i in idx {
+        if let Request::Acquire {
+            idempotency: Some(key),
+            ..
+        } = &ops[i].request
+        {
+            let send = first_send.entry(key.as_str()).or_insert(ops[i].send);
+            *send = (*send).min(ops[i].send);
+        }
+    }
     for &i in idx {
         let op = &ops[i];
         if op.seq == grant.seq || (op.send < grant.send && op.recv < grant_lb) {
             continue;
         }
         match (&op.request, &op.outcome) {
+            (
+                Request::Acquire {
+                    idempotency: Some(key),
+                    ..
+                },
+                Outcome::Granted { .. },
+            ) if first_send
+                .get(key.as_str())
+                .is_some_and(|&first| first < op.send) =>
+            {
+                // A replay: the level and the TTL came with the first answer.
+            }
             (Request::Acquire { kind: k, .. }, Outcome::Granted { ttl_ms, count, .. }) => {
                 // A reentry: one more level, the TTL starts again.
                 if rw {
@@ -1037,6 +1062,8 @@ fn semantics(ops: &[Op], report: &mut Report) {
             ) => a == b && ra == rb,
             // A failed first try may have happened or not; anything goes for the retry.
             (Outcome::Failed { .. }, _) | (_, Outcome::Failed { .. }) => true,
+            // A refusal changed nothing and is not kept: the retry runs again, as of now.
+            (Outcome::Refused { .. } | Outcome::Lost { .. }, _) => true,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         };
         if !same {
