@@ -4,10 +4,12 @@
 //! It knows the wire format only, never the lock domain, so it stays usable from another
 //! process or crate. Every call returns the typed body together with the JSON the server sent
 //! (scripts print the latter verbatim, so fields added later reach them), or a [`ClientError`]
-//! that keeps the problem's `code`, `detail` and status. It speaks plain HTTP: the build has no
-//! TLS stack, so a TLS-terminating proxy in front of Leasehold needs a local `http://` hop.
+//! that keeps the problem's `code`, `detail` and status. It speaks `http://` and `https://`
+//! (rustls; the system's trusted roots plus an optional CA file) and sends an API key, when
+//! given one, in the `Leasehold-Key` header of every request.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -17,9 +19,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use crate::wire::{
-    AcquireBody, GrantBody, LeaseBody, LeaseId, LeaseState, LockBody, LockKind, PermitBody,
+    AcquireBody, GrantBody, KeyBody, KeyCreateBody, KeyListBody, KeyQuotasBody, KeyRole,
+    KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, LockBody, LockKind, PermitBody,
     ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
 };
+
+/// The header the API key travels in.
+pub const KEY_HEADER: &str = "leasehold-key";
 
 /// Which routes a lease lives under: `/v1/locks` or `/v1/semaphores`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +60,7 @@ pub struct ServerUrl(Url);
 pub enum InvalidServerUrl {
     #[error("not a URL ({0}); write it like http://127.0.0.1:8080")]
     Syntax(String),
-    #[error("only http:// server URLs are supported (this build has no TLS), not {0}://")]
+    #[error("only http:// and https:// server URLs are supported, not {0}://")]
     Scheme(String),
 }
 
@@ -63,7 +69,7 @@ impl FromStr for ServerUrl {
 
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         let url = Url::parse(raw).map_err(|e| InvalidServerUrl::Syntax(e.to_string()))?;
-        if url.scheme() != "http" {
+        if !matches!(url.scheme(), "http" | "https") {
             return Err(InvalidServerUrl::Scheme(url.scheme().to_owned()));
         }
         Ok(Self(url))
@@ -109,6 +115,48 @@ impl FromStr for LeaseToken {
         }
         Ok(Self(raw.to_owned()))
     }
+}
+
+/// An API key (or the admin token). Its `Debug` hides the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(..)")
+    }
+}
+
+/// The key was empty (an unset variable expanded in a script, most likely).
+#[derive(Debug, thiserror::Error)]
+#[error("the API key is empty")]
+pub struct EmptyKey;
+
+impl FromStr for ApiKey {
+    type Err = EmptyKey;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(EmptyKey);
+        }
+        Ok(Self(raw.to_owned()))
+    }
+}
+
+/// How a client proves itself and whom it trusts.
+#[derive(Debug, Clone, Default)]
+pub struct ClientOptions {
+    /// Sent in the `Leasehold-Key` header of every request.
+    pub api_key: Option<ApiKey>,
+    /// A PEM file of CA certificates trusted beside the system's (a private CA).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// What an acquire asks for; `None` leaves the choice to the server.
@@ -206,6 +254,9 @@ pub enum ClientError {
     /// The base URL cannot take a path (checked when parsing, so only a bug gets here).
     #[error("the server URL cannot take a path: {0}")]
     BadBase(ServerUrl),
+    /// The CA file cannot be read or holds no certificate.
+    #[error("cannot use the CA file {path}: {reason}")]
+    CaFile { path: PathBuf, reason: String },
 }
 
 impl ClientError {
@@ -223,18 +274,30 @@ pub struct Client {
     http: reqwest::Client,
     base: ServerUrl,
     timeout: Duration,
+    api_key: Option<ApiKey>,
 }
 
 impl Client {
+    /// A client of `base` without a key, trusting the system's roots.
     pub fn new(base: ServerUrl) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
+        Self::with_options(base, &ClientOptions::default())
+    }
+
+    /// A client of `base` with `options` (an API key, a private CA).
+    pub fn with_options(base: ServerUrl, options: &ClientOptions) -> Result<Self, ClientError> {
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
-            .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")));
+        if let Some(path) = &options.ca_file {
+            for cert in read_ca(path)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
         Ok(Self {
-            http,
+            http: builder.build()?,
             base,
             timeout: DEFAULT_TIMEOUT,
+            api_key: options.api_key.clone(),
         })
     }
 
@@ -269,8 +332,7 @@ impl Client {
             ..AcquireBody::default()
         };
         let request = self
-            .http
-            .post(url)
+            .request(reqwest::Method::POST, url)
             .json(&body)
             .timeout(self.timeout.saturating_add(options.wait));
         Self::acquired(request, None).await
@@ -290,8 +352,7 @@ impl Client {
         url.query_pairs_mut()
             .append_pair("wait_ms", &millis(wait).to_string());
         let request = self
-            .http
-            .post(url)
+            .request(reqwest::Method::POST, url)
             .bearer_auth(token.expose())
             .timeout(self.timeout.saturating_add(wait));
         Self::acquired(request, Some(token)).await
@@ -307,8 +368,7 @@ impl Client {
         let id = ticket.to_string();
         let url = self.endpoint(&["v1", "locks", lock, "tickets", &id])?;
         let request = self
-            .http
-            .delete(url)
+            .request(reqwest::Method::DELETE, url)
             .bearer_auth(token.expose())
             .timeout(self.timeout);
         Self::send::<Value>(request).await.map(|_| ())
@@ -331,8 +391,7 @@ impl Client {
             metadata: None,
         };
         let request = self
-            .http
-            .post(url)
+            .request(reqwest::Method::POST, url)
             .json(&body)
             .timeout(self.timeout.saturating_add(options.wait));
         match Self::acquired(request, None).await? {
@@ -390,8 +449,7 @@ impl Client {
         let id = id.to_string();
         let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id, "heartbeat"])?;
         Self::send(
-            self.http
-                .post(url)
+            self.request(reqwest::Method::POST, url)
                 .bearer_auth(token.expose())
                 .timeout(self.timeout),
         )
@@ -414,8 +472,7 @@ impl Client {
             url.query_pairs_mut().append_pair("all", "true");
         }
         Self::send(
-            self.http
-                .delete(url)
+            self.request(reqwest::Method::DELETE, url)
                 .bearer_auth(token.expose())
                 .timeout(self.timeout),
         )
@@ -425,13 +482,21 @@ impl Client {
     /// `GET /v1/locks/{lock}`: who holds the lock (404 when free and never taken).
     pub async fn lock_status(&self, lock: &str) -> Result<Reply<LockBody>, ClientError> {
         let url = self.endpoint(&["v1", "locks", lock])?;
-        Self::send(self.http.get(url).timeout(self.timeout)).await
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
     }
 
     /// `GET /v1/semaphores/{name}`: its limit, permits in use and holders.
     pub async fn semaphore_status(&self, name: &str) -> Result<Reply<SemaphoreBody>, ClientError> {
         let url = self.endpoint(&["v1", "semaphores", name])?;
-        Self::send(self.http.get(url).timeout(self.timeout)).await
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
     }
 
     /// `GET /v1/{locks|semaphores}/{name}/leases/{id}`: one lease's state, also for a while
@@ -444,7 +509,72 @@ impl Client {
     ) -> Result<Reply<LeaseBody>, ClientError> {
         let id = id.to_string();
         let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id])?;
-        Self::send(self.http.get(url).timeout(self.timeout)).await
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// A request with this client's API key.
+    fn request(&self, method: reqwest::Method, url: Url) -> RequestBuilder {
+        let request = self.http.request(method, url);
+        match &self.api_key {
+            Some(key) => request.header(KEY_HEADER, key.expose()),
+            None => request,
+        }
+    }
+
+    /// `POST /v1/admin/keys`: a new key and its secret (shown only here).
+    pub async fn create_key(
+        &self,
+        body: &KeyCreateBody,
+    ) -> Result<Reply<KeySecretBody>, ClientError> {
+        let url = self.endpoint(&["v1", "admin", "keys"])?;
+        Self::send(
+            self.request(reqwest::Method::POST, url)
+                .json(body)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `GET /v1/admin/keys`: every key the caller may see.
+    pub async fn list_keys(&self) -> Result<Reply<KeyListBody>, ClientError> {
+        let url = self.endpoint(&["v1", "admin", "keys"])?;
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `POST /v1/admin/keys/{id}/rotate`: a new secret; the old one works for `grace`.
+    pub async fn rotate_key(
+        &self,
+        id: &str,
+        grace: Duration,
+    ) -> Result<Reply<KeySecretBody>, ClientError> {
+        let url = self.endpoint(&["v1", "admin", "keys", id, "rotate"])?;
+        let body = KeyRotateBody {
+            grace_ms: Some(millis(grace)),
+        };
+        Self::send(
+            self.request(reqwest::Method::POST, url)
+                .json(&body)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `DELETE /v1/admin/keys/{id}`: the key stops working everywhere.
+    pub async fn revoke_key(&self, id: &str) -> Result<Reply<KeyBody>, ClientError> {
+        let url = self.endpoint(&["v1", "admin", "keys", id])?;
+        Self::send(
+            self.request(reqwest::Method::DELETE, url)
+                .timeout(self.timeout),
+        )
+        .await
     }
 
     /// The base URL with `segments` appended, each percent-encoded: a lock name with a `/` or
@@ -485,6 +615,20 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The certificates of a PEM file.
+fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, ClientError> {
+    let error = |reason: String| ClientError::CaFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| error(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(error("no certificate in it".into()));
+    }
+    Ok(certs)
+}
+
 /// The start of a body that is not what we expected, for an error message.
 fn excerpt(bytes: &[u8]) -> String {
     const MAX: usize = 200;
@@ -516,10 +660,11 @@ mod tests {
     }
 
     #[test]
-    fn only_http_urls_are_accepted() {
+    fn only_http_and_https_urls_are_accepted() {
+        assert!("https://h".parse::<ServerUrl>().is_ok());
         assert!(matches!(
-            "https://h".parse::<ServerUrl>(),
-            Err(InvalidServerUrl::Scheme(s)) if s == "https"
+            "ftp://h".parse::<ServerUrl>(),
+            Err(InvalidServerUrl::Scheme(s)) if s == "ftp"
         ));
         assert!("h:8080".parse::<ServerUrl>().is_err());
         assert!("not a url".parse::<ServerUrl>().is_err());
@@ -545,6 +690,8 @@ mod tests {
     fn tokens_do_not_show_in_debug_output() {
         let token: LeaseToken = "lht_secret".parse().expect("token");
         assert!(!format!("{token:?}").contains("secret"));
+        let key: ApiKey = "lhk_secret".parse().expect("key");
+        assert!(!format!("{key:?}").contains("secret"));
         assert!(" ".parse::<LeaseToken>().is_err());
     }
 }

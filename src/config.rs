@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::client::{LeaseId, LeaseToken, LockKind, ServerUrl};
+use crate::client::{ApiKey, LeaseId, LeaseToken, LockKind, ServerUrl};
 
 /// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.
 #[derive(Debug, Parser)]
@@ -39,6 +39,9 @@ pub enum Command {
     /// Print who holds a lock, or the state of one lease, as the server's JSON.
     #[command(after_help = SCRIPT_EXIT_CODES)]
     Status(StatusArgs),
+    /// Manage API keys (needs the admin token or an admin key in --api-key).
+    #[command(subcommand)]
+    Keys(KeysCommand),
 }
 
 const RUN_EXIT_CODES: &str = "\
@@ -61,16 +64,119 @@ Exit codes:
   2    invalid command line
   75   acquire only: the lock was held by someone else for all of --wait (--conflict-exit-code)";
 
-/// Where the Leasehold server answers.
+/// Where the Leasehold server answers, and how to prove who we are.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
-    /// Base URL of the Leasehold server (plain http://; a path prefix is kept).
+    /// Base URL of the Leasehold server (http:// or https://; a path prefix is kept).
     #[arg(
         long,
         env = "LEASEHOLD_SERVER",
         default_value = "http://127.0.0.1:8080"
     )]
     pub server: ServerUrl,
+
+    /// API key (lhk_...) or admin token, sent in the Leasehold-Key header. Prefer the
+    /// environment variable: command lines are visible to every user in `ps`.
+    #[arg(long, env = "LEASEHOLD_API_KEY", hide_env_values = true)]
+    pub api_key: Option<ApiKey>,
+
+    /// PEM file of the CA that signed an https:// server's certificate (added to the
+    /// system's trusted roots).
+    #[arg(long, env = "LEASEHOLD_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `leasehold keys ...`: API keys through the admin API.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it once (with its secret).
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    Create(KeyCreateArgs),
+    /// List the keys (never their secrets).
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    List(KeyListArgs),
+    /// Give a key a new secret; the old one keeps working for --grace.
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    Rotate(KeyRotateArgs),
+    /// Revoke a key: every instance refuses it within a second or two.
+    #[command(after_help = SCRIPT_EXIT_CODES)]
+    Revoke(KeyRevokeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct KeyCreateArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    /// The key's name (unique in its tenant): audit entries and histories name it.
+    pub name: String,
+
+    /// The tenant (a key space of its own); the default tenant when absent.
+    #[arg(long, default_value = "")]
+    pub tenant: String,
+
+    /// A role: client (take, renew, release), reader (inspect, events, dashboard) or admin
+    /// (force release, keys, audit). Repeat for several; client when none is given.
+    #[arg(long = "role", value_name = "ROLE")]
+    pub roles: Vec<String>,
+
+    /// A name pattern the key may use (`*` for any run of characters, like `jobs:*`).
+    /// Repeat for several; every name when none is given.
+    #[arg(long = "pattern", value_name = "PATTERN")]
+    pub patterns: Vec<String>,
+
+    /// Live leases this key may hold at once (the server's default when absent).
+    #[arg(long)]
+    pub max_leases: Option<u64>,
+
+    /// Requests of this key waiting server-side at once.
+    #[arg(long)]
+    pub max_waiters: Option<u64>,
+
+    /// Longest TTL this key's leases may ask for, like 10m.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub max_ttl: Option<Duration>,
+
+    /// Most permits one semaphore lease of this key may hold.
+    #[arg(long)]
+    pub max_permits: Option<u32>,
+
+    /// Print only the secret instead of the JSON.
+    #[arg(long)]
+    pub secret_only: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct KeyListArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct KeyRotateArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    /// The key's id (`id` in `keys list`).
+    pub id: String,
+
+    /// How long the current secret keeps working beside the new one, like 1h (0s: not at
+    /// all).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+    pub grace: Duration,
+
+    /// Print only the new secret instead of the JSON.
+    #[arg(long)]
+    pub secret_only: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct KeyRevokeArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    /// The key's id (`id` in `keys list`).
+    pub id: String,
 }
 
 /// What a new lease asks for (`run` and `acquire`).
@@ -224,18 +330,139 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_TOMBSTONE_MS", default_value_t = 60_000)]
     pub tombstone_ms: u64,
 
-    /// Bearer token for /v1/admin routes (at least 16 characters). With the embedded Redis and
-    /// no token given, one is generated, printed once and written to <data-dir>/admin-token.
-    /// With --redis-url and no token, admin routes are disabled.
-    #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN", hide_env_values = true)]
+    /// The operator's token for /v1/admin routes and API key management (at least 16
+    /// characters), sent as Authorization: Bearer or in the Leasehold-Key header. With the
+    /// embedded Redis and no token given, one is generated into <data-dir>/admin-token (0600;
+    /// its path is printed, never the token). With --redis-url and no token, only admin API
+    /// keys reach admin routes.
+    #[arg(
+        long,
+        env = "LEASEHOLD_ADMIN_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "admin_token_file"
+    )]
     pub admin_token: Option<String>,
 
-    /// Require an admin sign-in for the dashboard's read-only pages and GET /v1/events too
-    /// (by default anyone who can reach the server may look; only actions need the sign-in).
+    /// Read the admin token from this file (its first line), e.g. a container secret.
+    #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
+
+    /// Let callers without an API key in, on any address and even once keys exist (as
+    /// clients and readers of the default tenant, limited per address). Without it,
+    /// anonymous callers are served only on a loopback address while no key exists, and a
+    /// server on another address with no key and no admin token refuses to start.
+    #[arg(long, env = "LEASEHOLD_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+
+    /// Host names this server answers to (comma-separated), against DNS rebinding: a request
+    /// whose Host header names another gets 403. Default: localhost, 127.0.0.1 and ::1 on a
+    /// loopback address, any name otherwise.
+    #[arg(long, env = "LEASEHOLD_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, env = "LEASEHOLD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "LEASEHOLD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// PEM file of the CA that signed a rediss:// Redis's certificate (the system's roots
+    /// otherwise).
+    #[arg(long, env = "LEASEHOLD_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<PathBuf>,
+
+    /// Memory limit of the embedded Redis (its maxmemory, with noeviction: when full, new
+    /// leases are refused with 503 instead of held ones being dropped).
+    #[arg(long, env = "LEASEHOLD_REDIS_MAXMEMORY", default_value = "512mb")]
+    pub redis_maxmemory: String,
+
+    /// Requests per second one caller (an API key, or an address when anonymous) may send,
+    /// sustained, on each instance; more answer 429 with Retry-After. 0: no limit.
+    #[arg(long, env = "LEASEHOLD_RATE_LIMIT", default_value_t = 1_000)]
+    pub rate_limit: u32,
+
+    /// Requests one caller may send in a burst above --rate-limit.
+    #[arg(long, env = "LEASEHOLD_RATE_BURST", default_value_t = 2_000)]
+    pub rate_burst: u32,
+
+    /// Live leases (and fair tickets) one caller may hold at once, across every instance,
+    /// unless its key says otherwise; more answer 429.
+    #[arg(
+        long,
+        env = "LEASEHOLD_MAX_LEASES_PER_CLIENT",
+        default_value_t = 10_000
+    )]
+    pub max_leases_per_client: u64,
+
+    /// Requests one caller may have waiting server-side at once, across every instance;
+    /// more answer 429.
+    #[arg(
+        long,
+        env = "LEASEHOLD_MAX_WAITERS_PER_CLIENT",
+        default_value_t = 1_000
+    )]
+    pub max_waiters_per_client: u64,
+
+    /// Event streams (GET /v1/events) one caller may hold open on one instance.
+    #[arg(long, env = "LEASEHOLD_MAX_STREAMS_PER_CLIENT", default_value_t = 16)]
+    pub max_streams_per_client: u64,
+
+    /// Limit anonymous callers on loopback by their address too. Off by default: on loopback
+    /// every local process shares one address, so it would be one budget for the machine.
+    #[arg(long, env = "LEASEHOLD_LIMIT_LOOPBACK_CLIENTS")]
+    pub limit_loopback_clients: bool,
+
+    /// Requests waiting for one lock on one instance; more answer 503.
+    #[arg(long, env = "LEASEHOLD_MAX_WAITERS_PER_LOCK", default_value_t = 1_000)]
+    pub max_waiters_per_lock: u64,
+
+    /// Tickets in one fair lock's queue; a fair acquire that would join a fuller queue
+    /// answers 503.
+    #[arg(long, env = "LEASEHOLD_MAX_FAIR_QUEUE", default_value_t = 1_000)]
+    pub max_fair_queue: u64,
+
+    /// How deep one lease may re-enter; deeper answers 409 reentry_too_deep.
+    #[arg(long, env = "LEASEHOLD_MAX_REENTRY_DEPTH", default_value_t = 1_000)]
+    pub max_reentry_depth: u64,
+
+    /// Longest admin `reason`, in characters; longer answers 422.
+    #[arg(long, env = "LEASEHOLD_MAX_REASON_CHARS", default_value_t = 500)]
+    pub max_reason_chars: usize,
+
+    /// How long a client may take to send a request's headers (and a TLS handshake), in ms.
+    #[arg(long, env = "LEASEHOLD_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+
+    /// How long a connection may stay open with no request in flight, in ms.
+    #[arg(long, env = "LEASEHOLD_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+
+    /// How long a request may take beyond the wait it asked for, in ms; later answers 504.
+    #[arg(long, env = "LEASEHOLD_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
+
+    /// How long a request body may take to arrive, in ms; later answers 408.
+    #[arg(long, env = "LEASEHOLD_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
+
+    /// Open connections at once; past it a connection gets one 503 and is closed.
+    #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = 16_384)]
+    pub max_connections: usize,
+
+    /// Concurrent streams on one HTTP/2 connection.
+    #[arg(long, env = "LEASEHOLD_MAX_H2_STREAMS", default_value_t = 200)]
+    pub max_h2_streams: u32,
+
+    /// Require a sign-in (or a key) for the dashboard's read-only pages and GET /v1/events
+    /// even where anonymous callers are let in (by default they may look; only actions need
+    /// the sign-in).
     #[arg(long, env = "LEASEHOLD_DASHBOARD_PRIVATE")]
     pub dashboard_private: bool,
 
-    /// Directory of the embedded Redis (AOF persistence, socket, log) and the admin token.
+    /// Directory of the embedded Redis (AOF persistence, socket, log) and the admin token;
+    /// created 0700, and refused when another user owns it or others may read it.
     #[arg(long, env = "LEASEHOLD_DATA_DIR", default_value = "./leasehold-data")]
     pub data_dir: PathBuf,
 
@@ -263,6 +490,11 @@ pub struct HealthcheckArgs {
     /// Address of the server to check.
     #[arg(long, env = "LEASEHOLD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+
+    /// The server serves HTTPS (with this certificate): check over TLS. The check only asks
+    /// whether the local process answers, so it does not verify the certificate.
+    #[arg(long, env = "LEASEHOLD_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -284,6 +516,8 @@ pub enum ConfigError {
     RedisTimeout,
     #[error("--max-permits must be between 1 and 100000")]
     MaxPermits,
+    #[error("--max-connections, --max-h2-streams and the timeouts must be at least 1")]
+    HttpLimits,
 }
 
 impl ServeArgs {
@@ -303,6 +537,18 @@ impl ServeArgs {
         }
         if !(1..=100_000).contains(&self.max_permits) {
             return Err(ConfigError::MaxPermits);
+        }
+        if self.max_connections == 0
+            || self.max_h2_streams == 0
+            || [
+                self.header_timeout_ms,
+                self.idle_timeout_ms,
+                self.request_timeout_ms,
+                self.body_timeout_ms,
+            ]
+            .contains(&0)
+        {
+            return Err(ConfigError::HttpLimits);
         }
         Ok(())
     }

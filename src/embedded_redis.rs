@@ -1,7 +1,8 @@
 //! The private `redis-server` child that `leasehold serve` starts when no Redis URL is given:
 //! a Unix socket in the data directory (nothing listens on the network), AOF persistence with
-//! an fsync before every answer so locks and fencing counters survive a crash, stopped with
-//! SIGTERM on shutdown.
+//! an fsync before every answer so locks and fencing counters survive a crash, a `maxmemory`
+//! with `noeviction` (evicting keys would drop held locks: a full Redis refuses new writes
+//! instead, and Leasehold answers 503), stopped with SIGTERM on shutdown.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -51,8 +52,9 @@ pub struct EmbeddedRedis {
 }
 
 impl EmbeddedRedis {
-    /// Starts redis-server in `data_dir` and waits until it answers PING.
-    pub async fn start(data_dir: &Path) -> Result<Self, EmbeddedRedisError> {
+    /// Starts redis-server in `data_dir`, holding at most `maxmemory` (Redis's units: `512mb`,
+    /// `2gb`), and waits until it answers PING.
+    pub async fn start(data_dir: &Path, maxmemory: &str) -> Result<Self, EmbeddedRedisError> {
         let dir_error = |source| EmbeddedRedisError::DataDir {
             path: data_dir.to_owned(),
             source,
@@ -82,6 +84,7 @@ impl EmbeddedRedis {
                 "--save",
                 "",
             ])
+            .args(["--maxmemory", maxmemory, "--maxmemory-policy", "noeviction"])
             .args(["--daemonize", "no"])
             .args(["--logfile"])
             .arg(&log)

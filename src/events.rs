@@ -5,9 +5,12 @@
 //! waiters too; and it fans each message out to the local waiters. Thousands of waiting
 //! requests therefore cost one connection and three pattern subscriptions.
 //!
-//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`) and
-//! fans each event out in-process through a broadcast channel ([`EventFeed`]), so any number
-//! of dashboard tabs and `GET /v1/events` clients cost no extra Redis subscription.
+//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`),
+//! PSUBSCRIBEs to every tenant's (`<prefix>*/leasehold:events`, see [`crate::tenant`]) and
+//! fans each event out in-process through a broadcast channel ([`EventFeed`]), tagged with its
+//! tenant, so any number of dashboard tabs and `GET /v1/events` clients cost no extra Redis
+//! subscription. Tenants' unlock channels already match the wake patterns, whose prefix is
+//! the start of every tenant's.
 //!
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
 //! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
@@ -24,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::locks::keys::Wakes;
 use crate::locks::waiters::Waiters;
 use crate::locks::{KeySpace, LockEvent};
+use crate::tenant::Tenant;
 
 /// How long a connect, subscribe or ping may take before the connection counts as dead.
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,7 +42,11 @@ const FEED_CAPACITY: usize = 1024;
 /// What listeners of the in-process event feed receive.
 #[derive(Debug, Clone)]
 pub enum FeedMessage {
-    Event(Arc<LockEvent>),
+    /// An event of one of `tenant`'s locks (its `lock` is the name within the tenant).
+    Event {
+        tenant: Tenant,
+        event: Arc<LockEvent>,
+    },
     /// Events may have been missed (the subscription was re-established, or this listener
     /// fell behind): re-read whatever state is shown.
     Resync,
@@ -92,28 +100,31 @@ impl SubscriberStatus {
     }
 }
 
-/// Starts the subscriber; it runs until `shutdown` is cancelled.
+/// Starts the subscriber for every tenant under the key prefix `base`; it runs until
+/// `shutdown` is cancelled.
 pub fn spawn_subscriber(
     client: redis::Client,
-    keys: KeySpace,
+    base: String,
     waiters: Arc<Waiters>,
     feed: EventFeed,
     shutdown: CancellationToken,
 ) -> (Arc<SubscriberStatus>, JoinHandle<()>) {
     let status = Arc::new(SubscriberStatus::default());
-    let task = tokio::spawn(run(client, keys, waiters, feed, status.clone(), shutdown));
+    let task = tokio::spawn(run(client, base, waiters, feed, status.clone(), shutdown));
     (status, task)
 }
 
 async fn run(
     client: redis::Client,
-    keys: KeySpace,
+    base: String,
     waiters: Arc<Waiters>,
     feed: EventFeed,
     status: Arc<SubscriberStatus>,
     shutdown: CancellationToken,
 ) {
-    let patterns = keys.wake_patterns();
+    let keys = KeySpace::new(base.clone());
+    let mut patterns = keys.wake_patterns();
+    patterns.push(Tenant::events_pattern(&base));
     let events_channel = keys.events_channel();
     let mut backoff = BACKOFF_MIN;
     let mut ever_connected = false;
@@ -134,7 +145,7 @@ async fn run(
                 // Anything published while we were away is lost: everyone re-checks now.
                 waiters.wake_all();
                 feed.send(FeedMessage::Resync);
-                let stopped = listen(pubsub, &keys, &waiters, &feed, &shutdown).await;
+                let stopped = listen(pubsub, &base, &waiters, &feed, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
                 waiters.wake_all();
                 if stopped {
@@ -176,11 +187,12 @@ async fn subscribe(
 /// Routes messages until the connection ends (false) or shutdown (true).
 async fn listen(
     pubsub: redis::aio::PubSub,
-    keys: &KeySpace,
+    base: &str,
     waiters: &Waiters,
     feed: &EventFeed,
     shutdown: &CancellationToken,
 ) -> bool {
+    let keys = KeySpace::new(base);
     let (mut sink, mut stream) = pubsub.split();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
@@ -188,17 +200,19 @@ async fn listen(
         tokio::select! {
             msg = stream.next() => match msg {
                 Some(msg) => {
-                    if let Some((key, wakes)) = keys.wake_of_channel(msg.get_channel_name()) {
+                    let channel = msg.get_channel_name();
+                    if let Some((key, wakes)) = keys.wake_of_channel(channel) {
                         match wakes {
                             Wakes::One => waiters.wake_one(key),
                             Wakes::All => waiters.wake(key),
                         }
-                    } else if let Some(event) = msg
-                        .get_payload::<String>()
-                        .ok()
-                        .and_then(|json| LockEvent::parse(&json))
+                    } else if let Some(tenant) = Tenant::of_events_channel(base, channel)
+                        && let Some(event) = msg
+                            .get_payload::<String>()
+                            .ok()
+                            .and_then(|json| LockEvent::parse(&json))
                     {
-                        feed.send(FeedMessage::Event(Arc::new(event)));
+                        feed.send(FeedMessage::Event { tenant, event: Arc::new(event) });
                     }
                 }
                 None => return false,

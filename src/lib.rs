@@ -1,8 +1,9 @@
 //! Leasehold: a distributed lock service over HTTP, with lock state in Redis kept in
 //! Redisson's data layout.
 //!
-//! Where things live (layers point one way: `api` and `dashboard` → `auth`, `problem` →
-//! `locks` → Redis; `server` assembles them; `client` and `cli` speak only `wire`):
+//! Where things live (layers point one way: `api` and `dashboard` → `auth`, `limits`,
+//! `problem` → `tenant` → `locks` → Redis; `server` assembles them; `client` and `cli` speak
+//! only `wire`):
 //! - [`locks`]: the lock domain: lease kinds, the Redis key layout, the Lua scripts in `lua/`
 //!   (one typed Rust twin each), waiting, and an observer trait for whoever listens. Knows
 //!   nothing of HTTP.
@@ -11,12 +12,17 @@
 //! - [`api`]: the `/v1` HTTP API (axum handlers, the OpenAPI document).
 //! - [`dashboard`]: the operators' HTML pages (askama templates in `templates/`, assets in
 //!   `static/` compiled in), force release from the browser.
-//! - [`auth`]: who may do what: the admin token, dashboard sessions, who may read.
+//! - [`tenant`]: tenants as separate key spaces (a prefix no other tenant's can collide with).
+//! - [`auth`]: who may do what: API keys (roles, name patterns, quotas), the admin token,
+//!   dashboard sessions, anonymous callers; the guard against requests from other sites.
+//! - [`limits`]: abuse limits per caller and per lock: request rates, quotas kept in Redis,
+//!   slots held in-process.
+//! - [`audit`]: the audit log of admin actions, in Redis.
 //! - [`problem`]: every error the service answers, rendered as problem+json (API) or HTML
 //!   (dashboard).
 //! - [`wire`]: the `/v1` request and response bodies, shared by the server and the client.
 //! - [`server`]: the configuration, the router with its middleware ([`server::app`]), and
-//!   [`server::run`] on a bound listener.
+//!   [`server::run`] on a bound listener (hyper with timeouts and caps, TLS).
 //! - [`state`]: what handlers share.
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics` (the domain's observer).
 //! - [`durability`]: what the Redis behind us can lose (persistence, eviction), read at start.
@@ -28,6 +34,7 @@
 //!   and `acquire`/`heartbeat`/`release`/`status` for shell scripts.
 
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod client;
@@ -36,6 +43,7 @@ pub mod dashboard;
 pub mod durability;
 pub mod embedded_redis;
 pub mod events;
+pub mod limits;
 pub mod locks;
 pub mod metrics;
 pub mod problem;
@@ -43,4 +51,5 @@ pub mod server;
 pub mod shutdown;
 pub mod state;
 pub mod telemetry;
+pub mod tenant;
 pub mod wire;

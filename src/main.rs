@@ -2,6 +2,10 @@
 //! binds the listener and hands over to the library.
 
 use std::io::Write as _;
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -28,6 +32,7 @@ async fn main() -> std::process::ExitCode {
         Command::Heartbeat(args) => return cli::heartbeat(args).await,
         Command::Release(args) => return cli::release(args).await,
         Command::Status(args) => return cli::status(args).await,
+        Command::Keys(command) => return cli::keys::run(command).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -38,7 +43,7 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
     telemetry::init(args.log_format);
     let token = CancellationToken::new();
@@ -47,15 +52,20 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     let embedded = match &args.redis_url {
         Some(_) => None,
         None => {
-            let redis = EmbeddedRedis::start(&args.data_dir).await?;
+            private_data_dir(&args.data_dir)?;
+            let redis = EmbeddedRedis::start(&args.data_dir, &args.redis_maxmemory).await?;
             tracing::info!(url = %redis.url(), data_dir = %args.data_dir.display(),
+                maxmemory = %args.redis_maxmemory,
                 "started the embedded redis-server (AOF persistence in the data dir)");
             Some(redis)
         }
     };
-    if embedded.is_some() && args.admin_token.is_none() {
-        args.admin_token = Some(generated_admin_token(&args)?);
-    }
+    let admin_token = match (&args.admin_token, &args.admin_token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(path)) => Some(read_admin_token(path)?),
+        (None, None) if embedded.is_some() => Some(generated_admin_token(&args.data_dir)?),
+        (None, None) => None,
+    };
     let redis_url = match (&args.redis_url, &embedded) {
         (Some(url), _) => url.clone(),
         (None, Some(redis)) => redis.url(),
@@ -66,8 +76,21 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
         let listener = TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        tracing::info!(addr = %listener.local_addr()?, "leasehold is listening");
-        let config = ServerConfig::from_args(&args, redis_url, args.admin_token.clone());
+        let addr = listener.local_addr()?;
+        let scheme = if args.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!(addr = %addr, %scheme, "leasehold is listening");
+        if args.allow_anonymous && !addr.ip().is_loopback() && args.allowed_hosts.is_empty() {
+            tracing::warn!(
+                "anonymous callers are let in on a non-loopback address with no \
+                --allowed-hosts: a web page on a name that resolves here (DNS rebinding) \
+                could reach the API through a browser"
+            );
+        }
+        let config = ServerConfig::from_args(&args, redis_url, admin_token);
         server::run(listener, config, token.clone()).await?;
         anyhow::Ok(())
     }
@@ -80,27 +103,84 @@ async fn serve(mut args: ServeArgs) -> anyhow::Result<()> {
     result
 }
 
-/// Makes an admin token for this run, prints it once and keeps it in the data dir (0600) so
-/// scripts on this machine can read it.
-fn generated_admin_token(args: &ServeArgs) -> anyhow::Result<String> {
+/// The data dir holds the admin token and Redis's data: it must be ours alone. Created 0700
+/// when missing; refused when another user owns it or anyone else may enter it.
+fn private_data_dir(dir: &Path) -> anyhow::Result<()> {
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create the data dir {}", dir.display()))?;
+    }
+    let meta = std::fs::metadata(dir)
+        .with_context(|| format!("cannot read the data dir {}", dir.display()))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        anyhow::bail!(
+            "the data dir {} belongs to uid {}, not to this user (uid {me}): it holds the \
+             admin token and every lock, so it must be this user's own",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        anyhow::bail!(
+            "the data dir {} is open to other users (mode {:o}); run `chmod 700 {}`",
+            dir.display(),
+            meta.permissions().mode() & 0o777,
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The admin token kept in the data dir: reused when it is there (0600, ours), else made
+/// once. Only its path is printed: the token itself never reaches a log.
+fn generated_admin_token(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("admin-token");
+    if path.exists() {
+        let meta = std::fs::metadata(&path)?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            anyhow::bail!(
+                "{} is readable by other users (mode {:o}); run `chmod 600 {}` or delete it",
+                path.display(),
+                meta.permissions().mode() & 0o777,
+                path.display()
+            );
+        }
+        let token = read_admin_token(&path)?;
+        eprintln!("admin token: in {}", path.display());
+        return Ok(token);
+    }
     let token = random_secret("lha_", 32);
-    let path = args.data_dir.join("admin-token");
-    let mut file = {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-            .with_context(|| format!("cannot write {}", path.display()))?
-    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     writeln!(file, "{token}")?;
-    eprintln!("admin token (also in {}): {token}", path.display());
+    eprintln!("admin token: generated into {} (0600)", path.display());
     Ok(token)
 }
 
-/// GET /healthz over plain HTTP/1.1: the container image has no curl.
+/// The first line of `path`, at least 16 characters.
+fn read_admin_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the admin token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    if token.len() < 16 {
+        anyhow::bail!(
+            "the admin token in {} is shorter than 16 characters",
+            path.display()
+        );
+    }
+    Ok(token)
+}
+
+/// GET /healthz over plain HTTP/1.1 (the container image has no curl), or over TLS when the
+/// server has a certificate.
 async fn healthcheck(args: HealthcheckArgs) -> anyhow::Result<()> {
     // A server listening on 0.0.0.0 or [::] is reached on loopback.
     let mut addr = args.listen;
@@ -111,6 +191,15 @@ async fn healthcheck(args: HealthcheckArgs) -> anyhow::Result<()> {
         });
     }
     let check = async {
+        if args.tls_cert.is_some() {
+            leasehold::server::tls::install_crypto_provider();
+            // Asks only whether this machine's process answers: no certificate to verify.
+            let http = reqwest::Client::builder()
+                .tls_danger_accept_invalid_certs(true)
+                .build()?;
+            let response = http.get(format!("https://{addr}/healthz")).send().await?;
+            return anyhow::Ok(response.status() == reqwest::StatusCode::OK);
+        }
         let mut stream = TcpStream::connect(addr).await?;
         stream
             .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")

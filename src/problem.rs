@@ -47,10 +47,28 @@ pub enum ProblemKind {
     RedisUnavailable,
     ShuttingDown,
     Internal,
+    ApiKeyRequired,
+    ApiKeyInvalid,
+    RoleMissing,
+    NameNotAllowed,
+    TenantNotAllowed,
+    CrossOrigin,
+    HostNotAllowed,
+    KeyNotFound,
+    KeyNameTaken,
+    ReentryTooDeep,
+    ReasonTooLong,
+    BodyTimeout,
+    RateLimited,
+    QuotaExceeded,
+    TooManyWaiters,
+    QueueFull,
+    TooManyConnections,
+    RequestTimeout,
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 32] = [
+    pub const ALL: [Self; 50] = [
         Self::LockHeld,
         Self::KindConflict,
         Self::NotReentrant,
@@ -83,6 +101,24 @@ impl ProblemKind {
         Self::RedisUnavailable,
         Self::ShuttingDown,
         Self::Internal,
+        Self::ApiKeyRequired,
+        Self::ApiKeyInvalid,
+        Self::RoleMissing,
+        Self::NameNotAllowed,
+        Self::TenantNotAllowed,
+        Self::CrossOrigin,
+        Self::HostNotAllowed,
+        Self::KeyNotFound,
+        Self::KeyNameTaken,
+        Self::ReentryTooDeep,
+        Self::ReasonTooLong,
+        Self::BodyTimeout,
+        Self::RateLimited,
+        Self::QuotaExceeded,
+        Self::TooManyWaiters,
+        Self::QueueFull,
+        Self::TooManyConnections,
+        Self::RequestTimeout,
     ];
 
     pub fn code(self) -> &'static str {
@@ -232,6 +268,88 @@ impl ProblemKind {
                 "The service is shutting down",
             ),
             Self::Internal => ("internal", S::INTERNAL_SERVER_ERROR, "Internal error"),
+            Self::ApiKeyRequired => (
+                "api_key_required",
+                S::UNAUTHORIZED,
+                "An API key is required",
+            ),
+            Self::ApiKeyInvalid => (
+                "api_key_invalid",
+                S::UNAUTHORIZED,
+                "The API key is not valid",
+            ),
+            Self::RoleMissing => (
+                "role_missing",
+                S::FORBIDDEN,
+                "The API key lacks the role this route needs",
+            ),
+            Self::NameNotAllowed => (
+                "name_not_allowed",
+                S::FORBIDDEN,
+                "The API key may not use this name",
+            ),
+            Self::TenantNotAllowed => (
+                "tenant_not_allowed",
+                S::FORBIDDEN,
+                "The API key may not act for that tenant",
+            ),
+            Self::CrossOrigin => (
+                "cross_origin",
+                S::FORBIDDEN,
+                "Requests from other sites are refused",
+            ),
+            Self::HostNotAllowed => (
+                "host_not_allowed",
+                S::FORBIDDEN,
+                "The Host header names no allowed host",
+            ),
+            Self::KeyNotFound => ("key_not_found", S::NOT_FOUND, "No such API key"),
+            Self::KeyNameTaken => (
+                "key_name_taken",
+                S::CONFLICT,
+                "An API key of that name exists",
+            ),
+            Self::ReentryTooDeep => (
+                "reentry_too_deep",
+                S::CONFLICT,
+                "The lease is re-entered too deep",
+            ),
+            Self::ReasonTooLong => (
+                "reason_too_long",
+                S::UNPROCESSABLE_ENTITY,
+                "The reason is too long",
+            ),
+            Self::BodyTimeout => (
+                "body_timeout",
+                S::REQUEST_TIMEOUT,
+                "The request body came too slowly",
+            ),
+            Self::RateLimited => ("rate_limited", S::TOO_MANY_REQUESTS, "Too many requests"),
+            Self::QuotaExceeded => (
+                "quota_exceeded",
+                S::TOO_MANY_REQUESTS,
+                "A quota of this key or address is used up",
+            ),
+            Self::TooManyWaiters => (
+                "too_many_waiters",
+                S::SERVICE_UNAVAILABLE,
+                "Too many requests wait for this lock",
+            ),
+            Self::QueueFull => (
+                "queue_full",
+                S::SERVICE_UNAVAILABLE,
+                "The fair queue is full",
+            ),
+            Self::TooManyConnections => (
+                "too_many_connections",
+                S::SERVICE_UNAVAILABLE,
+                "The server has too many connections",
+            ),
+            Self::RequestTimeout => (
+                "request_timeout",
+                S::GATEWAY_TIMEOUT,
+                "The request took too long",
+            ),
         }
     }
 }
@@ -258,12 +376,19 @@ impl Problem {
                 ProblemKind::TokenMissing
                     | ProblemKind::TokenMalformed
                     | ProblemKind::AdminTokenRequired
+                    | ProblemKind::ApiKeyRequired
+                    | ProblemKind::ApiKeyInvalid
             ),
         }
     }
 
     pub fn kind(&self) -> ProblemKind {
         self.kind
+    }
+
+    /// What went wrong, for people.
+    pub fn detail(&self) -> &str {
+        &self.detail
     }
 
     /// Adds a member beside the standard ones (RFC 9457 extension members).
@@ -316,7 +441,12 @@ impl IntoResponse for Problem {
             }
         }
         if self.www_authenticate {
-            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            // The API key travels in its own header (no registered scheme names it).
+            let scheme = match self.kind {
+                ProblemKind::ApiKeyRequired | ProblemKind::ApiKeyInvalid => "Leasehold-Key",
+                _ => "Bearer",
+            };
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(scheme));
         }
         response
     }
@@ -428,6 +558,16 @@ impl From<LockError> for Problem {
                     "Redis did not answer; try again",
                 )
                 .retry_after(Duration::from_secs(1))
+            }
+            // Redis refuses scripts that may write once it is at its maxmemory (noeviction):
+            // nothing ran, and room may come back as leases end.
+            LockError::Script(source) if source.code() == Some("OOM") => {
+                tracing::warn!(error = %source, "Redis is out of memory");
+                Problem::new(
+                    ProblemKind::RedisUnavailable,
+                    "Redis is full (its maxmemory is reached), so nothing was changed; try again later",
+                )
+                .retry_after(Duration::from_secs(5))
             }
             LockError::Script(source) => {
                 tracing::error!(error = %source, "a Redis script failed");

@@ -5,16 +5,30 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::AdminAuth;
+use crate::audit::AuditLog;
+use crate::auth::{Access, Principal};
 use crate::events::{EventFeed, SubscriberStatus};
+use crate::limits::LockLimits;
+use crate::limits::ledger::Ledger;
+use crate::limits::slots::Slots;
 use crate::locks::{Locks, TtlPolicy};
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
 pub struct AppState {
+    /// The lock domain in the default tenant's key space ([`Self::locks_for`] for a caller's).
     pub locks: Locks,
+    /// The deployment's key prefix, under which every tenant's space lies.
+    pub key_prefix: Arc<str>,
     pub limits: ApiLimits,
-    pub admin: AdminAuth,
+    pub access: Arc<Access>,
+    /// Quotas that hold across instances.
+    pub ledger: Ledger,
+    pub audit: AuditLog,
+    /// Event streams open per caller, on this instance.
+    pub streams: Arc<Slots>,
+    /// Requests waiting per lock, on this instance.
+    pub lock_waiters: Arc<Slots>,
     pub subscriber: Arc<SubscriberStatus>,
     pub metrics: Arc<Metrics>,
     /// Events of every lock, fanned out from the one subscription.
@@ -24,10 +38,17 @@ pub struct AppState {
     pub shutdown: CancellationToken,
 }
 
+impl AppState {
+    /// The lock domain in `caller`'s tenant.
+    pub fn locks_for(&self, caller: &Principal) -> Locks {
+        caller.locks(&self.locks, &self.key_prefix)
+    }
+}
+
 /// How the dashboard is offered.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DashboardSettings {
-    /// Read-only pages (and `GET /v1/events`) need a signed-in admin too.
+    /// Read-only pages (and `GET /v1/events`) need a signed-in user or a key too.
     pub private: bool,
 }
 
@@ -41,6 +62,8 @@ pub struct ApiLimits {
     pub ticket_timeout_ms: u64,
     /// The largest semaphore `limit` (and so `permits`) a request may name.
     pub max_permits: u32,
+    /// Bounds on one lock, whoever asks.
+    pub per_lock: LockLimits,
 }
 
 impl ApiLimits {
@@ -50,8 +73,8 @@ impl ApiLimits {
     }
 }
 
-impl axum::extract::FromRef<AppState> for AdminAuth {
+impl axum::extract::FromRef<AppState> for Arc<Access> {
     fn from_ref(state: &AppState) -> Self {
-        state.admin.clone()
+        state.access.clone()
     }
 }

@@ -400,3 +400,120 @@ pub struct LimitChangeBody {
     /// Permits free now; below zero while more are out than the new limit.
     pub available: i64,
 }
+
+/// A role an API key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyRole {
+    /// Take, renew and release leases; poll and leave fair tickets.
+    Client,
+    /// Inspect locks, semaphores and leases; the event stream, the dashboard, /metrics.
+    Reader,
+    /// Force releases, semaphore limits, API keys, the audit log.
+    Admin,
+}
+
+/// A key's own bounds; absent fields take the server's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyQuotasBody {
+    /// Live leases (and fair tickets) at once, across every instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_leases: Option<u64>,
+    /// Requests waiting server-side at once, across every instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_waiters: Option<u64>,
+    /// Longest TTL a lease may ask for, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ttl_ms: Option<u64>,
+    /// Most permits one semaphore lease may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_permits: Option<u32>,
+}
+
+/// `POST /v1/admin/keys`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyCreateBody {
+    /// Unique within its tenant; audit entries and histories name the key by it.
+    pub name: String,
+    /// The key space the key acts in; "" (the default) for the default tenant.
+    #[serde(default)]
+    pub tenant: String,
+    /// What the key may do; `["client"]` when absent.
+    #[serde(default)]
+    pub roles: Vec<KeyRole>,
+    /// Names the key may use (globs, `*` for any run of characters); `["*"]` when absent.
+    #[serde(default)]
+    pub patterns: Vec<String>,
+    #[serde(default)]
+    pub quotas: KeyQuotasBody,
+}
+
+/// An API key, never with its secret.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct KeyBody {
+    pub id: String,
+    pub name: String,
+    /// "" for the default tenant.
+    pub tenant: String,
+    pub roles: Vec<KeyRole>,
+    pub patterns: Vec<String>,
+    pub quotas: KeyQuotasBody,
+    pub created_at: String,
+    /// Who created it (a key's name, or `admin token`).
+    pub created_by: String,
+    /// While a rotation's grace runs: when the previous secret stops working.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotating_until: Option<String>,
+}
+
+/// A new key or a rotated one: the secret is shown here only.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct KeySecretBody {
+    pub key: KeyBody,
+    /// Send it in the `Leasehold-Key` header. Shown only in this answer.
+    pub secret: String,
+}
+
+/// `GET /v1/admin/keys`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct KeyListBody {
+    pub keys: Vec<KeyBody>,
+}
+
+/// `POST /v1/admin/keys/{id}/rotate`; an empty body is fine.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRotateBody {
+    /// How long the current secret keeps working beside the new one, in ms (default one
+    /// hour; 0: it stops now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+}
+
+/// One admin action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditEntryBody {
+    pub at: String,
+    /// An API key's name, `admin token`, or `dashboard admin`.
+    pub by: String,
+    /// `force_release`, `force_release_semaphore`, `semaphore_limit`, `key_created`,
+    /// `key_rotated`, `key_revoked`.
+    pub action: String,
+    /// "" for the default tenant.
+    pub tenant: String,
+    /// The lock, semaphore or key acted on.
+    pub target: String,
+    pub reason: String,
+    /// What it removed or changed.
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+}
+
+/// `GET /v1/admin/audit`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditBody {
+    /// Newest first.
+    pub entries: Vec<AuditEntryBody>,
+}

@@ -1,20 +1,21 @@
-//! `/v1/admin`: operator actions, behind the admin token.
+//! `/v1/admin`: operator actions, behind the admin token or an admin key. Each is recorded
+//! with who did it and why in the audit log (and, for force releases, the lock's history).
 
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
+use serde_json::json;
 use utoipa::IntoParams;
 
 use super::bodies;
 use super::extract::{JsonBody, NamePath, Query};
-use crate::auth::Admin;
-use crate::locks::{LimitChange, Resource};
+use crate::audit::AuditEntry;
+use crate::auth::{AdminRole, Caller, Principal};
+use crate::limits::ledger::now_ms;
+use crate::locks::{ForcedRelease, LimitChange, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{ForceReleaseBody, LimitBody, LimitChangeBody};
-
-/// Who the history names for admin actions through the API.
-const BY: &str = "admin-api";
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -43,7 +44,7 @@ pub struct SemaphoreReleaseQuery {
     path = "/v1/admin/locks/{name}",
     tag = "admin",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "Every holder removed (`released: false` when nobody held it)", body = ForceReleaseBody),
         (status = 409, description = "kind_conflict: the name is a semaphore (use /v1/admin/semaphores), or a key another program made (held_as: foreign)", body = ProblemDetails, content_type = "application/problem+json"),
@@ -57,17 +58,73 @@ pub struct SemaphoreReleaseQuery {
 /// `DELETE /v1/admin/locks/{name}[?reason=..]`: removes every holder and wakes waiters; the
 /// removed leases' holders get 410 from then on.
 pub async fn force_release(
-    _: Admin,
+    caller: Caller<AdminRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
     Query(query): Query<ForceReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
+    caller.check_name(&name)?;
+    check_reason(&state, &query.reason)?;
     let forced = state
-        .locks
-        .force_release(Resource::Lock, &name, BY, &query.reason, false)
+        .locks_for(&caller)
+        .force_release(Resource::Lock, &name, &caller.label(), &query.reason, false)
         .await?;
-    tracing::info!(lock = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
+    audit_forced(&state, &caller, "force_release", &forced, &query.reason).await;
     Ok(Json(bodies::forced(forced)))
+}
+
+/// A reason longer than `--max-reason-chars` is refused (422 `reason_too_long`).
+pub(super) fn check_reason(state: &AppState, reason: &str) -> Result<(), Problem> {
+    let max = state.limits.per_lock.reason_chars;
+    if reason.chars().count() > max {
+        return Err(Problem::new(
+            ProblemKind::ReasonTooLong,
+            format!("a reason has at most {max} characters (--max-reason-chars)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Records a force release and the leases it removed.
+async fn audit_forced(
+    state: &AppState,
+    caller: &Principal,
+    action: &str,
+    forced: &ForcedRelease,
+    reason: &str,
+) {
+    audit(
+        state,
+        caller,
+        action,
+        &forced.lock.to_string(),
+        reason,
+        crate::audit::removed(forced),
+    )
+    .await;
+}
+
+/// Appends one entry, by `caller`, to the audit log.
+pub(super) async fn audit(
+    state: &AppState,
+    caller: &Principal,
+    action: &str,
+    target: &str,
+    reason: &str,
+    details: serde_json::Value,
+) {
+    state
+        .audit
+        .record(&AuditEntry {
+            at_ms: now_ms(),
+            by: caller.label(),
+            action: action.to_owned(),
+            tenant: caller.tenant.clone(),
+            target: target.to_owned(),
+            reason: reason.to_owned(),
+            details,
+        })
+        .await;
 }
 
 #[utoipa::path(
@@ -75,7 +132,7 @@ pub async fn force_release(
     path = "/v1/admin/semaphores/{name}",
     tag = "admin",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), SemaphoreReleaseQuery),
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "Every permit returned (and with clear=true, the semaphore removed)", body = ForceReleaseBody),
         (status = 409, description = "kind_conflict: the name is not a semaphore", body = ProblemDetails, content_type = "application/problem+json"),
@@ -89,16 +146,29 @@ pub async fn force_release(
 /// `DELETE /v1/admin/semaphores/{name}[?reason=..][&clear=true]`: every permit comes back;
 /// the removed leases' holders get 410 from then on. With `clear`, the semaphore goes too.
 pub async fn force_release_semaphore(
-    _: Admin,
+    caller: Caller<AdminRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
     Query(query): Query<SemaphoreReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
+    caller.check_name(&name)?;
+    check_reason(&state, &query.reason)?;
     let forced = state
-        .locks
-        .force_release(Resource::Semaphore, &name, BY, &query.reason, query.clear)
+        .locks_for(&caller)
+        .force_release(
+            Resource::Semaphore,
+            &name,
+            &caller.label(),
+            &query.reason,
+            query.clear,
+        )
         .await?;
-    tracing::info!(semaphore = %name, removed = forced.removed.len(), reason = %query.reason, clear = query.clear, "force release");
+    let action = if query.clear {
+        "force_release_semaphore_clear"
+    } else {
+        "force_release_semaphore"
+    };
+    audit_forced(&state, &caller, action, &forced, &query.reason).await;
     Ok(Json(bodies::forced(forced)))
 }
 
@@ -108,7 +178,7 @@ pub async fn force_release_semaphore(
     tag = "admin",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
     request_body(content = LimitBody, content_type = "application/json"),
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "The new limit; free permits moved by the difference", body = LimitChangeBody),
         (status = 400, description = "malformed_json", body = ProblemDetails, content_type = "application/problem+json"),
@@ -124,11 +194,12 @@ pub async fn force_release_semaphore(
 /// `PUT /v1/admin/semaphores/{name}/limit`: gives a semaphore another size. With fewer permits
 /// than are out, acquirers wait until enough come back; nobody is evicted.
 pub async fn set_semaphore_limit(
-    _: Admin,
+    caller: Caller<AdminRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
     JsonBody(body): JsonBody<LimitBody>,
 ) -> Result<Json<LimitChangeBody>, Problem> {
+    caller.check_name(&name)?;
     let max = state.limits.max_permits;
     if !(1..=max).contains(&body.limit) {
         return Err(Problem::new(
@@ -141,10 +212,18 @@ pub async fn set_semaphore_limit(
         previous,
         available,
     } = state
-        .locks
-        .set_semaphore_limit(&name, body.limit, BY)
+        .locks_for(&caller)
+        .set_semaphore_limit(&name, body.limit, &caller.label())
         .await?;
-    tracing::info!(semaphore = %name, limit, previous, "semaphore limit changed");
+    audit(
+        &state,
+        &caller,
+        "semaphore_limit",
+        name.as_str(),
+        "",
+        json!({"limit": limit, "previous": previous}),
+    )
+    .await;
     Ok(Json(LimitChangeBody {
         semaphore: name.to_string(),
         limit,

@@ -64,6 +64,10 @@ where
                 ProblemKind::PayloadTooLarge,
                 "request bodies are limited to 64 KiB",
             ),
+            other if timed_out(&other) => Problem::new(
+                ProblemKind::BodyTimeout,
+                "the request body did not arrive in time (--body-timeout-ms)",
+            ),
             other => Problem::new(ProblemKind::MalformedJson, other.body_text()),
         })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -87,6 +91,18 @@ where
             Problem::new(kind, e.to_string())
         })
     }
+}
+
+/// Whether reading the body failed because its deadline passed.
+fn timed_out(rejection: &BytesRejection) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(e) = source {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// The `Authorization: Bearer <token>` header, if any. Another scheme is a 401.

@@ -6,10 +6,15 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 
+use super::admission::{self, Admission, Ask};
 use super::bodies::{self, grant_response, ticket_response};
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
-use crate::locks::{AcquireRequest, Acquired, HolderLabel, LeaseId, LockName, Metadata, Resource};
-use crate::problem::{Problem, ProblemDetails};
+use crate::auth::{Caller, ClientRole, Principal, ReaderRole};
+use crate::locks::{
+    AcquireRequest, Acquired, Grant, HolderLabel, LeaseId, LeaseKind, LeaseToken, LockError,
+    LockName, Locks, Metadata, Resource, RwMode, Ttl,
+};
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{
     AcquireBody, GrantBody, HeartbeatBody, LeaseBody, LeftBody, ReleaseBody, ReleaseQuery,
@@ -22,7 +27,7 @@ use crate::wire::{
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = Option<AcquireBody>, description = "Every field optional; an empty body is fine", content_type = "application/json"),
-    security((), ("lease_token" = [])),
+    security((), ("api_key" = ["client"]), ("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 201, description = "A new lease (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
         (status = 200, description = "Reentry: one more level of the bearer token's lease", body = GrantBody),
@@ -40,7 +45,9 @@ use crate::wire::{
 )]
 /// `POST /v1/locks/{name}/leases[?wait_ms=N]`: 201 with a new lease, 200 on reentry (with the
 /// lease's token as bearer), 409 when held by another after the wait.
+#[allow(clippy::too_many_arguments)] // One extractor per part of the request.
 pub async fn acquire(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
     Query(query): Query<WaitQuery>,
@@ -48,28 +55,115 @@ pub async fn acquire(
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, Problem> {
+    caller.check_name(&name)?;
     let token = bearer.lease_token()?;
-    let ttl = body
-        .ttl_ms
-        .map(|ms| state.limits.ttl.parse(ms))
-        .transpose()?;
+    let ttl = requested_ttl(&state, &caller, body.ttl_ms)?;
+    let kind = body.kind.map(bodies::kind);
     let request = AcquireRequest {
         ttl,
         holder: body.holder.as_deref().map(HolderLabel::parse).transpose()?,
         metadata: body.metadata.map(Metadata::parse).transpose()?,
-        token,
-        kind: body.kind.map(bodies::kind),
+        token: token.clone(),
+        kind,
         policy: bodies::policy(body.policy),
         idempotency,
     };
     let wait = state.limits.wait(query.wait_ms);
-    let ttl = ttl.unwrap_or_else(|| state.limits.ttl.default_ttl());
-    let acquired = state.locks.acquire(&name, request, ttl, wait).await?;
+    let ttl = ttl.unwrap_or(default_ttl(&state, &caller)?);
+    let locks = state.locks_for(&caller);
+    let ask = Ask {
+        name: &name,
+        new_lease: token.is_none(),
+        joins_queue: token.is_none() && kind == Some(LeaseKind::Fair),
+        wait,
+    };
+    let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
+    let acquired = locks.acquire(&name, request, ttl, wait).await;
+    match &acquired {
+        Ok(Acquired::Granted(grant)) if grant.new_lease => {
+            admission.granted(grant.lease_id, grant.expires_at).await;
+        }
+        Ok(Acquired::Queued(ticket)) => admission.granted(ticket.lease_id, ticket.poll_by).await,
+        Ok(Acquired::Granted(grant)) => {
+            admission.done().await;
+            admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
+        }
+        Err(_) => admission.done().await,
+    }
+    let acquired = acquired?;
+    if let (Acquired::Granted(grant), Some(token)) = (&acquired, &token) {
+        limit_reentry(&state, &locks, &name, grant, token).await?;
+    }
     Ok(acquired_response(
         &name,
         acquired,
         state.limits.ticket_timeout_ms,
     ))
+}
+
+/// A reentry past `--max-reentry-depth` is taken back (one level released) and refused. Done
+/// after the fact because the acquire script knows the depth only once it has counted it; a
+/// script-side check would refuse it before counting.
+async fn limit_reentry(
+    state: &AppState,
+    locks: &Locks,
+    name: &LockName,
+    grant: &Grant,
+    token: &LeaseToken,
+) -> Result<(), Problem> {
+    let cap = state.limits.per_lock.reentry_depth;
+    if grant.new_lease || grant.replayed || grant.reentry_count <= cap {
+        return Ok(());
+    }
+    let mode = match grant.kind {
+        LeaseKind::Read => Some(RwMode::Read),
+        LeaseKind::Write => Some(RwMode::Write),
+        _ => None,
+    };
+    locks
+        .release(
+            Resource::Lock,
+            name,
+            grant.lease_id,
+            token,
+            false,
+            mode,
+            None,
+        )
+        .await?;
+    Err(Problem::new(
+        ProblemKind::ReentryTooDeep,
+        format!("a lease may re-enter at most {cap} levels deep (--max-reentry-depth)"),
+    )
+    .with("reentry_count", cap))
+}
+
+/// The TTL a request names, within the server's bounds and the caller's key's.
+pub(super) fn requested_ttl(
+    state: &AppState,
+    caller: &Principal,
+    ttl_ms: Option<u64>,
+) -> Result<Option<Ttl>, Problem> {
+    let Some(ms) = ttl_ms else {
+        return Ok(None);
+    };
+    let ttl = state.limits.ttl.parse(ms)?;
+    match caller.quotas.max_ttl_ms {
+        Some(max) if ms > max => Err(Problem::new(
+            ProblemKind::InvalidTtl,
+            format!("this API key's leases may last at most {max} ms"),
+        )),
+        _ => Ok(Some(ttl)),
+    }
+}
+
+/// The server's default TTL, cut to the caller's key's bound.
+pub(super) fn default_ttl(state: &AppState, caller: &Principal) -> Result<Ttl, Problem> {
+    let policy = state.limits.ttl;
+    match caller.quotas.max_ttl_ms {
+        Some(max) if max < policy.default_ms => Ok(policy.parse(max.max(policy.min_ms))?),
+        _ => Ok(policy.default_ttl()),
+    }
 }
 
 /// 201/200 for a grant, 202 for a fair-queue ticket.
@@ -89,7 +183,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     path = "/v1/locks/{name}/tickets/{ticket_id}",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)"), WaitQuery),
-    security(("lease_token" = [])),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 201, description = "The ticket's turn: the fair lock's lease (again, if it was granted before)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
         (status = 202, description = "Still queued", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"))),
@@ -105,18 +199,37 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
 /// `POST /v1/locks/{name}/tickets/{ticket_id}[?wait_ms=N]` (the ticket's token as bearer): the
 /// fair lock's lease (201) once it is this ticket's turn, else 202 with its place.
 pub async fn poll_ticket(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     ticket: HeldLease,
     Query(query): Query<WaitQuery>,
 ) -> Result<Response, Problem> {
+    caller.check_name(&ticket.name)?;
     let wait = state.limits.wait(query.wait_ms);
-    let acquired = state
-        .locks
+    let locks = state.locks_for(&caller);
+    let ask = Ask {
+        name: &ticket.name,
+        new_lease: false,
+        joins_queue: false,
+        wait,
+    };
+    let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
+    let acquired = locks
         .poll_ticket(&ticket.name, ticket.id, ticket.token, wait)
-        .await?;
+        .await;
+    admission.done().await;
+    match &acquired {
+        Ok(Acquired::Granted(grant)) => {
+            admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
+        }
+        Ok(Acquired::Queued(queued)) => {
+            admission::renewed(&state, &caller, queued.lease_id, queued.poll_by).await;
+        }
+        Err(e) => follow_loss(&state, &caller, ticket.id, e).await,
+    }
     Ok(acquired_response(
         &ticket.name,
-        acquired,
+        acquired?,
         state.limits.ticket_timeout_ms,
     ))
 }
@@ -126,7 +239,7 @@ pub async fn poll_ticket(
     path = "/v1/locks/{name}/tickets/{ticket_id}",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)")),
-    security(("lease_token" = [])),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Left the queue", body = LeftBody),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
@@ -139,13 +252,20 @@ pub async fn poll_ticket(
 )]
 /// `DELETE /v1/locks/{name}/tickets/{ticket_id}`: give up the place in the queue.
 pub async fn leave_queue(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     ticket: HeldLease,
 ) -> Result<Json<LeftBody>, Problem> {
-    state
-        .locks
+    caller.check_name(&ticket.name)?;
+    let left = state
+        .locks_for(&caller)
         .leave(&ticket.name, ticket.id, &ticket.token)
-        .await?;
+        .await;
+    match &left {
+        Ok(_) => admission::ended(&state, &caller, ticket.id).await,
+        Err(e) => follow_loss(&state, &caller, ticket.id, e).await,
+    }
+    left?;
     Ok(Json(LeftBody {
         ticket_id: bodies::lease_id(ticket.id),
         lock: ticket.name.to_string(),
@@ -159,7 +279,7 @@ pub async fn leave_queue(
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
-    security(("lease_token" = [])),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Renewed", body = RenewalBody),
         (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
@@ -176,29 +296,48 @@ pub async fn leave_queue(
 /// `POST /v1/locks/{name}/leases/{lease_id}/heartbeat`: 200 with the new expiry, 410 when the
 /// lease has already lost its lock.
 pub async fn heartbeat(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     lease: HeldLease,
     JsonBody(body): JsonBody<HeartbeatBody>,
 ) -> Result<Json<RenewalBody>, Problem> {
-    renew(&state, Resource::Lock, lease, body).await
+    renew(&state, &caller, Resource::Lock, lease, body).await
 }
 
-/// A heartbeat on either resource.
+/// A heartbeat on either resource; the caller's quota entry for the lease follows it.
 pub(super) async fn renew(
     state: &AppState,
+    caller: &Principal,
     resource: Resource,
     lease: HeldLease,
     body: HeartbeatBody,
 ) -> Result<Json<RenewalBody>, Problem> {
-    let ttl = body
-        .ttl_ms
-        .map(|ms| state.limits.ttl.parse(ms))
-        .transpose()?;
+    caller.check_name(&lease.name)?;
+    let ttl = requested_ttl(state, caller, body.ttl_ms)?;
     let renewal = state
-        .locks
+        .locks_for(caller)
         .renew(resource, &lease.name, lease.id, &lease.token, ttl)
-        .await?;
-    Ok(Json(bodies::renewal(&lease.name, renewal)))
+        .await;
+    match &renewal {
+        Ok(r) => admission::renewed(state, caller, r.lease_id, r.expires_at).await,
+        Err(e) => follow_loss(state, caller, lease.id, e).await,
+    }
+    Ok(Json(bodies::renewal(&lease.name, renewal?)))
+}
+
+/// A lease the domain says is gone stops counting against the caller's quota.
+pub(super) async fn follow_loss(
+    state: &AppState,
+    caller: &Principal,
+    id: LeaseId,
+    error: &LockError,
+) {
+    if matches!(
+        error,
+        LockError::LeaseLost(_) | LockError::UnknownLease | LockError::TicketExpired
+    ) {
+        admission::ended(state, caller, id).await;
+    }
 }
 
 #[utoipa::path(
@@ -206,7 +345,7 @@ pub(super) async fn renew(
     path = "/v1/locks/{name}/leases/{lease_id}",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
-    security(("lease_token" = [])),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Released one level (or all); `released` when the lock is free", body = ReleaseBody),
         (status = 400, description = "invalid_idempotency_key, invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
@@ -221,13 +360,15 @@ pub(super) async fn renew(
 /// `DELETE /v1/locks/{name}/leases/{lease_id}[?all=true]`: 200 with the levels left, 410 when
 /// the lease had already lost its lock.
 pub async fn release(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     lease: HeldLease,
     Query(query): Query<ReleaseQuery>,
     Idempotency(idempotency): Idempotency,
 ) -> Result<Json<ReleaseBody>, Problem> {
+    caller.check_name(&lease.name)?;
     let released = state
-        .locks
+        .locks_for(&caller)
         .release(
             Resource::Lock,
             &lease.name,
@@ -237,8 +378,23 @@ pub async fn release(
             query.mode.map(bodies::rw_mode),
             idempotency.as_ref(),
         )
-        .await?;
-    Ok(Json(bodies::release(&lease.name, released)))
+        .await;
+    released_response(&state, &caller, &lease, released).await
+}
+
+/// A release's answer; a lease let go (or found gone) stops counting against the caller.
+pub(super) async fn released_response(
+    state: &AppState,
+    caller: &Principal,
+    lease: &HeldLease,
+    released: Result<crate::locks::Release, LockError>,
+) -> Result<Json<ReleaseBody>, Problem> {
+    match &released {
+        Ok(r) if r.released => admission::ended(state, caller, lease.id).await,
+        Ok(_) => {}
+        Err(e) => follow_loss(state, caller, lease.id, e).await,
+    }
+    Ok(Json(bodies::release(&lease.name, released?)))
 }
 
 #[utoipa::path(
@@ -246,6 +402,7 @@ pub async fn release(
     path = "/v1/locks/{name}/leases/{lease_id}",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "The lease (never its token)", body = LeaseBody),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
@@ -254,18 +411,24 @@ pub async fn release(
 )]
 /// `GET /v1/locks/{name}/leases/{lease_id}`: the lease's state; never its token.
 pub async fn inspect(
+    caller: Caller<ReaderRole>,
     State(state): State<AppState>,
     lease: LeasePath,
 ) -> Result<Json<LeaseBody>, Problem> {
-    inspect_lease(&state, Resource::Lock, lease).await
+    inspect_lease(&state, &caller, Resource::Lock, lease).await
 }
 
-/// A lease as anyone may see it, on either resource.
+/// A lease as any reader may see it, on either resource.
 pub(super) async fn inspect_lease(
     state: &AppState,
+    caller: &Principal,
     resource: Resource,
     lease: LeasePath,
 ) -> Result<Json<LeaseBody>, Problem> {
-    let view = state.locks.lease(resource, &lease.name, lease.id).await?;
+    caller.check_name(&lease.name)?;
+    let view = state
+        .locks_for(caller)
+        .lease(resource, &lease.name, lease.id)
+        .await?;
     Ok(Json(bodies::lease(view)))
 }

@@ -7,6 +7,7 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::auth::{Caller, ReaderRole};
 use crate::metrics::CONTENT_TYPE;
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
@@ -15,12 +16,13 @@ use crate::state::AppState;
     get,
     path = "/metrics",
     tag = "health",
+    security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "Prometheus metrics of this instance (OpenMetrics text); see the README's metrics table", body = String, content_type = "application/openmetrics-text"),
     )
 )]
 /// `GET /metrics`: this instance's metrics in the OpenMetrics text format Prometheus scrapes.
-pub async fn scrape(State(state): State<AppState>) -> Response {
+pub async fn scrape(_: Caller<ReaderRole>, State(state): State<AppState>) -> Response {
     match state
         .metrics
         .encode(state.locks.waiting(), state.subscriber.reconnects())

@@ -4,10 +4,12 @@
 //! and the middleware ([`crate::server::app`]).
 
 mod admin;
+mod admission;
 mod bodies;
 mod events;
 mod extract;
 mod health;
+mod keys;
 mod leases;
 mod locks;
 pub(crate) mod metrics;
@@ -21,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 use utoipa::{Modify, OpenApi as _};
 use utoipa_axum::router::OpenApiRouter;
@@ -41,7 +43,9 @@ pub const DOCS_PATH: &str = "/docs";
     info(
         title = "Leasehold",
         description = "A distributed lock service over HTTP, with lock state in Redis in Redisson's layout. \
-            Every error is application/problem+json with a stable `code`.",
+            Every error is application/problem+json with a stable `code`. Callers prove themselves with an \
+            API key in the `Leasehold-Key` header (its roles are the scopes each operation names); a \
+            loopback server with no key lets anonymous callers in.",
     ),
     components(schemas(ProblemDetails)),
     modifiers(&BearerSchemes, &CommonResponses),
@@ -56,7 +60,8 @@ pub const DOCS_PATH: &str = "/docs";
 )]
 struct ApiDoc;
 
-/// The two bearer tokens: a lease's (shown once at acquisition) and the admin token.
+/// The credentials: an API key (its roles are the scopes an operation names), a lease's
+/// bearer token (shown once at acquisition) and the operator's admin token.
 struct BearerSchemes;
 
 impl Modify for BearerSchemes {
@@ -68,32 +73,28 @@ impl Modify for BearerSchemes {
                 SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
             );
         }
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "Leasehold-Key",
+                "An API key (lhk_...) or the admin token; its roles must include the scope the \
+                 operation names (client, reader or admin)",
+            ))),
+        );
     }
 }
 
-/// Answers every `/v1` operation can give, documented once: 503 while Redis does not answer
-/// (or the instance stops), 500 on an internal error.
+/// Answers many operations can give, documented once: 503 while Redis does not answer (or
+/// the instance stops), 500 on an internal error, 504 for a stuck request; the answers of
+/// who may call (401, 403, 429) wherever an operation takes a credential; 408 where it
+/// takes a body; 403 for browser requests from other sites everywhere but the health checks.
 struct CommonResponses;
 
 impl Modify for CommonResponses {
     fn modify(&self, openapi: &mut OpenApi) {
-        let problem = |description: &str| {
-            RefOr::T(
-                ResponseBuilder::new()
-                    .description(description)
-                    .content(
-                        "application/problem+json",
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name("Problem")))
-                            .build(),
-                    )
-                    .build(),
-            )
-        };
         for (path, item) in &mut openapi.paths.paths {
-            if !path.starts_with("/v1/") {
-                continue;
-            }
+            let api = path.starts_with("/v1/");
+            let guarded = !matches!(path.as_str(), "/healthz" | "/readyz");
             let operations = [
                 &mut item.get,
                 &mut item.put,
@@ -102,16 +103,70 @@ impl Modify for CommonResponses {
                 &mut item.patch,
             ];
             for operation in operations.into_iter().flatten() {
+                let credentials = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+                let body = operation.request_body.is_some();
                 let responses = &mut operation.responses.responses;
-                responses.entry("503".into()).or_insert_with(|| {
-                    problem("redis_unavailable, shutting_down (with Retry-After): nothing was done")
-                });
-                responses
-                    .entry("500".into())
-                    .or_insert_with(|| problem("internal: a bug, logged on the server"));
+                let mut add = |status: &str, codes: &str| match responses.get_mut(status) {
+                    Some(RefOr::T(existing)) => {
+                        existing.description = format!("{}; {codes}", existing.description);
+                    }
+                    Some(RefOr::Ref(_)) => {}
+                    None => {
+                        responses.insert(status.to_owned(), problem(codes));
+                    }
+                };
+                if api {
+                    add(
+                        "503",
+                        "redis_unavailable, shutting_down (with Retry-After): nothing was done",
+                    );
+                    add("500", "internal: a bug, logged on the server");
+                    add(
+                        "504",
+                        "request_timeout: the request was abandoned; it may or may not have taken effect",
+                    );
+                }
+                if credentials {
+                    add(
+                        "401",
+                        "api_key_required, api_key_invalid (with WWW-Authenticate: Leasehold-Key)",
+                    );
+                    add(
+                        "403",
+                        "role_missing: the key lacks the role; name_not_allowed: outside the key's name patterns",
+                    );
+                    add(
+                        "429",
+                        "rate_limited, quota_exceeded (with Retry-After): over the caller's request rate or quotas",
+                    );
+                }
+                if guarded {
+                    add(
+                        "403",
+                        "cross_origin: a page of another site sent it; host_not_allowed: the Host is not served",
+                    );
+                }
+                if body {
+                    add("408", "body_timeout: the body came too slowly");
+                }
             }
         }
     }
+}
+
+/// A problem+json response documented with `description`.
+fn problem(description: &str) -> RefOr<utoipa::openapi::Response> {
+    RefOr::T(
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/problem+json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build(),
+    )
 }
 
 /// The route table of everything the OpenAPI document describes: each `routes!` both routes
@@ -131,6 +186,10 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))
         .routes(routes!(admin::set_semaphore_limit))
+        .routes(routes!(keys::create, keys::list))
+        .routes(routes!(keys::rotate))
+        .routes(routes!(keys::revoke))
+        .routes(routes!(keys::audit_log))
         // Responses carry lease tokens and live state: never cache them.
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,

@@ -5,9 +5,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 
+use super::admission::{Admission, Ask};
 use super::bodies::{self, grant_response};
 use super::extract::{HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
-use super::leases::{inspect_lease as inspect_any, renew};
+use super::leases::{
+    default_ttl, inspect_lease as inspect_any, released_response, renew, requested_ttl,
+};
+use crate::auth::{Caller, ClientRole, ReaderRole};
 use crate::locks::{HolderLabel, LeaseId, LockError, LockName, Metadata, PermitRequest, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -22,6 +26,7 @@ use crate::wire::{
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
+    security((), ("api_key" = ["client"])),
     responses(
         (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
         (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
@@ -34,15 +39,15 @@ use crate::wire::{
 )]
 /// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
 /// permits, 409 `no_permits` when not enough are free after the wait.
-/// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
-/// permits, 409 `no_permits` when not enough are free after the wait.
 pub async fn acquire(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
     Query(query): Query<WaitQuery>,
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<PermitBody>,
 ) -> Result<Response, Problem> {
+    caller.check_name(&name)?;
     let max = state.limits.max_permits;
     let Some(limit) = body.limit.filter(|l| (1..=max).contains(l)) else {
         return Err(Problem::new(
@@ -57,9 +62,17 @@ pub async fn acquire(
             format!("permits must be between 1 and the limit ({limit})"),
         ));
     }
-    let ttl = match body.ttl_ms {
-        Some(ms) => state.limits.ttl.parse(ms)?,
-        None => state.limits.ttl.default_ttl(),
+    if let Some(own) = caller.quotas.max_permits
+        && permits > own
+    {
+        return Err(Problem::new(
+            ProblemKind::InvalidBody,
+            format!("this API key's leases may hold at most {own} permits"),
+        ));
+    }
+    let ttl = match requested_ttl(&state, &caller, body.ttl_ms)? {
+        Some(ttl) => ttl,
+        None => default_ttl(&state, &caller)?,
     };
     let request = PermitRequest {
         ttl,
@@ -70,23 +83,32 @@ pub async fn acquire(
         idempotency,
     };
     let wait = state.limits.wait(query.wait_ms);
-    let grant = state
-        .locks
-        .acquire_permits(&name, &request, wait)
-        .await
-        .map_err(|e| match e {
-            LockError::Held(c) => {
-                let mut p = Problem::new(
-                    ProblemKind::NoPermits,
-                    format!("fewer than {permits} of the {limit} permits are free"),
-                );
-                if let Some(after) = c.retry_after {
-                    p = p.retry_after(after);
-                }
-                p
+    let locks = state.locks_for(&caller);
+    let ask = Ask {
+        name: &name,
+        new_lease: true,
+        joins_queue: false,
+        wait,
+    };
+    let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
+    let grant = locks.acquire_permits(&name, &request, wait).await;
+    match &grant {
+        Ok(grant) => admission.granted(grant.lease_id, grant.expires_at).await,
+        Err(_) => admission.done().await,
+    }
+    let grant = grant.map_err(|e| match e {
+        LockError::Held(c) => {
+            let mut p = Problem::new(
+                ProblemKind::NoPermits,
+                format!("fewer than {permits} of the {limit} permits are free"),
+            );
+            if let Some(after) = c.retry_after {
+                p = p.retry_after(after);
             }
-            e => e.into(),
-        })?;
+            p
+        }
+        e => e.into(),
+    })?;
     let location = lease_path(&name, grant.lease_id);
     Ok(grant_response(&location, &name, grant))
 }
@@ -101,7 +123,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
-    security(("lease_token" = [])),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Renewed", body = RenewalBody),
         (status = 400, description = "malformed_json", body = ProblemDetails, content_type = "application/problem+json"),
@@ -115,13 +137,13 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     )
 )]
 /// `POST /v1/semaphores/{name}/leases/{lease_id}/heartbeat`: every permit of the lease lives on.
-/// `POST /v1/semaphores/{name}/leases/{lease_id}/heartbeat`: every permit of the lease lives on.
 pub async fn heartbeat(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     lease: HeldLease,
     JsonBody(body): JsonBody<HeartbeatBody>,
 ) -> Result<Json<RenewalBody>, Problem> {
-    renew(&state, Resource::Semaphore, lease, body).await
+    renew(&state, &caller, Resource::Semaphore, lease, body).await
 }
 
 #[utoipa::path(
@@ -129,7 +151,7 @@ pub async fn heartbeat(
     path = "/v1/semaphores/{name}/leases/{lease_id}",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
-    security(("lease_token" = [])),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "The permits came back", body = ReleaseBody),
         (status = 400, description = "invalid_idempotency_key", body = ProblemDetails, content_type = "application/problem+json"),
@@ -141,14 +163,15 @@ pub async fn heartbeat(
     )
 )]
 /// `DELETE /v1/semaphores/{name}/leases/{lease_id}`: the permits come back.
-/// `DELETE /v1/semaphores/{name}/leases/{lease_id}`: the permits come back.
 pub async fn release(
+    caller: Caller<ClientRole>,
     State(state): State<AppState>,
     lease: HeldLease,
     Idempotency(idempotency): Idempotency,
 ) -> Result<Json<ReleaseBody>, Problem> {
+    caller.check_name(&lease.name)?;
     let released = state
-        .locks
+        .locks_for(&caller)
         .release(
             Resource::Semaphore,
             &lease.name,
@@ -158,8 +181,8 @@ pub async fn release(
             None,
             idempotency.as_ref(),
         )
-        .await?;
-    Ok(Json(bodies::release(&lease.name, released)))
+        .await;
+    released_response(&state, &caller, &lease, released).await
 }
 
 #[utoipa::path(
@@ -167,6 +190,7 @@ pub async fn release(
     path = "/v1/semaphores/{name}/leases/{lease_id}",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "The lease (never its token)", body = LeaseBody),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
@@ -174,12 +198,12 @@ pub async fn release(
     )
 )]
 /// `GET /v1/semaphores/{name}/leases/{lease_id}`: the lease's state; never its token.
-/// `GET /v1/semaphores/{name}/leases/{lease_id}`: the lease's state; never its token.
 pub async fn inspect_lease(
+    caller: Caller<ReaderRole>,
     State(state): State<AppState>,
     lease: LeasePath,
 ) -> Result<Json<LeaseBody>, Problem> {
-    inspect_any(&state, Resource::Semaphore, lease).await
+    inspect_any(&state, &caller, Resource::Semaphore, lease).await
 }
 
 #[utoipa::path(
@@ -187,6 +211,7 @@ pub async fn inspect_lease(
     path = "/v1/semaphores/{name}",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
+    security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "Limit, permits in use, holders", body = SemaphoreBody),
         (status = 404, description = "lock_not_found: never used; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
@@ -194,12 +219,13 @@ pub async fn inspect_lease(
     )
 )]
 /// `GET /v1/semaphores/{name}`: limit, permits in use (expired ones do not count), holders.
-/// `GET /v1/semaphores/{name}`: limit, permits in use (expired ones do not count), holders.
 pub async fn inspect(
+    caller: Caller<ReaderRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
 ) -> Result<Json<SemaphoreBody>, Problem> {
-    let Some(view) = state.locks.semaphore(&name).await? else {
+    caller.check_name(&name)?;
+    let Some(view) = state.locks_for(&caller).semaphore(&name).await? else {
         return Err(Problem::new(
             ProblemKind::LockNotFound,
             format!("semaphore {name:?} has never been used"),

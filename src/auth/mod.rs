@@ -1,23 +1,50 @@
-//! Who may do what: the admin token (bearer, for programs) and the dashboard's signed-in
-//! admin sessions ([`session`]), and who may read. Both transports (the API and the
-//! dashboard) ask here; neither asks the other.
+//! Who may do what. Both transports (the API and the dashboard) ask here; neither asks the
+//! other.
+//!
+//! - A caller proves itself with an API key ([`keys`]) in the `Leasehold-Key` header, with the
+//!   operator's admin token (same header, or `Authorization: Bearer` on routes that take no
+//!   lease token), with a dashboard session ([`session`]), or not at all: anonymous callers
+//!   are let in only while that is safe ([`AnonymousPolicy`]).
+//! - The result is a [`Principal`]: tenant, roles, name patterns, quotas. Handlers take a
+//!   [`Caller<R>`], which resolves it, checks the role `R` the route needs and counts the
+//!   request against the caller's rate, so a route cannot be reached without saying which
+//!   role it needs.
+//! - [`browser`] turns away requests a web page on another site made a browser send.
 
+pub mod browser;
+pub mod keys;
+pub mod principal;
 pub mod session;
 
-use axum::extract::{FromRef, FromRequestParts};
+use std::marker::PhantomData;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRef, FromRequestParts};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use subtle::ConstantTimeEq as _;
 
+use crate::limits::ClientLimits;
+use crate::limits::rate::RateLimits;
 use crate::locks::TokenDigest;
 use crate::problem::{Problem, ProblemKind};
+use crate::tenant::Tenant;
 
-pub use session::{Session, same_origin};
+pub use keys::{KeyError, KeyRecord, KeyStore};
+pub use principal::{NamePatterns, Principal, Quotas, Role, Roles, Who};
+pub use session::{Session, Sessions, SignedIn, same_origin};
 
-/// Who may call the admin routes.
+/// The header an API key (or the admin token) travels in. Not `Authorization`, which carries
+/// lease tokens; and a custom header, so a browser must ask before sending it cross-site (a
+/// CORS preflight, which Leasehold never grants).
+pub const KEY_HEADER: &str = "leasehold-key";
+
+/// Who may call the admin routes with the operator's token.
 #[derive(Clone)]
 pub enum AdminAuth {
-    /// No admin token configured: admin routes refuse everyone.
+    /// No admin token configured (admin keys may still exist).
     Disabled,
     /// The SHA-256 of the admin token.
     Token(TokenDigest),
@@ -26,16 +53,6 @@ pub enum AdminAuth {
 impl AdminAuth {
     pub fn from_token(token: Option<&str>) -> Self {
         token.map_or(Self::Disabled, |t| Self::Token(TokenDigest::of(t)))
-    }
-
-    /// The secret dashboard sessions are signed with: the admin token's SHA-256, so every
-    /// instance configured with the same token accepts the same sessions, and the token itself
-    /// never leaves the server. `None` when admin is disabled.
-    pub fn session_key(&self) -> Option<&[u8; 32]> {
-        match self {
-            Self::Disabled => None,
-            Self::Token(digest) => Some(digest.as_bytes()),
-        }
     }
 
     /// Compares digests in constant time, so timing reveals nothing about the token.
@@ -49,45 +66,359 @@ impl AdminAuth {
             ),
         }
     }
+
+    /// A short fingerprint of the token (of its digest), for sessions signed in with it.
+    pub fn fingerprint(&self) -> Option<String> {
+        match self {
+            Self::Disabled => None,
+            Self::Token(digest) => Some(TokenDigest::of(&digest.hex()).hex()[..16].to_owned()),
+        }
+    }
 }
 
-/// Whether the request may read: always, unless the dashboard is `private`; then it needs a
-/// session (or, for programs on `/v1/events`, the admin bearer token, checked by the caller).
-pub fn may_view(admin: &AdminAuth, private: bool, headers: &HeaderMap) -> bool {
-    !private || Session::from_headers(admin, headers).is_some()
+/// When callers without a credential are let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnonymousPolicy {
+    /// `--allow-anonymous`: always.
+    pub allow: bool,
+    /// The server listens on loopback only: then while no API key exists.
+    pub loopback: bool,
 }
 
-/// Proof that the request carries the admin token (`Authorization: Bearer`).
-#[derive(Debug)]
-pub struct Admin;
+/// Everything that decides who a caller is; shared by every request.
+#[derive(Clone)]
+pub struct Access {
+    pub admin: AdminAuth,
+    pub keys: KeyStore,
+    pub sessions: Sessions,
+    pub anonymous: AnonymousPolicy,
+    pub rates: Arc<RateLimits>,
+    pub limits: ClientLimits,
+    /// Read-only dashboard pages and the event stream need a signed-in user (or a key) even
+    /// where anonymous callers are let in.
+    pub private_dashboard: bool,
+}
 
-impl<S> FromRequestParts<S> for Admin
+/// How a credential reached us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Header,
+    Bearer,
+}
+
+impl Access {
+    /// Whether a caller without a credential is let in now.
+    pub async fn anonymous_allowed(&self) -> bool {
+        if self.anonymous.allow {
+            return true;
+        }
+        if !self.anonymous.loopback {
+            return false;
+        }
+        match self.keys.any_exist().await {
+            Ok(any) => !any,
+            // Redis is away: nothing works anyway; keep the loopback default.
+            Err(_) => true,
+        }
+    }
+
+    /// An anonymous caller from `addr`: a client and reader of the default tenant, limited by
+    /// its address (on loopback only with `limit_loopback`).
+    pub fn anonymous(&self, addr: IpAddr) -> Principal {
+        let limited = self.limits.limit_loopback || !addr.is_loopback();
+        let quotas = if limited {
+            Quotas {
+                leases: self.limits.leases,
+                waiters: self.limits.waiters,
+                streams: self.limits.streams,
+                max_ttl_ms: None,
+                max_permits: None,
+                rate_limited: true,
+            }
+        } else {
+            Quotas::UNLIMITED
+        };
+        Principal {
+            who: Who::Anonymous(addr),
+            tenant: Tenant::default(),
+            roles: Roles::of(&[Role::Client, Role::Reader]),
+            patterns: Arc::new(NamePatterns::all()),
+            quotas,
+        }
+    }
+
+    /// The operator: every role in the default tenant, no quotas (its requests still count
+    /// against the rate).
+    pub fn operator(&self) -> Principal {
+        Principal {
+            who: Who::AdminToken,
+            tenant: Tenant::default(),
+            roles: Roles::ALL,
+            patterns: Arc::new(NamePatterns::all()),
+            quotas: Quotas {
+                rate_limited: true,
+                ..Quotas::UNLIMITED
+            },
+        }
+    }
+
+    /// The caller an API key makes: its tenant, roles, patterns and quotas (the server's
+    /// defaults where the key names none).
+    pub fn of_key(&self, record: &KeyRecord) -> Principal {
+        let q = record.quotas;
+        Principal {
+            who: Who::Key {
+                id: record.id.clone(),
+                name: record.name.clone(),
+            },
+            tenant: record.tenant.clone(),
+            roles: Roles::of(&record.roles),
+            patterns: Arc::new(
+                NamePatterns::parse(&record.patterns).unwrap_or_else(|_| NamePatterns::none()),
+            ),
+            quotas: Quotas {
+                leases: q.leases.unwrap_or(self.limits.leases),
+                waiters: q.waiters.unwrap_or(self.limits.waiters),
+                streams: self.limits.streams,
+                max_ttl_ms: q.max_ttl_ms,
+                max_permits: q.max_permits,
+                rate_limited: true,
+            },
+        }
+    }
+
+    /// The caller a dashboard session stands for, while its credential is still good.
+    pub async fn of_session(&self, session: &Session) -> Option<Principal> {
+        match &session.who {
+            SignedIn::AdminToken { admin } => {
+                (self.admin.fingerprint().as_ref() == Some(admin)).then(|| self.operator())
+            }
+            SignedIn::Key { id } => {
+                let record = self.keys.by_id(id).await.ok()??;
+                Some(self.of_key(&record))
+            }
+        }
+    }
+
+    /// The principal a presented secret (admin token or API key) stands for, if any.
+    pub async fn of_secret(&self, secret: &str) -> Result<Option<Principal>, Problem> {
+        if self.admin.accepts(secret) {
+            return Ok(Some(self.operator()));
+        }
+        if !secret.starts_with(keys::KEY_PREFIX) {
+            return Ok(None);
+        }
+        match self.keys.resolve(secret).await {
+            Ok(record) => Ok(record.map(|r| self.of_key(&r))),
+            Err(e) => Err(key_store_problem(e)),
+        }
+    }
+
+    /// Who is calling, from the request's headers, without checking any role.
+    async fn resolve<R: Requirement>(
+        &self,
+        headers: &HeaderMap,
+        peer: IpAddr,
+    ) -> Result<Principal, Problem> {
+        let presented = match headers.get(KEY_HEADER) {
+            Some(value) => Some((value.to_str().unwrap_or("").trim().to_owned(), Via::Header)),
+            None if R::BEARER => bearer(headers)?.map(|token| (token, Via::Bearer)),
+            None => None,
+        };
+        if let Some((secret, via)) = presented {
+            if let Some(principal) = self.of_secret(&secret).await? {
+                return Ok(principal);
+            }
+            // A flood of made-up keys is counted against the address it comes from.
+            self.count(&format!("addr:{peer}"))?;
+            return Err(match via {
+                Via::Header => Problem::new(
+                    ProblemKind::ApiKeyInvalid,
+                    "the Leasehold-Key header holds no valid API key (revoked, rotated out, or \
+                     never issued)",
+                ),
+                Via::Bearer
+                    if R::ROLE == Role::Admin && matches!(self.admin, AdminAuth::Disabled) =>
+                {
+                    Problem::new(
+                        ProblemKind::AdminDisabled,
+                        "this server has no admin token (--admin-token) and this is no admin API key",
+                    )
+                }
+                Via::Bearer if R::ROLE == Role::Admin => {
+                    Problem::new(ProblemKind::AdminTokenInvalid, "wrong admin token")
+                }
+                Via::Bearer => Problem::new(
+                    ProblemKind::ApiKeyInvalid,
+                    "the bearer token is neither the admin token nor a valid API key",
+                ),
+            });
+        }
+        if R::COOKIE
+            && let Some(session) = self.sessions.from_headers(headers).await
+            && let Some(principal) = self.of_session(&session).await
+        {
+            return Ok(principal);
+        }
+        if self.anonymous_allowed().await {
+            return Ok(self.anonymous(peer));
+        }
+        Err(Problem::new(
+            ProblemKind::ApiKeyRequired,
+            "this server needs an API key: send it in the Leasehold-Key header (anonymous \
+             callers are let in only on loopback while no key exists, or with \
+             --allow-anonymous)",
+        ))
+    }
+
+    /// Refuses a caller without the role `R` needs.
+    async fn authorize<R: Requirement>(&self, principal: &Principal) -> Result<(), Problem> {
+        if principal.has(R::ROLE) {
+            return Ok(());
+        }
+        if matches!(principal.who, Who::Anonymous(_)) && R::ROLE == Role::Admin {
+            let no_keys = matches!(self.keys.any_exist().await, Ok(false));
+            if matches!(self.admin, AdminAuth::Disabled) && no_keys {
+                return Err(Problem::new(
+                    ProblemKind::AdminDisabled,
+                    "start the server with --admin-token (LEASEHOLD_ADMIN_TOKEN) to use admin routes",
+                ));
+            }
+            return Err(Problem::new(
+                ProblemKind::AdminTokenRequired,
+                "send the admin token as Authorization: Bearer <token>, or an admin API key in \
+                 the Leasehold-Key header",
+            ));
+        }
+        Err(Problem::new(
+            ProblemKind::RoleMissing,
+            format!(
+                "this route needs the {} role; this key has {:?}",
+                R::ROLE.as_str(),
+                principal
+                    .roles
+                    .to_vec()
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+            ),
+        ))
+    }
+
+    /// Counts one request of `owner` against the request rate (429 when over it).
+    pub fn count(&self, owner: &str) -> Result<(), Problem> {
+        self.rates.check(owner).map_err(|wait| {
+            Problem::new(
+                ProblemKind::RateLimited,
+                format!(
+                    "more than {} requests per second (bursts of {}) from this caller",
+                    self.limits.rate_per_second, self.limits.rate_burst
+                ),
+            )
+            .retry_after(wait)
+        })
+    }
+}
+
+/// A Redis failure while looking a key up: 503, as for any other Redis failure.
+fn key_store_problem(e: KeyError) -> Problem {
+    tracing::warn!(error = %e, "cannot look an API key up");
+    Problem::new(
+        ProblemKind::RedisUnavailable,
+        "Redis did not answer; try again",
+    )
+    .retry_after(std::time::Duration::from_secs(1))
+}
+
+/// What a route needs from its caller.
+pub trait Requirement: Send + Sync + 'static {
+    const ROLE: Role;
+    /// Whether `Authorization: Bearer` may carry the key: on routes that take no lease token.
+    const BEARER: bool;
+    /// Whether a dashboard session counts: read-only routes a dashboard page calls.
+    const COOKIE: bool;
+}
+
+/// Take, renew and release leases (the bearer token is a lease's).
+pub struct ClientRole;
+/// Read lock state, events, metrics.
+pub struct ReaderRole;
+/// Operator actions.
+pub struct AdminRole;
+
+impl Requirement for ClientRole {
+    const ROLE: Role = Role::Client;
+    const BEARER: bool = false;
+    const COOKIE: bool = false;
+}
+
+impl Requirement for ReaderRole {
+    const ROLE: Role = Role::Reader;
+    const BEARER: bool = true;
+    const COOKIE: bool = true;
+}
+
+impl Requirement for AdminRole {
+    const ROLE: Role = Role::Admin;
+    const BEARER: bool = true;
+    const COOKIE: bool = false;
+}
+
+/// A caller holding the role `R` needs, counted against its rate.
+pub struct Caller<R> {
+    pub principal: Principal,
+    role: PhantomData<R>,
+}
+
+impl<R> Deref for Caller<R> {
+    type Target = Principal;
+
+    fn deref(&self) -> &Principal {
+        &self.principal
+    }
+}
+
+impl<S, R> FromRequestParts<S> for Caller<R>
 where
     S: Send + Sync,
-    AdminAuth: FromRef<S>,
+    R: Requirement,
+    Arc<Access>: FromRef<S>,
 {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let admin = AdminAuth::from_ref(state);
-        if matches!(admin, AdminAuth::Disabled) {
-            return Err(Problem::new(
-                ProblemKind::AdminDisabled,
-                "start the server with --admin-token (LEASEHOLD_ADMIN_TOKEN) to use admin routes",
-            ));
+        let access = Arc::<Access>::from_ref(state);
+        let peer = peer_addr(parts);
+        let principal = access.resolve::<R>(&parts.headers, peer).await?;
+        access.authorize::<R>(&principal).await?;
+        if principal.quotas.rate_limited {
+            access.count(&principal.owner())?;
         }
-        match bearer(&parts.headers)? {
-            None => Err(Problem::new(
-                ProblemKind::AdminTokenRequired,
-                "send the admin token as Authorization: Bearer <token>",
-            )),
-            Some(token) if admin.accepts(&token) => Ok(Admin),
-            Some(_) => Err(Problem::new(
-                ProblemKind::AdminTokenInvalid,
-                "wrong admin token",
-            )),
-        }
+        Ok(Self {
+            principal,
+            role: PhantomData,
+        })
     }
+}
+
+/// The client's address, as an extractor (never fails).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(peer_addr(parts)))
+    }
+}
+
+/// The client's address (the TCP peer); unspecified when served without one (in-process).
+pub fn peer_addr(parts: &Parts) -> IpAddr {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
 }
 
 /// The `Authorization: Bearer <token>` header's token, if any; another scheme is a 401.

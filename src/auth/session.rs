@@ -1,81 +1,228 @@
-//! Signed-in dashboard admins, without server-side session state (any instance with the same
-//! admin token verifies any session):
+//! Signed-in dashboard users. A session lives in Redis, so signing out (or revoking the key it
+//! was opened with) ends it on every instance at once:
 //!
-//! - the session cookie is `v1.<expiry-ms>.<HMAC-SHA256(key, "session:v1:<expiry-ms>")>`,
-//!   HttpOnly, SameSite=Strict, keyed by the admin token's digest ([`AdminAuth::session_key`]);
-//! - each form carries a CSRF token, `HMAC-SHA256(key, "csrf:<cookie>")`, checked beside the
-//!   request's `Origin` (or `Referer`) against its `Host`.
+//! - the cookie is `v2.<session id>.<HMAC-SHA256(k_cookie, id)>`: 256 random bits and a MAC
+//!   that lets any instance turn away a forged cookie without asking Redis; HttpOnly,
+//!   SameSite=Strict, and under TLS `Secure` with the `__Host-` prefix;
+//! - Redis keeps `P leasehold:session:<sha256(id)>` → who signed in, for 12 hours;
+//! - each form carries a CSRF token, `HMAC-SHA256(k_csrf, id)`, checked beside the request's
+//!   `Origin` (or `Referer`) against its `Host`.
+//!
+//! `k_cookie` and `k_csrf` are derived with HKDF-SHA256 from a 256-bit secret every instance
+//! shares through Redis (`P leasehold:dashboard-secret`, made once by whichever instance needs
+//! it first), never from the admin token: a session proves a sign-in, not the token itself.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::HeaderMap;
 use axum::http::header;
+use hkdf::Hkdf;
 use hmac::{Hmac, KeyInit as _, Mac as _};
+use redis::aio::ConnectionManager;
+use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use tokio::sync::OnceCell;
 
-use super::AdminAuth;
+use super::keys::now_ms;
+use crate::locks::{TokenDigest, random_secret};
 
-/// The session cookie's name.
+/// The session cookie's name over plain HTTP; under TLS it gets the `__Host-` prefix.
 pub const COOKIE: &str = "leasehold_session";
 /// How long a sign-in lasts.
 pub const SESSION_LIFE: Duration = Duration::from_secs(12 * 3600);
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// A verified session cookie.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
-    cookie: String,
+/// Who signed in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SignedIn {
+    /// With the admin token; `admin` fingerprints it, so a new admin token ends old sessions.
+    AdminToken { admin: String },
+    /// With an API key (its id): the session follows the key's roles and ends with it.
+    Key { id: String },
 }
 
-impl Session {
-    /// A new session for an admin who just proved the token; `None` when admin is disabled.
-    pub fn issue(admin: &AdminAuth) -> Option<Self> {
-        let expiry = now_ms().saturating_add(millis(SESSION_LIFE));
-        let mac = sign(admin, &format!("session:v1:{expiry}"))?;
-        Some(Self {
-            cookie: format!("v1.{expiry}.{}", hex(&mac)),
+/// A verified session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    id: String,
+    pub who: SignedIn,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    who: SignedIn,
+    expires_at_ms: u64,
+}
+
+/// The two keys sessions are signed with, derived from the shared secret.
+struct SessionKeys {
+    cookie: [u8; 32],
+    csrf: [u8; 32],
+}
+
+/// The dashboard's sessions; cheap to clone.
+#[derive(Clone)]
+pub struct Sessions {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: ConnectionManager,
+    records: String,
+    secret_key: String,
+    keys: OnceCell<SessionKeys>,
+    /// Served over TLS: the cookie is `Secure` and `__Host-` prefixed.
+    secure: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("Redis is unavailable: {0}")]
+pub struct SessionError(#[from] redis::RedisError);
+
+impl Sessions {
+    pub fn new(conn: ConnectionManager, base: &str, secure: bool) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                conn,
+                records: format!("{base}leasehold:session:"),
+                secret_key: format!("{base}leasehold:dashboard-secret"),
+                keys: OnceCell::new(),
+                secure,
+            }),
+        }
+    }
+
+    /// The cookie's name: `__Host-leasehold_session` under TLS (the browser then accepts it
+    /// only from this host, over HTTPS, for every path), else `leasehold_session`.
+    pub fn cookie_name(&self) -> String {
+        if self.inner.secure {
+            format!("__Host-{COOKIE}")
+        } else {
+            COOKIE.to_owned()
+        }
+    }
+
+    async fn keys(&self) -> Result<&SessionKeys, SessionError> {
+        self.inner
+            .keys
+            .get_or_try_init(|| async {
+                let mut conn = self.inner.conn.clone();
+                let fresh = random_secret("", 32);
+                // Whoever comes first sets it; everyone then reads the same one.
+                redis::cmd("SET")
+                    .arg(&self.inner.secret_key)
+                    .arg(&fresh)
+                    .arg("NX")
+                    .query_async::<Option<String>>(&mut conn)
+                    .await?;
+                let secret: String = redis::cmd("GET")
+                    .arg(&self.inner.secret_key)
+                    .query_async(&mut conn)
+                    .await?;
+                let hk = Hkdf::<Sha256>::new(Some(b"leasehold dashboard"), secret.as_bytes());
+                let mut keys = SessionKeys {
+                    cookie: [0; 32],
+                    csrf: [0; 32],
+                };
+                // Both lengths are 32 bytes, far below HKDF-SHA256's 8160-byte limit.
+                let _ = hk.expand(b"session cookie v2", &mut keys.cookie);
+                let _ = hk.expand(b"csrf token v2", &mut keys.csrf);
+                Ok(keys)
+            })
+            .await
+    }
+
+    /// Opens a session for `who`.
+    pub async fn issue(&self, who: SignedIn) -> Result<Session, SessionError> {
+        let id = random_secret("", 32);
+        let stored = Stored {
+            who: who.clone(),
+            expires_at_ms: now_ms().saturating_add(millis(SESSION_LIFE)),
+        };
+        let json = serde_json::to_string(&stored).unwrap_or_default();
+        redis::cmd("SET")
+            .arg(self.record_key(&id))
+            .arg(json)
+            .arg("PX")
+            .arg(millis(SESSION_LIFE))
+            .query_async::<()>(&mut self.inner.conn.clone())
+            .await?;
+        Ok(Session { id, who })
+    }
+
+    /// The session the request's cookie proves, if any: MAC valid, still in Redis. Redis
+    /// failing counts as no session (the caller sees the sign-in page or a 401).
+    pub async fn from_headers(&self, headers: &HeaderMap) -> Option<Session> {
+        let value = cookie_value(headers, &self.cookie_name())?;
+        let (id, mac) = value.strip_prefix("v2.")?.split_once('.')?;
+        let keys = self.keys().await.ok()?;
+        if !verify(&keys.cookie, id, mac) {
+            return None;
+        }
+        let json: Option<String> = redis::cmd("GET")
+            .arg(self.record_key(id))
+            .query_async(&mut self.inner.conn.clone())
+            .await
+            .ok()?;
+        let stored: Stored = serde_json::from_str(&json?).ok()?;
+        (stored.expires_at_ms > now_ms()).then(|| Session {
+            id: id.to_owned(),
+            who: stored.who,
         })
     }
 
-    /// The session the request's cookie proves, if any (signature valid, not expired).
-    pub fn from_headers(admin: &AdminAuth, headers: &HeaderMap) -> Option<Self> {
-        let value = cookie_value(headers, COOKIE)?;
-        let rest = value.strip_prefix("v1.")?;
-        let (expiry, mac) = rest.split_once('.')?;
-        let expiry_ms: u64 = expiry.parse().ok()?;
-        if expiry_ms <= now_ms() {
-            return None;
-        }
-        verify(admin, &format!("session:v1:{expiry_ms}"), mac).then(|| Self {
-            cookie: value.to_owned(),
-        })
+    /// Ends the session on every instance.
+    pub async fn revoke(&self, session: &Session) -> Result<(), SessionError> {
+        redis::cmd("DEL")
+            .arg(self.record_key(&session.id))
+            .query_async::<()>(&mut self.inner.conn.clone())
+            .await?;
+        Ok(())
     }
 
     /// The `Set-Cookie` value that signs in.
-    pub fn set_cookie(&self) -> String {
-        format!(
-            "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-            self.cookie,
-            SESSION_LIFE.as_secs()
-        )
+    pub async fn set_cookie(&self, session: &Session) -> Result<String, SessionError> {
+        let keys = self.keys().await?;
+        Ok(format!(
+            "{}=v2.{}.{}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+            self.cookie_name(),
+            session.id,
+            hex(&sign(&keys.cookie, &session.id)),
+            SESSION_LIFE.as_secs(),
+            if self.inner.secure { "; Secure" } else { "" },
+        ))
     }
 
     /// The `Set-Cookie` value that signs out.
-    pub fn clear_cookie() -> String {
-        format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+    pub fn clear_cookie(&self) -> String {
+        format!(
+            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+            self.cookie_name(),
+            if self.inner.secure { "; Secure" } else { "" },
+        )
     }
 
     /// The CSRF token forms of this session carry.
-    pub fn csrf_token(&self, admin: &AdminAuth) -> String {
-        sign(admin, &format!("csrf:{}", self.cookie))
-            .map(|mac| hex(&mac))
-            .unwrap_or_default()
+    pub async fn csrf_token(&self, session: &Session) -> String {
+        match self.keys().await {
+            Ok(keys) => hex(&sign(&keys.csrf, &session.id)),
+            Err(_) => String::new(),
+        }
     }
 
     /// Whether `presented` is this session's CSRF token (compared in constant time).
-    pub fn accepts_csrf(&self, admin: &AdminAuth, presented: &str) -> bool {
-        verify(admin, &format!("csrf:{}", self.cookie), presented)
+    pub async fn accepts_csrf(&self, session: &Session, presented: &str) -> bool {
+        match self.keys().await {
+            Ok(keys) => verify(&keys.csrf, &session.id, presented),
+            Err(_) => false,
+        }
+    }
+
+    fn record_key(&self, id: &str) -> String {
+        format!("{}{}", self.inner.records, TokenDigest::of(id).hex())
     }
 }
 
@@ -115,19 +262,19 @@ fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .find_map(|(k, v)| (k == name).then_some(v))
 }
 
-fn mac(admin: &AdminAuth, message: &str) -> Option<HmacSha256> {
-    let key = admin.session_key()?;
+/// HMAC takes keys of any length, so `None` never happens in practice.
+fn mac(key: &[u8; 32], message: &str) -> Option<HmacSha256> {
     let mut mac = HmacSha256::new_from_slice(key).ok()?;
     mac.update(message.as_bytes());
     Some(mac)
 }
 
-fn sign(admin: &AdminAuth, message: &str) -> Option<Vec<u8>> {
-    Some(mac(admin, message)?.finalize().into_bytes().to_vec())
+fn sign(key: &[u8; 32], message: &str) -> Vec<u8> {
+    mac(key, message).map_or_else(Vec::new, |m| m.finalize().into_bytes().to_vec())
 }
 
-fn verify(admin: &AdminAuth, message: &str, presented_hex: &str) -> bool {
-    match (mac(admin, message), unhex(presented_hex)) {
+fn verify(key: &[u8; 32], message: &str, presented_hex: &str) -> bool {
+    match (mac(key, message), unhex(presented_hex)) {
         (Some(mac), Some(presented)) => mac.verify_slice(&presented).is_ok(),
         _ => false,
     }
@@ -145,12 +292,6 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
         .collect()
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, millis)
 }
 
 fn millis(d: Duration) -> u64 {
@@ -171,27 +312,21 @@ mod tests {
     }
 
     #[test]
-    fn sessions_verify_only_with_the_same_admin_token() {
-        let admin = AdminAuth::from_token(Some("an-admin-token-0123456789"));
-        let other = AdminAuth::from_token(Some("another-token-0123456789"));
-        let session = Session::issue(&admin).expect("admin enabled");
-        let cookie = session.set_cookie();
-        assert!(!cookie.contains("an-admin-token"));
-        let value = cookie.split(';').next().expect("pair");
-        let h = headers(&[(header::COOKIE, &format!("theme=dark; {value}"))]);
-        assert_eq!(Session::from_headers(&admin, &h), Some(session.clone()));
-        assert_eq!(Session::from_headers(&other, &h), None);
-        assert!(Session::from_headers(&AdminAuth::Disabled, &h).is_none());
+    fn macs_verify_only_with_their_key_and_message() {
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        let tag = hex(&sign(&a, "id"));
+        assert!(verify(&a, "id", &tag));
+        assert!(!verify(&b, "id", &tag));
+        assert!(!verify(&a, "other", &tag));
+        assert!(!verify(&a, "id", "00"));
+        assert!(!verify(&a, "id", "zz"));
+    }
 
-        // A later expiry with the old signature is refused.
-        let forged = value.replacen("v1.", "v1.9", 1);
-        let h = headers(&[(header::COOKIE, &forged)]);
-        assert_eq!(Session::from_headers(&admin, &h), None);
-
-        let csrf = session.csrf_token(&admin);
-        assert!(session.accepts_csrf(&admin, &csrf));
-        assert!(!session.accepts_csrf(&admin, "00"));
-        assert!(!session.accepts_csrf(&other, &csrf));
+    #[test]
+    fn cookies_are_found_among_others() {
+        let h = headers(&[(header::COOKIE, "theme=dark; leasehold_session=v2.x.y")]);
+        assert_eq!(cookie_value(&h, COOKIE), Some("v2.x.y"));
+        assert_eq!(cookie_value(&h, "__Host-leasehold_session"), None);
     }
 
     #[test]

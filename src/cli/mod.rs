@@ -5,6 +5,7 @@
 //! `$(leasehold acquire ..)` captures exactly the lease; errors go to stderr as the problem's
 //! detail and code, with a non-zero exit (see `leasehold acquire --help`).
 
+pub mod keys;
 pub mod run;
 mod signals;
 
@@ -13,7 +14,9 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use crate::client::{AcquireOptions, Acquired, Client, ClientError, Reply, Resource};
+use crate::client::{
+    AcquireOptions, Acquired, Client, ClientError, ClientOptions, Reply, Resource,
+};
 use crate::config::{AcquireArgs, LeaseArgs, LeaseRequestArgs, ServerArgs, StatusArgs};
 
 /// Server unreachable or refusing, lease lost: anything that is not the lock being busy.
@@ -112,10 +115,19 @@ pub(crate) fn acquire_options(args: &LeaseRequestArgs) -> AcquireOptions {
 }
 
 fn connect(args: &ServerArgs) -> Result<Client, ExitCode> {
-    Client::new(args.server.clone()).map_err(|e| {
+    client(args).map_err(|e| {
         report(&e);
         ExitCode::from(EXIT_FAILURE)
     })
+}
+
+/// The client the shared options describe: server URL, API key, CA file.
+pub(crate) fn client(args: &ServerArgs) -> Result<Client, ClientError> {
+    let options = ClientOptions {
+        api_key: args.api_key.clone(),
+        ca_file: args.ca_file.clone(),
+    };
+    Client::with_options(args.server.clone(), &options)
 }
 
 fn finish(result: Result<Value, ClientError>) -> ExitCode {

@@ -65,7 +65,7 @@ async fn run_to_exit_code(args: RunArgs) -> u8 {
             return EXIT_FAILURE;
         }
     };
-    let client = match Client::new(args.server.server.clone()) {
+    let client = match super::client(&args.server) {
         Ok(client) => client,
         Err(e) => {
             say(describe(&e));

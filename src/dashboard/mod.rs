@@ -5,14 +5,21 @@
 //! - `GET /`: live locks and semaphores, filtered by name prefix, paginated by SCAN cursor.
 //! - `GET /locks/{name}`: holders, fair queue, read/write holds and the lock's history.
 //! - `GET /events`: the live event feed.
-//! - `GET|POST /login`, `POST /logout`: the admin session ([`session`]).
-//! - `POST /locks/{name}/force-release`: signed-in admins only, with a CSRF token, a
-//!   same-origin check and a confirmation; GET never changes anything.
+//! - `GET|POST /login`, `POST /logout`: a session (signed in with the admin token or an API
+//!   key; [`crate::auth::session`]); sign-in attempts are rate-limited per address.
+//! - `POST /locks/{name}/force-release`: signed in with the admin role only, with a CSRF
+//!   token, a same-origin check and a confirmation; GET never changes anything.
+//!
+//! Pages show the viewer's tenant only: the locks of the key it signed in with (or sent in
+//! `Leasehold-Key`), or the default tenant's for the admin token and anonymous viewers (who
+//! are let in where the API lets them in, unless `--dashboard-private`).
 //!
 //! Every page is HTML-escaped by its template and sent with a strict Content-Security-Policy
 //! (scripts and styles from this server only, no inline code).
 
 mod pages;
+
+use std::net::IpAddr;
 
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
@@ -27,16 +34,18 @@ use self::pages::{
     ErrorPage, EventsPage, HistoryRow, LockPage, LockState, LoginPage, Nav, OverviewPage,
     OverviewRow,
 };
-use crate::auth::{AdminAuth, Session, same_origin};
+use crate::audit::{self, AuditEntry};
+use crate::auth::{
+    AdminAuth, KEY_HEADER, Peer, Principal, Role, Session, SignedIn, Who, same_origin,
+};
+use crate::limits::ledger::now_ms;
 use crate::locks::{HISTORY_SHOWN, HeldAs, ListCursor, LockError, LockName, NamePrefix, Resource};
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
 
 /// Locks per overview page (about: see [`crate::locks::Locks::live`]).
 const PAGE_SIZE: usize = 50;
-/// Longest force-release reason kept.
-const REASON_MAX_CHARS: usize = 500;
-/// Who the history names for releases done here.
+/// Who the history names for releases done here with the admin token.
 pub const FORCE_RELEASED_BY: &str = "dashboard admin";
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
@@ -126,13 +135,17 @@ impl From<askama::Error> for PageError {
     }
 }
 
+impl From<Problem> for PageError {
+    fn from(p: Problem) -> Self {
+        let kind = p.kind();
+        Self::new(kind.status(), kind.title(), p.detail().to_owned())
+    }
+}
+
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let page = ErrorPage {
-            nav: Nav {
-                csrf: None,
-                admin_enabled: false,
-            },
+            nav: Nav::default(),
             status: self.status.as_u16(),
             title: self.title,
             detail: self.detail,
@@ -150,21 +163,77 @@ fn render(page: &impl askama::Template) -> PageResult {
     Ok(Html(page.render()?).into_response())
 }
 
-/// The header's state for this request, or the redirect to sign-in a private dashboard
-/// answers.
-fn viewer(state: &AppState, headers: &HeaderMap, uri: &Uri) -> Result<Nav, Redirect> {
-    let session = Session::from_headers(&state.admin, headers);
-    if state.dashboard.private && session.is_none() {
-        let next = uri.path_and_query().map_or("/", |p| p.as_str());
-        return Err(Redirect::to(&format!(
-            "/login?next={}",
-            encode_component(next)
-        )));
+/// Who is looking at a page, and the header's state for them.
+struct Viewer {
+    nav: Nav,
+    principal: Principal,
+}
+
+/// The viewer of this request: signed in, sending a key, or anonymous where that is allowed;
+/// else the redirect to sign-in.
+async fn viewer(
+    state: &AppState,
+    headers: &HeaderMap,
+    uri: &Uri,
+    peer: IpAddr,
+) -> Result<Viewer, Response> {
+    let access = &state.access;
+    let session = access.sessions.from_headers(headers).await;
+    let signed_in = match &session {
+        Some(s) => access.of_session(s).await,
+        None => None,
+    };
+    let presented = match (&signed_in, headers.get(KEY_HEADER)) {
+        (None, Some(key)) => access
+            .of_secret(key.to_str().unwrap_or("").trim())
+            .await
+            .ok()
+            .flatten(),
+        _ => None,
+    };
+    let principal = match signed_in.clone().or(presented) {
+        Some(p) => p,
+        None if !state.dashboard.private && access.anonymous_allowed().await => {
+            access.anonymous(peer)
+        }
+        None => {
+            let next = uri.path_and_query().map_or("/", |p| p.as_str());
+            return Err(
+                Redirect::to(&format!("/login?next={}", encode_component(next))).into_response(),
+            );
+        }
+    };
+    if !principal.has(Role::Reader) && !principal.has(Role::Admin) {
+        return Err(
+            PageError::forbidden("this key has neither the reader nor the admin role")
+                .into_response(),
+        );
     }
-    Ok(Nav {
-        csrf: session.map(|s| s.csrf_token(&state.admin)),
-        admin_enabled: !matches!(state.admin, AdminAuth::Disabled),
-    })
+    let csrf = match (&session, &signed_in) {
+        (Some(s), Some(_)) => Some(access.sessions.csrf_token(s).await),
+        _ => None,
+    };
+    let nav = Nav {
+        force_csrf: csrf.clone().filter(|_| principal.has(Role::Admin)),
+        csrf,
+        who: signed_in.as_ref().map_or_else(String::new, badge),
+        admin_enabled: sign_in_possible(state).await,
+    };
+    Ok(Viewer { nav, principal })
+}
+
+/// Whether anything can sign in: the admin token, or API keys.
+async fn sign_in_possible(state: &AppState) -> bool {
+    !matches!(state.access.admin, AdminAuth::Disabled)
+        || matches!(state.access.keys.any_exist().await, Ok(true))
+}
+
+/// The header's badge for a signed-in principal.
+fn badge(p: &Principal) -> String {
+    match &p.who {
+        Who::Key { name, .. } => name.clone(),
+        _ => "admin".to_owned(),
+    }
 }
 
 fn parse_prefix(raw: Option<&str>) -> Result<NamePrefix, PageError> {
@@ -186,13 +255,14 @@ struct OverviewQuery {
 /// `GET /`: one page of live locks and semaphores.
 async fn overview(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     uri: Uri,
     Query(query): Query<OverviewQuery>,
 ) -> PageResult {
-    let nav = match viewer(&state, &headers, &uri) {
-        Ok(nav) => nav,
-        Err(redirect) => return Ok(redirect.into_response()),
+    let Viewer { nav, principal } = match viewer(&state, &headers, &uri, peer).await {
+        Ok(viewer) => viewer,
+        Err(response) => return Ok(response),
     };
     let prefix = parse_prefix(query.prefix.as_deref())?;
     let cursor = match query.cursor.as_deref().filter(|c| !c.is_empty()) {
@@ -205,12 +275,20 @@ async fn overview(
             )
         })?),
     };
-    let page = state.locks.live(&prefix, cursor, PAGE_SIZE).await?;
+    let page = state
+        .locks_for(&principal)
+        .live(&prefix, cursor, PAGE_SIZE)
+        .await?;
     let p = prefix.as_str();
     render(&OverviewPage {
         nav,
         prefix: p.to_owned(),
-        rows: page.entries.iter().map(OverviewRow::from_entry).collect(),
+        rows: page
+            .entries
+            .iter()
+            .filter(|e| principal.patterns.allows(e.name().as_str()))
+            .map(OverviewRow::from_entry)
+            .collect(),
         events_url: format!("/v1/events?prefix={p}"),
         next_href: page
             .next_cursor
@@ -234,29 +312,31 @@ struct LockQuery {
 /// `GET /locks/{name}`: a lock's (or semaphore's) holders, queue and history.
 async fn lock_page(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     uri: Uri,
     Path(raw): Path<String>,
     Query(query): Query<LockQuery>,
 ) -> PageResult {
-    let nav = match viewer(&state, &headers, &uri) {
-        Ok(nav) => nav,
-        Err(redirect) => return Ok(redirect.into_response()),
+    let Viewer { nav, principal } = match viewer(&state, &headers, &uri, peer).await {
+        Ok(viewer) => viewer,
+        Err(response) => return Ok(response),
     };
     let name = lock_name(&raw)?;
-    let lock = state.locks.lock(&name).await?;
+    principal.check_name(&name)?;
+    let locks = state.locks_for(&principal);
+    let lock = locks.lock(&name).await?;
     let lock_state = match &lock {
         Some(view) if !view.kind.is_some_and(HeldAs::is_semaphore) => {
             Some(LockState::of_lock(view))
         }
-        _ => state
-            .locks
+        _ => locks
             .semaphore(&name)
             .await?
             .as_ref()
             .map(LockState::of_semaphore),
     };
-    let history = state.locks.history(&name, HISTORY_SHOWN).await?;
+    let history = locks.history(&name, HISTORY_SHOWN).await?;
     let lock_state = match (lock_state, lock) {
         (Some(s), _) => s,
         (None, Some(view)) => LockState::of_lock(&view),
@@ -304,13 +384,14 @@ struct EventsQuery {
 /// `GET /events`: the live feed (filled by the page's script from `/v1/events`).
 async fn events_page(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     uri: Uri,
     Query(query): Query<EventsQuery>,
 ) -> PageResult {
-    let nav = match viewer(&state, &headers, &uri) {
-        Ok(nav) => nav,
-        Err(redirect) => return Ok(redirect.into_response()),
+    let Viewer { nav, .. } = match viewer(&state, &headers, &uri, peer).await {
+        Ok(viewer) => viewer,
+        Err(response) => return Ok(response),
     };
     let prefix = parse_prefix(query.prefix.as_deref())?;
     render(&EventsPage {
@@ -331,7 +412,8 @@ struct ForceReleaseForm {
 }
 
 /// `POST /locks/{name}/force-release`: removes every holder, as `DELETE /v1/admin/locks` does,
-/// recorded as done by [`FORCE_RELEASED_BY`] with the given reason.
+/// recorded as done by [`FORCE_RELEASED_BY`] (or the key signed in with) with the given
+/// reason, in the lock's history and the audit log.
 async fn force_release(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -343,14 +425,28 @@ async fn force_release(
             "refused: the request did not come from a page of this server",
         ));
     }
-    let Some(session) = Session::from_headers(&state.admin, &headers) else {
+    let sessions = &state.access.sessions;
+    let signed_in = match sessions.from_headers(&headers).await {
+        Some(session) => state
+            .access
+            .of_session(&session)
+            .await
+            .map(|principal| (session, principal)),
+        None => None,
+    };
+    let Some((session, principal)) = signed_in else {
         return Err(PageError::new(
             StatusCode::UNAUTHORIZED,
             "Sign-in required",
             "sign in as admin to force-release",
         ));
     };
-    if !session.accepts_csrf(&state.admin, &form.csrf) {
+    if !principal.has(Role::Admin) {
+        return Err(PageError::forbidden(
+            "force release needs the admin role, which this sign-in does not have",
+        ));
+    }
+    if !sessions.accepts_csrf(&session, &form.csrf).await {
         return Err(PageError::forbidden(
             "refused: the form's CSRF token is missing or stale; reload the page and try again",
         ));
@@ -363,19 +459,39 @@ async fn force_release(
         ));
     }
     let name = lock_name(&raw)?;
-    let reason: String = form.reason.trim().chars().take(REASON_MAX_CHARS).collect();
+    principal.check_name(&name)?;
+    let reason: String = form
+        .reason
+        .trim()
+        .chars()
+        .take(state.limits.per_lock.reason_chars)
+        .collect();
+    let by = match &principal.who {
+        Who::Key { name, .. } => format!("{name} (dashboard)"),
+        _ => FORCE_RELEASED_BY.to_owned(),
+    };
+    let locks = state.locks_for(&principal);
     // The routes of whatever the name is held as now (a lock, or a semaphore).
-    let resource = state
-        .locks
+    let resource = locks
         .lock(&name)
         .await?
         .and_then(|view| view.kind)
         .map_or(Resource::Lock, HeldAs::resource);
-    let forced = state
-        .locks
-        .force_release(resource, &name, FORCE_RELEASED_BY, &reason, false)
+    let forced = locks
+        .force_release(resource, &name, &by, &reason, false)
         .await?;
-    tracing::info!(lock = %name, removed = forced.removed.len(), reason = %reason, "force release from the dashboard");
+    state
+        .audit
+        .record(&AuditEntry {
+            at_ms: now_ms(),
+            by,
+            action: "force_release".to_owned(),
+            tenant: principal.tenant.clone(),
+            target: name.to_string(),
+            reason,
+            details: audit::removed(&forced),
+        })
+        .await;
     Ok(Redirect::to(&format!(
         "/locks/{}?released={}",
         name.as_str(),
@@ -408,8 +524,8 @@ fn local_path(next: Option<&str>) -> String {
 async fn login_form(State(state): State<AppState>, Query(query): Query<LoginQuery>) -> PageResult {
     render(&LoginPage {
         nav: Nav {
-            csrf: None,
-            admin_enabled: !matches!(state.admin, AdminAuth::Disabled),
+            admin_enabled: sign_in_possible(&state).await,
+            ..Nav::default()
         },
         next: local_path(query.next.as_deref()),
         error: None,
@@ -424,9 +540,11 @@ struct LoginForm {
     next: String,
 }
 
-/// `POST /login`: trades the admin token for a signed session cookie.
+/// `POST /login`: trades the admin token (or an API key with the reader or admin role) for a
+/// session cookie. A few attempts per address, then one every few seconds (429).
 async fn login(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> PageResult {
@@ -435,26 +553,76 @@ async fn login(
             "refused: the request did not come from a page of this server",
         ));
     }
+    let access = &state.access;
+    if let Err(wait) = access.rates.check_sign_in(peer) {
+        let secs = wait.as_secs().max(1);
+        let mut response = PageError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many sign-in attempts",
+            format!("wait {secs} s before trying again"),
+        )
+        .into_response();
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return Ok(response);
+    }
     let next = local_path(Some(&form.next));
-    let session = state
-        .admin
-        .accepts(&form.token)
-        .then(|| Session::issue(&state.admin))
-        .flatten();
-    let Some(session) = session else {
-        tracing::warn!("dashboard sign-in with a wrong admin token");
+    let token = form.token.trim();
+    let who = if access.admin.accepts(token) {
+        access
+            .admin
+            .fingerprint()
+            .map(|admin| SignedIn::AdminToken { admin })
+    } else if token.starts_with(crate::auth::keys::KEY_PREFIX) {
+        match access.keys.resolve(token).await {
+            Ok(Some(record))
+                if record.roles.contains(&Role::Reader) || record.roles.contains(&Role::Admin) =>
+            {
+                Some(SignedIn::Key {
+                    id: record.id.clone(),
+                })
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look an API key up for a sign-in");
+                return Err(PageError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Try again",
+                    "Redis did not answer",
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    let Some(who) = who else {
+        tracing::warn!(%peer, "dashboard sign-in with a wrong admin token or key");
         let page = LoginPage {
             nav: Nav {
-                csrf: None,
-                admin_enabled: !matches!(state.admin, AdminAuth::Disabled),
+                admin_enabled: sign_in_possible(&state).await,
+                ..Nav::default()
             },
             next,
-            error: Some("Wrong admin token.".into()),
+            error: Some("Wrong admin token or API key.".into()),
         };
         return Ok((StatusCode::UNAUTHORIZED, render(&page)?).into_response());
     };
+    let sessions = &access.sessions;
+    let issued = async {
+        let session = sessions.issue(who).await?;
+        sessions.set_cookie(&session).await
+    };
+    let cookie = issued.await.map_err(|e| {
+        tracing::warn!(error = %e, "cannot open a dashboard session");
+        PageError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            "Redis did not answer",
+        )
+    })?;
     let mut response = Redirect::to(&next).into_response();
-    if let Ok(cookie) = HeaderValue::from_str(&session.set_cookie()) {
+    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     Ok(response)
@@ -466,22 +634,37 @@ struct LogoutForm {
     csrf: String,
 }
 
-/// `POST /logout`: drops the session cookie.
+/// `POST /logout`: ends the session on every instance and drops the cookie.
 async fn logout(
     State(state): State<AppState>,
     headers: HeaderMap,
     Form(form): Form<LogoutForm>,
 ) -> PageResult {
-    let valid = same_origin(&headers)
-        && Session::from_headers(&state.admin, &headers)
-            .is_some_and(|s| s.accepts_csrf(&state.admin, &form.csrf));
-    if !valid {
+    let sessions = &state.access.sessions;
+    let session: Option<Session> = if same_origin(&headers) {
+        sessions.from_headers(&headers).await
+    } else {
+        None
+    };
+    let valid = match &session {
+        Some(s) => sessions.accepts_csrf(s, &form.csrf).await,
+        None => false,
+    };
+    let (true, Some(session)) = (valid, session) else {
         return Err(PageError::forbidden(
             "refused: sign out from a page of this server",
         ));
+    };
+    if let Err(e) = sessions.revoke(&session).await {
+        tracing::warn!(error = %e, "cannot end a dashboard session");
+        return Err(PageError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            "Redis did not answer, so the session is still open",
+        ));
     }
     let mut response = Redirect::to("/").into_response();
-    if let Ok(cookie) = HeaderValue::from_str(&Session::clear_cookie()) {
+    if let Ok(cookie) = HeaderValue::from_str(&sessions.clear_cookie()) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     Ok(response)

@@ -102,6 +102,27 @@ impl Locks {
         }
     }
 
+    /// The same handle acting in another key space (a tenant's): every key, channel and
+    /// event of the returned handle lives under `keys`, while the Redis connection, the
+    /// waiter registry, the clock and the observer stay shared. Cheap enough per request.
+    /// The one subscriber still wakes its waiters as long as `keys`'s prefix starts with the
+    /// subscriber's (its patterns are `<channel>{<prefix>*`).
+    pub fn in_space(&self, keys: KeySpace) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                conn: inner.conn.clone(),
+                events_channel: keys.events_channel(),
+                keys,
+                waiters: inner.waiters.clone(),
+                settings: inner.settings.clone(),
+                shutdown: inner.shutdown.clone(),
+                observer: inner.observer.clone(),
+                clock: inner.clock.clone(),
+            }),
+        }
+    }
+
     /// Keeps this process's estimate of Redis's clock fresh (for script deadlines) until
     /// shutdown.
     pub fn spawn_clock_sync(&self) -> tokio::task::JoinHandle<()> {

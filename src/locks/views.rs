@@ -10,6 +10,17 @@ use super::{
 use crate::locks::HolderView;
 
 impl Locks {
+    /// How many waiters stand in `name`'s fair queue: one cheap `LLEN`, for callers that cap
+    /// the queue's length before they join it.
+    pub async fn fair_queue_length(&self, name: &LockName) -> Result<u64, LockError> {
+        let [_, queue, _] = self.inner.keys.lock(name).liveness_keys();
+        let length: u64 = redis::cmd("LLEN")
+            .arg(queue)
+            .query_async(&mut self.inner.conn.clone())
+            .await?;
+        Ok(length)
+    }
+
     /// The lock's kind, holders, fair queue and fencing counter; `None` when it is free and
     /// was never taken.
     pub async fn lock(&self, name: &LockName) -> Result<Option<LockView>, LockError> {

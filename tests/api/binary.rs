@@ -41,10 +41,13 @@ impl Serve {
         let mut lines = BufReader::new(stderr).lines();
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let addr = loop {
-            let line = lines
-                .next()
-                .expect("leasehold exited before listening")
-                .expect("line");
+            let Some(line) = lines.next() else {
+                panic!(
+                    "leasehold exited before listening:\n{}",
+                    log.lock().expect("log")
+                );
+            };
+            let line = line.expect("line");
             log.lock().expect("log").push_str(&format!("{line}\n"));
             if let Ok(entry) = serde_json::from_str::<Value>(&line)
                 && entry["message"] == "leasehold is listening"
@@ -90,6 +93,16 @@ impl Drop for Serve {
     }
 }
 
+/// A data dir as `serve` wants one: this user's, closed to others (0700).
+fn private_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    tempfile::Builder::new()
+        .prefix("lh-data")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .expect("temp dir")
+}
+
 async fn acquire(http: &reqwest::Client, serve: &Serve, lock: &str) -> Value {
     let reply = http
         .post(serve.url(&format!("/v1/locks/{lock}/leases")))
@@ -103,10 +116,7 @@ async fn acquire(http: &reqwest::Client, serve: &Serve, lock: &str) -> Value {
 
 #[tokio::test]
 async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
-    let data = tempfile::Builder::new()
-        .prefix("lh-data")
-        .tempdir()
-        .expect("temp dir");
+    let data = private_dir();
     let http = reqwest::Client::new();
 
     let serve = Serve::start(data.path());
@@ -181,7 +191,7 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
 
 #[test]
 fn serve_without_redis_server_says_how_to_install_it() {
-    let data = tempfile::tempdir().expect("temp dir");
+    let data = private_dir();
     let output = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data.path())
@@ -224,10 +234,7 @@ fn help_documents_every_flag_and_its_env_var() {
 
 #[tokio::test]
 async fn every_log_line_of_a_request_carries_its_request_id() {
-    let data = tempfile::Builder::new()
-        .prefix("lh-data")
-        .tempdir()
-        .expect("temp dir");
+    let data = private_dir();
     let serve = Serve::start(data.path());
     let http = reqwest::Client::new();
     // Settle: the subscriber connects and logs; then only our request runs.

@@ -1,0 +1,201 @@
+//! What a caller may start before the lock domain sees an acquire: the caller's quotas (live
+//! leases, waiting requests, across every instance), the lock's caps (requests waiting for
+//! it here, its fair queue), and, once the domain has answered, the caller's accounts
+//! settled (a pending reservation becomes the lease, or goes).
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::auth::Principal;
+use crate::limits::ledger::{Account, Full, Ledger, now_ms};
+use crate::limits::slots::Slot;
+use crate::locks::{LeaseId, LockName, Locks, Timestamp};
+use crate::problem::{Problem, ProblemKind};
+use crate::state::AppState;
+
+/// How long past its wait a pending reservation may count, should nobody settle it.
+const PENDING_SLACK: Duration = Duration::from_secs(10);
+
+/// What an acquire asks of the limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub name: &'a LockName,
+    /// A new lease (not a reentry or a ticket poll): counts against the live leases.
+    pub new_lease: bool,
+    /// A fair lock's new lease, which may join the queue.
+    pub joins_queue: bool,
+    pub wait: Duration,
+}
+
+/// A request admitted past the limits; settle it with [`Self::granted`] or [`Self::done`].
+/// Dropped unsettled (the client went away), it gives its reservations back on its own.
+pub struct Admission {
+    ledger: Ledger,
+    leases: Account,
+    reserved: Vec<Account>,
+    pending: String,
+    _waiting: Option<Slot>,
+    settled: bool,
+}
+
+impl Admission {
+    /// Checks `ask` against `caller`'s quotas and the lock's caps, reserving what it may take.
+    pub async fn acquire(
+        state: &AppState,
+        caller: &Principal,
+        locks: &Locks,
+        ask: Ask<'_>,
+    ) -> Result<Self, Problem> {
+        let per_lock = state.limits.per_lock;
+        if ask.joins_queue && per_lock.fair_queue < u64::MAX {
+            let queued = locks.fair_queue_length(ask.name).await?;
+            if queued >= per_lock.fair_queue {
+                return Err(Problem::new(
+                    ProblemKind::QueueFull,
+                    format!(
+                        "{queued} tickets already stand in this fair lock's queue \
+                         (--max-fair-queue {})",
+                        per_lock.fair_queue
+                    ),
+                )
+                .retry_after(Duration::from_secs(1)));
+            }
+        }
+        let waiting = if ask.wait.is_zero() {
+            None
+        } else {
+            let key = format!("{}\u{0}{}", caller.tenant.as_str(), ask.name);
+            let slot = state
+                .lock_waiters
+                .take(&key, per_lock.waiters_per_lock)
+                .ok_or_else(|| {
+                    Problem::new(
+                        ProblemKind::TooManyWaiters,
+                        format!(
+                            "{} requests already wait for this lock here \
+                             (--max-waiters-per-lock)",
+                            per_lock.waiters_per_lock
+                        ),
+                    )
+                    .retry_after(Duration::from_secs(1))
+                })?;
+            Some(slot)
+        };
+        let owner = caller.owner();
+        let leases = state.ledger.leases(&owner, caller.quotas.leases);
+        let mut reserved = Vec::new();
+        if ask.new_lease {
+            reserved.push(leases.clone());
+        }
+        if !ask.wait.is_zero() {
+            reserved.push(state.ledger.waiters(&owner, caller.quotas.waiters));
+        }
+        let pending = format!("pending:{}", Uuid::now_v7());
+        let until = now_ms() + millis(ask.wait + PENDING_SLACK);
+        let admission = Self {
+            ledger: state.ledger.clone(),
+            leases,
+            reserved,
+            pending,
+            _waiting: waiting,
+            settled: false,
+        };
+        match state
+            .ledger
+            .reserve(&admission.reserved, &admission.pending, until)
+            .await
+        {
+            Ok(Ok(())) => Ok(admission),
+            Ok(Err(Full { index, retry_after })) => {
+                let (what, cap) = if admission.reserved.get(index) == Some(&admission.leases) {
+                    ("live leases", caller.quotas.leases)
+                } else {
+                    ("waiting requests", caller.quotas.waiters)
+                };
+                let mut admission = admission;
+                admission.settled = true;
+                Err(Problem::new(
+                    ProblemKind::QuotaExceeded,
+                    format!("this caller already has {cap} {what}, its quota"),
+                )
+                .with("quota", what)
+                .retry_after(retry_after))
+            }
+            Err(e) => {
+                let mut admission = admission;
+                admission.settled = true;
+                Err(crate::locks::LockError::from(e).into())
+            }
+        }
+    }
+
+    /// The acquire granted (or queued, for a ticket) lease `id` until `until`.
+    pub async fn granted(mut self, id: LeaseId, until: Timestamp) {
+        self.settled = true;
+        if let Err(e) = self
+            .ledger
+            .record(&self.leases, &id.to_string(), until.0)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot record a lease in its caller's quota");
+        }
+        self.give_back().await;
+    }
+
+    /// The acquire ended without a new lease.
+    pub async fn done(mut self) {
+        self.settled = true;
+        self.give_back().await;
+    }
+
+    async fn give_back(&self) {
+        if let Err(e) = self.ledger.remove(&self.reserved, &self.pending).await {
+            tracing::warn!(error = %e, "cannot give a quota reservation back (it expires by itself)");
+        }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if self.settled || self.reserved.is_empty() {
+            return;
+        }
+        let (ledger, reserved, pending) = (
+            self.ledger.clone(),
+            std::mem::take(&mut self.reserved),
+            std::mem::take(&mut self.pending),
+        );
+        // The request was abandoned mid-way (its client went away): give back in the
+        // background; an entry not given back stops counting when its time is up anyway.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = ledger.remove(&reserved, &pending).await;
+            });
+        }
+    }
+}
+
+/// A lease of `caller` was renewed until `until`: its quota entry follows.
+pub async fn renewed(state: &AppState, caller: &Principal, id: LeaseId, until: Timestamp) {
+    let account = state.ledger.leases(&caller.owner(), caller.quotas.leases);
+    if let Err(e) = state
+        .ledger
+        .extend(&account, &id.to_string(), until.0)
+        .await
+    {
+        tracing::warn!(error = %e, "cannot extend a lease in its caller's quota");
+    }
+}
+
+/// A lease of `caller` ended (released, lost, left): it stops counting.
+pub async fn ended(state: &AppState, caller: &Principal, id: LeaseId) {
+    let account = state.ledger.leases(&caller.owner(), caller.quotas.leases);
+    if let Err(e) = state.ledger.remove(&[account], &id.to_string()).await {
+        tracing::warn!(error = %e, "cannot remove a lease from its caller's quota");
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,201 @@
+//! Quotas that must hold across instances (live leases, waiting requests of one caller), kept
+//! in Redis by this code, beside the lock scripts and without touching them:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `P leasehold:quota:{<owner>}:leases` | zset | the caller's live leases and fair tickets → when each ends unless renewed (ms) |
+//! | `P leasehold:quota:{<owner>}:waiters` | zset | the caller's requests waiting server-side → when each wait ends (ms) |
+//!
+//! An entry is added *before* it is counted, so concurrent requests can only be refused too
+//! eagerly, never let past the cap. Every entry carries its own end: one that nobody removes
+//! (its instance died, its lease was force-released) stops counting when its time is up, so
+//! the ledger heals by itself. The `<owner>` is `key:<id>`, `addr:<ip>` or `admin`.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::aio::ConnectionManager;
+
+/// How long after its last entry's end an account's key stays in Redis.
+const ACCOUNT_SLACK_MS: u64 = 60_000;
+
+/// One account and how many entries it may hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub key: String,
+    pub cap: u64,
+}
+
+/// An account was full: which one (by position) and when its first entry ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full {
+    pub index: usize,
+    pub retry_after: Duration,
+}
+
+/// The quota accounts of the deployment; cheap to clone.
+#[derive(Clone)]
+pub struct Ledger {
+    conn: ConnectionManager,
+    prefix: String,
+}
+
+impl Ledger {
+    /// The ledger under the deployment's key prefix `base`.
+    pub fn new(conn: ConnectionManager, base: &str) -> Self {
+        Self {
+            conn,
+            prefix: format!("{base}leasehold:quota:"),
+        }
+    }
+
+    /// The account of `owner`'s live leases.
+    pub fn leases(&self, owner: &str, cap: u64) -> Account {
+        Account {
+            key: format!("{}{{{owner}}}:leases", self.prefix),
+            cap,
+        }
+    }
+
+    /// The account of `owner`'s waiting requests.
+    pub fn waiters(&self, owner: &str, cap: u64) -> Account {
+        Account {
+            key: format!("{}{{{owner}}}:waiters", self.prefix),
+            cap,
+        }
+    }
+
+    /// Enters `member` (counting until `until_ms`) into every account, then counts each: when
+    /// one holds more than its cap, the member is taken out of all of them again and the
+    /// answer says which was full. Accounts with no cap (`u64::MAX`) are skipped.
+    pub async fn reserve(
+        &self,
+        accounts: &[Account],
+        member: &str,
+        until_ms: u64,
+    ) -> Result<Result<(), Full>, redis::RedisError> {
+        let now = now_ms();
+        let counted: Vec<&Account> = accounts.iter().filter(|a| a.cap < u64::MAX).collect();
+        if counted.is_empty() {
+            return Ok(Ok(()));
+        }
+        let mut pipe = redis::pipe();
+        for account in &counted {
+            pipe.cmd("ZREMRANGEBYSCORE")
+                .arg(&account.key)
+                .arg("-inf")
+                .arg(now)
+                .ignore()
+                .zadd(&account.key, member, until_ms)
+                .ignore()
+                .zcard(&account.key);
+            expire(&mut pipe, &account.key, until_ms.saturating_sub(now));
+        }
+        let counts: Vec<u64> = pipe.query_async(&mut self.conn.clone()).await?;
+        let over = counted
+            .iter()
+            .zip(&counts)
+            .position(|(account, &count)| count > account.cap);
+        let Some(over) = over else {
+            return Ok(Ok(()));
+        };
+        let mut undo = redis::pipe();
+        for account in &counted {
+            undo.zrem(&account.key, member).ignore();
+        }
+        let first: Vec<(String, f64)> = undo
+            .cmd("ZRANGE")
+            .arg(&counted[over].key)
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .query_async::<(Vec<(String, f64)>,)>(&mut self.conn.clone())
+            .await
+            .map(|(first,)| first)?;
+        let ends = first
+            .first()
+            .map_or(now + 1_000, |(_, score)| *score as u64);
+        let index = accounts
+            .iter()
+            .position(|a| a == counted[over])
+            .unwrap_or_default();
+        Ok(Err(Full {
+            index,
+            retry_after: Duration::from_millis(ends.saturating_sub(now).max(1)),
+        }))
+    }
+
+    /// Sets `member`'s end in `account` (adding it when absent).
+    pub async fn record(
+        &self,
+        account: &Account,
+        member: &str,
+        until_ms: u64,
+    ) -> Result<(), redis::RedisError> {
+        if account.cap == u64::MAX {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.zadd(&account.key, member, until_ms).ignore();
+        expire(&mut pipe, &account.key, until_ms.saturating_sub(now_ms()));
+        pipe.query_async(&mut self.conn.clone()).await
+    }
+
+    /// Moves `member`'s end in `account`, only if it is there (a heartbeat through another
+    /// caller's key leaves that key's account alone).
+    pub async fn extend(
+        &self,
+        account: &Account,
+        member: &str,
+        until_ms: u64,
+    ) -> Result<(), redis::RedisError> {
+        if account.cap == u64::MAX {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("ZADD")
+            .arg(&account.key)
+            .arg("XX")
+            .arg(until_ms)
+            .arg(member)
+            .ignore();
+        expire(&mut pipe, &account.key, until_ms.saturating_sub(now_ms()));
+        pipe.query_async(&mut self.conn.clone()).await
+    }
+
+    /// Takes `member` out of each account.
+    pub async fn remove(
+        &self,
+        accounts: &[Account],
+        member: &str,
+    ) -> Result<(), redis::RedisError> {
+        let mut pipe = redis::pipe();
+        for account in accounts.iter().filter(|a| a.cap < u64::MAX) {
+            pipe.zrem(&account.key, member).ignore();
+        }
+        pipe.query_async(&mut self.conn.clone()).await
+    }
+
+    /// Entries of `account` that still count.
+    pub async fn count(&self, account: &Account) -> Result<u64, redis::RedisError> {
+        redis::cmd("ZCOUNT")
+            .arg(&account.key)
+            .arg(format!("({}", now_ms()))
+            .arg("+inf")
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+}
+
+/// Keeps `key` at least `ttl_ms` (plus slack) longer: NX gives a new key its first expiry,
+/// GT only ever pushes it later, so a short entry never cuts a long one's account short.
+fn expire(pipe: &mut redis::Pipeline, key: &str, ttl_ms: u64) {
+    let ms = ttl_ms.saturating_add(ACCOUNT_SLACK_MS);
+    pipe.cmd("PEXPIRE").arg(key).arg(ms).arg("NX").ignore();
+    pipe.cmd("PEXPIRE").arg(key).arg(ms).arg("GT").ignore();
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

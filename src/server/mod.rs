@@ -1,0 +1,441 @@
+//! Wires Redis, the subscriber, the lock domain, who may do what and the HTTP transports
+//! together and serves them on an already bound listener until `shutdown` is cancelled.
+//! `main` and the tests both call [`run`], so tests exercise exactly what production runs.
+//!
+//! - [`listener`]: the accept loop (hyper with a timer: header, idle and connection limits).
+//! - [`tls`]: certificates for `--tls-cert`/`--tls-key`, and `rediss://`.
+
+pub mod listener;
+pub mod tls;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderName, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::timeout::RequestBodyDeadlineLayer;
+use tower_http::trace::TraceLayer;
+
+use self::listener::HttpLimits;
+use self::tls::TlsFiles;
+use crate::audit::AuditLog;
+use crate::auth::browser::{self, BrowserPolicy};
+use crate::auth::{Access, AdminAuth, AnonymousPolicy, KeyStore, Sessions};
+use crate::config::ServeArgs;
+use crate::durability::{Durability, DurabilityError};
+use crate::events::{EventFeed, spawn_subscriber};
+use crate::limits::ledger::Ledger;
+use crate::limits::rate::RateLimits;
+use crate::limits::{ClientLimits, LockLimits};
+use crate::locks::waiters::Waiters;
+use crate::locks::{LockSettings, Locks, TtlPolicy};
+use crate::metrics::Metrics;
+use crate::problem::{Problem, ProblemKind};
+use crate::state::{ApiLimits, AppState, DashboardSettings};
+use crate::{api, dashboard};
+
+/// How long open connections may take to finish once shutdown begins. Waiting requests end
+/// at once (503); this bounds everything else.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// Request bodies are small JSON documents.
+const BODY_LIMIT_BYTES: usize = 64 * 1024;
+
+/// Everything [`run`] needs besides the listener. Built once: from the command line
+/// ([`Self::from_args`]) or with defaults for tests and benchmarks ([`Self::new`]).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub redis_url: String,
+    /// A private CA for a `rediss://` Redis (PEM); the system's roots otherwise.
+    pub redis_ca_file: Option<PathBuf>,
+    pub locks: LockSettings,
+    pub limits: ApiLimits,
+    pub admin_token: Option<String>,
+    /// Label acquisition metrics with lock names (unbounded cardinality; off by default).
+    pub metrics_lock_names: bool,
+    /// Start even when Redis may evict keys (held locks among them).
+    pub allow_eviction: bool,
+    pub dashboard: DashboardSettings,
+    /// Let callers without a credential in on any address, even once API keys exist.
+    pub allow_anonymous: bool,
+    /// The `Host` names served; `None`: loopback names on a loopback listener, else any.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// What one caller may do (rate, leases, waiters, event streams).
+    pub clients: ClientLimits,
+    pub http: HttpLimits,
+    /// How long a request may take beyond the wait it asked for.
+    pub request_timeout: Duration,
+    /// How long a request body may take to arrive.
+    pub body_timeout: Duration,
+    /// Serve HTTPS with this certificate and key.
+    pub tls: Option<TlsFiles>,
+}
+
+impl ServerConfig {
+    /// The defaults of `leasehold serve`, on `redis_url`, with no admin token.
+    pub fn new(redis_url: impl Into<String>) -> Self {
+        Self {
+            redis_url: redis_url.into(),
+            locks: LockSettings {
+                key_prefix: String::new(),
+                tombstone_ms: 60_000,
+                ticket_timeout_ms: 5_000,
+                redis_timeout: Duration::from_secs(1),
+            },
+            limits: ApiLimits {
+                ttl: TtlPolicy {
+                    default_ms: 30_000,
+                    min_ms: 1_000,
+                    max_ms: 86_400_000,
+                },
+                max_wait: Duration::from_secs(60),
+                ticket_timeout_ms: 5_000,
+                max_permits: 1_000,
+                per_lock: LockLimits::default(),
+            },
+            admin_token: None,
+            metrics_lock_names: false,
+            allow_eviction: false,
+            dashboard: DashboardSettings::default(),
+            redis_ca_file: None,
+            allow_anonymous: false,
+            allowed_hosts: None,
+            clients: ClientLimits::default(),
+            http: HttpLimits::default(),
+            request_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(10),
+            tls: None,
+        }
+    }
+
+    /// What `leasehold serve` was asked for, on `redis_url` (the embedded Redis's when none
+    /// was given), with `admin_token` (generated in embedded mode when none was given).
+    pub fn from_args(args: &ServeArgs, redis_url: String, admin_token: Option<String>) -> Self {
+        Self {
+            redis_url,
+            locks: LockSettings {
+                key_prefix: args.key_prefix.clone(),
+                tombstone_ms: args.tombstone_ms,
+                ticket_timeout_ms: args.ticket_timeout_ms,
+                redis_timeout: Duration::from_millis(args.redis_timeout_ms),
+            },
+            limits: ApiLimits {
+                ttl: TtlPolicy {
+                    default_ms: args.default_ttl_ms,
+                    min_ms: args.min_ttl_ms,
+                    max_ms: args.max_ttl_ms,
+                },
+                max_wait: Duration::from_millis(args.max_wait_ms),
+                ticket_timeout_ms: args.ticket_timeout_ms,
+                max_permits: args.max_permits,
+                per_lock: LockLimits {
+                    waiters_per_lock: args.max_waiters_per_lock,
+                    fair_queue: args.max_fair_queue,
+                    reentry_depth: args.max_reentry_depth,
+                    reason_chars: args.max_reason_chars,
+                },
+            },
+            admin_token,
+            metrics_lock_names: args.metrics_lock_names,
+            allow_eviction: args.allow_eviction,
+            dashboard: DashboardSettings {
+                private: args.dashboard_private,
+            },
+            redis_ca_file: args.redis_ca_file.clone(),
+            allow_anonymous: args.allow_anonymous,
+            allowed_hosts: (!args.allowed_hosts.is_empty()).then(|| {
+                args.allowed_hosts
+                    .iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect()
+            }),
+            clients: ClientLimits {
+                rate_per_second: args.rate_limit,
+                rate_burst: args.rate_burst,
+                leases: args.max_leases_per_client,
+                waiters: args.max_waiters_per_client,
+                streams: args.max_streams_per_client,
+                limit_loopback: args.limit_loopback_clients,
+            },
+            http: HttpLimits {
+                header_timeout: Duration::from_millis(args.header_timeout_ms),
+                idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+                max_connections: args.max_connections,
+                max_h2_streams: args.max_h2_streams,
+            },
+            request_timeout: Duration::from_millis(args.request_timeout_ms),
+            body_timeout: Duration::from_millis(args.body_timeout_ms),
+            tls: match (&args.tls_cert, &args.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            },
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    RedisClient(#[from] tls::RedisClientError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error(
+        "refusing to serve {0} without a credential: no API key exists and no admin token is \
+         set, so anyone who can reach the port could take any lock. Create a key (or set \
+         --admin-token / --admin-token-file), listen on loopback, or pass --allow-anonymous"
+    )]
+    Exposed(std::net::SocketAddr),
+    #[error("cannot read the listener's address: {0}")]
+    Listener(#[source] std::io::Error),
+    #[error("cannot set up the Redis connection: {0}")]
+    Redis(#[source] redis::RedisError),
+    #[error("the HTTP server failed: {0}")]
+    Http(#[source] std::io::Error),
+    #[error(transparent)]
+    Durability(#[from] DurabilityError),
+}
+
+/// Serves the API and the dashboard until `shutdown` is cancelled, then stops every task it
+/// started.
+pub async fn run(
+    listener: TcpListener,
+    config: ServerConfig,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    let local = listener.local_addr().map_err(ServerError::Listener)?;
+    let loopback = local.ip().is_loopback();
+    let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
+    let client = tls::redis_client(&config.redis_url, config.redis_ca_file.as_deref())?;
+    let redis_timeout = config.locks.redis_timeout;
+    // Few, quick reconnect attempts: while Redis is away, requests must fail fast (503)
+    // instead of queueing behind a long backoff.
+    let manager_config = ConnectionManagerConfig::new()
+        .set_response_timeout(Some(redis_timeout))
+        .set_connection_timeout(Some(redis_timeout.min(Duration::from_millis(500))))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(200));
+    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
+        .map_err(ServerError::Redis)?;
+    check_durability(&conn, config.allow_eviction).await?;
+
+    let prefix = config.locks.key_prefix.clone();
+    let keys = KeyStore::new(conn.clone(), &prefix);
+    // A server others can reach must have a way in other than anonymity (unless asked to).
+    if !loopback
+        && !config.allow_anonymous
+        && config.admin_token.is_none()
+        && matches!(keys.any_exist().await, Ok(false))
+    {
+        return Err(ServerError::Exposed(local));
+    }
+
+    let waiters = Arc::new(Waiters::default());
+    let feed = EventFeed::default();
+    let (subscriber, subscriber_task) = spawn_subscriber(
+        client,
+        prefix.clone(),
+        waiters.clone(),
+        feed.clone(),
+        shutdown.clone(),
+    );
+    let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
+    let locks = Locks::new(
+        conn.clone(),
+        &config.locks,
+        waiters,
+        shutdown.clone(),
+        metrics.clone(),
+    );
+    let clock_task = locks.spawn_clock_sync();
+    let rates = Arc::new(RateLimits::new(
+        config.clients.rate_per_second,
+        config.clients.rate_burst,
+    ));
+    let rates_task = rates.clone().spawn_cleanup(shutdown.clone());
+    let access = Access {
+        admin: AdminAuth::from_token(config.admin_token.as_deref()),
+        keys,
+        sessions: Sessions::new(conn.clone(), &prefix, tls.is_some()),
+        anonymous: AnonymousPolicy {
+            allow: config.allow_anonymous,
+            loopback,
+        },
+        rates,
+        limits: config.clients,
+        private_dashboard: config.dashboard.private,
+    };
+    let state = AppState {
+        locks,
+        key_prefix: Arc::from(prefix.as_str()),
+        limits: config.limits,
+        access: Arc::new(access),
+        ledger: Ledger::new(conn.clone(), &prefix),
+        audit: AuditLog::new(conn, &prefix),
+        streams: Arc::default(),
+        lock_waiters: Arc::default(),
+        metrics,
+        subscriber,
+        feed,
+        dashboard: config.dashboard,
+        shutdown: shutdown.clone(),
+    };
+    let browser = match &config.allowed_hosts {
+        Some(hosts) => BrowserPolicy {
+            allowed_hosts: Some(hosts.clone()),
+        },
+        None if loopback => BrowserPolicy::loopback(),
+        None => BrowserPolicy::default(),
+    };
+    let guards = Guards {
+        browser: Arc::new(browser),
+        timeouts: Timeouts {
+            request: config.request_timeout,
+            body: config.body_timeout,
+            max_wait: config.limits.max_wait,
+        },
+    };
+    let app = app(state, guards);
+
+    let serve = listener::serve(listener, app, config.http, tls, shutdown.clone());
+    tokio::select! {
+        () = serve => {}
+        () = async { shutdown.cancelled().await; tokio::time::sleep(DRAIN_LIMIT).await } => {
+            tracing::warn!("connections still open after the drain limit; closing them");
+        }
+    }
+    shutdown.cancel();
+    let _ = clock_task.await;
+    let _ = rates_task.await;
+    if let Err(e) = subscriber_task.await {
+        tracing::warn!(error = %e, "the subscriber task failed");
+    }
+    Ok(())
+}
+
+/// What every request passes before a handler runs: the browser guard (cross-site requests,
+/// `Host`) and the request and body deadlines.
+#[derive(Debug, Clone)]
+pub struct Guards {
+    pub browser: Arc<BrowserPolicy>,
+    pub timeouts: Timeouts,
+}
+
+/// How long a request and its body may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub request: Duration,
+    pub body: Duration,
+    /// The longest server-side wait a request may ask for (added to `request`).
+    pub max_wait: Duration,
+}
+
+/// Answers 504 `request_timeout` when the handler has not answered within the request
+/// timeout plus the server-side wait the request asked for (`wait_ms`, cut to the maximum).
+/// A backstop: every Redis call is already bounded by the Redis timeout, so only a stuck
+/// handler gets here, and then what it was doing may or may not have happened (hence not a
+/// 503, which promises it did not). An event stream's answer starts at once; its body is
+/// not limited.
+async fn time_limit(State(timeouts): State<Timeouts>, request: Request, next: Next) -> Response {
+    let wait = request
+        .uri()
+        .query()
+        .and_then(|q| {
+            q.split('&')
+                .find_map(|pair| pair.strip_prefix("wait_ms="))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(Duration::ZERO, |ms| {
+            Duration::from_millis(ms).min(timeouts.max_wait)
+        });
+    match tokio::time::timeout(timeouts.request + wait, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => Problem::new(
+            ProblemKind::RequestTimeout,
+            "the request took longer than the server allows (--request-timeout-ms) and was \
+             abandoned; it may or may not have taken effect, so check before retrying",
+        )
+        .into_response(),
+    }
+}
+
+/// The whole application: the API's routes and the dashboard's, with the middleware every
+/// request passes through.
+pub fn app(state: AppState, guards: Guards) -> Router {
+    api::routes()
+        .merge(dashboard::router())
+        .fallback(api::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        // Inside the router (each route is wrapped), where the matched route is known.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            api::metrics::count_requests,
+        ))
+        .layer(RequestBodyDeadlineLayer::new(guards.timeouts.body))
+        .layer(axum::middleware::from_fn_with_state(
+            guards.timeouts,
+            time_limit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            guards.browser,
+            browser::guard,
+        ))
+        .layer(
+            ServiceBuilder::new()
+                // Outside the trace layer, so tokens never reach a log line.
+                .layer(SetSensitiveRequestHeadersLayer::new([
+                    header::AUTHORIZATION,
+                    header::COOKIE,
+                    HeaderName::from_static(crate::auth::KEY_HEADER),
+                ]))
+                .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+                .layer(
+                    TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+                        let request_id = req
+                            .headers()
+                            .get("x-request-id")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("-");
+                        tracing::info_span!(
+                            "request",
+                            method = %req.method(),
+                            path = %req.uri().path(),
+                            request_id = %request_id,
+                        )
+                    }),
+                )
+                .layer(PropagateRequestIdLayer::x_request_id())
+                .layer(CatchPanicLayer::custom(api::panic_problem)),
+        )
+        .with_state(state)
+}
+
+/// Says what this Redis can lose and refuses one that evicts keys (unless allowed). A Redis
+/// that does not answer yet is not judged: requests get 503 until it does.
+async fn check_durability(
+    conn: &ConnectionManager,
+    allow_eviction: bool,
+) -> Result<(), DurabilityError> {
+    match Durability::read(&mut conn.clone()).await {
+        Ok(durability) => durability.judge(allow_eviction),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not check Redis's persistence and eviction settings");
+            Ok(())
+        }
+    }
+}

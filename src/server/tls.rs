@@ -1,0 +1,103 @@
+//! TLS with rustls (aws-lc-rs, the build's one crypto provider): the server's certificate and
+//! key from PEM files, ALPN for HTTP/2 and HTTP/1.1; and Redis over `rediss://` with an
+//! optional private CA.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
+
+/// Where the server's certificate chain and private key are (PEM).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read the certificate chain {path}: {source}")]
+    Cert {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("cannot read the private key {path}: {source}")]
+    Key {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{path} holds no certificate")]
+    NoCert { path: PathBuf },
+    #[error("the certificate and key do not make a TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+    #[error("cannot read the CA file {path}: {source}")]
+    Ca {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Makes aws-lc-rs the process's crypto provider, once (reqwest, redis and the listener all
+/// ask rustls for the default one).
+pub fn install_crypto_provider() {
+    // Err means another call (or another crate) installed it first: fine.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// The acceptor for `files`.
+pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
+    install_crypto_provider();
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|source| TlsError::Cert {
+            path: files.cert.clone(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCert {
+            path: files.cert.clone(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|source| TlsError::Key {
+        path: files.key.clone(),
+        source,
+    })?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A Redis client for `url`; with `ca` (PEM), a `rediss://` server's certificate is checked
+/// against that CA instead of the system's.
+pub fn redis_client(url: &str, ca: Option<&Path>) -> Result<redis::Client, RedisClientError> {
+    install_crypto_provider();
+    let Some(ca) = ca else {
+        return redis::Client::open(url).map_err(RedisClientError::Url);
+    };
+    let root_cert = std::fs::read(ca).map_err(|source| {
+        RedisClientError::Tls(TlsError::Ca {
+            path: ca.to_owned(),
+            source,
+        })
+    })?;
+    redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        },
+    )
+    .map_err(RedisClientError::Url)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RedisClientError {
+    #[error("invalid Redis URL: {0}")]
+    Url(#[source] redis::RedisError),
+    #[error(transparent)]
+    Tls(TlsError),
+}
