@@ -220,8 +220,13 @@ impl Access {
         headers: &HeaderMap,
         peer: IpAddr,
     ) -> Result<Principal, Problem> {
-        let presented = match headers.get(KEY_HEADER) {
-            Some(value) => Some((value.to_str().unwrap_or("").trim().to_owned(), Via::Header)),
+        // An empty header is no key (what `-H "Leasehold-Key: $UNSET"` sends from some tools).
+        let header = headers
+            .get(KEY_HEADER)
+            .map(|v| v.to_str().unwrap_or("?").trim().to_owned())
+            .filter(|v| !v.is_empty());
+        let presented = match header {
+            Some(value) => Some((value, Via::Header)),
             None if R::BEARER => bearer(headers)?.map(|token| (token, Via::Bearer)),
             None => None,
         };

@@ -227,10 +227,12 @@ impl Sessions {
 }
 
 /// Whether a state-changing request comes from a page of this server: its `Origin` (or, when
-/// a browser sent none, its `Referer`) must name the `Host` it was sent to. Requests with
-/// neither are refused.
-pub fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+/// a browser sent none, its `Referer`) must name the host it was sent to: `authority` (the
+/// URI's, which HTTP/2 carries instead of a `Host` header) or the `Host` header. Requests
+/// with neither are refused.
+pub fn same_origin(authority: Option<&str>, headers: &HeaderMap) -> bool {
+    let Some(host) = authority.or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()))
+    else {
         return false;
     };
     let origin = headers
@@ -332,22 +334,29 @@ mod tests {
     #[test]
     fn origin_must_name_the_host() {
         let host = (header::HOST, "127.0.0.1:8080");
-        assert!(same_origin(&headers(&[
-            host.clone(),
-            (header::ORIGIN, "http://127.0.0.1:8080")
-        ])));
-        assert!(same_origin(&headers(&[
-            host.clone(),
-            (header::REFERER, "http://127.0.0.1:8080/locks/x")
-        ])));
-        assert!(!same_origin(&headers(&[
-            host.clone(),
-            (header::ORIGIN, "http://evil.example")
-        ])));
-        assert!(!same_origin(&headers(&[
-            host.clone(),
-            (header::ORIGIN, "null")
-        ])));
-        assert!(!same_origin(&headers(&[host])));
+        assert!(same_origin(
+            None,
+            &headers(&[host.clone(), (header::ORIGIN, "http://127.0.0.1:8080")])
+        ));
+        assert!(same_origin(
+            None,
+            &headers(&[
+                host.clone(),
+                (header::REFERER, "http://127.0.0.1:8080/locks/x")
+            ])
+        ));
+        assert!(!same_origin(
+            None,
+            &headers(&[host.clone(), (header::ORIGIN, "http://evil.example")])
+        ));
+        assert!(!same_origin(
+            None,
+            &headers(&[host.clone(), (header::ORIGIN, "null")])
+        ));
+        assert!(!same_origin(None, &headers(&[host])));
+        // HTTP/2 names the host in the URI only.
+        let h2 = headers(&[(header::ORIGIN, "https://h:1")]);
+        assert!(same_origin(Some("h:1"), &h2));
+        assert!(!same_origin(None, &h2));
     }
 }

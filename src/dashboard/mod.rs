@@ -417,10 +417,11 @@ struct ForceReleaseForm {
 async fn force_release(
     State(state): State<AppState>,
     headers: HeaderMap,
+    uri: Uri,
     Path(raw): Path<String>,
     Form(form): Form<ForceReleaseForm>,
 ) -> PageResult {
-    if !same_origin(&headers) {
+    if !same_origin(authority(&uri), &headers) {
         return Err(PageError::forbidden(
             "refused: the request did not come from a page of this server",
         ));
@@ -546,9 +547,10 @@ async fn login(
     State(state): State<AppState>,
     Peer(peer): Peer,
     headers: HeaderMap,
+    uri: Uri,
     Form(form): Form<LoginForm>,
 ) -> PageResult {
-    if !same_origin(&headers) {
+    if !same_origin(authority(&uri), &headers) {
         return Err(PageError::forbidden(
             "refused: the request did not come from a page of this server",
         ));
@@ -638,10 +640,11 @@ struct LogoutForm {
 async fn logout(
     State(state): State<AppState>,
     headers: HeaderMap,
+    uri: Uri,
     Form(form): Form<LogoutForm>,
 ) -> PageResult {
     let sessions = &state.access.sessions;
-    let session: Option<Session> = if same_origin(&headers) {
+    let session: Option<Session> = if same_origin(authority(&uri), &headers) {
         sessions.from_headers(&headers).await
     } else {
         None
@@ -687,6 +690,11 @@ async fn css() -> Response {
 
 async fn js() -> Response {
     asset("text/javascript; charset=utf-8", JS)
+}
+
+/// The host an HTTP/2 request names in its URI (HTTP/1.1's is in its `Host` header).
+fn authority(uri: &Uri) -> Option<&str> {
+    uri.authority().map(|a| a.as_str())
 }
 
 /// Percent-encodes a query parameter value.

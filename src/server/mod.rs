@@ -8,6 +8,7 @@
 pub mod listener;
 pub mod tls;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,7 +199,7 @@ pub enum ServerError {
          set, so anyone who can reach the port could take any lock. Create a key (or set \
          --admin-token / --admin-token-file), listen on loopback, or pass --allow-anonymous"
     )]
-    Exposed(std::net::SocketAddr),
+    Exposed(SocketAddr),
     #[error("cannot read the listener's address: {0}")]
     Listener(#[source] std::io::Error),
     #[error("cannot set up the Redis connection: {0}")]
@@ -235,12 +236,14 @@ pub async fn run(
 
     let prefix = config.locks.key_prefix.clone();
     let keys = KeyStore::new(conn.clone(), &prefix);
-    // A server others can reach must have a way in other than anonymity (unless asked to).
-    if !loopback
-        && !config.allow_anonymous
-        && config.admin_token.is_none()
-        && matches!(keys.any_exist().await, Ok(false))
-    {
+    // Asked only where it matters: the answer is cached for a second, and a loopback server
+    // lets anonymous callers in while it says no.
+    let keys_exist = if loopback {
+        None
+    } else {
+        keys.any_exist().await.ok()
+    };
+    if exposed(local, &config, keys_exist) {
         return Err(ServerError::Exposed(local));
     }
 
@@ -325,6 +328,16 @@ pub async fn run(
         tracing::warn!(error = %e, "the subscriber task failed");
     }
     Ok(())
+}
+
+/// Whether serving on `local` would leave no way in but anonymity where anonymous callers are
+/// not let in: not loopback, no `--allow-anonymous`, no admin token, and no API key (as far as
+/// Redis says; a Redis that does not answer yet is not held against the start).
+fn exposed(local: SocketAddr, config: &ServerConfig, keys_exist: Option<bool>) -> bool {
+    !local.ip().is_loopback()
+        && !config.allow_anonymous
+        && config.admin_token.is_none()
+        && keys_exist == Some(false)
 }
 
 /// What every request passes before a handler runs: the browser guard (cross-site requests,
@@ -437,5 +450,34 @@ async fn check_durability(
             tracing::warn!(error = %e, "could not check Redis's persistence and eviction settings");
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reachable_server_needs_a_credential_or_an_explicit_yes() {
+        let public: SocketAddr = "10.0.0.7:8080".parse().expect("addr");
+        let loopback: SocketAddr = "127.0.0.1:8080".parse().expect("addr");
+        let bare = ServerConfig::new("redis://r");
+        assert!(exposed(public, &bare, Some(false)));
+        assert!(!exposed(loopback, &bare, Some(false)), "loopback is fine");
+        assert!(!exposed(public, &bare, Some(true)), "a key exists");
+        assert!(!exposed(public, &bare, None), "Redis not answering yet");
+        let token = ServerConfig {
+            admin_token: Some("an-admin-token-0123456789".into()),
+            ..bare.clone()
+        };
+        assert!(
+            !exposed(public, &token, Some(false)),
+            "the operator can make keys"
+        );
+        let open = ServerConfig {
+            allow_anonymous: true,
+            ..bare
+        };
+        assert!(!exposed(public, &open, Some(false)), "asked for");
     }
 }

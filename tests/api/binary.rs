@@ -135,7 +135,40 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
     assert_eq!(heartbeat.status(), 200);
     let token = std::fs::read_to_string(data.path().join("admin-token")).expect("admin token file");
     assert!(token.trim().starts_with("lha_"));
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(data.path().join("admin-token"))
+            .expect("token file")
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the admin token file is the user's alone"
+        );
+    }
     assert!(data.path().join("redis.sock").exists());
+    // The embedded Redis stops taking writes when full instead of evicting held locks.
+    let mut redis = redis::Client::open(format!(
+        "redis+unix://{}",
+        data.path().join("redis.sock").display()
+    ))
+    .expect("url")
+    .get_multiplexed_async_connection()
+    .await
+    .expect("connect");
+    let policy: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory*")
+        .query_async(&mut redis)
+        .await
+        .expect("config");
+    let policy: std::collections::HashMap<_, _> = policy
+        .chunks(2)
+        .map(|kv| (kv[0].clone(), kv[1].clone()))
+        .collect();
+    assert_eq!(policy["maxmemory-policy"], "noeviction");
+    assert_eq!(policy["maxmemory"], (512u64 << 20).to_string());
     let addr = serve.addr.clone();
     let healthcheck = || {
         Command::new(BIN)
@@ -153,6 +186,10 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
     assert!(
         log.contains("request_id"),
         "debug logs were captured:\n{log}"
+    );
+    assert!(
+        !log.contains(token.trim()) && log.contains("admin-token"),
+        "the admin token's path is printed, never the token:\n{log}"
     );
     assert!(
         !log.contains(&lease_token[4..]),
@@ -292,4 +329,84 @@ async fn every_log_line_of_a_request_carries_its_request_id() {
         );
     }
     assert!(serve.terminate().success());
+}
+
+#[test]
+fn a_data_dir_others_may_enter_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let data = private_dir();
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let output = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .output()
+        .expect("run leasehold");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("chmod 700"), "{stderr}");
+    assert!(
+        !data.path().join("admin-token").exists(),
+        "nothing was written there"
+    );
+}
+
+#[tokio::test]
+async fn the_admin_token_can_come_from_a_file() {
+    use std::io::Write as _;
+    let data = private_dir();
+    let secret = data.path().join("secret");
+    let mut file = std::fs::File::create(&secret).expect("create");
+    writeln!(file, "from-a-file-0123456789").expect("write");
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--data-dir",
+        ])
+        .arg(data.path())
+        .arg("--admin-token-file")
+        .arg(&secret)
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("a line").expect("line");
+        if let Ok(entry) = serde_json::from_str::<Value>(&line)
+            && entry["message"] == "leasehold is listening"
+        {
+            break entry["addr"].as_str().expect("addr").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    let http = reqwest::Client::new();
+    http.post(format!("http://{addr}/v1/locks/stuck/leases"))
+        .send()
+        .await
+        .expect("acquire");
+    let forced = http
+        .delete(format!("http://{addr}/v1/admin/locks/stuck"))
+        .bearer_auth("from-a-file-0123456789")
+        .send()
+        .await
+        .expect("force release");
+    assert_eq!(forced.status(), 200);
+    assert!(
+        !data.path().join("admin-token").exists(),
+        "no token was generated"
+    );
+    let _ = kill(
+        Pid::from_raw(i32::try_from(child.id()).expect("pid")),
+        Signal::SIGTERM,
+    );
+    let _ = child.wait();
 }

@@ -3,12 +3,16 @@
 //! read as what they check.
 
 pub mod browser;
+pub mod certs;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use leasehold::limits::{ClientLimits, LockLimits};
+use leasehold::server::listener::HttpLimits;
+use leasehold::server::tls::TlsFiles;
 use leasehold::server::{self, ServerConfig, ServerError};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
@@ -133,6 +137,7 @@ impl Drop for RedisServer {
 }
 
 /// Settings a test may change before the app starts.
+#[derive(Clone)]
 pub struct AppOptions {
     pub min_ttl_ms: u64,
     pub max_wait_ms: u64,
@@ -141,6 +146,14 @@ pub struct AppOptions {
     pub ticket_timeout_ms: u64,
     pub metrics_lock_names: bool,
     pub dashboard_private: bool,
+    pub allow_anonymous: bool,
+    /// What one caller may do; the server's defaults unless set.
+    pub clients: ClientLimits,
+    pub per_lock: LockLimits,
+    pub http: HttpLimits,
+    pub body_timeout: Duration,
+    /// Serve HTTPS with these files.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for AppOptions {
@@ -153,6 +166,12 @@ impl Default for AppOptions {
             ticket_timeout_ms: 5_000,
             metrics_lock_names: false,
             dashboard_private: false,
+            allow_anonymous: false,
+            clients: ClientLimits::default(),
+            per_lock: LockLimits::default(),
+            http: HttpLimits::default(),
+            body_timeout: Duration::from_secs(10),
+            tls: None,
         }
     }
 }
@@ -160,10 +179,13 @@ impl Default for AppOptions {
 /// A running Leasehold server with its own Redis.
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// `http` or `https`.
+    pub scheme: &'static str,
     pub http: reqwest::Client,
     pub redis: RedisServer,
     pub shutdown: CancellationToken,
     pub task: Option<JoinHandle<Result<(), ServerError>>>,
+    pub options: AppOptions,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -186,6 +208,12 @@ fn config_for(redis: &RedisServer, options: AppOptions) -> ServerConfig {
     config.admin_token = options.admin_token;
     config.metrics_lock_names = options.metrics_lock_names;
     config.dashboard.private = options.dashboard_private;
+    config.allow_anonymous = options.allow_anonymous;
+    config.clients = options.clients;
+    config.limits.per_lock = options.per_lock;
+    config.http = options.http;
+    config.body_timeout = options.body_timeout;
+    config.tls = options.tls;
     config
 }
 
@@ -205,18 +233,31 @@ pub async fn serve_once(redis: &RedisServer) -> Result<(), ServerError> {
 async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
-    let config = config_for(&redis, options);
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let ca = options
+        .tls
+        .as_ref()
+        .map(|tls| tls.cert.with_file_name("ca.pem"));
+    let config = config_for(&redis, options.clone());
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
+    let mut http = reqwest::Client::builder().timeout(Duration::from_secs(30));
+    if let Some(ca) = &ca {
+        let pem = std::fs::read(ca).expect("the test CA");
+        http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a CA"));
+    }
     let app = TestApp {
         addr,
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .expect("client"),
+        scheme,
+        http: http.build().expect("client"),
         redis,
         shutdown,
         task: Some(task),
+        options,
     };
     app.wait_until_ready().await;
     app
@@ -226,6 +267,71 @@ impl TestApp {
     /// A second Leasehold instance on the same Redis, as a scaled-out deployment runs.
     pub async fn spawn_peer(&self) -> TestApp {
         serve_on(self.redis.shared(), AppOptions::default()).await
+    }
+
+    /// A second instance on the same Redis with the same options as this one.
+    pub async fn spawn_twin(&self) -> TestApp {
+        serve_on(self.redis.shared(), self.options.clone()).await
+    }
+
+    /// The same server, as seen by a caller sending `key` in `Leasehold-Key` with every
+    /// request the helpers make (a view: dropping it stops nothing).
+    pub fn with_key(&self, key: &str) -> TestApp {
+        self.view(Some(key), true)
+    }
+
+    /// A view sending `key` (if any) with every request, following redirects or not.
+    pub fn view(&self, key: Option<&str>, follow_redirects: bool) -> TestApp {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(key) = key {
+            headers.insert(
+                "leasehold-key",
+                reqwest::header::HeaderValue::from_str(key).expect("a header value"),
+            );
+        }
+        let mut http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .default_headers(headers);
+        if !follow_redirects {
+            http = http.redirect(reqwest::redirect::Policy::none());
+        }
+        if let Some(tls) = &self.options.tls {
+            let pem = std::fs::read(tls.cert.with_file_name("ca.pem")).expect("the test CA");
+            http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a CA"));
+        }
+        TestApp {
+            addr: self.addr,
+            scheme: self.scheme,
+            http: http.build().expect("client"),
+            redis: self.redis.shared(),
+            shutdown: CancellationToken::new(),
+            task: None,
+            options: self.options.clone(),
+        }
+    }
+
+    /// Creates an API key with the admin token: `spec` is the body of `POST
+    /// /v1/admin/keys`. Returns the key's id and secret.
+    pub async fn create_key(&self, spec: Value) -> (String, String) {
+        let reply = self
+            .admin(reqwest::Method::POST, "/v1/admin/keys", Some(spec))
+            .await;
+        reply.assert_status(201);
+        (
+            reply.body["key"]["id"].as_str().expect("an id").to_owned(),
+            reply.str("secret"),
+        )
+    }
+
+    /// Revokes key `id` with the admin token.
+    pub async fn revoke_key(&self, id: &str) {
+        self.admin(
+            reqwest::Method::DELETE,
+            &format!("/v1/admin/keys/{id}"),
+            None,
+        )
+        .await
+        .assert_status(200);
     }
 }
 
@@ -367,7 +473,7 @@ impl Ticket {
 
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}://{}{path}", self.scheme, self.addr)
     }
 
     /// POST /v1/locks/{lock}/leases?wait_ms=.. with a JSON body and an optional bearer token.
@@ -605,4 +711,37 @@ pub async fn next_event(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, ki
     tokio::time::timeout(Duration::from_secs(10), wait)
         .await
         .unwrap_or_else(|_| panic!("no {kind} event within 10 s"))
+}
+
+/// Form bodies for reqwest (built without its `form` feature).
+pub trait FormFields {
+    /// `fields` as an urlencoded form body (what a browser's form posts).
+    fn form_fields(self, fields: &[(&str, &str)]) -> Self;
+}
+
+impl FormFields for reqwest::RequestBuilder {
+    fn form_fields(self, fields: &[(&str, &str)]) -> Self {
+        form(self, fields)
+    }
+}
+
+fn form(request: reqwest::RequestBuilder, fields: &[(&str, &str)]) -> reqwest::RequestBuilder {
+    let encode = |raw: &str| -> String {
+        raw.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    let body = fields
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    request
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
 }
