@@ -1,5 +1,7 @@
 # Leasehold: multi-stage build; the runtime image carries redis-server so `docker run` works
-# with the embedded default (a private Redis with AOF in /var/lib/leasehold/data).
+# with the embedded default (a private Redis with AOF in /var/lib/leasehold/data). It listens
+# on 0.0.0.0, so callers need API keys (make the first with the admin token generated into
+# the data dir, see the README's Docker section) unless LEASEHOLD_ALLOW_ANONYMOUS=true.
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
@@ -13,7 +15,8 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends redis-server \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --create-home --home-dir /var/lib/leasehold leasehold
+ && useradd --system --create-home --home-dir /var/lib/leasehold leasehold \
+ && install -d -m 0700 -o leasehold /var/lib/leasehold/data
 COPY --from=build /src/target/release/leasehold /usr/local/bin/leasehold
 USER leasehold
 WORKDIR /var/lib/leasehold

@@ -22,6 +22,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{OpenApi, Ref, RefOr};
@@ -48,7 +49,7 @@ pub const DOCS_PATH: &str = "/docs";
             loopback server with no key lets anonymous callers in.",
     ),
     components(schemas(ProblemDetails)),
-    modifiers(&BearerSchemes, &CommonResponses),
+    modifiers(&BearerSchemes, &CommonResponses, &Links),
     tags(
         (name = "locks", description = "Who holds a lock"),
         (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
@@ -148,6 +149,65 @@ impl Modify for CommonResponses {
                 }
                 if body {
                     add("408", "body_timeout: the body came too slowly");
+                }
+            }
+        }
+    }
+}
+
+/// OpenAPI links from a new lease to what reads it (the lease, its lock or semaphore), so a
+/// client, or a stateful tester, can follow a 201 to the resources it made.
+struct Links;
+
+impl Modify for Links {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let lease_ref = |path: &str| format!("#/paths/{}/get", path.replace('/', "~1"));
+        let from_lease = |path: &str| {
+            LinkBuilder::new()
+                .operation_ref(lease_ref(path))
+                .parameter("name", "$request.path.name")
+                .parameter("lease_id", "$response.body#/lease_id")
+                .build()
+        };
+        let from_name = |path: &str, method: &str| {
+            LinkBuilder::new()
+                .operation_ref(format!("#/paths/{}/{method}", path.replace('/', "~1")))
+                .parameter("name", "$request.path.name")
+                .build()
+        };
+        let links = [
+            (
+                "/v1/locks/{name}/leases",
+                vec![
+                    ("InspectLease", from_lease("/v1/locks/{name}/leases/{lease_id}")),
+                    ("InspectLock", from_name("/v1/locks/{name}", "get")),
+                ],
+            ),
+            (
+                "/v1/semaphores/{name}/leases",
+                vec![
+                    (
+                        "InspectLease",
+                        from_lease("/v1/semaphores/{name}/leases/{lease_id}"),
+                    ),
+                    ("InspectSemaphore", from_name("/v1/semaphores/{name}", "get")),
+                    (
+                        "SetLimit",
+                        from_name("/v1/admin/semaphores/{name}/limit", "put"),
+                    ),
+                ],
+            ),
+        ];
+        for (path, out) in links {
+            let created = openapi
+                .paths
+                .paths
+                .get_mut(path)
+                .and_then(|item| item.post.as_mut())
+                .and_then(|op| op.responses.responses.get_mut("201"));
+            if let Some(RefOr::T(response)) = created {
+                for (name, link) in out {
+                    response.links.insert(name.to_owned(), RefOr::T(link));
                 }
             }
         }
