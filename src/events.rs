@@ -5,8 +5,9 @@
 //! waiters too; and it fans each message out to the local waiters. Thousands of waiting
 //! requests therefore cost one connection and three pattern subscriptions.
 //!
-//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`) and
-//! fans each event out in-process through a broadcast channel ([`EventFeed`]), so any number
+//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`, where
+//! every instance publishes its events in batches: JSON arrays) and fans each event out
+//! in-process through a broadcast channel ([`EventFeed`]), so any number
 //! of dashboard tabs and `GET /v1/events` clients cost no extra Redis subscription.
 //!
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
@@ -193,12 +194,10 @@ async fn listen(
                             Wakes::One => waiters.wake_one(key),
                             Wakes::All => waiters.wake(key),
                         }
-                    } else if let Some(event) = msg
-                        .get_payload::<String>()
-                        .ok()
-                        .and_then(|json| LockEvent::parse(&json))
-                    {
-                        feed.send(FeedMessage::Event(Arc::new(event)));
+                    } else if let Ok(json) = msg.get_payload::<String>() {
+                        for event in LockEvent::parse_batch(&json) {
+                            feed.send(FeedMessage::Event(Arc::new(event)));
+                        }
                     }
                 }
                 None => return false,

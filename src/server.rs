@@ -22,7 +22,7 @@ use crate::config::ServeArgs;
 use crate::durability::{Durability, DurabilityError};
 use crate::events::{EventFeed, spawn_subscriber};
 use crate::locks::waiters::Waiters;
-use crate::locks::{KeySpace, LockSettings, Locks, TtlPolicy};
+use crate::locks::{KeySpace, LockError, LockSettings, Locks, TtlPolicy};
 use crate::metrics::Metrics;
 use crate::state::{ApiLimits, AppState, DashboardSettings};
 use crate::{api, dashboard};
@@ -118,6 +118,11 @@ pub enum ServerError {
     Http(#[source] std::io::Error),
     #[error(transparent)]
     Durability(#[from] DurabilityError),
+    #[error(
+        "this Redis refused Leasehold's function library ({0}); Leasehold needs Redis 7.0 or \
+         later (Redis Functions)"
+    )]
+    Functions(String),
 }
 
 /// Serves the API and the dashboard until `shutdown` is cancelled, then stops every task it
@@ -158,7 +163,9 @@ pub async fn run(
         shutdown.clone(),
         metrics.clone(),
     );
+    load_functions(&locks).await?;
     let clock_task = locks.spawn_clock_sync();
+    let publisher_task = locks.spawn_publisher();
     let state = AppState {
         locks,
         metrics,
@@ -181,6 +188,7 @@ pub async fn run(
     };
     shutdown.cancel();
     let _ = clock_task.await;
+    let _ = publisher_task.await;
     if let Err(e) = subscriber_task.await {
         tracing::warn!(error = %e, "the subscriber task failed");
     }
@@ -227,6 +235,19 @@ pub fn app(state: AppState) -> Router {
                 .layer(CatchPanicLayer::custom(api::panic_problem)),
         )
         .with_state(state)
+}
+
+/// Loads the Lua function library. A Redis that does not answer yet is not judged (calls load
+/// the library themselves once it does); one that refuses the library cannot serve.
+async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
+    match locks.load_functions().await {
+        Ok(()) => Ok(()),
+        Err(LockError::Unavailable(e)) if e.is_io_error() || e.is_timeout() => {
+            tracing::warn!(error = %e, "could not load the function library yet");
+            Ok(())
+        }
+        Err(e) => Err(ServerError::Functions(e.to_string())),
+    }
 }
 
 /// Says what this Redis can lose and refuses one that evicts keys (unless allowed). A Redis

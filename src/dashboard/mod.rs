@@ -28,7 +28,9 @@ use self::pages::{
     OverviewRow,
 };
 use crate::auth::{AdminAuth, Session, same_origin};
-use crate::locks::{HISTORY_SHOWN, HeldAs, ListCursor, LockError, LockName, NamePrefix, Resource};
+use crate::locks::{
+    self, HISTORY_SHOWN, HeldAs, ListCursor, LockError, LockName, NamePrefix, Resource,
+};
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
 
@@ -245,18 +247,24 @@ async fn lock_page(
     };
     let name = lock_name(&raw)?;
     let lock = state.locks.lock(&name).await?;
-    let lock_state = match &lock {
+    // The history records holds and waits when they end; those going on come from the view.
+    let (lock_state, ongoing) = match &lock {
         Some(view) if !view.kind.is_some_and(HeldAs::is_semaphore) => {
-            Some(LockState::of_lock(view))
+            (Some(LockState::of_lock(view)), locks::ongoing(view))
         }
-        _ => state
-            .locks
-            .semaphore(&name)
-            .await?
-            .as_ref()
-            .map(LockState::of_semaphore),
+        _ => match state.locks.semaphore(&name).await? {
+            Some(s) => (
+                Some(LockState::of_semaphore(&s)),
+                locks::ongoing_permits(&s),
+            ),
+            None => (None, Vec::new()),
+        },
     };
-    let history = state.locks.history(&name, HISTORY_SHOWN).await?;
+    let history = locks::merged(
+        state.locks.history(&name, HISTORY_SHOWN).await?,
+        ongoing,
+        HISTORY_SHOWN,
+    );
     let lock_state = match (lock_state, lock) {
         (Some(s), _) => s,
         (None, Some(view)) => LockState::of_lock(&view),

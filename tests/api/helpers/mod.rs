@@ -580,11 +580,15 @@ impl TestApp {
             let mut stream = pubsub.into_on_message();
             while let Some(msg) = stream.next().await {
                 let payload: String = msg.get_payload().expect("payload");
-                if tx
-                    .send(serde_json::from_str(&payload).expect("event JSON"))
-                    .is_err()
-                {
-                    return;
+                // Instances publish their events in batches: JSON arrays.
+                let batch = match serde_json::from_str(&payload).expect("event JSON") {
+                    Value::Array(events) => events,
+                    event => vec![event],
+                };
+                for event in batch {
+                    if tx.send(event).is_err() {
+                        return;
+                    }
                 }
             }
         });
