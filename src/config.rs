@@ -220,6 +220,12 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_PERMITS", default_value_t = 1_000)]
     pub max_permits: u32,
 
+    /// How many lease watches (GET .../watch, server-sent events) this instance keeps open at
+    /// once; one more is refused with 503 too_many_watches. Each costs a connection and a
+    /// few hundred bytes.
+    #[arg(long, env = "LEASEHOLD_MAX_WATCHES", default_value_t = 10_000)]
+    pub max_watches: usize,
+
     /// How long a released or expired lease keeps answering 410 (rather than 404), in ms.
     #[arg(long, env = "LEASEHOLD_TOMBSTONE_MS", default_value_t = 60_000)]
     pub tombstone_ms: u64,

@@ -4,6 +4,10 @@
 //! failed attempt and the wait still wakes it (the missed wake-up other clients suffer). Waking
 //! is per lock key; a subscriber reconnect wakes everyone, since messages sent while it was
 //! away are lost.
+//!
+//! Lease watches (`GET .../watch`) register apart from waiters: every wake-up of a lock also
+//! wakes its watches, but a wake-up meant for one waiter ([`Waiters::wake_one`]) is never
+//! taken by a watch, and watches are not counted as waiting requests.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +17,15 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub struct Waiters {
     by_lock: Mutex<HashMap<Arc<str>, Slot>>,
+    /// Lease watches, by lock key (never a fair waiter's own key).
+    watches: Mutex<HashMap<Arc<str>, Slot>>,
+}
+
+/// Which map a registration lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interest {
+    Waiter,
+    Watch,
 }
 
 #[derive(Debug)]
@@ -24,8 +37,28 @@ struct Slot {
 impl Waiters {
     /// Registers interest in `lock_key` until the returned guard drops.
     pub fn register(self: &Arc<Self>, lock_key: &str) -> Registration {
+        self.register_in(Interest::Waiter, lock_key)
+    }
+
+    /// Registers a lease watch on `lock_key` until the returned guard drops: it wakes on every
+    /// wake-up of the lock (one waiter's, all waiters', a fair waiter's own, a reconnect).
+    pub fn watch(self: &Arc<Self>, lock_key: &str) -> Registration {
+        self.register_in(Interest::Watch, lock_key)
+    }
+
+    fn map(&self, interest: Interest) -> &Mutex<HashMap<Arc<str>, Slot>> {
+        match interest {
+            Interest::Waiter => &self.by_lock,
+            Interest::Watch => &self.watches,
+        }
+    }
+
+    fn register_in(self: &Arc<Self>, interest: Interest, lock_key: &str) -> Registration {
         let key: Arc<str> = Arc::from(lock_key);
-        let mut map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .map(interest)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let slot = map.entry(key.clone()).or_insert_with(|| Slot {
             notify: Arc::new(Notify::new()),
             waiting: 0,
@@ -33,8 +66,19 @@ impl Waiters {
         slot.waiting += 1;
         Registration {
             waiters: self.clone(),
+            interest,
             key,
             notify: slot.notify.clone(),
+        }
+    }
+
+    /// Wakes the watches of the lock `key` belongs to: a fair waiter's own key is
+    /// `L}:<holder>` (see `LockKeys::waiter`), and lock names hold no braces.
+    fn wake_watches(&self, key: &str) {
+        let lock = key.split('}').next().unwrap_or(key);
+        let map = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get(lock) {
+            slot.notify.notify_waiters();
         }
     }
 
@@ -47,6 +91,8 @@ impl Waiters {
         if let Some(slot) = map.get(lock_key) {
             slot.notify.notify_one();
         }
+        drop(map);
+        self.wake_watches(lock_key);
     }
 
     /// Wakes every request waiting on `lock_key` to try again.
@@ -55,13 +101,20 @@ impl Waiters {
         if let Some(slot) = map.get(lock_key) {
             slot.notify.notify_waiters();
         }
+        drop(map);
+        self.wake_watches(lock_key);
     }
 
-    /// Wakes every waiting request (after a subscriber reconnect).
+    /// Wakes every waiting request and every watch (after a subscriber reconnect).
     pub fn wake_all(&self) {
-        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
-        for slot in map.values() {
-            slot.notify.notify_waiters();
+        for interest in [Interest::Waiter, Interest::Watch] {
+            let map = self
+                .map(interest)
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for slot in map.values() {
+                slot.notify.notify_waiters();
+            }
         }
     }
 
@@ -71,8 +124,11 @@ impl Waiters {
         map.values().map(|s| s.waiting).sum()
     }
 
-    fn unregister(&self, key: &str) {
-        let mut map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+    fn unregister(&self, interest: Interest, key: &str) {
+        let mut map = self
+            .map(interest)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = map.get_mut(key) {
             slot.waiting -= 1;
             if slot.waiting == 0 {
@@ -86,6 +142,7 @@ impl Waiters {
 #[derive(Debug)]
 pub struct Registration {
     waiters: Arc<Waiters>,
+    interest: Interest,
     key: Arc<str>,
     notify: Arc<Notify>,
 }
@@ -99,7 +156,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.waiters.unregister(&self.key);
+        self.waiters.unregister(self.interest, &self.key);
     }
 }
 
@@ -132,6 +189,35 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), second)
             .await
             .expect("the second waiter got the forwarded wake-up");
+    }
+
+    #[tokio::test]
+    async fn watches_wake_with_the_lock_but_never_take_a_waiters_wake_up() {
+        let waiters = Arc::new(Waiters::default());
+        let watch = waiters.watch("jobs");
+        let waiter = waiters.register("jobs");
+        let mut watched = Box::pin(watch.notified());
+        let mut waiting = Box::pin(waiter.notified());
+        watched.as_mut().enable();
+        waiting.as_mut().enable();
+        waiters.wake_one("jobs");
+        let second = std::time::Duration::from_secs(1);
+        tokio::time::timeout(second, waiting)
+            .await
+            .expect("the waiter got the one wake-up");
+        tokio::time::timeout(second, watched)
+            .await
+            .expect("the watch woke too");
+        assert_eq!(waiters.count(), 1, "a watch is not a waiting request");
+        // A fair waiter's own channel wakes the watches of its lock.
+        let mut watched = Box::pin(watch.notified());
+        watched.as_mut().enable();
+        waiters.wake("jobs}:0190c5f0-0000-7000-8000-000000000000:1");
+        tokio::time::timeout(second, watched)
+            .await
+            .expect("the watch woke on a fair waiter's channel");
+        drop(watch);
+        assert!(waiters.watches.lock().expect("lock").is_empty());
     }
 
     #[tokio::test]
