@@ -35,7 +35,8 @@ impl std::fmt::Display for LeaseId {
 pub enum LockKind {
     /// Redisson RLock: the same lease may enter again and again (the default).
     Reentrant,
-    /// A second entry by the holder is refused (Curator's InterProcessSemaphoreMutex).
+    /// Not reentrant: the holder's own second acquire gets 409 not_reentrant (Curator's
+    /// InterProcessSemaphoreMutex).
     Exclusive,
     /// Strict FIFO among live waiters (Redisson RFairLock, Curator InterProcessMutex).
     Fair,

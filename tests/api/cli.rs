@@ -16,11 +16,15 @@ use crate::helpers::{ADMIN_TOKEN, TestApp, next_event, spawn_app};
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
 /// `leasehold <subcommand> --server <the test server>`, blind to any LEASEHOLD_* variables of
-/// the environment the tests run in, and killed if the test gives up on it.
+/// the environment the tests run in, and killed if the test gives up on it. `status` prints
+/// the server's JSON (`--json`), as scripts ask for it.
 fn leasehold(app: &TestApp, subcommand: &str) -> Command {
     let mut command = Command::new(BIN);
+    command.arg(subcommand);
+    if subcommand == "status" {
+        command.arg("--json");
+    }
     command
-        .arg(subcommand)
         .arg("--server")
         .arg(app.url(""))
         .env_remove("LEASEHOLD_SERVER")
