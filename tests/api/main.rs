@@ -18,4 +18,6 @@ mod redisson;
 mod regressions;
 mod rwlock;
 mod semaphores;
+mod surprises;
 mod waiting;
+mod watch;
