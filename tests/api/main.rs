@@ -4,6 +4,7 @@ mod admin;
 mod binary;
 mod browser;
 mod cli;
+mod cli_tools;
 mod dashboard;
 mod errors;
 mod fair;
