@@ -101,6 +101,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
 }
 
 pub async fn hold(args: HoldArgs) -> ExitCode {
+    let _ = SPEAKER.set("hold");
     let client = match Client::new(args.server.server.clone()) {
         Ok(client) => client,
         Err(e) => {
@@ -861,8 +862,11 @@ fn human(duration: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(Duration::from_millis(millis))
 }
 
+/// Which subcommand speaks (`run` or `hold`), for the start of each line on stderr.
+static SPEAKER: std::sync::OnceLock<&str> = std::sync::OnceLock::new();
+
 fn say(message: impl Display) {
-    eprintln!("leasehold run: {message}");
+    eprintln!("leasehold {}: {message}", SPEAKER.get().unwrap_or(&"run"));
 }
 
 #[cfg(test)]
