@@ -41,7 +41,7 @@ use crate::client::{
     AcquireOptions, Acquired, Client, ClientError, Lease, LeaseId, LeaseToken, PermitOptions,
     Problem, Reply, Resource, Ticket,
 };
-use crate::config::{HoldArgs, LeaseRequestArgs, RunArgs};
+use crate::config::{HoldArgs, LeaseRequestArgs, RunArgs, ServerArgs};
 
 /// Exit code when the command was found but could not be executed (as shells use it).
 const EXIT_CANNOT_EXECUTE: u8 = 126;
@@ -83,44 +83,18 @@ struct Job {
 }
 
 pub async fn run(args: RunArgs) -> ExitCode {
-    let client = match Client::new(args.server.server.clone()) {
-        Ok(client) => client,
-        Err(e) => {
-            say(describe(&e));
-            return ExitCode::from(EXIT_FAILURE);
-        }
-    };
-    let job = Job {
-        client,
-        name: args.name,
-        lease: args.lease,
-        kill_grace: args.kill_grace,
-        mode: Mode::Command(args.command),
-    };
-    ExitCode::from(job.run().await)
+    let mode = Mode::Command(args.command);
+    Job::launch(&args.server, args.name, args.lease, args.kill_grace, mode).await
 }
 
 pub async fn hold(args: HoldArgs) -> ExitCode {
     let _ = SPEAKER.set("hold");
-    let client = match Client::new(args.server.server.clone()) {
-        Ok(client) => client,
-        Err(e) => {
-            say(describe(&e));
-            return ExitCode::from(EXIT_FAILURE);
-        }
+    let mode = if args.shell {
+        Mode::Shell
+    } else {
+        Mode::UntilSignal
     };
-    let job = Job {
-        client,
-        name: args.name,
-        lease: args.lease,
-        kill_grace: args.kill_grace,
-        mode: if args.shell {
-            Mode::Shell
-        } else {
-            Mode::UntilSignal
-        },
-    };
-    ExitCode::from(job.run().await)
+    Job::launch(&args.server, args.name, args.lease, args.kill_grace, mode).await
 }
 
 /// `$SHELL`, else `/bin/sh`.
@@ -131,6 +105,31 @@ fn shell() -> OsString {
 }
 
 impl Job {
+    /// Connects to the server and runs the job: its exit code.
+    async fn launch(
+        server: &ServerArgs,
+        name: String,
+        lease: LeaseRequestArgs,
+        kill_grace: Duration,
+        mode: Mode,
+    ) -> ExitCode {
+        let client = match Client::new(server.server.clone()) {
+            Ok(client) => client,
+            Err(e) => {
+                say(describe(&e));
+                return ExitCode::from(EXIT_FAILURE);
+            }
+        };
+        let job = Self {
+            client,
+            name,
+            lease,
+            kill_grace,
+            mode,
+        };
+        ExitCode::from(job.run().await)
+    }
+
     fn resource(&self) -> Resource {
         if self.lease.semaphore.is_some() {
             Resource::Semaphore
