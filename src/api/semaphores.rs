@@ -24,12 +24,12 @@ use crate::wire::{
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
     responses(
-        (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
+        (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body (limit missing or out of range)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
