@@ -146,7 +146,7 @@ pub async fn status(args: StatusArgs) -> ExitCode {
     match shown {
         Ok((_, json)) if args.json => print_json(&json),
         Ok((text, _)) => {
-            print!("{text}");
+            emit(&text);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -183,7 +183,7 @@ pub async fn ls(args: LsArgs) -> ExitCode {
             }
         };
         if args.json {
-            println!("{}", page.json);
+            emit(&format!("{}\n", page.json));
         }
         live.extend(page.body.locks);
         cursor = page.body.next_cursor;
@@ -193,21 +193,25 @@ pub async fn ls(args: LsArgs) -> ExitCode {
     }
     if !args.json {
         live.sort_by(|a, b| a.name.cmp(&b.name));
-        print!("{}", table::live(&live));
+        emit(&table::live(&live));
     }
     ExitCode::SUCCESS
 }
 
-/// Prints the completion script of `args.shell` for the whole command line.
+/// Prints the completion script of `args.shell` for the whole command line. A closed pipe
+/// (`| head`) is not an error worth a panic: the script is written from a buffer.
 pub fn completions(args: &CompletionsArgs) -> ExitCode {
-    let mut command = Cli::command();
-    clap_complete::generate(
-        args.shell,
-        &mut command,
-        "leasehold",
-        &mut std::io::stdout(),
-    );
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "leasehold", &mut script);
+    emit(&String::from_utf8_lossy(&script));
     ExitCode::SUCCESS
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the output, not in a panic as
+/// `print!` would.
+fn emit(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// Who takes a lease: a label for people and the metadata that finds the process.
@@ -303,7 +307,7 @@ fn finish(result: Result<Value, ClientError>) -> ExitCode {
 }
 
 fn print_json(json: &Value) -> ExitCode {
-    println!("{json}");
+    emit(&format!("{json}\n"));
     ExitCode::SUCCESS
 }
 
