@@ -5,9 +5,10 @@
 //! is per lock key; a subscriber reconnect wakes everyone, since messages sent while it was
 //! away are lost.
 //!
-//! Lease watches (`GET .../watch`) register apart from waiters: every wake-up of a lock also
-//! wakes its watches, but a wake-up meant for one waiter ([`Waiters::wake_one`]) is never
-//! taken by a watch, and watches are not counted as waiting requests.
+//! Lease watches (`GET .../watch`) register apart from waiters ([`Waiters::watch`]): every
+//! wake-up of a lock also wakes its watches, but a wake-up meant for one waiter
+//! ([`Waiters::wake_one`]) is never taken by a watch, and watches are not counted as waiting
+//! requests.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,15 +18,9 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub struct Waiters {
     by_lock: Mutex<HashMap<Arc<str>, Slot>>,
-    /// Lease watches, by lock key (never a fair waiter's own key).
+    /// Lease watches, by lock key (never a fair waiter's own key). Locked after `by_lock`
+    /// when both are.
     watches: Mutex<HashMap<Arc<str>, Slot>>,
-}
-
-/// Which map a registration lives in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Interest {
-    Waiter,
-    Watch,
 }
 
 #[derive(Debug)]
@@ -37,28 +32,8 @@ struct Slot {
 impl Waiters {
     /// Registers interest in `lock_key` until the returned guard drops.
     pub fn register(self: &Arc<Self>, lock_key: &str) -> Registration {
-        self.register_in(Interest::Waiter, lock_key)
-    }
-
-    /// Registers a lease watch on `lock_key` until the returned guard drops: it wakes on every
-    /// wake-up of the lock (one waiter's, all waiters', a fair waiter's own, a reconnect).
-    pub fn watch(self: &Arc<Self>, lock_key: &str) -> Registration {
-        self.register_in(Interest::Watch, lock_key)
-    }
-
-    fn map(&self, interest: Interest) -> &Mutex<HashMap<Arc<str>, Slot>> {
-        match interest {
-            Interest::Waiter => &self.by_lock,
-            Interest::Watch => &self.watches,
-        }
-    }
-
-    fn register_in(self: &Arc<Self>, interest: Interest, lock_key: &str) -> Registration {
         let key: Arc<str> = Arc::from(lock_key);
-        let mut map = self
-            .map(interest)
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = map.entry(key.clone()).or_insert_with(|| Slot {
             notify: Arc::new(Notify::new()),
             waiting: 0,
@@ -66,7 +41,56 @@ impl Waiters {
         slot.waiting += 1;
         Registration {
             waiters: self.clone(),
-            interest,
+            key,
+            notify: slot.notify.clone(),
+        }
+    }
+
+    /// Wakes one request waiting on `lock_key` (the longest registered): an exclusive lock
+    /// freed can go to one waiter only, so waking all would only make the rest retry in vain
+    /// (Redisson's waiters likewise wake one per process). If that waiter has gone, tokio hands
+    /// the wake-up on to the next; if none waits now, the next to wait consumes it.
+    pub fn wake_one(&self, lock_key: &str) {
+        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get(lock_key) {
+            slot.notify.notify_one();
+        }
+        self.wake_watches(lock_key);
+    }
+
+    /// Wakes every request waiting on `lock_key` to try again.
+    pub fn wake(&self, lock_key: &str) {
+        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get(lock_key) {
+            slot.notify.notify_waiters();
+        }
+        self.wake_watches(lock_key);
+    }
+
+    /// Wakes every waiting request, and every watch (after a subscriber reconnect).
+    pub fn wake_all(&self) {
+        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        for slot in map.values() {
+            slot.notify.notify_waiters();
+        }
+        let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        for slot in watches.values() {
+            slot.notify.notify_waiters();
+        }
+    }
+
+    /// Registers a lease watch on `lock_key` until the returned guard drops: it wakes on every
+    /// wake-up of the lock (one waiter's, all waiters', a fair waiter's own, a reconnect).
+    pub fn watch(self: &Arc<Self>, lock_key: &str) -> WatchRegistration {
+        let key: Arc<str> = Arc::from(lock_key);
+        let mut map = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = map.entry(key.clone()).or_insert_with(|| Slot {
+            notify: Arc::new(Notify::new()),
+            waiting: 0,
+        });
+        slot.waiting += 1;
+        WatchRegistration {
+            waiters: self.clone(),
             key,
             notify: slot.notify.clone(),
         }
@@ -82,38 +106,12 @@ impl Waiters {
         }
     }
 
-    /// Wakes one request waiting on `lock_key` (the longest registered): an exclusive lock
-    /// freed can go to one waiter only, so waking all would only make the rest retry in vain
-    /// (Redisson's waiters likewise wake one per process). If that waiter has gone, tokio hands
-    /// the wake-up on to the next; if none waits now, the next to wait consumes it.
-    pub fn wake_one(&self, lock_key: &str) {
-        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(slot) = map.get(lock_key) {
-            slot.notify.notify_one();
-        }
-        drop(map);
-        self.wake_watches(lock_key);
-    }
-
-    /// Wakes every request waiting on `lock_key` to try again.
-    pub fn wake(&self, lock_key: &str) {
-        let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(slot) = map.get(lock_key) {
-            slot.notify.notify_waiters();
-        }
-        drop(map);
-        self.wake_watches(lock_key);
-    }
-
-    /// Wakes every waiting request and every watch (after a subscriber reconnect).
-    pub fn wake_all(&self) {
-        for interest in [Interest::Waiter, Interest::Watch] {
-            let map = self
-                .map(interest)
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for slot in map.values() {
-                slot.notify.notify_waiters();
+    fn unwatch(&self, key: &str) {
+        let mut map = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get_mut(key) {
+            slot.waiting -= 1;
+            if slot.waiting == 0 {
+                map.remove(key);
             }
         }
     }
@@ -124,11 +122,8 @@ impl Waiters {
         map.values().map(|s| s.waiting).sum()
     }
 
-    fn unregister(&self, interest: Interest, key: &str) {
-        let mut map = self
-            .map(interest)
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    fn unregister(&self, key: &str) {
+        let mut map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = map.get_mut(key) {
             slot.waiting -= 1;
             if slot.waiting == 0 {
@@ -142,7 +137,6 @@ impl Waiters {
 #[derive(Debug)]
 pub struct Registration {
     waiters: Arc<Waiters>,
-    interest: Interest,
     key: Arc<str>,
     notify: Arc<Notify>,
 }
@@ -156,7 +150,29 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.waiters.unregister(self.interest, &self.key);
+        self.waiters.unregister(&self.key);
+    }
+}
+
+/// One lease watch's place in the registry.
+#[derive(Debug)]
+pub struct WatchRegistration {
+    waiters: Arc<Waiters>,
+    key: Arc<str>,
+    notify: Arc<Notify>,
+}
+
+impl WatchRegistration {
+    /// A future that completes at the lock's next wake-up; enable it before the read it
+    /// follows.
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+impl Drop for WatchRegistration {
+    fn drop(&mut self) {
+        self.waiters.unwatch(&self.key);
     }
 }
 

@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq as _;
 use tokio::time::Instant;
 
 use super::kind::Resource;
-use super::waiters::Registration;
+use super::waiters::WatchRegistration;
 use super::{LeaseId, LeaseState, LeaseToken, LockError, LockName, Locks, Timestamp};
 
 /// How long to wait before reading the lease again after Redis failed to answer (a
@@ -35,7 +35,7 @@ pub struct LeaseWatch {
     resource: Resource,
     name: LockName,
     id: LeaseId,
-    registration: Registration,
+    registration: WatchRegistration,
 }
 
 impl Locks {
