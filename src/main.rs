@@ -28,6 +28,9 @@ async fn main() -> std::process::ExitCode {
         Command::Heartbeat(args) => return cli::heartbeat(args).await,
         Command::Release(args) => return cli::release(args).await,
         Command::Status(args) => return cli::status(args).await,
+        Command::Ls(args) => return cli::ls(args).await,
+        Command::Hold(args) => return cli::run::hold(args).await,
+        Command::Completions(args) => return cli::completions(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -46,11 +46,12 @@ pub enum ProblemKind {
     MethodNotAllowed,
     RedisUnavailable,
     ShuttingDown,
+    TooManyWatches,
     Internal,
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 32] = [
+    pub const ALL: [Self; 33] = [
         Self::LockHeld,
         Self::KindConflict,
         Self::NotReentrant,
@@ -82,6 +83,7 @@ impl ProblemKind {
         Self::MethodNotAllowed,
         Self::RedisUnavailable,
         Self::ShuttingDown,
+        Self::TooManyWatches,
         Self::Internal,
     ];
 
@@ -231,6 +233,11 @@ impl ProblemKind {
                 S::SERVICE_UNAVAILABLE,
                 "The service is shutting down",
             ),
+            Self::TooManyWatches => (
+                "too_many_watches",
+                S::SERVICE_UNAVAILABLE,
+                "This instance watches as many leases as it may",
+            ),
             Self::Internal => ("internal", S::INTERNAL_SERVER_ERROR, "Internal error"),
         }
     }
@@ -244,6 +251,7 @@ pub struct Problem {
     extra: Map<String, Value>,
     retry_after: Option<Duration>,
     www_authenticate: bool,
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl Problem {
@@ -253,6 +261,7 @@ impl Problem {
             detail: detail.into(),
             extra: Map::new(),
             retry_after: None,
+            headers: Vec::new(),
             www_authenticate: matches!(
                 kind,
                 ProblemKind::TokenMissing
@@ -269,6 +278,14 @@ impl Problem {
     /// Adds a member beside the standard ones (RFC 9457 extension members).
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Adds a response header (a value that is not a valid header value is left out).
+    pub fn header(mut self, name: &'static str, value: impl ToString) -> Self {
+        if let Ok(value) = HeaderValue::from_str(&value.to_string()) {
+            self.headers.push((HeaderName::from_static(name), value));
+        }
         self
     }
 
@@ -318,6 +335,9 @@ impl IntoResponse for Problem {
         if self.www_authenticate {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
         response
     }
 }
@@ -340,7 +360,7 @@ impl From<LockError> for Problem {
         match e {
             LockError::Held(c) => {
                 let who = match (&c.holder, &c.lease_id, &c.holder_id) {
-                    (Some(label), _, _) => format!("held by {label:?}"),
+                    (Some(label), _, _) => format!("held by \"{label}\""),
                     (None, Some(id), _) => format!("held by lease {id}"),
                     (None, None, Some(field)) => format!("held by a Redisson client ({field})"),
                     (None, None, None) => "held".to_owned(),
@@ -495,4 +515,7 @@ pub struct ProblemDetails {
     mode: Option<String>,
     /// `lease_lost`: expired, released, force_released or left.
     reason: Option<String>,
+    /// Acquire answers (`lock_held`, `no_permits`, ...): the server-side wait this request was
+    /// allowed, in ms (`wait_ms` cut to `--max-wait-ms`; also the `Leasehold-Wait-Ms` header).
+    wait_ms: Option<u64>,
 }

@@ -10,6 +10,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{Request, header};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -69,6 +70,7 @@ impl ServerConfig {
                 max_wait: Duration::from_secs(60),
                 ticket_timeout_ms: 5_000,
                 max_permits: 1_000,
+                max_watches: 10_000,
             },
             admin_token: None,
             metrics_lock_names: false,
@@ -97,6 +99,7 @@ impl ServerConfig {
                 max_wait: Duration::from_millis(args.max_wait_ms),
                 ticket_timeout_ms: args.ticket_timeout_ms,
                 max_permits: args.max_permits,
+                max_watches: args.max_watches,
             },
             admin_token,
             metrics_lock_names: args.metrics_lock_names,
@@ -175,6 +178,7 @@ pub async fn run(
         feed,
         dashboard: config.dashboard,
         shutdown: shutdown.clone(),
+        watches: Arc::new(Semaphore::new(config.limits.max_watches)),
     };
 
     let serve = axum::serve(listener, app(state))

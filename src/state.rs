@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::AdminAuth;
@@ -22,6 +23,8 @@ pub struct AppState {
     pub dashboard: DashboardSettings,
     /// Cancelled when the server stops: event streams end then.
     pub shutdown: CancellationToken,
+    /// One permit per open lease watch (`GET .../watch`), up to `ApiLimits::max_watches`.
+    pub watches: Arc<Semaphore>,
 }
 
 /// How the dashboard is offered.
@@ -41,6 +44,8 @@ pub struct ApiLimits {
     pub ticket_timeout_ms: u64,
     /// The largest semaphore `limit` (and so `permits`) a request may name.
     pub max_permits: u32,
+    /// How many lease watches this instance keeps open at once.
+    pub max_watches: usize,
 }
 
 impl ApiLimits {

@@ -29,6 +29,7 @@ pub struct EventsQuery {
 #[utoipa::path(
     get,
     path = "/v1/events",
+    operation_id = "streamEvents",
     tag = "events",
     params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this")),
     responses(

@@ -14,6 +14,7 @@ use crate::state::AppState;
 #[utoipa::path(
     get,
     path = "/metrics",
+    operation_id = "metrics",
     tag = "health",
     responses(
         (status = 200, description = "Prometheus metrics of this instance (OpenMetrics text); see the README's metrics table", body = String, content_type = "application/openmetrics-text"),

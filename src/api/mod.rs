@@ -12,6 +12,7 @@ mod leases;
 mod locks;
 pub(crate) mod metrics;
 mod semaphores;
+mod watch;
 
 use std::any::Any;
 
@@ -44,9 +45,9 @@ pub const DOCS_PATH: &str = "/docs";
             Every error is application/problem+json with a stable `code`.",
     ),
     components(schemas(ProblemDetails)),
-    modifiers(&BearerSchemes, &CommonResponses),
+    modifiers(&BearerSchemes),
     tags(
-        (name = "locks", description = "Who holds a lock"),
+        (name = "locks", description = "The live locks, who holds a lock, fence checks"),
         (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
         (name = "semaphores", description = "Semaphores with expirable permits"),
         (name = "admin", description = "Operator actions, behind the admin token"),
@@ -72,7 +73,8 @@ impl Modify for BearerSchemes {
 }
 
 /// Answers every `/v1` operation can give, documented once: 503 while Redis does not answer
-/// (or the instance stops), 500 on an internal error.
+/// (or the instance stops), 500 on an internal error. Applied to the finished document (the
+/// `#[openapi]` modifiers run before the routes are merged in, when there are no paths yet).
 struct CommonResponses;
 
 impl Modify for CommonResponses {
@@ -118,15 +120,19 @@ impl Modify for CommonResponses {
 /// its handlers and adds their `#[utoipa::path]` to the document, so the two cannot drift.
 fn documented() -> OpenApiRouter<AppState> {
     let v1 = OpenApiRouter::new()
+        .routes(routes!(locks::list))
         .routes(routes!(locks::inspect))
+        .routes(routes!(locks::check_fence))
         .routes(routes!(leases::acquire))
         .routes(routes!(leases::inspect, leases::release))
         .routes(routes!(leases::heartbeat))
+        .routes(routes!(watch::watch_lock_lease))
         .routes(routes!(leases::poll_ticket, leases::leave_queue))
         .routes(routes!(semaphores::inspect))
         .routes(routes!(semaphores::acquire))
         .routes(routes!(semaphores::inspect_lease, semaphores::release))
         .routes(routes!(semaphores::heartbeat))
+        .routes(routes!(watch::watch_semaphore_lease))
         .routes(routes!(events::stream))
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))
@@ -146,13 +152,16 @@ fn documented() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI 3.1 document served at [`OPENAPI_PATH`].
 pub fn openapi() -> OpenApi {
-    documented().into_openapi()
+    let mut doc = documented().into_openapi();
+    CommonResponses.modify(&mut doc);
+    doc
 }
 
 /// The API's routes: the documented ones, the docs page and the document itself (served
 /// from assets vendored into the binary; nothing is fetched).
 pub fn routes() -> Router<AppState> {
-    let (api, doc) = documented().split_for_parts();
+    let (api, mut doc) = documented().split_for_parts();
+    CommonResponses.modify(&mut doc);
     api.merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, doc))
 }
 
@@ -175,6 +184,7 @@ pub async fn method_not_allowed() -> Problem {
 #[utoipa::path(
     get,
     path = "/problems/{code}",
+    operation_id = "describeProblem",
     tag = "health",
     params(("code" = String, Path, description = "A problem code, as in a problem's `code`")),
     responses(

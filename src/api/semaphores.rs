@@ -19,21 +19,20 @@ use crate::wire::{
 #[utoipa::path(
     post,
     path = "/v1/semaphores/{name}/leases",
+    operation_id = "acquireSemaphore",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
     responses(
-        (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
+        (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body (limit missing or out of range)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
-/// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
-/// permits, 409 `no_permits` when not enough are free after the wait.
 /// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
 /// permits, 409 `no_permits` when not enough are free after the wait.
 pub async fn acquire(
@@ -86,9 +85,10 @@ pub async fn acquire(
                 p
             }
             e => e.into(),
-        })?;
+        })
+        .map_err(|p| p.waited(wait))?;
     let location = lease_path(&name, grant.lease_id);
-    Ok(grant_response(&location, &name, grant))
+    Ok(grant_response(&location, &name, grant, Some(wait)))
 }
 
 fn lease_path(name: &LockName, id: LeaseId) -> String {
@@ -98,6 +98,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
 #[utoipa::path(
     post,
     path = "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
+    operation_id = "heartbeatSemaphoreLease",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
@@ -115,7 +116,6 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     )
 )]
 /// `POST /v1/semaphores/{name}/leases/{lease_id}/heartbeat`: every permit of the lease lives on.
-/// `POST /v1/semaphores/{name}/leases/{lease_id}/heartbeat`: every permit of the lease lives on.
 pub async fn heartbeat(
     State(state): State<AppState>,
     lease: HeldLease,
@@ -127,6 +127,7 @@ pub async fn heartbeat(
 #[utoipa::path(
     delete,
     path = "/v1/semaphores/{name}/leases/{lease_id}",
+    operation_id = "releaseSemaphoreLease",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = [])),
@@ -140,7 +141,6 @@ pub async fn heartbeat(
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
-/// `DELETE /v1/semaphores/{name}/leases/{lease_id}`: the permits come back.
 /// `DELETE /v1/semaphores/{name}/leases/{lease_id}`: the permits come back.
 pub async fn release(
     State(state): State<AppState>,
@@ -165,6 +165,7 @@ pub async fn release(
 #[utoipa::path(
     get,
     path = "/v1/semaphores/{name}/leases/{lease_id}",
+    operation_id = "inspectSemaphoreLease",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     responses(
@@ -173,7 +174,6 @@ pub async fn release(
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
-/// `GET /v1/semaphores/{name}/leases/{lease_id}`: the lease's state; never its token.
 /// `GET /v1/semaphores/{name}/leases/{lease_id}`: the lease's state; never its token.
 pub async fn inspect_lease(
     State(state): State<AppState>,
@@ -185,6 +185,7 @@ pub async fn inspect_lease(
 #[utoipa::path(
     get,
     path = "/v1/semaphores/{name}",
+    operation_id = "inspectSemaphore",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
     responses(
@@ -194,7 +195,6 @@ pub async fn inspect_lease(
     )
 )]
 /// `GET /v1/semaphores/{name}`: limit, permits in use (expired ones do not count), holders.
-/// `GET /v1/semaphores/{name}`: limit, permits in use (expired ones do not count), holders.
 pub async fn inspect(
     State(state): State<AppState>,
     NamePath(name): NamePath,
@@ -202,7 +202,7 @@ pub async fn inspect(
     let Some(view) = state.locks.semaphore(&name).await? else {
         return Err(Problem::new(
             ProblemKind::LockNotFound,
-            format!("semaphore {name:?} has never been used"),
+            format!("semaphore {name} has never been used"),
         ));
     };
     Ok(Json(bodies::semaphore(view)))

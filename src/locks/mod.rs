@@ -11,6 +11,7 @@
 //! - `leases`: heartbeat, release, leave, inspect a lease; `views`: a lock's or semaphore's
 //!   state; `admin`: force release and semaphore limits; `listing`: the live locks; `history`:
 //!   a lock's recent events.
+//! - `watch`: waiting, for a lease's holder, until the lease ends.
 //! - [`keys`]: the Redis key layout; [`waiters`]: the in-process registry the subscriber wakes;
 //!   `clock`: Redis's clock, for script deadlines.
 
@@ -29,6 +30,7 @@ mod scripts;
 mod views;
 pub mod waiters;
 mod waiting;
+mod watch;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,6 +47,7 @@ pub use model::*;
 pub use observer::Observer;
 use scripts::{Script, parse};
 use waiters::Waiters;
+pub use watch::{LeaseEnd, LeaseWatch};
 
 /// Settings of the lock domain that do not change while the service runs.
 #[derive(Debug, Clone)]
