@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use subtle::ConstantTimeEq as _;
 use tokio::time::Instant;
 
 use super::kind::Resource;
@@ -67,11 +66,9 @@ impl Locks {
         }
     }
 
-    /// Whether `token` proves lease `id`: its SHA-256 against the digest in the lease record.
-    ///
-    /// Read from Rust because no read-only script takes a token (a Lua-side check would be an
-    /// optional digest argument to `inspect_lease.lua`); the record's key and field are
-    /// `lease_key` and `token_sha256` in `lua/prelude.lua`.
+    /// Whether `token` proves lease `id` (a lease id is made from its token: no lookup);
+    /// a token that does not is refused as the wrong one for a lease that exists, else the
+    /// lease is unknown.
     async fn check_token(
         &self,
         resource: Resource,
@@ -79,24 +76,12 @@ impl Locks {
         id: LeaseId,
         token: &LeaseToken,
     ) -> Result<(), LockError> {
-        let keys = self.inner.keys.lock(name);
-        let tag = match resource {
-            Resource::Lock => keys.lock_script_keys()[2].clone(),
-            Resource::Semaphore => keys.semaphore_script_keys()[2].clone(),
-        };
-        let stored: Option<String> = redis::cmd("HGET")
-            .arg(format!("{tag}:leasehold:lease:{id}"))
-            .arg("token_sha256")
-            .query_async(&mut self.inner.conn.clone())
-            .await?;
-        let Some(stored) = stored else {
-            return Err(LockError::UnknownLease);
-        };
-        let presented = token.digest().hex();
-        if bool::from(stored.as_bytes().ct_eq(presented.as_bytes())) {
-            Ok(())
-        } else {
-            Err(LockError::TokenMismatch)
+        if token.proves(id) {
+            return Ok(());
+        }
+        match self.lease(resource, name, id).await {
+            Ok(_) => Err(LockError::TokenMismatch),
+            Err(e) => Err(e),
         }
     }
 }
