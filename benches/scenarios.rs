@@ -67,6 +67,23 @@ enum Scenario {
         #[arg(long)]
         policy: String,
     },
+    /// The honest ceiling: Redisson's own RLock acquire and release scripts
+    /// (`benches/redisson/`), driven straight at Redis, one lock name per connection. Reports
+    /// pairs/s and the Redis time of one pair (from `INFO commandstats`). Needs `--redis-url`.
+    RedisMinimal {
+        #[arg(long)]
+        connections: usize,
+    },
+    /// The Redis time one uncontended Leasehold cycle (acquire + release over HTTP) of `kind`
+    /// costs, from `INFO commandstats` around `cycles` cycles: every command the server sent
+    /// (its functions, and the PUBLISH of its events). Needs `--redis-url`.
+    RedisCost {
+        /// reentrant, exclusive, fair, read, write or semaphore.
+        #[arg(long)]
+        kind: String,
+        #[arg(long, default_value_t = 2000)]
+        cycles: usize,
+    },
     /// Dashboard overview render time with many live locks.
     Dashboard {
         #[arg(long)]
@@ -87,6 +104,10 @@ fn percentiles(samples: &mut [Duration]) -> Value {
         (samples[i].as_secs_f64() * 1e6).round() / 1e3
     };
     json!({"p50": pick(0.5), "p99": pick(0.99), "p999": pick(0.999), "max": pick(1.0), "n": samples.len()})
+}
+
+fn client_http() -> reqwest::Client {
+    client()
 }
 
 fn client() -> reqwest::Client {
@@ -143,9 +164,203 @@ async fn main() -> anyhow::Result<()> {
             policy,
         } => read_heavy(&args.url, *readers, *writers, policy, deadline).await?,
         Scenario::Dashboard { locks, renders } => dashboard(&args.url, *locks, *renders).await?,
+        Scenario::RedisMinimal { connections } => {
+            redis_minimal(redis_url(&args)?, *connections, deadline).await?
+        }
+        Scenario::RedisCost { kind, cycles } => {
+            redis_cost(&args.url, redis_url(&args)?, kind, *cycles).await?
+        }
     };
     println!("{result}");
     Ok(())
+}
+
+fn redis_url(args: &Args) -> anyhow::Result<&str> {
+    args.redis_url
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("this scenario needs --redis-url"))
+}
+
+/// `INFO commandstats` as command -> (calls, usec).
+async fn commandstats(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> anyhow::Result<HashMap<String, (u64, u64)>> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    let mut out = HashMap::new();
+    for line in info.lines() {
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let field = |key: &str| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        out.insert(name.to_owned(), (field("calls"), field("usec")));
+    }
+    Ok(out)
+}
+
+async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<()> {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async::<()>(conn)
+        .await?;
+    Ok(())
+}
+
+async fn redis_minimal(
+    redis_url: &str,
+    connections: usize,
+    deadline: Instant,
+) -> anyhow::Result<Value> {
+    let client = redis::Client::open(redis_url)?;
+    let mut admin = client.get_multiplexed_async_connection().await?;
+    let acquire = Arc::new(redis::Script::new(include_str!(
+        "redisson/lock_acquire.lua"
+    )));
+    let release = Arc::new(redis::Script::new(include_str!(
+        "redisson/lock_release.lua"
+    )));
+    // Loaded first, so that no NOSCRIPT round trip is measured.
+    acquire.prepare_invoke().load_async(&mut admin).await?;
+    release.prepare_invoke().load_async(&mut admin).await?;
+    reset_stats(&mut admin).await?;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..connections {
+        let (client, acquire, release) = (client.clone(), acquire.clone(), release.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            let lock = format!("minimal-{i}");
+            let channel = format!("redisson_lock__channel:{{{lock}}}");
+            let holder = "b9f3a0c2-5d1e-4c7a-9e2f-3a4b5c6d7e8f:1";
+            let (mut acq, mut rel) = (Vec::new(), Vec::new());
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let got: Option<i64> = acquire
+                    .key(&lock)
+                    .arg(30_000)
+                    .arg(holder)
+                    .invoke_async(&mut conn)
+                    .await?;
+                anyhow::ensure!(got.is_none(), "the lock was not free: {got:?}");
+                let t1 = Instant::now();
+                let freed: Option<i64> = release
+                    .key(&lock)
+                    .key(&channel)
+                    .arg(0)
+                    .arg(30_000)
+                    .arg(holder)
+                    .invoke_async(&mut conn)
+                    .await?;
+                anyhow::ensure!(freed == Some(1), "the release did not free: {freed:?}");
+                acq.push(t1 - t0);
+                rel.push(t1.elapsed());
+            }
+            anyhow::Ok((acq, rel))
+        }));
+    }
+    let (mut acq, mut rel) = (Vec::new(), Vec::new());
+    for task in tasks {
+        let (a, r) = task.await??;
+        acq.extend(a);
+        rel.extend(r);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let stats = commandstats(&mut admin).await?;
+    let (calls, usec) = stats.get("evalsha").copied().unwrap_or((0, 0));
+    let pairs = acq.len();
+    Ok(json!({
+        "scenario": "redis_minimal", "connections": connections, "seconds": secs,
+        "pairs": pairs, "pairs_per_s": pairs as f64 / secs,
+        "evalsha_calls": calls, "redis_us_per_pair": usec as f64 / pairs.max(1) as f64,
+        "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
+    }))
+}
+
+async fn redis_cost(
+    url: &str,
+    redis_url: &str,
+    kind: &str,
+    cycles: usize,
+) -> anyhow::Result<Value> {
+    let client = redis::Client::open(redis_url)?;
+    let mut admin = client.get_multiplexed_async_connection().await?;
+    let http = client_http();
+    let name = format!("cost-{kind}");
+    let semaphore = kind == "semaphore";
+    let (path, body) = if semaphore {
+        (
+            format!("/v1/semaphores/{name}/leases"),
+            json!({"limit": 10, "ttl_ms": 30000}),
+        )
+    } else {
+        (
+            format!("/v1/locks/{name}/leases"),
+            json!({"kind": kind, "ttl_ms": 30000}),
+        )
+    };
+    // One cycle first: the function library is loaded and the names exist.
+    let warm = acquire_at(&http, url, &path, body.clone()).await?;
+    release(&http, url, &warm).await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    reset_stats(&mut admin).await?;
+    for _ in 0..cycles {
+        let held = acquire_at(&http, url, &path, body.clone()).await?;
+        release(&http, url, &held).await?;
+    }
+    // Let the last events go out.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = commandstats(&mut admin).await?;
+    let per_cycle = |usec: u64| usec as f64 / cycles as f64;
+    let mut commands = serde_json::Map::new();
+    let mut total = 0;
+    for (command, (calls, usec)) in &stats {
+        if matches!(command.as_str(), "info" | "config|resetstat" | "config") {
+            continue;
+        }
+        total += usec;
+        commands.insert(
+            command.clone(),
+            json!({"calls_per_cycle": *calls as f64 / cycles as f64, "us_per_cycle": per_cycle(*usec)}),
+        );
+    }
+    Ok(json!({
+        "scenario": "redis_cost", "kind": kind, "cycles": cycles,
+        "redis_us_per_cycle": per_cycle(total), "commands": commands,
+    }))
+}
+
+/// A new lease at `path` (a lock's or a semaphore's leases), without waiting.
+async fn acquire_at(
+    http: &reqwest::Client,
+    url: &str,
+    path: &str,
+    body: Value,
+) -> anyhow::Result<Held> {
+    let reply = http.post(format!("{url}{path}")).json(&body).send().await?;
+    let status = reply.status().as_u16();
+    let location = reply
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .unwrap_or_default();
+    let body: Value = reply.json().await?;
+    anyhow::ensure!(status == 201, "acquire answered {status}: {body}");
+    Ok(Held {
+        path: location,
+        token: body["token"].as_str().unwrap_or_default().to_owned(),
+        fence: body["fencing_token"].as_u64().unwrap_or(0),
+    })
 }
 
 /// A granted lease as a client knows it.

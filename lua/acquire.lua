@@ -1,82 +1,96 @@
 -- Acquire a lock of any kind for a new lease, re-enter a lease with its token, or let a fair
 -- queue ticket try again. Layouts are Redisson's: RLock (reentrant, exclusive), RFairLock
 -- (fair: queue list + deadline zset), RReadWriteLock (read, write: `mode`, holder fields,
--- rwlock_timeout keys). KEYS: see locklib.lua. ARGV[1..4]: see prelude.lua.
--- ARGV[5]: ttl (ms); "0" on reentry or poll keeps the lease's own TTL
--- ARGV[6]: "new", "reenter" (with a lease token) or "poll" (a fair ticket tries again)
--- ARGV[7]: the lease id (new: a fresh id; poll: the ticket's id; reenter: ignored)
--- ARGV[8]: sha256 hex of the token (new: the fresh token; otherwise the presented one)
--- ARGV[9]: holder label ("" for none)
--- ARGV[10]: metadata as JSON text ("" for none)
--- ARGV[11]: kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
--- ARGV[12]: read/write policy: readers_first | fifo
--- ARGV[13]: how long a queue place (fair waiter, waiting writer) lasts without a further
---           attempt (ms)
--- ARGV[14]: when this request first tried (ms, from an earlier reply), or "0" for now
--- ARGV[15]: this request's nonce: only a rollback naming it may take back a grant made here,
---           and only until another request has answered with that grant
--- ARGV[16]: sha256 hex of the request's Idempotency-Key, or ""
--- ARGV[17]: sha256 hex of what the request asks (checked against the key's first request)
--- ARGV[18]: the new lease's token sealed under the Idempotency-Key (hex), or ""
+-- rwlock_timeout keys). KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- A(1): ttl (ms); "0" on reentry or poll keeps the lease's own TTL
+-- A(2): "new", "reenter" (with a lease token) or "poll" (a fair ticket tries again)
+-- A(3): the lease id: the one the new token proves (new), the presented token proves
+--       (reenter), or the ticket's (poll)
+-- A(4): "1" when the presented token proves A(3) (always for new and reenter)
+-- A(5): holder label ("" for none)
+-- A(6): metadata as JSON text ("" for none)
+-- A(7): kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
+-- A(8): read/write policy: readers_first | fifo
+-- A(9): how long a queue place (fair waiter, waiting writer) lasts without a further attempt
+--       (ms)
+-- A(10): when this request first tried (ms, from an earlier reply), or "0" for now
+-- A(11): this request's nonce: only a rollback naming it may take back a grant made here,
+--        and only until another request has answered with that grant
+-- A(12): sha256 hex of the request's Idempotency-Key, or ""
+-- A(13): sha256 hex of what the request asks (checked against the key's first request)
+-- A(14): the new lease's token sealed under the Idempotency-Key (hex), or ""
 -- Returns: JSON with status = acquired | reentered | held | queued | lease_lost |
 --   unknown_token | ticket_token | unknown_lease | forbidden | ticket_expired | kind_conflict |
---   not_reentrant | upgrade_refused | idempotency_mismatch. A grant answered again (a ticket
---   polled after its grant, a retried Idempotency-Key) carries replayed = true, and, for a new
---   lease replayed by its key, `sealed`: the first token sealed under the key.
-local ttl = tonumber(ARGV[5])
-local op, id, digest = ARGV[6], ARGV[7], ARGV[8]
-local kind, policy = ARGV[11], ARGV[12]
-local liveness, arrival = tonumber(ARGV[13]), tonumber(ARGV[14])
-local nonce, idem, fp, sealed = ARGV[15], ARGV[16], ARGV[17], ARGV[18]
-if arrival == 0 then arrival = NOW end
+--   not_reentrant | upgrade_refused | idempotency_mismatch | too_late. A grant answered again
+--   (a ticket polled after its grant, a retried Idempotency-Key) carries replayed = true, and,
+--   for a new lease replayed by its key, `sealed`: the first token sealed under the key.
+--   `ev`: events of other leases this call recorded (an expiry it noticed), to publish.
+if not lock_begin(KEYS, ARGV) then return TOO_LATE end
+local ttl, op, id, proven = A(1), A(2), A(3), A(4) == '1'
+local kind, policy = A(7), A(8)
+local liveness, arrival = A(9), A(10)
+local nonce, idem, fp, sealed = A(11), A(12), A(13), A(14)
+if arrival == '0' then arrival = NOW_S end
+local events = {}
 
 -- An answer to keep for the Idempotency-Key, if there is one, for `life` ms.
-local function answer(fields, lease_id, life)
-  local json = encode(fields)
-  idem_store(TAG, idem, fp, json, lease_id, sealed, life or (TOMB + (ttl or 0)))
+local function answer(json, lease_id, life)
+  if idem ~= '' then
+    idem_store(idem, fp, json, lease_id, sealed, life or (TOMB + tonumber(ttl)))
+  end
   return json
 end
 
--- The grant a lease holds now, answered again: the client missed (or doubled) the first
--- answer. It is delivered now, so no rollback may take it back.
-local function regrant(lease)
-  redis.call('HSET', lease.key, 'grant_nonce', '')
-  local count = (tonumber(redis.call('HGET', L, holder_id(lease.id))) or 0)
-    + (tonumber(redis.call('HGET', L, holder_id(lease.id) .. ':write')) or 0)
-  return encode({status = 'acquired', replayed = true, lease_id = lease.id,
-    holder = lease.holder, kind = lease.kind, reentry_count = count,
-    fencing_token = lease.fence, ttl_ms = lease.ttl, now_ms = NOW,
-    created_ms = lease.acquired, expires_ms = NOW + math.max(redis.call('PTTL', L), 0)})
+-- A retry with the same Idempotency-Key gets the first answer, as long as it still holds.
+if idem ~= '' then
+  local first, first_lease, first_sealed = idem_find(idem, fp)
+  if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
+  if first then
+    local rec, st = load(first_lease)
+    if rec and rec.state == 'held' then
+      local levels = check_held(first_lease, rec, st.hexp, events)
+      if not levels then
+        return '{"status":"lease_lost","state":"' .. rec.state .. '"' .. ev(events) .. '}'
+      end
+      rec.nonce = ''
+      save(rec)
+    elseif rec == nil and first_lease ~= '' then
+      local ended = find_ended(first_lease)
+      if ended then return '{"status":"lease_lost","state":"' .. ended.state .. '"}' end
+    elseif rec and rec.state ~= 'queued' then
+      return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
+    end
+    return idem_replay(first, first_sealed)
+  end
 end
 
--- A retry with the same Idempotency-Key gets the first answer, as long as it still holds.
-local first, first_lease, first_sealed = idem_find(TAG, idem, fp)
-if first == 'mismatch' then return encode({status = 'idempotency_mismatch'}) end
-if first then
-  local lease = first_lease ~= '' and read_lease(TAG, first_lease)
-  if lease and lease.state == 'held' then
-    if not lease_holds(lease) then
-      return encode({status = 'lease_lost', state = observe_expiry(lease)})
-    end
-    redis.call('HSET', lease.key, 'grant_nonce', '')
-  elseif lease and lease.state ~= 'queued' then
-    return encode({status = 'lease_lost', state = lease.state})
-  end
-  return idem_replay(first, first_sealed)
+local rec, st = load(id)
+local h = holder_id(id)
+
+-- A grant's answer (numbers as text). `expires`: when the lease expires, for a grant
+-- answered again.
+local function acquired(status, count, fence, since, holder, expires)
+  return '{"status":"' .. status .. '","lease_id":"' .. id .. '","kind":"' .. kind
+    .. '","reentry_count":' .. count .. ',"fencing_token":' .. fence .. ',"ttl_ms":' .. ttl
+    .. ',"now_ms":' .. NOW_S .. ',"now_us":' .. NOW_US_S .. ',"created_ms":' .. since
+    .. ',"holder":' .. jsn(holder)
+    .. (expires and (',"replayed":true,"expires_ms":' .. expires) or '') .. ev(events) .. '}'
 end
 
 -- Who holds the lock, for a refused acquirer (never read out of another program's key).
 local function held(retry_ms)
-  local field = redis.call('HKEYS', L)[1]
-  if field == 'mode' then field = redis.call('HKEYS', L)[2] end
+  local fields = redis.call('HKEYS', L)
+  local field = fields[1]
+  if field == 'mode' then field = fields[2] end
   local holder, lease_id
   local hid = field and string.match(field, '^(.-):1')
   if hid then
-    holder = redis.call('HGET', lease_key(TAG, hid), 'holder') or nil
-    if holder then lease_id = hid end
+    local other = (hid == st.lease) and current(st) or load(hid)
+    if other then holder, lease_id = other.holder, hid end
   end
-  return encode({status = 'held', pttl = retry_ms or redis.call('PTTL', L), holder_id = field,
-    lease_id = lease_id, holder = holder, arrived_ms = arrival})
+  return '{"status":"held","pttl":' .. d(retry_ms or redis.call('PTTL', L)) .. ',"holder_id":'
+    .. jsn(field) .. ',"lease_id":' .. jsn(lease_id) .. ',"holder":' .. jsn(holder)
+    .. ',"arrived_ms":' .. arrival .. ev(events) .. '}'
 end
 
 -- The live waiting writer that arrived before `arrival` and so goes first under the fifo
@@ -93,14 +107,27 @@ local function earlier_writer()
   return nil
 end
 
--- One more read or write hold for holder `lid`; returns the new count for that mode, or
--- nil and a reason: "blocked" (with the time to retry) or "upgrade".
-local function rw_enter(lid, mode_wanted, holding)
-  prune_dead_readers()
-  local mode = redis.call('HGET', L, 'mode')
-  local h = holder_id(lid)
+-- One more read or write hold for this lease; returns the new count for that mode, or nil
+-- and a reason: "blocked" (with the time to retry) or "upgrade". `free`: L does not exist.
+local function rw_enter(want, holding, free)
   local w = h .. ':write'
-  if mode_wanted == 'read' then
+  if free then
+    if want == 'read' then
+      redis.call('HSET', L, 'mode', 'read', h, '1')
+      redis.call('SET', rw_timeout_key(h, 1), '1', 'PX', ttl)
+    else
+      redis.call('HSET', L, 'mode', 'write', w, '1')
+      if arrival ~= NOW_S then
+        redis.call('ZREM', writers_key(), id)
+        redis.call('ZREM', writers_key() .. ':until', id)
+      end
+    end
+    redis.call('PEXPIRE', L, ttl)
+    return 1
+  end
+  prune_dead_readers(events, st.hexp)
+  local mode = redis.call('HGET', L, 'mode')
+  if want == 'read' then
     local ok = (not mode) or mode == 'read' or redis.call('HEXISTS', L, w) == 1
     if ok and policy == 'fifo' and not holding then
       local deadline = earlier_writer()
@@ -112,167 +139,192 @@ local function rw_enter(lid, mode_wanted, holding)
     if not ok then return nil, 'blocked', redis.call('PTTL', L) end
     if not mode then redis.call('HSET', L, 'mode', 'read') end
     local n = redis.call('HINCRBY', L, h, 1)
-    redis.call('SET', rw_timeout_key(h, n), 1, 'PX', ttl)
-    redis.call('PEXPIRE', L, math.max(redis.call('PTTL', L), ttl))
+    redis.call('SET', rw_timeout_key(h, n), '1', 'PX', ttl)
+    if redis.call('PTTL', L) < tonumber(ttl) then redis.call('PEXPIRE', L, ttl) end
     return n
   end
   if not mode then
-    redis.call('HSET', L, 'mode', 'write', w, 1)
+    redis.call('HSET', L, 'mode', 'write', w, '1')
     redis.call('PEXPIRE', L, ttl)
-    redis.call('ZREM', writers_key(), lid)
-    redis.call('ZREM', writers_key() .. ':until', lid)
+    redis.call('ZREM', writers_key(), id)
+    redis.call('ZREM', writers_key() .. ':until', id)
     return 1
   end
   if mode == 'write' and redis.call('HEXISTS', L, w) == 1 then
     local n = redis.call('HINCRBY', L, w, 1)
-    redis.call('PEXPIRE', L, math.max(redis.call('PTTL', L), ttl))
+    if redis.call('PTTL', L) < tonumber(ttl) then redis.call('PEXPIRE', L, ttl) end
     return n
   end
   if redis.call('HEXISTS', L, h) == 1 then return nil, 'upgrade' end
   -- Blocked: stand in line so that fifo readers arriving later wait behind us.
-  redis.call('ZADD', writers_key(), 'NX', arrival, lid)
-  redis.call('ZADD', writers_key() .. ':until', NOW + liveness, lid)
+  redis.call('ZADD', writers_key(), 'NX', arrival, id)
+  redis.call('ZADD', writers_key() .. ':until', d(NOW + tonumber(liveness)), id)
   return nil, 'blocked', redis.call('PTTL', L)
 end
 
--- Grants a new lease (or a fair ticket's lease): fencing token, state, record, event.
-local function grant(lid, count, existing)
-  local previous = redis.call('HGET', STATE, 'lease')
-  if previous and previous ~= lid and not is_rw(kind) then
-    local prev = read_lease(TAG, previous)
-    if prev and not lease_holds(prev) then observe_expiry(prev) end
+-- Grants a new lease (or a fair ticket's lease): fencing token, record, state. The lease
+-- that held the lock before, if its record still says held, ran out unnoticed: its expiry is
+-- recorded now, with the time it ran out.
+local function grant(count, ticket)
+  local shared = is_rw(kind)
+  if not shared and st.lease and st.lease ~= id then
+    local prev = current(st)
+    if prev and prev.state == 'held' then observe_expiry(prev, st.hexp, events) end
   end
-  local fence = next_fence(STATE)
-  redis.call('HSET', STATE, 'lease', lid, 'kind', family(kind))
-  local fields = {state = 'held', kind = kind, fencing_token = fence, ttl_ms = ttl,
-    expires_ms = NOW + ttl, acquired_ms = NOW, grant_nonce = nonce}
-  if existing then
-    local flat = {}
-    for k, v in pairs(fields) do
-      flat[#flat + 1] = k
-      flat[#flat + 1] = v
-    end
-    redis.call('HSET', existing.key, unpack(flat))
-    touch_lease(existing, ttl + TOMB)
-  else
-    fields.holder = ARGV[9]
-    fields.metadata = ARGV[10]
-    create_lease(TAG, lid, fields, digest, ttl + TOMB)
+  local fence = next_fence(st.fence)
+  local holder, meta = A(5), A(6)
+  if ticket then
+    holder, meta = ticket.holder, ticket.meta
+    redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
   end
-  local holder = existing and existing.holder or ARGV[9]
-  publish_event({type = existing and 'granted' or 'acquired', lease_id = lid, holder = holder,
-    kind = kind, reentry_count = count, fencing_token = fence, ttl_ms = ttl})
-  return answer({status = 'acquired', lease_id = lid, holder = holder, kind = kind,
-    reentry_count = count, fencing_token = fence, ttl_ms = ttl, now_ms = NOW,
-    created_ms = NOW}, lid)
+  local ttl_n = tonumber(ttl)
+  create({id = id, state = 'held', kind = kind, ttl = ttl, since = NOW_S,
+    expires = d(NOW + ttl_n), fence = fence, nonce = nonce, holder = holder, meta = meta,
+    shared = shared})
+  set_state('fence', fence)
+  if not shared then set_state('kind', family(kind)) end
+  flush_state(NOW + ttl_n + TOMB, st.sexp)
+  return answer(acquired('acquired', count, fence, NOW_S, holder), id)
 end
 
 if op == 'reenter' then
-  local lid = redis.call('GET', token_key(TAG, digest))
-  local lease = lid and read_lease(TAG, lid)
-  if not lease or lease.kind == 'semaphore' then return encode({status = 'unknown_token'}) end
-  if lease.state == 'queued' then return encode({status = 'ticket_token'}) end
-  if kind == '' then kind = lease.kind end
-  if family(kind) ~= family(lease.kind) then
-    return encode({status = 'kind_conflict', held_as = family(lease.kind)})
+  if not rec then
+    local ended = find_ended(id)
+    if ended and ended.kind ~= 'semaphore' then
+      return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
+    end
+    return '{"status":"unknown_token"}'
   end
-  if is_rw(lease.kind) then prune_dead_readers() end
-  if not lease_holds(lease) then
-    return encode({status = 'lease_lost', state = observe_expiry(lease)})
+  if rec.kind == 'semaphore' then return '{"status":"unknown_token"}' end
+  if rec.state == 'queued' then return '{"status":"ticket_token"}' end
+  if kind == '' then kind = rec.kind end
+  if family(kind) ~= family(rec.kind) then
+    return '{"status":"kind_conflict","held_as":"' .. family(rec.kind) .. '"}'
   end
-  if lease.kind == 'exclusive' then return encode({status = 'not_reentrant'}) end
-  if ttl == 0 then ttl = lease.ttl end
+  local reads, refusal = check_held(id, rec, st.hexp, events)
+  if not reads then return string.sub(refusal, 1, -2) .. ev(events) .. '}' end
+  if rec.kind == 'exclusive' then return '{"status":"not_reentrant"}' end
+  if ttl == '0' then ttl = rec.ttl end
   local count
   if is_rw(kind) then
-    local n, why = rw_enter(lease.id, kind, true)
+    local n, why = rw_enter(kind, true, false)
     if not n then
-      if why == 'upgrade' then return encode({status = 'upgrade_refused'}) end
+      if why == 'upgrade' then return '{"status":"upgrade_refused"}' end
       return held()
     end
-    count = refresh_rw(holder_id(lease.id), ttl)
+    local r, w = held_levels(rec)
+    refresh_rw(h, ttl, r, w)
+    count = r + w
   else
-    count = redis.call('HINCRBY', L, holder_id(lease.id), 1)
+    count = redis.call('HINCRBY', L, h, 1)
     redis.call('PEXPIRE', L, ttl)
   end
-  redis.call('HSET', lease.key, 'ttl_ms', ttl, 'expires_ms', NOW + ttl)
-  touch_lease(lease, ttl + TOMB)
-  publish_event({type = 'reentered', lease_id = lease.id, holder = lease.holder,
-    kind = kind, reentry_count = count, fencing_token = lease.fence, ttl_ms = ttl})
-  return answer({status = 'reentered', lease_id = lease.id, holder = lease.holder, kind = kind,
-    reentry_count = count, fencing_token = lease.fence, ttl_ms = ttl, now_ms = NOW,
-    created_ms = lease.acquired}, lease.id)
+  local ttl_n = tonumber(ttl)
+  rec.ttl, rec.expires = ttl, d(NOW + ttl_n)
+  save(rec)
+  flush_state(NOW + ttl_n + TOMB, st.sexp)
+  local entry = '{"type":"reentered","lease_id":"' .. id .. '","holder":' .. jsn(rec.holder)
+    .. ',"kind":"' .. kind .. '","reentry_count":' .. d(count) .. ',"fencing_token":'
+    .. rec.fence .. ',"ttl_ms":' .. ttl .. ',"at_ms":' .. NOW_S .. '}'
+  append_history(entry, st.hexp)
+  events[#events + 1] = entry
+  return answer(acquired('reentered', d(count), rec.fence, rec.since, rec.holder), id)
 end
 
 local ticket
 if op == 'poll' then
-  ticket = read_lease(TAG, id)
-  if not ticket or ticket.kind ~= 'fair' then return encode({status = 'unknown_lease'}) end
-  if not same_digest(ticket.digest, digest) then return encode({status = 'forbidden'}) end
-  if ticket.state == 'held' then
+  if not proven then return not_yours(id, rec) end
+  if not rec then
+    local ended = find_ended(id)
+    if ended and ended.kind == 'fair' then
+      if ended.state == 'expired' and (tonumber(ended.fence) or 0) == 0 then
+        -- It lost its place in the queue before it was granted.
+        return '{"status":"ticket_expired"}'
+      end
+      return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
+    end
+    return '{"status":"unknown_lease"}'
+  end
+  if rec.kind ~= 'fair' then return '{"status":"unknown_lease"}' end
+  if rec.state == 'held' then
     -- Granted before: polled again in a row, or by two connections at once. The same grant
-    -- again, never a release.
-    if lease_holds(ticket) then return regrant(ticket) end
-    return encode({status = 'lease_lost', state = observe_expiry(ticket)})
+    -- again, never a release; answered now, so no rollback may take it back.
+    kind, ttl = rec.kind, rec.ttl
+    local reads = held_levels(rec)
+    if reads > 0 then
+      rec.nonce = ''
+      save(rec)
+      return acquired('acquired', d(reads), rec.fence, rec.since, rec.holder, rec.expires)
+    end
+    return '{"status":"lease_lost","state":"' .. observe_expiry(rec, st.hexp, events) .. '"'
+      .. ev(events) .. '}'
   end
-  if ticket.state ~= 'queued' then
-    return encode({status = 'lease_lost', state = ticket.state})
+  if rec.state ~= 'queued' then
+    return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
   end
-  local deadline = tonumber(redis.call('ZSCORE', TIMEOUTS, holder_id(id)))
-  if not deadline or deadline <= NOW then
-    redis.call('LREM', QUEUE, 0, holder_id(id))
-    redis.call('ZREM', TIMEOUTS, holder_id(id))
-    end_lease(ticket, 'expired')
-    return encode({status = 'ticket_expired'})
+  local deadline = redis.call('ZSCORE', TIMEOUTS, h)
+  if not deadline or tonumber(deadline) <= NOW then
+    redis.call('LREM', QUEUE, 0, h)
+    redis.call('ZREM', TIMEOUTS, h)
+    events[#events + 1] = finish(rec, 'expired', st.hexp, nil, deadline or NOW_S)
+    return '{"status":"ticket_expired"' .. ev(events) .. '}'
   end
   kind = 'fair'
-  if ttl == 0 then ttl = ticket.ttl end
+  if ttl == '0' then ttl = rec.ttl end
+  ticket = rec
 end
 
-local conflict = conflict_with(kind)
-if conflict then return encode({status = 'kind_conflict', held_as = conflict}) end
+local conflict, now_as, t = conflict_with(st, kind, events)
+if conflict then
+  return '{"status":"kind_conflict","held_as":"' .. conflict .. '"' .. ev(events) .. '}'
+end
+local free = t == 'none'
 
 if is_rw(kind) then
-  local n, why, retry = rw_enter(id, kind, false)
-  if n then return grant(id, n) end
-  if why == 'upgrade' then return encode({status = 'upgrade_refused'}) end
+  local n, why, retry = rw_enter(kind, false, free)
+  if n then return grant(d(n)) end
+  if why == 'upgrade' then return '{"status":"upgrade_refused"}' end
   return held(retry)
 end
 
 if kind == 'fair' then
-  local field = holder_id(id)
-  local head = prune_queue()
-  if redis.call('EXISTS', L) == 0 and (not head or head == field) then
+  local head = st.q and prune_queue(events, st.hexp) or nil
+  if free and (not head or head == h) then
     if head then redis.call('LPOP', QUEUE) end
-    redis.call('ZREM', TIMEOUTS, field)
-    redis.call('HSET', L, field, 1)
+    if ticket then redis.call('ZREM', TIMEOUTS, h) end
+    redis.call('HSET', L, h, '1')
     redis.call('PEXPIRE', L, ttl)
-    return grant(id, 1, ticket)
+    return grant('1', ticket)
   end
-  local known = redis.call('ZSCORE', TIMEOUTS, field)
-  redis.call('ZADD', TIMEOUTS, NOW + liveness, field)
+  local known = ticket and redis.call('ZSCORE', TIMEOUTS, h)
+  local until_s = d(NOW + tonumber(liveness))
+  redis.call('ZADD', TIMEOUTS, until_s, h)
   if not known then
-    redis.call('RPUSH', QUEUE, field)
+    redis.call('RPUSH', QUEUE, h)
+    set_state('q', '1')
     if not ticket then
-      create_lease(TAG, id, {state = 'queued', kind = 'fair', holder = ARGV[9],
-        metadata = ARGV[10], ttl_ms = ttl, queued_ms = NOW}, digest, liveness + TOMB)
-      publish_event({type = 'queued', lease_id = id, holder = ARGV[9]})
+      create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
+        expires = '0', fence = '0', holder = A(5), meta = A(6), shared = true})
     end
   end
-  if ticket then touch_lease(ticket, liveness + TOMB) end
+  flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)
   -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
   -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
   local pttl = redis.call('PTTL', L)
-  if head and head ~= field then
+  if head and head ~= h then
     local ahead = (tonumber(redis.call('ZSCORE', TIMEOUTS, head)) or NOW) - NOW
     pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
   end
-  local reply = {status = 'queued', lease_id = id, position = redis.call('LPOS', QUEUE, field) + 1,
-    pttl = pttl, deadline_ms = NOW + liveness}
-  if ticket then return encode(reply) end
-  return answer(reply, id, liveness + TOMB + ttl)
+  local reply = '{"status":"queued","lease_id":"' .. id .. '","position":'
+    .. d(redis.call('LPOS', QUEUE, h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
+    .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":'
+    .. jsn(ticket and ticket.holder or A(5)) .. (ticket and '' or ',"new":true') .. ev(events)
+    .. '}'
+  if ticket then return reply end
+  return answer(reply, id, tonumber(liveness) + TOMB + tonumber(ttl))
 end
 
-if redis.call('EXISTS', L) == 1 then return held() end
-redis.call('HSET', L, holder_id(id), 1)
+if not free then return held() end
+redis.call('HSET', L, h, '1')
 redis.call('PEXPIRE', L, ttl)
-return grant(id, 1)
+return grant('1')

@@ -2,17 +2,20 @@
 -- Redisson clients alike), as Redisson's forceUnlock does, and wake waiters (the fair queue's
 -- head, or everyone). Each removed Leasehold lease is marked force_released, so its holder's
 -- next call gets 410. Queued fair waiters keep their places. A key some other program made
--- is left alone. KEYS: see locklib.lua. ARGV[1..4]: see prelude.lua.
--- ARGV[5]: who asked (for the event)
--- ARGV[6]: why (free text, "" for none)
--- Returns: JSON {status = force_released | not_held | kind_conflict (held_as), holders =
---   [{holder_id, reentry_count, lease_id?, holder?, fencing_token?, created_ms?}]}
+-- is left alone. KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- A(1): who asked (for the history)
+-- A(2): why (free text, "" for none)
+-- Returns: JSON {status = force_released | not_held | kind_conflict (held_as) | too_late,
+--   holders = [{holder_id, reentry_count, lease_id?, holder?, kind?, fencing_token?,
+--   since_ms?}]}, and in `ev` the history entry, which names every holder removed.
+if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 local t = redis.call('TYPE', L).ok
-if t == 'none' then return encode({status = 'not_held'}) end
+if t == 'none' then return '{"status":"not_held"}' end
+local _, st = load('')
 if t ~= 'hash' or not lock_shaped() then
-  local as = held_as(false)
+  local as = held_as(st, false)
   if as == 'semaphore' or as == 'idle_semaphore' then as = 'semaphore' else as = 'foreign' end
-  return encode({status = 'kind_conflict', held_as = as})
+  return '{"status":"kind_conflict","held_as":"' .. as .. '"}'
 end
 local rw = redis.call('HEXISTS', L, 'mode') == 1
 local flat = redis.call('HGETALL', L)
@@ -35,20 +38,23 @@ local removed, lease_ids = {}, {}
 for _, base in ipairs(order) do
   local entry = by_holder[base]
   local id = string.match(base, '^(.*):1$')
-  local lease = id and read_lease(TAG, id)
-  if lease and lease.state == 'held' then
+  local rec = id and load(id)
+  if rec and rec.state == 'held' then
     entry.lease_id = id
-    entry.holder = lease.holder
-    entry.fencing_token = lease.fence
-    entry.created_ms = lease.acquired
+    entry.holder = rec.holder
+    entry.kind = rec.kind
+    entry.fencing_token = tonumber(rec.fence)
+    entry.since_ms = tonumber(rec.since)
     lease_ids[#lease_ids + 1] = id
-    end_lease(lease, 'force_released')
+    rec.state, rec.ended, rec.nonce = 'force_released', NOW_S, ''
+    save(rec)
   end
   removed[#removed + 1] = entry
 end
 redis.call('DEL', L)
-wake_next()
-redis.call('PUBLISH', RW_CHANNEL, 0)
-publish_event({type = 'force_released', lease_ids = lease_ids, holder_ids = order,
-  by = ARGV[5], reason = ARGV[6]})
-return encode({status = 'force_released', holders = removed})
+wake_next(st.q, nil, st.hexp)
+redis.call('PUBLISH', RW_CHANNEL, '0')
+local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = lease_ids,
+  holder_ids = order, holders = removed, by = A(1), reason = A(2)})
+append_history(entry, st.hexp)
+return '{"status":"force_released","holders":' .. encode(removed) .. ',"ev":[' .. entry .. ']}'

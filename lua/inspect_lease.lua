@@ -1,29 +1,33 @@
 -- Read one lease's state without its token: held (with its counts and time left), queued
--- (a fair ticket: its place), or how it ended. Changes nothing. KEYS: see locklib.lua.
--- ARGV[1..4]: see prelude.lua.
--- ARGV[5]: lease id
+-- (a fair ticket: its place), or how it ended (its record, or the lock's history). Changes
+-- nothing. KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- A(1): lease id
 -- Returns: JSON {found, state, kind, holder, metadata, fencing_token, ttl_ms, created_ms,
 --   expires_ms, ended_ms, reentry_count, read_count, write_count, position, pttl, now_ms}
-local lease = read_lease(TAG, ARGV[5])
-if not lease or lease.kind == 'semaphore' then return encode({found = false}) end
-local rec = redis.call('HMGET', lease.key, 'metadata', 'ended_ms', 'acquired_ms')
-local h = holder_id(lease.id)
-local reads, writes = 0, 0
-if redis.call('TYPE', L).ok ~= 'hash' then
-  -- The name is a semaphore (or another program's key) by now: the lease holds nothing.
-  reads = 0
-elseif is_rw(lease.kind) then
-  reads = tonumber(redis.call('HGET', L, h)) or 0
-  writes = tonumber(redis.call('HGET', L, h .. ':write')) or 0
-  if reads > 0 and writes == 0 and not reader_alive(h, reads) then reads = 0 end
-elseif redis.call('HEXISTS', L, 'mode') == 0 then
-  reads = tonumber(redis.call('HGET', L, h)) or 0
+lock_begin(KEYS, ARGV)
+local id = A(1)
+local rec = load(id)
+if not rec then
+  local ended = find_ended(id)
+  if not ended or ended.kind == 'semaphore' then return '{"found":false}' end
+  return encode({found = true, state = ended.state, kind = ended.kind, holder = ended.holder,
+    fencing_token = ended.fence, created_ms = ended.since, ended_ms = ended.ended,
+    reentry_count = 0, pttl = redis.call('PTTL', L), now_ms = NOW})
 end
-local state, ended = lease.state, tonumber(rec[2])
+if rec.kind == 'semaphore' then return '{"found":false}' end
+local h = holder_id(id)
+local reads, writes = 0, 0
+if rec.state == 'held' then
+  reads, writes = held_levels(rec)
+  if is_rw(rec.kind) and reads > 0 and writes == 0 and not reader_alive(h, reads) then
+    reads = 0
+  end
+end
+local state, ended = rec.state, tonumber(rec.ended)
 local position
 if state == 'held' and reads + writes == 0 then
   state = 'expired'
-  ended = lease.expires
+  ended = math.min(tonumber(rec.expires) or NOW, NOW)
 elseif state == 'queued' then
   local deadline = tonumber(redis.call('ZSCORE', TIMEOUTS, h))
   if not deadline or deadline <= NOW then
@@ -34,9 +38,11 @@ elseif state == 'queued' then
     position = position and position + 1
   end
 end
-return encode({found = true, state = state, kind = lease.kind, holder = lease.holder,
-  metadata = rec[1] or nil, fencing_token = lease.fence, ttl_ms = lease.ttl,
-  created_ms = lease.acquired, expires_ms = lease.expires, ended_ms = ended,
-  reentry_count = reads + writes, read_count = is_rw(lease.kind) and reads or nil,
-  write_count = is_rw(lease.kind) and writes or nil, position = position,
+local fence, expires = tonumber(rec.fence), tonumber(rec.expires)
+return encode({found = true, state = state, kind = rec.kind, holder = rec.holder,
+  metadata = rec.meta, fencing_token = (fence ~= 0) and fence or nil,
+  ttl_ms = tonumber(rec.ttl), created_ms = tonumber(rec.since),
+  expires_ms = (expires ~= 0) and expires or nil, ended_ms = ended,
+  reentry_count = reads + writes, read_count = is_rw(rec.kind) and reads or nil,
+  write_count = is_rw(rec.kind) and writes or nil, position = position,
   pttl = redis.call('PTTL', L), now_ms = NOW})

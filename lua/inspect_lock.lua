@@ -1,15 +1,17 @@
 -- Read a lock's state in one snapshot: what it is used as, its holders (Leasehold leases and
 -- Redisson clients; read/write counts per holder), its fair queue in order, the time left and
 -- the fencing counter. Changes nothing; never reads out a key some other program made.
--- KEYS: see locklib.lua. ARGV[1..4]: see prelude.lua.
--- ARGV[5]: how many queued waiters to list at most
+-- KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- A(1): how many queued waiters to list at most
 -- Returns: JSON {known, held_as, mode, fence, pttl, now_ms, queue_length,
 --   holders = [{holder_id, reentry_count, read_count, write_count, lease_id?, holder?,
 --     metadata?, fencing_token?, created_ms?, kind?}],
 --   queue = [{holder_id, deadline_ms, lease_id?, holder?, queued_ms?}]}
+lock_begin(KEYS, ARGV)
+local _, st = load('')
 local holders, by_holder = {}, {}
 local mode = false
-local as = held_as(false)
+local as = held_as(st, false)
 if as == 'idle_semaphore' then as = 'semaphore' end
 if as == 'alien' then as = 'foreign' end
 if redis.call('TYPE', L).ok == 'hash' and lock_shaped() then
@@ -27,15 +29,14 @@ if redis.call('TYPE', L).ok == 'hash' and lock_shaped() then
         by_holder[base] = entry
         holders[#holders + 1] = entry
         local id = string.match(base, '^(.*):1$')
-        local rec = id and redis.call('HMGET', lease_key(TAG, id), 'holder', 'metadata',
-          'fencing_token', 'created_ms', 'kind', 'acquired_ms')
-        if rec and rec[3] then
+        local rec = id and load(id)
+        if rec and rec.state == 'held' then
           entry.lease_id = id
-          entry.holder = rec[1]
-          entry.metadata = rec[2]
-          entry.fencing_token = tonumber(rec[3])
-          entry.created_ms = tonumber(rec[6] or rec[4])
-          entry.kind = rec[5]
+          entry.holder = rec.holder
+          entry.metadata = rec.meta
+          entry.fencing_token = tonumber(rec.fence)
+          entry.created_ms = tonumber(rec.since)
+          entry.kind = rec.kind
         end
       end
       entry.reentry_count = entry.reentry_count + count
@@ -47,20 +48,20 @@ if redis.call('TYPE', L).ok == 'hash' and lock_shaped() then
   end
 end
 local queue = {}
-local limit = tonumber(ARGV[5])
+local limit = tonumber(A(1))
 local waiting = redis.call('LRANGE', QUEUE, 0, limit - 1)
 for _, field in ipairs(waiting) do
   local entry = {holder_id = field, deadline_ms = tonumber(redis.call('ZSCORE', TIMEOUTS, field))}
   local id = string.match(field, '^(.*):1$')
-  local rec = id and redis.call('HMGET', lease_key(TAG, id), 'holder', 'queued_ms', 'state')
-  if rec and rec[3] then
+  local rec = id and load(id)
+  if rec and rec.state == 'queued' then
     entry.lease_id = id
-    entry.holder = rec[1]
-    entry.queued_ms = tonumber(rec[2])
+    entry.holder = rec.holder
+    entry.queued_ms = tonumber(rec.since)
   end
   queue[#queue + 1] = entry
 end
-local fence = redis.call('HGET', STATE, 'fence')
-return encode({known = (fence ~= false) or (#holders > 0) or (#queue > 0) or as ~= nil,
-  held_as = as, mode = mode or nil, fence = tonumber(fence or 0), pttl = redis.call('PTTL', L),
-  holders = holders, queue = queue, queue_length = redis.call('LLEN', QUEUE), now_ms = NOW})
+return encode({known = (st.fence ~= false) or (#holders > 0) or (#queue > 0) or as ~= nil,
+  held_as = as, mode = mode or nil, fence = tonumber(st.fence or 0),
+  pttl = redis.call('PTTL', L), holders = holders, queue = queue,
+  queue_length = redis.call('LLEN', QUEUE), now_ms = NOW})

@@ -1,25 +1,35 @@
--- Lock helpers shared by every lock script (after prelude.lua). Every lock script receives
--- the same KEYS, so these helpers can name them:
--- KEYS[1]: the lock hash (L), Redisson's layout
--- KEYS[2]: the lock's state hash ({L}:leasehold): fence, lease (last lease), kind; limit
---          while the name is a semaphore
--- KEYS[3]: the lock's hash tag ("{L}"): lease records, token index, rwlock_timeout keys, the
---          waiting-writers zset and, for a semaphore of the same name, Redisson's timeout zset
---          are built from it, as Redisson builds its rwlock_timeout keys: same tag, same slot
--- KEYS[4]: Redisson's RLock/RFairLock channel (redisson_lock__channel:{L})
--- KEYS[5]: Redisson's RReadWriteLock channel (redisson_rwlock:{L})
--- KEYS[6]: Redisson's RFairLock queue (redisson_lock_queue:{L}), a list of holder ids
--- KEYS[7]: Redisson's RFairLock timeouts (redisson_lock_timeout:{L}), holder id -> deadline
-local L, STATE, TAG, CHANNEL, RW_CHANNEL, QUEUE, TIMEOUTS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- Leasehold's Redis Function library, part 2: lock helpers (after prelude.lua). Every lock
+-- function calls lock_begin() after begin(); the keys and channels below are built from L:
+-- CHANNEL: Redisson's RLock/RFairLock channel (redisson_lock__channel:{L})
+-- RW_CHANNEL: Redisson's RReadWriteLock channel (redisson_rwlock:{L})
+-- QUEUE: Redisson's RFairLock queue (redisson_lock_queue:{L}), a list of holder ids
+-- TIMEOUTS: Redisson's RFairLock timeouts (redisson_lock_timeout:{L}), holder id -> deadline
+-- The read holds' timeout keys ({L}:<holder>:rwlock_timeout:<n>) follow Redisson's layout too.
+local CHANNEL, RW_CHANNEL, QUEUE, TIMEOUTS
+
+local function lock_begin(keys, argv)
+  local ok = begin(keys, argv)
+  CHANNEL = 'redisson_lock__channel:' .. TAG
+  RW_CHANNEL = 'redisson_rwlock:' .. TAG
+  QUEUE = 'redisson_lock_queue:' .. TAG
+  TIMEOUTS = 'redisson_lock_timeout:' .. TAG
+  return ok
+end
+
+local function is_rw(kind) return kind == 'read' or kind == 'write' end
+
+-- The family a kind shares a name with: read and write leases are one read/write lock.
+local function family(kind)
+  if is_rw(kind) then return 'rw' end
+  return kind
+end
 
 local function writers_key() return TAG .. ':leasehold:writers' end
 local function rw_timeout_key(field, n) return TAG .. ':' .. field .. ':rwlock_timeout:' .. n end
 
 -- A semaphore of the same name (Redisson's RPermitExpirableSemaphore: L is its permit
--- counter, {L}:timeout its held permits), and Leasehold's index of its leases.
+-- counter, {L}:timeout its held permits).
 local function sem_timeout_key() return TAG .. ':timeout' end
-local function sem_holders_key() return TAG .. ':leasehold:holders' end
 
 local function lock_shaped() return hash_is_lock(L) end
 
@@ -29,20 +39,33 @@ local function semaphore_state()
   local known = redis.call('HEXISTS', STATE, 'limit') == 1
   if not known and redis.call('EXISTS', sem_timeout_key()) == 0 then return nil end
   if not string.find(redis.call('GET', L), '^%-?%d+$') then return nil end
-  if redis.call('ZCOUNT', sem_timeout_key(), '(' .. NOW, '+inf') > 0 then return 'busy' end
+  if redis.call('ZCOUNT', sem_timeout_key(), '(' .. NOW_S, '+inf') > 0 then return 'busy' end
   return 'idle'
 end
 
+-- A fair ticket that lost its place (its deadline passed unpolled): its record ends
+-- `expired` at `deadline` (text). Returns the history entry (the event).
+local function ticket_expired(field, deadline, hexp)
+  local id = string.match(field, '^(.*):1$')
+  local rec = id and load(id)
+  if rec and rec.state == 'queued' then
+    return finish(rec, 'expired', hexp, nil, deadline)
+  end
+end
+
 -- Drops waiters at the head of the fair queue whose deadline passed (Redisson does the same;
--- a dead waiter delays the queue by at most its liveness window). Returns the live head.
-local function prune_queue()
+-- a dead waiter delays the queue by at most its liveness window). Returns the live head, and
+-- the events of the tickets dropped (appended to `events`).
+local function prune_queue(events, hexp)
   while true do
     local head = redis.call('LINDEX', QUEUE, 0)
     if not head then return nil end
-    local deadline = tonumber(redis.call('ZSCORE', TIMEOUTS, head))
-    if deadline and deadline > NOW then return head end
+    local deadline = redis.call('ZSCORE', TIMEOUTS, head)
+    if deadline and tonumber(deadline) > NOW then return head end
     redis.call('LPOP', QUEUE)
     redis.call('ZREM', TIMEOUTS, head)
+    local e = ticket_expired(head, deadline or NOW_S, hexp)
+    if e and events then events[#events + 1] = e end
   end
 end
 
@@ -59,74 +82,71 @@ end
 
 -- What the name is used as now: semaphore (permits out), idle_semaphore, rw, fair,
 -- exclusive, reentrant, foreign (a Redisson-layout lock no lease of ours holds), alien (a key
--- some other program made), or nil when free with nobody queued. `prune`: drop dead fair
--- waiters on the way (scripts that change state), so an abandoned ticket blocks other kinds
--- no longer than its liveness window.
-local function held_as(prune)
+-- some other program made), or nil when free with nobody queued; and the TYPE of L. `st`:
+-- what the caller read of STATE (see load). `prune`: drop dead fair waiters on the way
+-- (functions that change state), so an abandoned ticket blocks other kinds no longer than
+-- its liveness window.
+local function held_as(st, prune, events)
   local live_queue = function()
-    if prune then return prune_queue() ~= nil end
+    if not st.q then return false end
+    if prune then return prune_queue(events, st.hexp) ~= nil end
     return queue_alive()
   end
   local t = redis.call('TYPE', L).ok
   if t == 'none' then
-    if live_queue() then return 'fair' end
-    return nil
+    if live_queue() then return 'fair', t end
+    return nil, t
   end
   if t == 'string' then
     local s = semaphore_state()
-    if s == 'busy' then return 'semaphore' end
-    if s == 'idle' then return 'idle_semaphore' end
-    return 'alien'
+    if s == 'busy' then return 'semaphore', t end
+    if s == 'idle' then return 'idle_semaphore', t end
+    return 'alien', t
   end
-  if t ~= 'hash' then return 'alien' end
-  local st = redis.call('HMGET', STATE, 'lease', 'kind')
-  local ours = st[1] and redis.call('HEXISTS', L, holder_id(st[1])) == 1
+  if t ~= 'hash' then return 'alien', t end
+  local ours = st.lease and redis.call('HEXISTS', L, holder_id(st.lease)) == 1
   if redis.call('HEXISTS', L, 'mode') == 1 then
-    if ours or lock_shaped() then return 'rw' end
-    return 'alien'
+    if ours or lock_shaped() then return 'rw', t end
+    return 'alien', t
   end
   -- The recorded kind speaks only while its lease holds the lock; anyone else (a Redisson
   -- client) is foreign and merely contends.
-  if ours then return st[2] end
-  if not lock_shaped() then return 'alien' end
-  if live_queue() then return 'fair' end
-  return 'foreign'
-end
-
-local function family(kind)
-  if is_rw(kind) then return 'rw' end
-  return kind
+  if ours then return st.kind, t end
+  if not lock_shaped() then return 'alien', t end
+  if live_queue() then return 'fair', t end
+  return 'foreign', t
 end
 
 -- Gives an idle semaphore's name to a lock: its counter, permits and limit go.
 local function clear_idle_semaphore()
-  redis.call('DEL', L, sem_timeout_key(), sem_holders_key())
+  redis.call('DEL', L, sem_timeout_key())
   redis.call('HDEL', STATE, 'limit')
 end
 
 -- The kind a request may not use while the name is used as another (`foreign` for a key of
--- another program), or nil.
-local function conflict_with(kind)
-  local now_as = held_as(true)
+-- another program), or nil; then what the name is used as, and the TYPE of L (see held_as).
+local function conflict_with(st, kind, events)
+  local now_as, t = held_as(st, true, events)
   if now_as == 'idle_semaphore' then
     clear_idle_semaphore()
-    return nil
+    return nil, nil, 'none'
   end
-  if now_as == nil or now_as == family(kind) then return nil end
-  if now_as == 'alien' then return 'foreign' end
-  if now_as == 'foreign' and not is_rw(kind) then return nil end
-  return now_as
+  if now_as == nil or now_as == family(kind) then return nil, now_as, t end
+  if now_as == 'alien' then return 'foreign', now_as, t end
+  if now_as == 'foreign' and not is_rw(kind) then return nil, now_as, t end
+  return now_as, now_as, t
 end
 
 -- After the lock was let go: wake the fair queue's head alone, on its own channel as
 -- Redisson's RFairLock does (O(1) whatever the queue's length, no thundering herd), or
--- everyone on the lock's channel (Redisson's RLock unlock message).
-local function wake_next()
-  local head = prune_queue()
+-- everyone on the lock's channel (Redisson's RLock unlock message). `q`: our fair queue may
+-- have waiters.
+local function wake_next(q, events, hexp)
+  local head = q and prune_queue(events, hexp)
   if head then
-    redis.call('PUBLISH', CHANNEL .. ':' .. head, 0)
+    redis.call('PUBLISH', CHANNEL .. ':' .. head, '0')
   else
-    redis.call('PUBLISH', CHANNEL, 0)
+    redis.call('PUBLISH', CHANNEL, '0')
   end
 end
 
@@ -138,42 +158,63 @@ local function reader_alive(field, count)
   return false
 end
 
--- Whether the lease still holds the lock (any mode). The name may be a semaphore (or
--- another program's key) by now.
-local function lease_holds(lease)
-  if redis.call('TYPE', L).ok ~= 'hash' then return false end
-  local field = holder_id(lease.id)
-  if redis.call('HEXISTS', L, field) == 1 then return true end
-  return is_rw(lease.kind) and redis.call('HEXISTS', L, field .. ':write') == 1
+-- How many levels the lease holds now (read + write; 0 when it lost the lock). The name may
+-- be a semaphore (or another program's key) by now.
+local function held_levels(rec)
+  local field = holder_id(rec.id)
+  if is_rw(rec.kind) then
+    local ok, v = pcall(redis.call, 'HMGET', L, field, field .. ':write')
+    if not ok then return 0, 0 end
+    return tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  end
+  local ok, v = pcall(redis.call, 'HGET', L, field)
+  if not ok then return 0, 0 end
+  return tonumber(v) or 0, 0
 end
 
 -- A lease whose fields vanished while its record still says "held" ran out of TTL: record
--- that and return the lease's state.
-local function observe_expiry(lease)
-  if lease.state ~= 'held' then return lease.state end
-  end_lease(lease, 'expired', lease.expires)
-  publish_event({type = 'expired', lease_id = lease.id, holder = lease.holder})
+-- that (with the time it ran out) and return the lease's state.
+local function observe_expiry(rec, hexp, events)
+  if rec.state ~= 'held' then return rec.state end
+  local at = NOW_S
+  if (tonumber(rec.expires) or NOW) < NOW then at = rec.expires end
+  local e = finish(rec, 'expired', hexp, nil, at)
+  if events then events[#events + 1] = e end
   return 'expired'
 end
 
 -- Removes read holders whose every timeout key expired: they stopped heartbeating while
 -- other readers kept the lock hash alive. Each such lease is recorded as expired.
-local function prune_dead_readers()
-  if redis.call('TYPE', L).ok ~= 'hash' or redis.call('HEXISTS', L, 'mode') == 0 then return end
-  local flat = redis.call('HGETALL', L)
+-- Returns the set of lease ids it recorded as expired.
+local function prune_dead_readers(events, hexp)
+  local expired = {}
+  local ok, flat = pcall(redis.call, 'HGETALL', L)
+  if not ok then return expired end
+  local has_mode = false
+  for i = 1, #flat, 2 do
+    if flat[i] == 'mode' then has_mode = true end
+  end
+  if not has_mode then return expired end
+  local removed = false
   for i = 1, #flat, 2 do
     local field, count = flat[i], tonumber(flat[i + 1])
     if field ~= 'mode' and not string.find(field, ':write$') and count
       and not reader_alive(field, count) then
       redis.call('HDEL', L, field)
-      local lease = read_lease(TAG, string.match(field, '^(.*):1$') or field)
-      if lease and not lease_holds(lease) then observe_expiry(lease) end
+      removed = true
+      local id = string.match(field, '^(.*):1$')
+      local rec = id and load(id)
+      if rec and held_levels(rec) == 0 then
+        observe_expiry(rec, hexp, events)
+        expired[id] = true
+      end
     end
   end
-  if redis.call('HLEN', L) == 1 then
+  if removed and redis.call('HLEN', L) == 1 then
     redis.call('DEL', L)
-    redis.call('PUBLISH', RW_CHANNEL, 0)
+    redis.call('PUBLISH', RW_CHANNEL, '0')
   end
+  return expired
 end
 
 -- The longest remaining read hold, or -1.
@@ -191,38 +232,54 @@ local function max_read_ttl()
   return best
 end
 
--- Gives every hold of read/write holder `h` the TTL `ttl` from now: all its read levels'
--- timeout keys, and the lock hash (exactly `ttl` while it writes, else at least `ttl`). A
--- lease's levels share the lease's TTL, so releasing one level never leaves another with an
--- older, shorter one. Returns the holder's levels.
-local function refresh_rw(h, ttl)
-  local reads = tonumber(redis.call('HGET', L, h)) or 0
-  local writes = tonumber(redis.call('HGET', L, h .. ':write')) or 0
+-- Gives every hold of read/write holder `h` the TTL `ttl` (text) from now: all its read
+-- levels' timeout keys, and the lock hash (exactly `ttl` while it writes, else at least
+-- `ttl`). A lease's levels share the lease's TTL, so releasing one level never leaves another
+-- with an older, shorter one. `reads`, `writes`: the holder's levels now.
+local function refresh_rw(h, ttl, reads, writes)
   for n = 1, reads do redis.call('PEXPIRE', rw_timeout_key(h, n), ttl) end
   if writes > 0 then
     redis.call('PEXPIRE', L, ttl)
-  else
-    redis.call('PEXPIRE', L, math.max(redis.call('PTTL', L), ttl))
+  elseif redis.call('PTTL', L) < tonumber(ttl) then
+    redis.call('PEXPIRE', L, ttl)
   end
-  return reads + writes
 end
 
--- Checks a presented token against a lease and that the lease still holds the lock.
--- Returns the lease, or nil and the refusal to return.
-local function authorize_lease(id, digest)
-  local lease = read_lease(TAG, id)
-  if not lease or lease.kind == 'semaphore' then
-    return nil, encode({status = 'unknown_lease'})
+-- A refusal for a lease without a record: one that ended (its history says how) or one
+-- nobody knows.
+local function lost_or_unknown(id)
+  local ended = find_ended(id)
+  if ended and ended.kind ~= 'semaphore' then
+    return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
   end
-  if not same_digest(lease.digest, digest) then
-    return nil, encode({status = 'forbidden'})
+  return '{"status":"unknown_lease"}'
+end
+
+-- Checks that lease `id` (whose record `rec` the caller read) still holds the lock. Returns
+-- its levels (reads, writes), or nil and the refusal (JSON) to return.
+local function check_held(id, rec, hexp, events)
+  if not rec then return nil, lost_or_unknown(id) end
+  if rec.kind == 'semaphore' then return nil, '{"status":"unknown_lease"}' end
+  if rec.state == 'queued' then return nil, '{"status":"queued"}' end
+  if is_rw(rec.kind) and prune_dead_readers(events, hexp)[id] then
+    return nil, '{"status":"lease_lost","state":"expired"}'
   end
-  if is_rw(lease.kind) then prune_dead_readers() end
-  if lease.state == 'queued' then
-    return nil, encode({status = 'queued'})
+  local reads, writes = held_levels(rec)
+  if rec.state ~= 'held' or reads + writes == 0 then
+    return nil, '{"status":"lease_lost","state":"' .. observe_expiry(rec, hexp, events) .. '"}'
   end
-  if not lease_holds(lease) then
-    return nil, encode({status = 'lease_lost', state = observe_expiry(lease)})
-  end
-  return lease, nil
+  return reads, writes
+end
+
+-- A token that does not prove lease `id`: forbidden if the lease exists (or existed), else
+-- unknown.
+local function not_yours(id, rec)
+  if rec or find_ended(id) then return '{"status":"forbidden"}' end
+  return '{"status":"unknown_lease"}'
+end
+
+-- A JSON list of events (entries) for the reply's `ev`.
+local function ev(events)
+  if #events == 0 then return '' end
+  return ',"ev":[' .. table.concat(events, ',') .. ']'
 end

@@ -1,27 +1,75 @@
--- Helpers shared by every script; scripts.rs puts this file (then locklib.lua for lock
--- scripts, semlib.lua for semaphore scripts) in front of each script's text.
--- Every script takes the same first four ARGV:
--- ARGV[1]: the lock (or semaphore) name as the API shows it (for events)
--- ARGV[2]: the events channel
--- ARGV[3]: how long an ended lease stays answerable (ms)
--- ARGV[4]: the deadline (Redis time, ms) after which the script must change nothing, "0" for
---          none: by then the request has been answered 503, so running it late (delayed by a
---          partition, or queued in a frozen Redis) would act behind its client's back
-local NAME, EVENTS, TOMB, DEADLINE = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Leasehold's Redis Function library, part 1: what every function shares. The library is
+-- this file, locklib.lua, semlib.lua, then one function per operation file (acquire.lua,
+-- release.lua, ...), assembled and loaded with FUNCTION LOAD by src/locks/scripts/library.rs.
+-- Helpers are defined once, when the library loads, not on every call. They cannot see KEYS
+-- or ARGV (Redis passes those to each function), so every function first calls begin(),
+-- which sets the per-call values below; Redis runs one function at a time.
+--
+-- Every function takes the same KEYS and the same first ARGV:
+-- KEYS[1]: the lock (or semaphore) key L, Redisson's layout
+-- KEYS[2]: its state hash {L}:leasehold (fencing counter, lease records, limit); every other
+--          key a function touches is built from L with the same hash tag, so in one slot
+-- ARGV[1]: the deadline (Redis time, ms) after which the function must change nothing, "0"
+--          for none: by then its request has been answered 503, so running it late (delayed
+--          by a partition, or queued in a frozen Redis) would act behind its client's back
+-- ARGV[2]: how long an ended lease's idempotency record and state stay (ms)
+-- The function's own ARGV follow; `A(n)` is its n-th.
 
--- Time comes from Redis so that every Leasehold instance uses one clock.
-local _time = redis.call('TIME')
-local NOW_US = tonumber(_time[1]) * 1000000 + tonumber(_time[2])
-local NOW = math.floor(NOW_US / 1000)
-if DEADLINE > 0 and NOW > DEADLINE then return '{"status":"too_late"}' end
+-- Per-call values, set by begin(). Times come as numbers and as text: Redis's Lua turns a
+-- number into text slowly (about a microsecond each), so text that came from Redis or from
+-- ARGV is passed on as text, and numbers are formatted only where arithmetic made them.
+local L, STATE, TAG, HISTORY
+local TOMB, NOW_US, NOW, NOW_US_S, NOW_S
+local ARGS
+-- Fields of STATE to write at the end of the call, in one HSET (see flush_state).
+local W
 
--- How many events a lock's history keeps (about: trimmed with MAXLEN ~), and how long the
+-- How many entries a lock's history keeps (about: trimmed with MAXLEN ~), and how long the
 -- history of a lock nobody touches any more is kept (ms).
-local HISTORY_LENGTH = 300
+local HISTORY_LENGTH = '300'
 local HISTORY_LIFE_MS = 7 * 24 * 3600 * 1000
+-- A state hash outlives its longest lease by the tombstone time plus this, so that a busy
+-- lock refreshes its expiry now and then rather than on every grant.
+local STATE_SLACK_MS = 600000
+
+local function A(n) return ARGS[n + 2] end
+
+-- Numbers as text (JSON, Redis arguments): `..` would print large ones in exponent form.
+local function d(n) return string.format('%d', n) end
+
+-- Sets the per-call values; returns false when the deadline has passed (change nothing).
+local function begin(keys, argv)
+  L, STATE, ARGS = keys[1], keys[2], argv
+  TAG = '{' .. L .. '}'
+  HISTORY = TAG .. ':leasehold:history'
+  -- Time comes from Redis so that every Leasehold instance uses one clock.
+  local t = redis.call('TIME')
+  local us = t[2]
+  us = string.sub('000000', #us + 1) .. us
+  NOW_US_S = t[1] .. us
+  NOW_S = t[1] .. string.sub(us, 1, 3)
+  NOW_US, NOW = tonumber(NOW_US_S), tonumber(NOW_S)
+  TOMB = tonumber(argv[2])
+  W = {}
+  local deadline = argv[1]
+  return deadline == '0' or NOW <= tonumber(deadline)
+end
+
+-- A JSON string (escaped), or null for none.
+local function js(s) return cjson.encode(s) end
+local function jsn(s)
+  if s == nil or s == false or s == '' or s == cjson.null then return 'null' end
+  return cjson.encode(s)
+end
+-- A number held as text (or none) as JSON.
+local function jt(t)
+  if t == nil or t == false or t == '' then return 'null' end
+  return t
+end
 
 -- cjson writes numbers with 14 significant digits; fencing tokens have 16. Large integers
--- travel as marked strings and lose their quotes after encoding.
+-- travel as marked strings and lose their quotes after encoding. For the rarer, larger
+-- replies only; the frequent ones are built with `..`.
 local function exact(v)
   if type(v) == 'number' and (v >= 1e14 or v <= -1e14) then
     return '\1' .. string.format('%d', v)
@@ -37,82 +85,174 @@ local function encode(t)
   return (string.gsub(cjson.encode(exact(t)), '"\\u0001(%-?%d+)"', '%1'))
 end
 
--- Publishes one event (JSON) describing a change this script made, and appends it to the
--- lock's capped history stream (`{L}:leasehold:history`, field `event`), so the history
--- survives restarts and every instance sees the same one. Every script takes the lock's hash
--- tag ("{L}") as KEYS[3], so the stream shares the lock's slot.
-local function publish_event(fields)
-  fields.lock = NAME
-  fields.at_ms = NOW
-  local json = encode(fields)
-  local history = KEYS[3] .. ':leasehold:history'
-  redis.call('XADD', history, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'event', json)
-  redis.call('PEXPIRE', history, HISTORY_LIFE_MS)
-  redis.call('PUBLISH', EVENTS, json)
+-- Queues one field of STATE for the one HSET at the end of the call.
+local function set_state(field, value)
+  local n = #W
+  W[n + 1], W[n + 2] = field, value
 end
 
--- The next fencing token of the lock (or semaphore) whose state hash is `state`: one more
--- than the last one, and never below Redis's clock in microseconds. A counter that Redis
--- lost (a restart without persistence, an AOF short of its last second, a failover to a
--- replica that lagged) therefore still never hands out a token at or below one it gave
--- before, as long as Redis's clock has not gone back past it (see the README).
-local function next_fence(state)
-  local f = (tonumber(redis.call('HGET', state, 'fence')) or 0) + 1
-  if NOW_US > f then f = NOW_US end
-  redis.call('HSET', state, 'fence', f)
-  return f
+-- Writes the queued fields. `keep_until`: the state must stay at least until then (ms); its
+-- expiry moves (with slack) only when that is later than the recorded one, so a busy lock
+-- pays for it now and then. nil: no expiry (semaphores: Redisson's counter never expires,
+-- and their limit lives here). `sexp`: the recorded expiry (from the call's first read).
+local function flush_state(keep_until, sexp)
+  local renew = keep_until and keep_until > (tonumber(sexp) or 0)
+  if renew then set_state('sexp', d(keep_until + STATE_SLACK_MS)) end
+  if #W > 0 then redis.call('HSET', STATE, unpack(W)) end
+  if renew then redis.call('PEXPIRE', STATE, d(keep_until + STATE_SLACK_MS - NOW)) end
+  W = {}
 end
 
--- Digests compared without an early exit, so timing says nothing about how much matched.
-local function same_digest(a, b)
-  if type(a) ~= 'string' or #a ~= #b then return false end
-  local diff = 0
-  for i = 1, #a do diff = bit.bor(diff, bit.bxor(string.byte(a, i), string.byte(b, i))) end
-  return diff == 0
+-- The next fencing token after `last` (text), as text: one more, and never below Redis's
+-- clock in microseconds. A counter that Redis lost (a restart without persistence, an AOF
+-- short of its last second, a failover to a replica that lagged, a state hash that expired)
+-- therefore still never hands out a token at or below one it gave before, as long as Redis's
+-- clock has not gone back past it (see the README).
+local function next_fence(last)
+  local f = (tonumber(last) or 0) + 1
+  if NOW_US >= f then return NOW_US_S end
+  return d(f)
 end
 
--- Records of one lock or semaphore live under its hash tag `tag` ("{L}"), in its slot.
-local function lease_key(tag, id) return tag .. ':leasehold:lease:' .. id end
-local function token_key(tag, digest) return tag .. ':leasehold:token:' .. digest end
-
-local function is_rw(kind) return kind == 'read' or kind == 'write' end
-
--- A lease record as a table, or nil.
-local function read_lease(tag, id)
-  local r = redis.call('HMGET', lease_key(tag, id), 'state', 'kind', 'holder', 'token_sha256',
-    'fencing_token', 'ttl_ms', 'expires_ms', 'created_ms', 'permits', 'grant_nonce',
-    'acquired_ms')
-  if not r[1] then return nil end
-  return {id = id, key = lease_key(tag, id), tag = tag, state = r[1], kind = r[2] or 'reentrant',
-    holder = r[3] or nil, digest = r[4], fence = tonumber(r[5]), ttl = tonumber(r[6]),
-    expires = tonumber(r[7]), created = tonumber(r[8]), permits = tonumber(r[9]),
-    nonce = r[10] or '', acquired = tonumber(r[11]) or tonumber(r[8])}
-end
-
--- Creates the record of a new lease (or queued ticket) and its token index.
-local function create_lease(tag, id, fields, digest, life_ms)
-  local key = lease_key(tag, id)
-  local flat = {}
-  for k, v in pairs(fields) do
-    flat[#flat + 1] = k
-    flat[#flat + 1] = v
+-- Appends one entry (JSON) to the lock's capped history (`{L}:leasehold:history`, field `e`),
+-- so the history survives restarts and every instance sees the same one. The history is kept
+-- for HISTORY_LIFE_MS after its last refresh; `hexp` (from the call's first read of STATE) says
+-- when that refresh is due, so it costs a PEXPIRE once a day, not on every entry.
+local function append_history(json, hexp)
+  redis.call('XADD', HISTORY, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
+  if (tonumber(hexp) or 0) < NOW then
+    redis.call('PEXPIRE', HISTORY, HISTORY_LIFE_MS)
+    set_state('hexp', d(NOW + HISTORY_LIFE_MS - 86400000))
   end
-  redis.call('HSET', key, 'token_sha256', digest, 'created_ms', NOW, unpack(flat))
-  redis.call('PEXPIRE', key, life_ms)
-  redis.call('SET', token_key(tag, digest), id, 'PX', life_ms)
 end
 
--- Keeps a lease record (and its token index) alive for `life_ms` more.
-local function touch_lease(lease, life_ms)
-  redis.call('PEXPIRE', lease.key, life_ms)
-  redis.call('PEXPIRE', token_key(lease.tag, lease.digest), life_ms)
+-- Lease records. The lease holding an exclusive lock (reentrant, exclusive, fair) is recorded
+-- in fixed fields of STATE: `lease` (its id), `rec`, `holder`, `meta`; the next such lease
+-- overwrites them, so a release costs no delete. Leases that share (read, write, semaphore)
+-- and fair tickets still queued are recorded as `r:<id>`, `h:<id>`, `m:<id>`, removed when
+-- they end. An ended lease's last word is its history entry (see find_ended).
+-- `rec` packs: state|kind|ttl|since|expires|fence|nonce|ended|permits (numbers as text, and
+-- kept as text in the tables below: convert with tonumber for arithmetic)
+--   state: held, queued, released, expired, force_released, left
+--   since: when it was granted (or queued, for a ticket); ended: when it ended
+local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$'
+
+local function unpack_rec(id, packed, holder, meta, shared)
+  if not packed then return nil end
+  local state, kind, ttl, since, exp, fence, nonce, ended, permits =
+    string.match(packed, REC_PATTERN)
+  return {id = id, state = state, kind = kind, ttl = ttl, since = since, expires = exp,
+    fence = fence, nonce = nonce, ended = ended ~= '' and ended or nil,
+    permits = permits ~= '' and permits or nil, holder = holder or nil, meta = meta or nil,
+    shared = shared}
 end
 
--- Marks a lease ended (released, expired, force_released, left) and keeps its record
--- answerable for TOMB ms.
-local function end_lease(lease, state, ended_ms)
-  redis.call('HSET', lease.key, 'state', state, 'ended_ms', ended_ms or NOW, 'grant_nonce', '')
-  touch_lease(lease, TOMB)
+local function pack_rec(r)
+  return r.state .. '|' .. r.kind .. '|' .. r.ttl .. '|' .. r.since .. '|' .. r.expires .. '|'
+    .. r.fence .. '|' .. (r.nonce or '') .. '|' .. (r.ended or '') .. '|' .. (r.permits or '')
+end
+
+-- Reads lease `id`'s record and, in the same call, what every function needs of STATE:
+-- returns (record or nil, st) where st has `lease` (the id in the fixed fields; current(st)
+-- is its record), `kind` (its family), `fence` (the last fencing token), `q` (our fair queue
+-- may have waiters), `sexp` (the state's recorded expiry), `hexp` (when the history's expiry
+-- is due for a refresh), `limit` (a semaphore's size).
+local function load(id)
+  local v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
+    'sexp', 'hexp', 'limit', 'r:' .. id, 'h:' .. id, 'm:' .. id)
+  local st = {lease = v[1] or nil, kind = v[5] or nil, fence = v[6], q = v[7] or nil,
+    sexp = v[8], hexp = v[9], limit = tonumber(v[10]), raw = v}
+  local rec
+  if v[1] == id then
+    rec = unpack_rec(id, v[2], v[3], v[4], false)
+    st.cur = rec
+  elseif v[11] then
+    rec = unpack_rec(id, v[11], v[12], v[13], true)
+  end
+  return rec, st
+end
+
+-- The record of the lease in the fixed fields (see load), or nil.
+local function current(st)
+  if st.cur == nil and st.lease then
+    local v = st.raw
+    st.cur = unpack_rec(v[1], v[2], v[3], v[4], false) or false
+  end
+  return st.cur or nil
+end
+
+-- Queues a record's new state (see set_state). A shared record that ended is removed.
+local function save(rec)
+  if rec.shared then
+    if rec.state == 'held' or rec.state == 'queued' then
+      set_state('r:' .. rec.id, pack_rec(rec))
+    else
+      redis.call('HDEL', STATE, 'r:' .. rec.id, 'h:' .. rec.id, 'm:' .. rec.id)
+    end
+  else
+    set_state('rec', pack_rec(rec))
+  end
+end
+
+-- Queues a new lease's whole record: exclusive (the fixed fields) or shared.
+local function create(rec)
+  local id = rec.id
+  if rec.shared then
+    set_state('r:' .. id, pack_rec(rec))
+    set_state('h:' .. id, rec.holder or '')
+    set_state('m:' .. id, rec.meta or '')
+  else
+    set_state('lease', id)
+    set_state('rec', pack_rec(rec))
+    set_state('holder', rec.holder or '')
+    set_state('meta', rec.meta or '')
+  end
+end
+
+-- A lease's (or ticket's) history entry, when it ends: the whole hold in one entry.
+local function ended_entry(rec, how, extra)
+  return '{"type":"' .. how .. '","lease_id":"' .. rec.id .. '","holder":' .. jsn(rec.holder)
+    .. ',"kind":"' .. rec.kind .. '","fencing_token":' .. jt(rec.fence) .. ',"since_ms":'
+    .. jt(rec.since) .. ',"at_ms":' .. (rec.ended or NOW_S)
+    .. (rec.permits and (',"permits":' .. rec.permits) or '') .. (extra or '') .. '}'
+end
+
+-- Ends a record: its new state, saved, and the entry in the history. `at`: when it ended
+-- (text; now by default). Returns the entry (the live event to publish).
+local function finish(rec, how, hexp, extra, at)
+  rec.state = how
+  rec.ended = at or NOW_S
+  rec.nonce = ''
+  save(rec)
+  local entry = ended_entry(rec, how, extra)
+  append_history(entry, hexp)
+  return entry
+end
+
+-- How lease `id` ended, from the lock's history (its newest entry naming it: its own, or an
+-- admin action's list of `holders` it removed), for leases whose record is gone:
+-- {state, ended, kind, holder, fence, since, permits} or nil.
+local function find_ended(id)
+  local entries = redis.call('XREVRANGE', HISTORY, '+', '-', 'COUNT', HISTORY_LENGTH)
+  for _, entry in ipairs(entries) do
+    local json = entry[2][2]
+    if json and string.find(json, id, 1, true) then
+      local e = cjson.decode(json)
+      local who
+      if e.lease_id == id then
+        who = e
+      elseif type(e.holders) == 'table' then
+        for _, h in ipairs(e.holders) do
+          if h.lease_id == id then who = h end
+        end
+      end
+      if who and e.type ~= 'granted' and e.type ~= 'queued' then
+        return {id = id, state = e.type, ended = e.at_ms, kind = who.kind, holder = who.holder,
+          fence = who.fencing_token, since = who.since_ms, permits = who.permits}
+      end
+    end
+  end
+  return nil
 end
 
 -- Whether the hash `key` is a lock in Redisson's layout (ours or a Redisson client's): every
@@ -138,22 +278,22 @@ local function holder_id(id) return id .. ':1' end
 -- Idempotency records: a retry of a request (same Idempotency-Key, same request) gets the
 -- first answer instead of acting twice. `digest` is the sha256 of the client's key, so key
 -- names never carry it; `fp` the sha256 of what the request asked.
-local function idem_key(tag, digest) return tag .. ':leasehold:idem:' .. digest end
+local function idem_key(digest) return TAG .. ':leasehold:idem:' .. digest end
 
 -- The first answer to a key: (reply JSON, lease id, sealed token), or 'mismatch' when the
 -- key came with another request, or nil.
-local function idem_find(tag, digest, fp)
+local function idem_find(digest, fp)
   if digest == '' then return nil end
-  local rec = redis.call('HMGET', idem_key(tag, digest), 'fp', 'reply', 'lease', 'sealed')
+  local rec = redis.call('HMGET', idem_key(digest), 'fp', 'reply', 'lease', 'sealed')
   if not rec[1] then return nil end
   if rec[1] ~= fp then return 'mismatch' end
   return rec[2], rec[3] or '', rec[4] or ''
 end
 
 -- Keeps the answer to a key for `life_ms`.
-local function idem_store(tag, digest, fp, reply, lease_id, sealed, life_ms)
+local function idem_store(digest, fp, reply, lease_id, sealed, life_ms)
   if digest == '' then return end
-  local key = idem_key(tag, digest)
+  local key = idem_key(digest)
   redis.call('HSET', key, 'fp', fp, 'reply', reply, 'lease', lease_id or '', 'sealed',
     sealed or '')
   redis.call('PEXPIRE', key, life_ms)
@@ -165,3 +305,5 @@ local function idem_replay(reply, sealed)
   if sealed ~= '' then extra = extra .. ',"sealed":"' .. sealed .. '"' end
   return string.sub(reply, 1, -2) .. extra .. '}'
 end
+
+local TOO_LATE = '{"status":"too_late"}'

@@ -4,51 +4,55 @@
 -- RReadWriteLock: on redisson_rwlock:{L}, and a write hold released under a read hold of the
 -- same lease turns the lock into a read lock). Also rolls back a grant whose client went
 -- away, but only the grant the rolling-back request made and nobody has answered with since.
--- KEYS: see locklib.lua. ARGV[1..4]: see prelude.lua.
--- ARGV[5]: lease id
--- ARGV[6]: sha256 hex of the presented token
--- ARGV[7]: "all" to release every level (of both modes, unless ARGV[9] names one), "one"
--- ARGV[8]: why: "released", or "client_gone" to roll back an undelivered grant
--- ARGV[9]: read/write leases: which hold to release, "read", "write" or "" (write first)
--- ARGV[10]: client_gone: the nonce of the request that made the grant
--- ARGV[11]: sha256 hex of the request's Idempotency-Key, or ""
--- ARGV[12]: sha256 hex of what the request asks
+-- KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- A(1): lease id
+-- A(2): "1" when the presented token proves the lease id
+-- A(3): "all" to release every level (of both modes, unless A(5) names one), "one"
+-- A(4): why: "released", or "client_gone" to roll back an undelivered grant
+-- A(5): read/write leases: which hold to release, "read", "write" or "" (write first)
+-- A(6): client_gone: the nonce of the request that made the grant
+-- A(7): sha256 hex of the request's Idempotency-Key, or ""
+-- A(8): sha256 hex of what the request asks
 -- Returns: JSON with status = released | still_held | mode_not_held | lease_lost | queued |
---   forbidden | unknown_lease | not_rolled_back | idempotency_mismatch; released carries the
---   lease's kind and held_ms, its age (ms); a retried key's answer carries replayed = true
-local all, reason, which = ARGV[7] == 'all', ARGV[8], ARGV[9]
-local idem, fp = ARGV[11], ARGV[12]
+--   forbidden | unknown_lease | not_rolled_back | idempotency_mismatch | too_late; released
+--   carries the lease's kind and held_ms, its age (ms), and in `ev` the lease's history
+--   entry (and any other event this call recorded), to publish; still_held carries holder.
+if not lock_begin(KEYS, ARGV) then return TOO_LATE end
+local id, proven, all, reason, which = A(1), A(2) == '1', A(3) == 'all', A(4), A(5)
+local idem, fp = A(7), A(8)
 
-local first = idem_find(TAG, idem, fp)
-if first == 'mismatch' then return encode({status = 'idempotency_mismatch'}) end
-if first then return idem_replay(first, '') end
-
-local lease, refusal = authorize_lease(ARGV[5], ARGV[6])
-if refusal then return refusal end
-if reason == 'client_gone' and (lease.nonce == '' or lease.nonce ~= ARGV[10]) then
-  -- Another request answered with this grant (or another request made it): it stays.
-  return encode({status = 'not_rolled_back'})
+if idem ~= '' then
+  local first = idem_find(idem, fp)
+  if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
+  if first then return idem_replay(first, '') end
 end
 
-local function answer(fields)
-  local json = encode(fields)
-  idem_store(TAG, idem, fp, json, lease.id, '', TOMB)
+local rec, st = load(id)
+if not proven then return not_yours(id, rec) end
+local events = {}
+local reads, writes = check_held(id, rec, st.hexp, events)
+if not reads then return string.sub(writes, 1, -2) .. ev(events) .. '}' end
+if reason == 'client_gone' and (rec.nonce == '' or rec.nonce ~= A(6)) then
+  -- Another request answered with this grant (or another request made it): it stays.
+  return '{"status":"not_rolled_back"' .. ev(events) .. '}'
+end
+
+local function answer(json)
+  if idem ~= '' then idem_store(idem, fp, json, id, '', TOMB) end
   return json
 end
 
-local h = holder_id(lease.id)
+local h = holder_id(id)
 local left
-if is_rw(lease.kind) then
+if is_rw(rec.kind) then
   local w = h .. ':write'
-  local writes = tonumber(redis.call('HGET', L, w)) or 0
-  local reads = tonumber(redis.call('HGET', L, h)) or 0
   local drop_writes, drop_reads = 0, 0
   if all and which == '' then
     drop_writes, drop_reads = writes, reads
   else
     if which == '' then which = (writes > 0) and 'write' or 'read' end
     if (which == 'write' and writes == 0) or (which == 'read' and reads == 0) then
-      return encode({status = 'mode_not_held', mode = which})
+      return '{"status":"mode_not_held","mode":"' .. which .. '"}'
     end
     if which == 'write' then
       drop_writes = all and writes or 1
@@ -56,20 +60,32 @@ if is_rw(lease.kind) then
       drop_reads = all and reads or 1
     end
   end
-  writes = writes - drop_writes
-  if writes > 0 then redis.call('HSET', L, w, writes) else redis.call('HDEL', L, w) end
   for i = reads, reads - drop_reads + 1, -1 do redis.call('DEL', rw_timeout_key(h, i)) end
-  reads = reads - drop_reads
-  if reads > 0 then redis.call('HSET', L, h, reads) else redis.call('HDEL', L, h) end
+  local before = redis.call('HLEN', L)
+  writes, reads = writes - drop_writes, reads - drop_reads
   left = reads + writes
-  if redis.call('HLEN', L) <= 1 then
+  -- Fields that remain: mode, ours (if any level is left), everyone else's.
+  local others = before - 1 - ((reads > 0 or drop_reads > 0) and 1 or 0)
+    - ((writes > 0 or drop_writes > 0) and 1 or 0)
+  if left == 0 and others == 0 then
     redis.call('DEL', L)
-    redis.call('PUBLISH', RW_CHANNEL, 0)
+    redis.call('PUBLISH', RW_CHANNEL, '0')
   else
-    if writes == 0 and redis.call('HGET', L, 'mode') == 'write' then
-      -- The downgrade completes: our read holds remain, and other readers may now join.
+    if writes > 0 then
+      redis.call('HSET', L, w, d(writes))
+    elseif drop_writes > 0 then
+      redis.call('HDEL', L, w)
+    end
+    if reads > 0 then
+      redis.call('HSET', L, h, d(reads))
+    elseif drop_reads > 0 then
+      redis.call('HDEL', L, h)
+    end
+    if writes == 0 and drop_writes > 0 then
+      -- The write hold is gone: our read holds remain (a downgrade), or other readers'; either
+      -- way other readers may now join.
       redis.call('HSET', L, 'mode', 'read')
-      redis.call('PUBLISH', RW_CHANNEL, 0)
+      redis.call('PUBLISH', RW_CHANNEL, '0')
     end
     if redis.call('HGET', L, 'mode') == 'read' then
       local longest = max_read_ttl()
@@ -77,23 +93,25 @@ if is_rw(lease.kind) then
     end
   end
 else
-  left = all and 0 or redis.call('HINCRBY', L, h, -1)
-  if left > 0 then
-    redis.call('PEXPIRE', L, lease.ttl)
-  else
+  if all or reads <= 1 then
+    left = 0
     redis.call('DEL', L)
-    wake_next()
+    wake_next(st.q, events, st.hexp)
+  else
+    left = redis.call('HINCRBY', L, h, -1)
+    redis.call('PEXPIRE', L, rec.ttl)
   end
 end
 
 if left > 0 then
-  redis.call('HSET', lease.key, 'expires_ms', NOW + lease.ttl)
-  touch_lease(lease, lease.ttl + TOMB)
-  publish_event({type = 'released', lease_id = lease.id, holder = lease.holder,
-    reentry_count = left, reason = reason})
-  return answer({status = 'still_held', reentry_count = left})
+  rec.expires = d(NOW + tonumber(rec.ttl))
+  save(rec)
+  flush_state(NOW + tonumber(rec.ttl) + TOMB, st.sexp)
+  return answer('{"status":"still_held","reentry_count":' .. d(left) .. ',"holder":'
+    .. jsn(rec.holder) .. ev(events) .. '}')
 end
-end_lease(lease, 'released')
-publish_event({type = 'released', lease_id = lease.id, holder = lease.holder,
-  reentry_count = 0, reason = reason})
-return answer({status = 'released', kind = lease.kind, held_ms = NOW - (lease.acquired or NOW)})
+local since = rec.since
+events[#events + 1] = finish(rec, 'released', st.hexp,
+  ',"reentry_count":0,"reason":"' .. reason .. '"')
+return answer('{"status":"released","kind":"' .. rec.kind .. '","held_ms":'
+  .. d(NOW - tonumber(since)) .. ev(events) .. '}')

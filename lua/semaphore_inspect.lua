@@ -1,44 +1,57 @@
 -- Read a semaphore in one snapshot: limit, permits in use (expired ones do not count), and
 -- the holders: Leasehold leases, and the permits of Redisson clients as one entry. Changes
--- nothing. KEYS: see semlib.lua. ARGV[1..4]: see prelude.lua.
--- ARGV[5]: a lease id to describe as well ("" for none)
+-- nothing. KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- A(1): a lease id to describe as well ("" for none)
 -- Returns: JSON {known, limit, used, fence, now_ms, holders = [{lease_id?, holder, metadata,
 --   permits, fencing_token, created_ms, expires_ms}], lease?}
-local use = name_use()
+semaphore_begin(KEYS, ARGV)
+local want = A(1)
+local described, st = load(want)
+local use = name_use(st)
 local holders, ours = {}, 0
-local live = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. NOW, '+inf', 'WITHSCORES')
+local live = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. NOW_S, '+inf', 'WITHSCORES')
 for i = 1, #live, 2 do
-  local lease = read_lease(TAG, live[i])
-  if lease and lease.state == 'held' then
-    holders[#holders + 1] = {lease_id = lease.id, permits = lease.permits,
-      expires_ms = tonumber(live[i + 1]), holder = lease.holder, fencing_token = lease.fence,
-      created_ms = lease.acquired, metadata = redis.call('HGET', lease.key, 'metadata') or nil}
-    ours = ours + (lease.permits or 0)
+  local rec = load(live[i])
+  if rec and rec.state == 'held' then
+    holders[#holders + 1] = {lease_id = rec.id, permits = tonumber(rec.permits),
+      expires_ms = tonumber(live[i + 1]), holder = rec.holder,
+      fencing_token = tonumber(rec.fence), created_ms = tonumber(rec.since),
+      metadata = rec.meta}
+    ours = ours + (tonumber(rec.permits) or 0)
   end
 end
 local used = 0
 if use == 'semaphore' then used = live_permits() end
 if used > ours then
   -- Permits held by Redisson clients: they name no lease.
-  local next_free = redis.call('ZRANGEBYSCORE', TIMEOUT, '(' .. NOW, '+inf', 'WITHSCORES',
+  local next_free = redis.call('ZRANGEBYSCORE', TIMEOUT, '(' .. NOW_S, '+inf', 'WITHSCORES',
     'LIMIT', 0, 1)
   holders[#holders + 1] = {permits = used - ours, holder = 'redisson',
     expires_ms = tonumber(next_free[2])}
 end
-local limit = (use == 'semaphore') and limit_of() or nil
+local limit = (use == 'semaphore') and limit_of(st) or nil
 local result = {known = limit ~= nil, limit = limit, used = used,
-  fence = tonumber(redis.call('HGET', STATE, 'fence') or 0), holders = holders, now_ms = NOW}
-if ARGV[5] ~= '' then
-  local lease = read_lease(TAG, ARGV[5])
-  if lease and lease.kind == 'semaphore' then
-    local s = lease.state
-    if s == 'held' and not permits_held(lease) then s = 'expired' end
-    local rec = redis.call('HMGET', lease.key, 'metadata', 'ended_ms')
-    result.lease = {state = s, holder = lease.holder, metadata = rec[1] or nil,
-      fencing_token = lease.fence, ttl_ms = lease.ttl, created_ms = lease.acquired,
-      expires_ms = lease.expires,
-      ended_ms = tonumber(rec[2]) or ((s == 'expired') and lease.expires or nil),
-      permits = lease.permits}
+  fence = tonumber(st.fence or 0), holders = holders, now_ms = NOW}
+if want ~= '' then
+  if described and described.kind == 'semaphore' then
+    local s = described.state
+    local score = tonumber(redis.call('ZSCORE', TIMEOUT, permit_ids(want, 1)[1]))
+    local expires = tonumber(described.expires)
+    local ended = tonumber(described.ended)
+    if s == 'held' and (score == nil or score <= NOW or expires <= NOW) then
+      s = 'expired'
+      ended = math.min(expires, NOW)
+    end
+    result.lease = {state = s, holder = described.holder, metadata = described.meta,
+      fencing_token = tonumber(described.fence), ttl_ms = tonumber(described.ttl),
+      created_ms = tonumber(described.since), expires_ms = expires, ended_ms = ended,
+      permits = tonumber(described.permits)}
+  elseif not described then
+    local e = find_ended(want)
+    if e and e.kind == 'semaphore' then
+      result.lease = {state = e.state, holder = e.holder, fencing_token = e.fence,
+        created_ms = e.since, ended_ms = e.ended, permits = e.permits}
+    end
   end
 end
 return encode(result)

@@ -1,17 +1,26 @@
 -- Admin: give a semaphore another limit. The available count moves by the difference (as
 -- Redisson's addPermits); with fewer permits than are out, it goes below zero and acquirers
--- wait until enough come back. KEYS: see semlib.lua. ARGV[1..4]: see prelude.lua.
--- ARGV[5]: the new limit
--- ARGV[6]: who asked (for the event)
--- Returns: JSON {status = changed (limit, previous, available) | not_found | kind_conflict}
-local new = tonumber(ARGV[5])
-local use = name_use()
-if use == 'none' then return encode({status = 'not_found'}) end
-if use ~= 'semaphore' then return encode({status = 'kind_conflict', held_as = use}) end
-reclaim_expired()
-local old = limit_of()
-local available = redis.call('INCRBY', S, new - old)
-redis.call('HSET', STATE, 'limit', new)
-if new > old and available > 0 then redis.call('PUBLISH', CHANNEL, available) end
-publish_event({type = 'limit_changed', previous = old, limit = new, by = ARGV[6]})
-return encode({status = 'changed', limit = new, previous = old, available = available})
+-- wait until enough come back. KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- A(1): the new limit
+-- A(2): who asked (for the history)
+-- Returns: JSON {status = changed (limit, previous, available) | not_found | kind_conflict |
+--   too_late}, and in `ev` the history entry
+if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
+local new = tonumber(A(1))
+local _, st = load('')
+local use = name_use(st)
+if use == 'none' then return '{"status":"not_found"}' end
+if use ~= 'semaphore' then return '{"status":"kind_conflict","held_as":"' .. use .. '"}' end
+local events = {}
+reclaim_expired(events, st.hexp)
+local old = limit_of(st)
+local available = redis.call('INCRBY', L, d(new - old))
+set_state('limit', A(1))
+if new > old and available > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(available)) end
+local entry = '{"type":"limit_changed","at_ms":' .. NOW_S .. ',"previous":' .. d(old)
+  .. ',"limit":' .. d(new) .. ',"by":' .. js(A(2)) .. '}'
+append_history(entry, st.hexp)
+events[#events + 1] = entry
+flush_state()
+return '{"status":"changed","limit":' .. d(new) .. ',"previous":' .. d(old) .. ',"available":'
+  .. d(available) .. ev(events) .. '}'

@@ -1,24 +1,36 @@
--- Heartbeat for a semaphore lease: every one of its permits expires later. KEYS: see
--- semlib.lua. ARGV[1..4]: see prelude.lua.
--- ARGV[5]: lease id
--- ARGV[6]: sha256 hex of the presented token
--- ARGV[7]: new ttl (ms); "0" keeps the lease's own TTL
--- Returns: JSON with status = renewed | lease_lost | forbidden | unknown_lease
-local lease, refusal = authorize_permits(ARGV[5], ARGV[6])
-if refusal then return refusal end
-local ttl = tonumber(ARGV[7])
-if ttl == 0 then ttl = lease.ttl end
-local expiry = NOW + ttl
+-- Heartbeat for a semaphore lease: every one of its permits expires later. KEYS,
+-- ARGV[1..2]: see prelude.lua. Then:
+-- A(1): lease id
+-- A(2): "1" when the presented token proves the lease id
+-- A(3): new ttl (ms); "0" keeps the lease's own TTL
+-- Returns: JSON with status = renewed | lease_lost | forbidden | unknown_lease | too_late
+if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
+local id, proven, ttl = A(1), A(2) == '1', A(3)
+local rec, st = load(id)
+if not proven then
+  if rec or find_ended(id) then return '{"status":"forbidden"}' end
+  return '{"status":"unknown_lease"}'
+end
+local events = {}
+local ok, refusal = check_permits(id, rec, st.hexp, events)
+if not ok then return string.sub(refusal, 1, -2) .. ev(events) .. '}' end
+if ttl == '0' then ttl = rec.ttl end
+local expiry = d(NOW + tonumber(ttl))
 local args = {}
-for _, pid in ipairs(permit_ids(lease.id, lease.permits)) do
+for _, pid in ipairs(permit_ids(id, tonumber(rec.permits))) do
   args[#args + 1] = expiry
   args[#args + 1] = pid
 end
 chunked('ZADD', TIMEOUT, {'XX'}, args)
-redis.call('ZADD', HOLDERS, 'XX', expiry, lease.id)
-redis.call('HSET', lease.key, 'ttl_ms', ttl, 'expires_ms', expiry)
-touch_lease(lease, ttl + TOMB)
-publish_event({type = 'renewed', lease_id = lease.id, holder = lease.holder,
-  permits = lease.permits, ttl_ms = ttl})
-return encode({status = 'renewed', reentry_count = lease.permits, ttl_ms = ttl,
-  now_ms = NOW, fencing_token = lease.fence, slack_ms = (lease.expires or NOW) - NOW})
+redis.call('ZADD', HOLDERS, 'XX', expiry, id)
+local slack = (tonumber(rec.expires) or NOW) - NOW
+rec.ttl, rec.expires = ttl, expiry
+save(rec)
+local entry = '{"type":"renewed","lease_id":"' .. id .. '","holder":' .. jsn(rec.holder)
+  .. ',"permits":' .. rec.permits .. ',"ttl_ms":' .. ttl .. ',"at_ms":' .. NOW_S .. '}'
+append_history(entry, st.hexp)
+events[#events + 1] = entry
+flush_state()
+return '{"status":"renewed","reentry_count":' .. rec.permits .. ',"ttl_ms":' .. ttl
+  .. ',"now_ms":' .. NOW_S .. ',"fencing_token":' .. rec.fence .. ',"slack_ms":' .. d(slack)
+  .. ',"holder":' .. jsn(rec.holder) .. ev(events) .. '}'

@@ -1,18 +1,26 @@
--- Semaphore helpers (after prelude.lua), in Redisson's RPermitExpirableSemaphore layout, so a
--- Redisson client and Leasehold share the permits and reclaim each other's expired ones.
--- Every semaphore script receives the same KEYS:
--- KEYS[1]: the semaphore (S): a string holding the number of available permits
--- KEYS[2]: its state hash ({S}:leasehold): fence, limit
--- KEYS[3]: its hash tag ("{S}"); built from it, in the same slot: {S}:timeout (Redisson's
---          zset of held permit ids -> expiry, ms) and {S}:leasehold:holders (Leasehold's
---          leases on the semaphore -> expiry, ms: how they are listed without a scan)
--- KEYS[4]: redisson_sc:{S}: where freed permits are announced (the number now available)
+-- Leasehold's Redis Function library, part 3: semaphore helpers (after prelude.lua), in
+-- Redisson's RPermitExpirableSemaphore layout, so a Redisson client and Leasehold share the
+-- permits and reclaim each other's expired ones. Every semaphore function calls
+-- semaphore_begin() after begin(); L is the semaphore: a string holding the number of
+-- available permits. Built from it, in the same slot:
+-- TIMEOUT: {L}:timeout, Redisson's zset of held permit ids -> expiry (ms)
+-- HOLDERS: {L}:leasehold:holders, Leasehold's leases on the semaphore -> expiry (ms): how
+--          expired ones are found and leases listed without a scan
+-- SEM_CHANNEL: redisson_sc:{L}, where freed permits are announced (the number now available)
 -- A permit id is 16 raw bytes, as Redisson's are: a Leasehold lease's n permits are the first
 -- 12 bytes of its UUID followed by 1..n as 4 big-endian bytes. A lease costs one zset member
 -- per permit (Redisson counts expired permits by members) and O(1) everywhere else.
-local S, STATE, TAG, CHANNEL = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local TIMEOUT = TAG .. ':timeout'
-local HOLDERS = TAG .. ':leasehold:holders'
+-- The semaphore's state hash never expires (Redisson's counter does not either): it holds the
+-- limit.
+local TIMEOUT, HOLDERS, SEM_CHANNEL
+
+local function semaphore_begin(keys, argv)
+  local ok = begin(keys, argv)
+  TIMEOUT = TAG .. ':timeout'
+  HOLDERS = TAG .. ':leasehold:holders'
+  SEM_CHANNEL = 'redisson_sc:' .. TAG
+  return ok
+end
 
 -- The raw permit ids of lease `id`'s first `n` permits.
 local function permit_ids(id, n)
@@ -39,45 +47,50 @@ local function chunked(cmd, key, prefix_args, args)
 end
 
 -- Permits held now (live: not yet expired), Redisson's and ours.
-local function live_permits() return redis.call('ZCOUNT', TIMEOUT, '(' .. NOW, '+inf') end
+local function live_permits() return redis.call('ZCOUNT', TIMEOUT, '(' .. NOW_S, '+inf') end
 
 -- Returns expired permits to the counter and announces them, as every Redisson script does
--- first; records Leasehold leases whose time ran out as expired.
-local function reclaim_expired()
-  local expired = redis.call('ZRANGEBYSCORE', TIMEOUT, 0, NOW)
+-- first; records Leasehold leases whose time ran out as expired (their events appended to
+-- `events`).
+local function reclaim_expired(events, hexp)
+  local expired = redis.call('ZRANGEBYSCORE', TIMEOUT, '0', NOW_S)
   if #expired > 0 then
     chunked('ZREM', TIMEOUT, {}, expired)
-    local value = redis.call('INCRBY', S, #expired)
-    if value > 0 then redis.call('PUBLISH', CHANNEL, value) end
+    local value = redis.call('INCRBY', L, d(#expired))
+    if value > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(value)) end
   end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', NOW)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', NOW_S)) do
     redis.call('ZREM', HOLDERS, id)
-    local lease = read_lease(TAG, id)
-    if lease and lease.state == 'held' then
-      end_lease(lease, 'expired', lease.expires)
-      publish_event({type = 'expired', lease_id = id, holder = lease.holder})
+    local rec = load(id)
+    if rec and rec.state == 'held' then
+      local e = finish(rec, 'expired', hexp, nil, rec.expires)
+      if events then events[#events + 1] = e end
     end
   end
 end
 
--- What S is: 'semaphore', 'none', or what it is used as instead (a lock's kind as
--- Leasehold records it, or 'foreign': a Redisson client's lock, or a key some other program
--- made).
-local function name_use()
-  local t = redis.call('TYPE', S).ok
+-- What L is: 'semaphore', 'none', or what it is used as instead (a lock's kind as Leasehold
+-- records it, or 'foreign': a Redisson client's lock, or a key some other program made).
+-- `st`: what the caller read of STATE (see load).
+local function name_use(st)
+  local t = redis.call('TYPE', L).ok
   if t == 'hash' then
-    local st = redis.call('HMGET', STATE, 'lease', 'kind')
-    if st[1] and hash_is_lock(S) and (redis.call('HEXISTS', S, holder_id(st[1])) == 1
-      or redis.call('HEXISTS', S, holder_id(st[1]) .. ':write') == 1) then
-      return st[2]
+    if st.lease and hash_is_lock(L) and (redis.call('HEXISTS', L, holder_id(st.lease)) == 1
+      or redis.call('HEXISTS', L, holder_id(st.lease) .. ':write') == 1) then
+      return st.kind
+    end
+    if redis.call('HEXISTS', L, 'mode') == 1 and hash_is_lock(L) then
+      -- Our read/write leases are recorded as shared records: is one of them in L?
+      for _, field in ipairs(redis.call('HKEYS', L)) do
+        local id = string.match(field, '^(.*):1$') or string.match(field, '^(.*):1:write$')
+        if id and redis.call('HEXISTS', STATE, 'r:' .. id) == 1 then return 'rw' end
+      end
     end
     return 'foreign'
   end
   if t == 'string' then
-    if not string.find(redis.call('GET', S), '^%-?%d+$') then return 'foreign' end
-    if redis.call('HEXISTS', STATE, 'limit') == 0 and redis.call('EXISTS', TIMEOUT) == 0 then
-      return 'foreign'
-    end
+    if not string.find(redis.call('GET', L), '^%-?%d+$') then return 'foreign' end
+    if not st.limit and redis.call('EXISTS', TIMEOUT) == 0 then return 'foreign' end
     return 'semaphore'
   end
   if t ~= 'none' then return 'foreign' end
@@ -90,38 +103,34 @@ end
 
 -- The semaphore's size: as Leasehold recorded it, or (made by a Redisson client) what is free
 -- plus what is held.
-local function limit_of()
-  local known = tonumber(redis.call('HGET', STATE, 'limit'))
-  if known then return known end
-  local free = tonumber(redis.call('GET', S))
+local function limit_of(st)
+  if st.limit then return st.limit end
+  local free = tonumber(redis.call('GET', L))
   if not free then return nil end
   return free + live_permits()
 end
 
--- Whether a lease still holds its permits.
-local function permits_held(lease)
-  local score = tonumber(redis.call('ZSCORE', TIMEOUT, permit_ids(lease.id, 1)[1]))
-  return lease.state == 'held' and score ~= nil and score > NOW
-end
-
--- Checks a presented token against a semaphore lease that still holds its permits.
--- Returns the lease, or nil and the refusal to return.
-local function authorize_permits(id, digest)
-  reclaim_expired()
-  local lease = read_lease(TAG, id)
-  if not lease or lease.kind ~= 'semaphore' then
-    return nil, encode({status = 'unknown_lease'})
-  end
-  if not same_digest(lease.digest, digest) then
-    return nil, encode({status = 'forbidden'})
-  end
-  if not permits_held(lease) then
-    local state = lease.state
-    if state == 'held' then
-      end_lease(lease, 'expired', lease.expires)
-      state = 'expired'
+-- Checks that lease `id` (whose record `rec` the caller read) still holds its permits.
+-- Returns true, or nil and the refusal (JSON) to return. A lease whose time ran out is
+-- recorded expired (its event appended to `events`).
+local function check_permits(id, rec, hexp, events)
+  if not rec then
+    local ended = find_ended(id)
+    if ended and ended.kind == 'semaphore' then
+      return nil, '{"status":"lease_lost","state":"' .. ended.state .. '"}'
     end
-    return nil, encode({status = 'lease_lost', state = state})
+    return nil, '{"status":"unknown_lease"}'
   end
-  return lease, nil
+  if rec.kind ~= 'semaphore' then return nil, '{"status":"unknown_lease"}' end
+  if rec.state ~= 'held' then
+    return nil, '{"status":"lease_lost","state":"' .. rec.state .. '"}'
+  end
+  local expires = tonumber(rec.expires) or 0
+  local score = tonumber(redis.call('ZSCORE', TIMEOUT, permit_ids(id, 1)[1]))
+  if score == nil or score <= NOW or expires <= NOW then
+    redis.call('ZREM', HOLDERS, id)
+    events[#events + 1] = finish(rec, 'expired', hexp, nil, expires < NOW and rec.expires or NOW_S)
+    return nil, '{"status":"lease_lost","state":"expired"}'
+  end
+  return true
 end

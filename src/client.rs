@@ -1,5 +1,5 @@
 //! A typed HTTP client for the `/v1` lease API: what `leasehold run` and the scripting
-//! subcommands (`acquire`, `heartbeat`, `release`, `status`) speak.
+//! subcommands (`acquire`, `heartbeat`, `release`, `status`, `ls`) speak.
 //!
 //! It knows the wire format only, never the lock domain, so it stays usable from another
 //! process or crate. Every call returns the typed body together with the JSON the server sent
@@ -10,18 +10,22 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::str::FromStr;
 use std::time::Duration;
 
+use eventsource_stream::Eventsource as _;
+use futures_util::{Stream, StreamExt as _};
 use reqwest::{RequestBuilder, StatusCode, Url};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use crate::wire::{
-    AcquireBody, GrantBody, KeyBody, KeyCreateBody, KeyListBody, KeyQuotasBody, KeyRole,
-    KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, LockBody, LockKind, PermitBody,
-    ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
+    AcquireBody, FenceCheckBody, FenceCheckReply, GrantBody, KeyBody, KeyCreateBody, KeyListBody,
+    KeyQuotasBody, KeyRole, KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, ListBody,
+    LiveBody, LockBody, LockKind, LostEvent, PermitBody, ReleaseBody, RenewalBody, SemaphoreBody,
+    TicketBody,
 };
 
 /// The header the API key travels in.
@@ -164,6 +168,8 @@ pub struct ClientOptions {
 pub struct AcquireOptions {
     pub ttl: Option<Duration>,
     pub holder: Option<String>,
+    /// A small JSON object kept with the lease.
+    pub metadata: Option<Value>,
     pub kind: Option<LockKind>,
     /// How long the server should wait while someone else holds the lock.
     pub wait: Duration,
@@ -178,6 +184,8 @@ pub struct PermitOptions {
     pub permits: Option<u32>,
     pub ttl: Option<Duration>,
     pub holder: Option<String>,
+    /// A small JSON object kept with the lease.
+    pub metadata: Option<Value>,
     pub wait: Duration,
 }
 
@@ -257,6 +265,10 @@ pub enum ClientError {
     /// The CA file cannot be read or holds no certificate.
     #[error("cannot use the CA file {path}: {reason}")]
     CaFile { path: PathBuf, reason: String },
+    /// A lease watch ended without saying the lease was lost (the server stopped, or the
+    /// connection broke): the lease may well still hold; watch again.
+    #[error("the lease watch ended without news")]
+    WatchEnded,
 }
 
 impl ClientError {
@@ -328,6 +340,7 @@ impl Client {
         let body = AcquireBody {
             ttl_ms: options.ttl.map(millis),
             holder: options.holder.clone(),
+            metadata: options.metadata.clone(),
             kind: options.kind,
             ..AcquireBody::default()
         };
@@ -388,7 +401,7 @@ impl Client {
             permits: options.permits,
             ttl_ms: options.ttl.map(millis),
             holder: options.holder.clone(),
-            metadata: None,
+            metadata: options.metadata.clone(),
         };
         let request = self
             .request(reqwest::Method::POST, url)
@@ -577,6 +590,76 @@ impl Client {
         .await
     }
 
+    /// `GET /v1/locks?prefix=..&cursor=..`: one page of the live locks and semaphores.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        cursor: Option<&str>,
+    ) -> Result<Reply<ListBody>, ClientError> {
+        let mut url = self.endpoint(&["v1", "locks"])?;
+        url.query_pairs_mut().append_pair("prefix", prefix);
+        if let Some(cursor) = cursor {
+            url.query_pairs_mut().append_pair("cursor", cursor);
+        }
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `POST /v1/locks/{lock}/fence/check`: whether `fencing_token` is the token of a lease
+    /// that holds the lock now (stale as soon as it is answered).
+    pub async fn check_fence(
+        &self,
+        lock: &str,
+        fencing_token: u64,
+    ) -> Result<Reply<FenceCheckReply>, ClientError> {
+        let url = self.endpoint(&["v1", "locks", lock, "fence", "check"])?;
+        let body = FenceCheckBody {
+            fencing_token: Some(fencing_token),
+        };
+        Self::send(
+            self.request(reqwest::Method::POST, url)
+                .json(&body)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `GET /v1/{locks|semaphores}/{name}/leases/{id}/watch`: a stream that says when the
+    /// lease ends ([`Watch::lost`]). It has no timeout: it lasts as long as the lease.
+    pub async fn watch(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+    ) -> Result<Watch, ClientError> {
+        let id = id.to_string();
+        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id, "watch"])?;
+        let response = self
+            .request(reqwest::Method::GET, url)
+            .bearer_auth(token.expose())
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            let bytes = response.bytes().await?;
+            return Err(match serde_json::from_slice::<Problem>(&bytes) {
+                Ok(problem) => problem.into(),
+                Err(_) => ClientError::Unexpected {
+                    status,
+                    excerpt: excerpt(&bytes),
+                },
+            });
+        }
+        Ok(Watch {
+            events: Box::pin(response.bytes_stream().eventsource()),
+        })
+    }
+
     /// The base URL with `segments` appended, each percent-encoded: a lock name with a `/` or
     /// `?` reaches the server as one segment and gets its 422, not someone else's route.
     fn endpoint(&self, segments: &[&str]) -> Result<Url, ClientError> {
@@ -608,6 +691,38 @@ impl Client {
         let json: Value = serde_json::from_slice(&bytes).map_err(|_| unexpected())?;
         let body = T::deserialize(&json).map_err(|_| unexpected())?;
         Ok(Reply { body, json })
+    }
+}
+
+/// An open lease watch.
+pub struct Watch {
+    events: Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, WatchError>> + Send>>,
+}
+
+type WatchError = eventsource_stream::EventStreamError<reqwest::Error>;
+
+impl fmt::Debug for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Watch(..)")
+    }
+}
+
+impl Watch {
+    /// Waits for the server to say the lease is lost. [`ClientError::WatchEnded`] when the
+    /// stream ends first (the lease may still hold).
+    pub async fn lost(&mut self) -> Result<LostEvent, ClientError> {
+        while let Some(event) = self.events.next().await {
+            let Ok(event) = event else {
+                return Err(ClientError::WatchEnded);
+            };
+            if event.event == "lost" {
+                return serde_json::from_str(&event.data).map_err(|_| ClientError::Unexpected {
+                    status: StatusCode::OK,
+                    excerpt: excerpt(event.data.as_bytes()),
+                });
+            }
+        }
+        Err(ClientError::WatchEnded)
     }
 }
 

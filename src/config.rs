@@ -36,12 +36,22 @@ pub enum Command {
     /// Release a lease completely (every reentry level), freeing the lock.
     #[command(after_help = SCRIPT_EXIT_CODES)]
     Release(LeaseArgs),
-    /// Print who holds a lock, or the state of one lease, as the server's JSON.
+    /// Show who holds a lock or a semaphore, or the state of one lease, as a table
+    /// (--json: the server's JSON).
     #[command(after_help = SCRIPT_EXIT_CODES)]
     Status(StatusArgs),
     /// Manage API keys (needs the admin token or an admin key in --api-key).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// List the live locks and semaphores (held, waited for, or with permits out).
+    Ls(LsArgs),
+    /// Hold a lock until Ctrl-C (or SIGTERM, SIGHUP), or for as long as an interactive
+    /// shell runs (--shell); heartbeats, and says when the lease is lost.
+    #[command(after_help = HOLD_EXIT_CODES)]
+    Hold(HoldArgs),
+    /// Print a shell completion script, e.g. `leasehold completions bash > \
+    /// /etc/bash_completion.d/leasehold`.
+    Completions(CompletionsArgs),
 }
 
 const RUN_EXIT_CODES: &str = "\
@@ -56,6 +66,13 @@ Exit codes:
   128+N               signal N (INT, TERM, HUP) arrived while waiting for the lock
 
 While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
+
+const HOLD_EXIT_CODES: &str = "\
+Exit codes:
+  0        released after Ctrl-C, SIGTERM or SIGHUP (or, with --shell, the shell's own code)
+  1        the lease could not be taken or kept (lost while held)
+  2        invalid command line
+  75       the lock was held by someone else for all of --wait (--conflict-exit-code)";
 
 const SCRIPT_EXIT_CODES: &str = "\
 Exit codes:
@@ -193,11 +210,22 @@ pub struct LeaseRequestArgs {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     pub wait: Duration,
 
-    /// Kind of lock: reentrant (the server's default), exclusive, fair, read or write.
-    #[arg(long, value_enum)]
+    /// Kind of lock (the server takes every one): reentrant (the default), exclusive, fair,
+    /// read or write.
+    #[arg(long, value_enum, conflicts_with = "semaphore")]
     pub kind: Option<LockKind>,
 
-    /// Label for people: shown to operators and to whoever is refused the lock.
+    /// Take permits of the semaphore NAME instead of a lock; it has N permits in all (every
+    /// party must name the same N).
+    #[arg(long, value_name = "N")]
+    pub semaphore: Option<u32>,
+
+    /// With --semaphore: how many of its permits to take (default 1).
+    #[arg(long, value_name = "K", requires = "semaphore")]
+    pub permits: Option<u32>,
+
+    /// Label for people: shown to operators and to whoever is refused the lock. Default:
+    /// user@host. The lease's metadata records host, pid and command either way.
     #[arg(long, env = "LEASEHOLD_HOLDER")]
     pub holder: Option<String>,
 
@@ -205,6 +233,11 @@ pub struct LeaseRequestArgs {
     /// like flock -E, pick another when the command itself may exit 75).
     #[arg(long, default_value_t = 75)]
     pub conflict_exit_code: u8,
+
+    /// Say nothing when the lock is held by someone else (the exit code tells): for cron,
+    /// which mails whatever a job prints. Failures are still reported.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -219,12 +252,6 @@ pub struct RunArgs {
     /// renewed, the grace is cut short so the command is dead before the lease can expire.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub kill_grace: Duration,
-
-    /// How often to ask the server whether the lease still holds the lock, between the
-    /// heartbeats (every TTL/3). A cheap read: it lets an admin's force-release stop the
-    /// command within about this long. 0 leaves it to the heartbeats.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
-    pub check_interval: Duration,
 
     /// Name of the lock.
     pub name: String,
@@ -274,12 +301,58 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub server: ServerArgs,
 
-    /// Name of the lock.
+    /// Print the server's JSON (one line) instead of a table: for scripts.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Name of the lock or semaphore.
     pub name: String,
 
-    /// A lease on it: print that lease's state (held, released, expired, force_released)
-    /// instead of the lock's holders.
+    /// A lease on it: show that lease's state (held, released, expired, force_released)
+    /// instead of the holders.
     pub lease_id: Option<LeaseId>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    /// Print the server's JSON (one line per page) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Only names that start with this.
+    #[arg(default_value = "")]
+    pub prefix: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HoldArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseRequestArgs,
+
+    /// Run an interactive shell ($SHELL, else /bin/sh) while holding the lock, with
+    /// LEASEHOLD_LOCK, LEASEHOLD_LEASE_ID and LEASEHOLD_FENCING_TOKEN set; the lock is
+    /// released when it exits. If the lease is lost, the shell gets SIGHUP.
+    #[arg(long)]
+    pub shell: bool,
+
+    /// With --shell: time between SIGHUP and SIGKILL when the lease is lost.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub kill_grace: Duration,
+
+    /// Name of the lock.
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -325,6 +398,12 @@ pub struct ServeArgs {
     /// one Redis entry per permit (Redisson's layout), so this bounds what one request costs.
     #[arg(long, env = "LEASEHOLD_MAX_PERMITS", default_value_t = 1_000)]
     pub max_permits: u32,
+
+    /// How many lease watches (GET .../watch, server-sent events) this instance keeps open at
+    /// once; one more is refused with 503 too_many_watches. Each costs a connection and a
+    /// few hundred bytes.
+    #[arg(long, env = "LEASEHOLD_MAX_WATCHES", default_value_t = 10_000)]
+    pub max_watches: usize,
 
     /// How long a released or expired lease keeps answering 410 (rather than 404), in ms.
     #[arg(long, env = "LEASEHOLD_TOMBSTONE_MS", default_value_t = 60_000)]

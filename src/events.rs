@@ -5,12 +5,13 @@
 //! waiters too; and it fans each message out to the local waiters. Thousands of waiting
 //! requests therefore cost one connection and three pattern subscriptions.
 //!
-//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`),
-//! PSUBSCRIBEs to every tenant's (`<prefix>*/leasehold:events`, see [`crate::tenant`]) and
-//! fans each event out in-process through a broadcast channel ([`EventFeed`]), tagged with its
-//! tenant, so any number of dashboard tabs and `GET /v1/events` clients cost no extra Redis
-//! subscription. Tenants' unlock channels already match the wake patterns, whose prefix is
-//! the start of every tenant's.
+//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`, where
+//! every instance publishes its events in batches: JSON arrays), PSUBSCRIBEs to every
+//! tenant's (`<prefix>*/leasehold:events`, see [`crate::tenant`]) and fans each event out
+//! in-process through a broadcast channel ([`EventFeed`]), tagged with its tenant, so any
+//! number of dashboard tabs and `GET /v1/events` clients cost no extra Redis subscription.
+//! Tenants' unlock channels already match the wake patterns, whose prefix is the start of
+//! every tenant's.
 //!
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
 //! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
@@ -207,12 +208,14 @@ async fn listen(
                             Wakes::All => waiters.wake(key),
                         }
                     } else if let Some(tenant) = Tenant::of_events_channel(base, channel)
-                        && let Some(event) = msg
-                            .get_payload::<String>()
-                            .ok()
-                            .and_then(|json| LockEvent::parse(&json))
+                        && let Ok(json) = msg.get_payload::<String>()
                     {
-                        feed.send(FeedMessage::Event { tenant, event: Arc::new(event) });
+                        for event in LockEvent::parse_batch(&json) {
+                            feed.send(FeedMessage::Event {
+                                tenant: tenant.clone(),
+                                event: Arc::new(event),
+                            });
+                        }
                     }
                 }
                 None => return false,

@@ -33,6 +33,9 @@ async fn main() -> std::process::ExitCode {
         Command::Release(args) => return cli::release(args).await,
         Command::Status(args) => return cli::status(args).await,
         Command::Keys(command) => return cli::keys::run(command).await,
+        Command::Ls(args) => return cli::ls(args).await,
+        Command::Hold(args) => return cli::run::hold(args).await,
+        Command::Completions(args) => return cli::completions(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

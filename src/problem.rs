@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -46,6 +46,7 @@ pub enum ProblemKind {
     MethodNotAllowed,
     RedisUnavailable,
     ShuttingDown,
+    TooManyWatches,
     Internal,
     ApiKeyRequired,
     ApiKeyInvalid,
@@ -68,7 +69,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 50] = [
+    pub const ALL: [Self; 51] = [
         Self::LockHeld,
         Self::KindConflict,
         Self::NotReentrant,
@@ -100,6 +101,7 @@ impl ProblemKind {
         Self::MethodNotAllowed,
         Self::RedisUnavailable,
         Self::ShuttingDown,
+        Self::TooManyWatches,
         Self::Internal,
         Self::ApiKeyRequired,
         Self::ApiKeyInvalid,
@@ -267,6 +269,11 @@ impl ProblemKind {
                 S::SERVICE_UNAVAILABLE,
                 "The service is shutting down",
             ),
+            Self::TooManyWatches => (
+                "too_many_watches",
+                S::SERVICE_UNAVAILABLE,
+                "This instance watches as many leases as it may",
+            ),
             Self::Internal => ("internal", S::INTERNAL_SERVER_ERROR, "Internal error"),
             Self::ApiKeyRequired => (
                 "api_key_required",
@@ -362,6 +369,7 @@ pub struct Problem {
     extra: Map<String, Value>,
     retry_after: Option<Duration>,
     www_authenticate: bool,
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl Problem {
@@ -371,6 +379,7 @@ impl Problem {
             detail: detail.into(),
             extra: Map::new(),
             retry_after: None,
+            headers: Vec::new(),
             www_authenticate: matches!(
                 kind,
                 ProblemKind::TokenMissing
@@ -394,6 +403,14 @@ impl Problem {
     /// Adds a member beside the standard ones (RFC 9457 extension members).
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Adds a response header (a value that is not a valid header value is left out).
+    pub fn header(mut self, name: &'static str, value: impl ToString) -> Self {
+        if let Ok(value) = HeaderValue::from_str(&value.to_string()) {
+            self.headers.push((HeaderName::from_static(name), value));
+        }
         self
     }
 
@@ -448,6 +465,9 @@ impl IntoResponse for Problem {
             };
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(scheme));
         }
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
         response
     }
 }
@@ -470,7 +490,7 @@ impl From<LockError> for Problem {
         match e {
             LockError::Held(c) => {
                 let who = match (&c.holder, &c.lease_id, &c.holder_id) {
-                    (Some(label), _, _) => format!("held by {label:?}"),
+                    (Some(label), _, _) => format!("held by \"{label}\""),
                     (None, Some(id), _) => format!("held by lease {id}"),
                     (None, None, Some(field)) => format!("held by a Redisson client ({field})"),
                     (None, None, None) => "held".to_owned(),
@@ -635,4 +655,7 @@ pub struct ProblemDetails {
     mode: Option<String>,
     /// `lease_lost`: expired, released, force_released or left.
     reason: Option<String>,
+    /// Acquire answers (`lock_held`, `no_permits`, ...): the server-side wait this request was
+    /// allowed, in ms (`wait_ms` cut to `--max-wait-ms`; also the `Leasehold-Wait-Ms` header).
+    wait_ms: Option<u64>,
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
@@ -36,6 +37,8 @@ pub struct AppState {
     pub dashboard: DashboardSettings,
     /// Cancelled when the server stops: event streams end then.
     pub shutdown: CancellationToken,
+    /// One permit per open lease watch (`GET .../watch`), up to `ApiLimits::max_watches`.
+    pub watches: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -64,6 +67,8 @@ pub struct ApiLimits {
     pub max_permits: u32,
     /// Bounds on one lock, whoever asks.
     pub per_lock: LockLimits,
+    /// How many lease watches this instance keeps open at once.
+    pub max_watches: usize,
 }
 
 impl ApiLimits {

@@ -133,20 +133,39 @@ mod tests {
     use super::*;
     use crate::locks::{LeaseId, LockName};
 
-    /// Every key and channel one lock or semaphore uses (scripts' KEYS, history, the waiter
-    /// registry key of one fixed waiter), in `tenant`'s space under `base`.
+    /// Every key and channel one lock or semaphore uses, in `tenant`'s space under `base`:
+    /// those the Rust side names (the lock key, the state hash, the history, the liveness
+    /// keys, one waiter's registry key) and those the Lua functions build from the lock key
+    /// `L` (see `lua/prelude.lua` and `locks::keys`): Redisson's channels, queues and timeout
+    /// keys, the idempotency records, the writers' queue.
     fn keys_of(base: &str, tenant: &Tenant, name: &str) -> Vec<String> {
         let space = tenant.key_space(base);
         let name = LockName::parse(name).expect("a valid name");
         let keys = space.lock(&name);
-        let mut all: Vec<String> = keys.lock_script_keys().into();
-        all.extend(keys.semaphore_script_keys());
+        let l = keys.lock();
+        let mut all = vec![l.to_owned(), keys.state(), keys.history()];
         all.extend(keys.liveness_keys());
-        all.push(keys.history());
         all.push(keys.waiter(waiter_id()));
+        all.extend(lua_keys(l));
         all.sort();
         all.dedup();
         all
+    }
+
+    /// The keys and channels the Lua functions derive from the lock key `l`.
+    fn lua_keys(l: &str) -> Vec<String> {
+        vec![
+            format!("redisson_lock__channel:{{{l}}}"),
+            format!("redisson_rwlock:{{{l}}}"),
+            format!("redisson_sc:{{{l}}}"),
+            format!("redisson_lock_queue:{{{l}}}"),
+            format!("redisson_lock_timeout:{{{l}}}"),
+            format!("{{{l}}}:timeout"),
+            format!("{{{l}}}:leasehold:idem:0"),
+            format!("{{{l}}}:leasehold:writers"),
+            format!("{{{l}}}:leasehold:writers:until"),
+            format!("{{{l}}}:0:1:rwlock_timeout:1"),
+        ]
     }
 
     fn waiter_id() -> LeaseId {
@@ -204,9 +223,13 @@ mod tests {
             let space = t.key_space(&base);
             let lock = LockName::parse(&n).expect("a valid name");
             let keys = space.lock(&lock);
-            let [_, _, _, unlock, rw, _, _] = keys.lock_script_keys();
-            let sem = keys.semaphore_script_keys()[3].clone();
-            for channel in [unlock, rw, sem] {
+            let l = keys.lock();
+            let channels = [
+                format!("redisson_lock__channel:{{{l}}}"),
+                format!("redisson_rwlock:{{{l}}}"),
+                format!("redisson_sc:{{{l}}}"),
+            ];
+            for channel in channels {
                 let patterns = root.wake_patterns();
                 prop_assert!(patterns.iter().any(|p| glob(p, &channel)), "{channel}");
                 prop_assert_eq!(root.wake_key_of_channel(&channel), Some(keys.lock()));

@@ -35,7 +35,8 @@ impl std::fmt::Display for LeaseId {
 pub enum LockKind {
     /// Redisson RLock: the same lease may enter again and again (the default).
     Reentrant,
-    /// A second entry by the holder is refused (Curator's InterProcessSemaphoreMutex).
+    /// Not reentrant: the holder's own second acquire gets 409 not_reentrant (Curator's
+    /// InterProcessSemaphoreMutex).
     Exclusive,
     /// Strict FIFO among live waiters (Redisson RFairLock, Curator InterProcessMutex).
     Fair,
@@ -221,6 +222,11 @@ pub struct GrantBody {
     pub permits: Option<u64>,
     pub ttl_ms: u64,
     pub expires_at: String,
+    /// Acquire answers: the server-side wait this request was allowed, in ms: the `wait_ms`
+    /// asked for, cut to the server's `--max-wait-ms` (also in the `Leasehold-Wait-Ms`
+    /// header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 /// A fair lock's ticket (202): a place in its queue.
@@ -236,6 +242,10 @@ pub struct TicketBody {
     /// Poll (POST the Location, with the token) before this or lose the place.
     pub poll_by: String,
     pub poll_timeout_ms: u64,
+    /// The server-side wait this request was allowed, in ms (`wait_ms` cut to the server's
+    /// `--max-wait-ms`; also in the `Leasehold-Wait-Ms` header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 /// `DELETE` on a ticket: it left the queue.
@@ -516,4 +526,83 @@ pub struct AuditEntryBody {
 pub struct AuditBody {
     /// Newest first.
     pub entries: Vec<AuditEntryBody>,
+}
+
+/// `GET /v1/locks[?prefix=..][&cursor=..][&limit=..]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only locks and semaphores whose name starts with this.
+    #[serde(default)]
+    pub prefix: String,
+    /// Where to go on from: a page's `next_cursor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// About how many names a page holds (1 to 1000, default 100); a page may hold a few
+    /// more, or fewer with a `next_cursor` still to follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// A page of the live locks and semaphores, sorted by name within the page.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ListBody {
+    pub locks: Vec<LiveBody>,
+    /// Pass as `cursor` for the next page; null after the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One live lock (held, or waited for) or semaphore (permits out), in brief.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LiveBody {
+    pub name: String,
+    /// reentrant, exclusive, fair, rw, semaphore or foreign.
+    pub kind: Option<String>,
+    /// Leases holding it (a semaphore: leases holding permits).
+    pub holders: u64,
+    /// The first holder's label (or its lease id, or a Redisson client's holder id).
+    pub holder: Option<String>,
+    /// Fair locks: waiters in the queue.
+    pub queue_length: u64,
+    /// Semaphores: permits in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used: Option<u64>,
+    /// Semaphores: permits in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Time left on the lock (a semaphore: on the permit that runs out last).
+    pub remaining_ms: Option<u64>,
+}
+
+/// `POST /v1/locks/{name}/fence/check`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FenceCheckBody {
+    /// The fencing token a writer presents (required).
+    #[schema(required = true)]
+    pub fencing_token: Option<u64>,
+}
+
+/// Whether a fencing token is the current holder's. Stale the moment it is sent: the lease
+/// can end right after.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct FenceCheckReply {
+    pub lock: String,
+    pub fencing_token: u64,
+    /// True when a lease holding the lock now carries this token.
+    pub current: bool,
+    /// The highest fencing token handed out so far on this lock.
+    pub fencing_counter: u64,
+}
+
+/// The `lost` event of a lease watch: the lease no longer holds its lock.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LostEvent {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    /// released, expired or force_released (later servers may add others, like evicted:
+    /// every reason means the lease is gone).
+    pub reason: String,
+    pub ended_at: Option<String>,
 }

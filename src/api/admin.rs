@@ -42,6 +42,7 @@ pub struct SemaphoreReleaseQuery {
 #[utoipa::path(
     delete,
     path = "/v1/admin/locks/{name}",
+    operation_id = "forceReleaseLock",
     tag = "admin",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),
@@ -130,6 +131,7 @@ pub(super) async fn audit(
 #[utoipa::path(
     delete,
     path = "/v1/admin/semaphores/{name}",
+    operation_id = "forceReleaseSemaphore",
     tag = "admin",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), SemaphoreReleaseQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),
@@ -175,6 +177,7 @@ pub async fn force_release_semaphore(
 #[utoipa::path(
     put,
     path = "/v1/admin/semaphores/{name}/limit",
+    operation_id = "setSemaphoreLimit",
     tag = "admin",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
     request_body(content = LimitBody, content_type = "application/json"),

@@ -1,15 +1,19 @@
 //! Domain views in the wire format (`crate::wire`): what every `/v1` answer carries.
 
+use std::time::Duration;
+
 use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::locks::{
-    self, ForcedRelease, Grant, HolderView, LeaseKind, LeaseState, LeaseView, LockName, LockView,
-    Metadata, PermitHolderView, QueuedView, Release, Renewal, RwMode, SemaphoreView, Ticket,
+    self, ForcedRelease, Grant, HeldAs, HolderView, LeaseKind, LeaseState, LeaseView, LiveEntry,
+    LockError, LockName, LockView, Metadata, PermitHolderView, QueuedView, Release, Renewal,
+    RwMode, SemaphoreView, Ticket,
 };
+use crate::problem::Problem;
 use crate::wire::{
-    self, ForceReleaseBody, GrantBody, HolderBody, LeaseBody, LockBody, PermitHolderBody,
+    self, ForceReleaseBody, GrantBody, HolderBody, LeaseBody, LiveBody, LockBody, PermitHolderBody,
     QueuedBody, ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
 };
 
@@ -63,9 +67,35 @@ fn state(s: LeaseState) -> wire::LeaseState {
     }
 }
 
+/// The header that reports the server-side wait an acquire was allowed, in ms.
+pub(super) const WAIT_HEADER: &str = "leasehold-wait-ms";
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A refused acquire, with the wait it was allowed (body member and header): a client that
+/// asked for more than `--max-wait-ms` learns that it waited less.
+pub(super) fn refused_after(e: LockError, wait: Duration) -> Problem {
+    Problem::from(e).waited(wait)
+}
+
+impl Problem {
+    /// This problem, answering an acquire that was allowed to wait `wait`.
+    pub(super) fn waited(self, wait: Duration) -> Self {
+        let ms = millis(wait);
+        self.with("wait_ms", ms).header(WAIT_HEADER, ms)
+    }
+}
+
 /// 201 with `Location` for a new lease, 200 for one more level of an existing one; an answer
-/// given before says so (`Idempotent-Replayed`).
-pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> Response {
+/// given before says so (`Idempotent-Replayed`). `wait`: the wait an acquire was allowed.
+pub(super) fn grant_response(
+    location: &str,
+    name: &LockName,
+    grant: Grant,
+    wait: Option<Duration>,
+) -> Response {
     let status = if grant.new_lease {
         StatusCode::CREATED
     } else {
@@ -83,9 +113,11 @@ pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> R
         reentry_count: grant.reentry_count,
         ttl_ms: grant.ttl_ms,
         expires_at: grant.expires_at.rfc3339(),
+        wait_ms: wait.map(millis),
     };
     let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
+    insert_wait(headers, wait);
     if let Ok(location) = HeaderValue::from_str(location) {
         headers.insert(header::LOCATION, location);
     }
@@ -95,8 +127,19 @@ pub(super) fn grant_response(location: &str, name: &LockName, grant: Grant) -> R
     response
 }
 
+fn insert_wait(headers: &mut HeaderMap, wait: Option<Duration>) {
+    if let Some(wait) = wait {
+        headers.insert(WAIT_HEADER, HeaderValue::from(millis(wait)));
+    }
+}
+
 /// 202 with the ticket's `Location` and `Retry-After: 0` (poll it now, with a wait).
-pub(super) fn ticket_response(name: &LockName, ticket: Ticket, ticket_ms: u64) -> Response {
+pub(super) fn ticket_response(
+    name: &LockName,
+    ticket: Ticket,
+    ticket_ms: u64,
+    wait: Duration,
+) -> Response {
     let location = format!("/v1/locks/{name}/tickets/{}", ticket.lease_id);
     let body = TicketBody {
         ticket_id: lease_id(ticket.lease_id),
@@ -105,9 +148,11 @@ pub(super) fn ticket_response(name: &LockName, ticket: Ticket, ticket_ms: u64) -
         position: ticket.position,
         poll_by: ticket.poll_by.rfc3339(),
         poll_timeout_ms: ticket_ms,
+        wait_ms: Some(millis(wait)),
     };
     let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
     let headers = response.headers_mut();
+    insert_wait(headers, Some(wait));
     headers.insert(header::RETRY_AFTER, HeaderValue::from_static("0"));
     if let Ok(location) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, location);
@@ -226,5 +271,53 @@ pub(super) fn forced(forced: ForcedRelease) -> ForceReleaseBody {
         lock: forced.lock.to_string(),
         released: !forced.removed.is_empty(),
         removed: forced.removed.into_iter().map(holder).collect(),
+    }
+}
+
+/// A live lock or semaphore in brief, for listings.
+pub(super) fn live(entry: LiveEntry) -> LiveBody {
+    let name = entry.name().to_string();
+    match entry {
+        LiveEntry::Lock(lock) => LiveBody {
+            name,
+            kind: lock.kind.map(|k| k.as_str().to_owned()),
+            holders: u64::try_from(lock.holders.len()).unwrap_or(u64::MAX),
+            holder: lock.holders.first().map(|h| {
+                h.holder.clone().unwrap_or_else(|| match h.lease_id {
+                    Some(id) => id.to_string(),
+                    None => h.holder_id.clone(),
+                })
+            }),
+            queue_length: lock.queue_length,
+            used: None,
+            limit: None,
+            remaining_ms: lock.remaining_ms,
+        },
+        LiveEntry::Semaphore(sem) => {
+            // This instance's clock: the inspection carries no Redis time for semaphores.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, millis);
+            LiveBody {
+                name,
+                kind: Some(HeldAs::Semaphore.as_str().to_owned()),
+                holders: u64::try_from(sem.holders.len()).unwrap_or(u64::MAX),
+                holder: sem.holders.first().map(|h| {
+                    h.holder.clone().unwrap_or_else(|| match h.lease_id {
+                        Some(id) => id.to_string(),
+                        None => "a Redisson client".to_owned(),
+                    })
+                }),
+                queue_length: 0,
+                used: Some(sem.used),
+                limit: Some(sem.limit),
+                remaining_ms: sem
+                    .holders
+                    .iter()
+                    .filter_map(|h| h.expires_at)
+                    .max()
+                    .map(|t| t.0.saturating_sub(now)),
+            }
+        }
     }
 }

@@ -12,8 +12,9 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::extract::Query;
-use crate::auth::{Caller, ReaderRole, Who};
+use crate::auth::{Caller, Principal, ReaderRole, Who};
 use crate::events::FeedMessage;
+use crate::limits::slots::Slot;
 use crate::locks::NamePrefix;
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -29,6 +30,7 @@ pub struct EventsQuery {
 #[utoipa::path(
     get,
     path = "/v1/events",
+    operation_id = "streamEvents",
     tag = "events",
     params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this")),
     security((), ("api_key" = ["reader"])),
@@ -52,21 +54,7 @@ pub async fn stream(
         ));
     }
     let prefix = NamePrefix::parse(&query.prefix)?;
-    let slot = state
-        .streams
-        .take(&caller.owner(), caller.quotas.streams)
-        .ok_or_else(|| {
-            Problem::new(
-                ProblemKind::QuotaExceeded,
-                format!(
-                    "this caller already has {} event streams open here \
-                     (--max-streams-per-client)",
-                    caller.quotas.streams
-                ),
-            )
-            .with("quota", "event streams")
-            .retry_after(std::time::Duration::from_secs(5))
-        })?;
+    let slot = stream_slot(&state, &caller)?;
     let tenant = caller.tenant.clone();
     let patterns = caller.patterns.clone();
     let rx = state.feed.subscribe();
@@ -98,4 +86,24 @@ pub async fn stream(
         .chain(events)
         .take_until(state.shutdown.clone().cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// One of the caller's server-sent event streams on this instance (`/v1/events` and lease
+/// watches alike), given back when the returned slot drops.
+pub(super) fn stream_slot(state: &AppState, caller: &Principal) -> Result<Slot, Problem> {
+    state
+        .streams
+        .take(&caller.owner(), caller.quotas.streams)
+        .ok_or_else(|| {
+            Problem::new(
+                ProblemKind::QuotaExceeded,
+                format!(
+                    "this caller already has {} event streams open here \
+                     (--max-streams-per-client)",
+                    caller.quotas.streams
+                ),
+            )
+            .with("quota", "event streams")
+            .retry_after(std::time::Duration::from_secs(5))
+        })
 }

@@ -1,5 +1,7 @@
 //! Extractors: bad input answers problem+json instead of axum's plain-text rejections, and the
-//! path segments and credentials every lease route takes are parsed in one place.
+//! path segments and credentials every lease route takes are parsed in one place. Rejection
+//! texts from serde and axum are reworded ([`plain`]) before they reach a problem's `detail`:
+//! a client sees the field and what it should be, never a Rust type name.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
@@ -19,7 +21,13 @@ pub struct Path<T>(pub T);
 
 impl From<PathRejection> for Problem {
     fn from(e: PathRejection) -> Self {
-        Problem::new(ProblemKind::NotFound, e.body_text())
+        let detail = match e {
+            PathRejection::FailedToDeserializePathParams(_) => {
+                "the path does not decode: a percent-encoded segment is not UTF-8"
+            }
+            _ => "the path does not name a resource",
+        };
+        Problem::new(ProblemKind::NotFound, detail)
     }
 }
 
@@ -30,13 +38,22 @@ pub struct Query<T>(pub T);
 
 impl From<QueryRejection> for Problem {
     fn from(e: QueryRejection) -> Self {
-        Problem::new(ProblemKind::InvalidQuery, e.body_text())
+        let text = e.body_text();
+        // axum's text is "Failed to deserialize query string: <field>: <serde's message>".
+        let reason = text
+            .strip_prefix("Failed to deserialize query string: ")
+            .unwrap_or(&text);
+        Problem::new(
+            ProblemKind::InvalidQuery,
+            format!("invalid query parameter {}", plain(reason)),
+        )
     }
 }
 
-/// An optional JSON body: empty means `T::default()`. Syntax errors are 400, well-formed JSON
-/// of the wrong shape (unknown fields, wrong types) 422. `curl -d` sends
-/// `application/x-www-form-urlencoded`, so that content type is read as JSON too.
+/// An optional JSON object as the body: empty means `T::default()`. Syntax errors are 400,
+/// well-formed JSON of the wrong shape (not an object, unknown fields, wrong types) 422.
+/// `curl -d` sends `application/x-www-form-urlencoded`, so that content type is read as JSON
+/// too; when such a body is not JSON (real form data), the problem says to send JSON.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -83,13 +100,40 @@ where
                 ));
             }
         }
-        serde_json::from_slice(&bytes).map(Self).map_err(|e| {
-            let kind = match e.classify() {
-                serde_json::error::Category::Data => ProblemKind::InvalidBody,
-                _ => ProblemKind::MalformedJson,
-            };
-            Problem::new(kind, e.to_string())
-        })
+        let form = content_type.as_deref() == Some("application/x-www-form-urlencoded");
+        let syntax_error = |e: serde_json::Error| {
+            let mut detail = format!("the body is not JSON: {}", plain(&e.to_string()));
+            if form {
+                detail.push_str(
+                    "; it came as application/x-www-form-urlencoded (curl -d's default), but \
+                     Leasehold takes JSON: send an object like {\"ttl_ms\": 30000}, with \
+                     content-type: application/json",
+                );
+            }
+            Problem::new(ProblemKind::MalformedJson, detail)
+        };
+        // A struct would also read from a JSON array (by position): only objects are bodies.
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if first != Some(&b'{') {
+            return Err(
+                match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                    Ok(_) => Problem::new(
+                        ProblemKind::InvalidBody,
+                        "the body must be a JSON object ({...})",
+                    ),
+                    Err(e) => syntax_error(e),
+                },
+            );
+        }
+        serde_json::from_slice(&bytes)
+            .map(Self)
+            .map_err(|e| match e.classify() {
+                serde_json::error::Category::Data => Problem::new(
+                    ProblemKind::InvalidBody,
+                    format!("invalid body: {}", plain(&e.to_string())),
+                ),
+                _ => syntax_error(e),
+            })
     }
 }
 
@@ -103,6 +147,49 @@ fn timed_out(rejection: &BytesRejection) -> bool {
         source = e.source();
     }
     false
+}
+
+/// serde's and Rust's rejection texts in the API's words: `expected u64` becomes "a whole
+/// number", `struct AcquireBody` "a JSON object", and so on.
+pub(super) fn plain(message: &str) -> String {
+    const WORDS: [(&str, &str); 8] = [
+        ("expected u64", "expected a whole number from 0 to 2^64-1"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected usize", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("invalid digit found in string", "not a whole number"),
+        (
+            "number too large to fit in target type",
+            "too large a number",
+        ),
+    ];
+    let mut text = message.to_owned();
+    for (rust, ours) in WORDS {
+        text = text.replace(rust, ours);
+    }
+    text = text.replace(
+        "provided string was not `true` or `false`",
+        "expected true or false",
+    );
+    // `struct Name` / `enum Name`: the Rust type behind a body or a field.
+    for (word, ours) in [
+        ("struct ", "a JSON object"),
+        ("enum ", "one of the documented values"),
+    ] {
+        while let Some(at) = text.find(word) {
+            let rest = &text[at + word.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            text.replace_range(at..at + word.len() + end, ours);
+        }
+    }
+    text
 }
 
 /// The `Authorization: Bearer <token>` header, if any. Another scheme is a 401.
@@ -181,7 +268,7 @@ impl<S: Send + Sync> FromRequestParts<S> for LeasePath {
         let id = LeaseId::parse(&id).ok_or_else(|| {
             Problem::new(
                 ProblemKind::LeaseNotFound,
-                format!("{id:?} is not a lease id"),
+                format!("{id} is not a lease id (lease ids are UUIDs)"),
             )
         })?;
         Ok(Self { name, id })
@@ -212,5 +299,34 @@ impl<S: Send + Sync> FromRequestParts<S> for HeldLease {
                 )
             })?;
         Ok(Self { name, id, token })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain;
+
+    #[test]
+    fn rejection_texts_name_no_rust_types() {
+        for (serde, ours) in [
+            (
+                "invalid type: string \"s\", expected struct AcquireBody at line 1 column 3",
+                "invalid type: string \"s\", expected a JSON object at line 1 column 3",
+            ),
+            (
+                "invalid value: integer `-1`, expected u32 at line 1 column 11",
+                "invalid value: integer `-1`, expected a whole number from 0 to 4294967295 at line 1 column 11",
+            ),
+            (
+                "wait_ms: invalid digit found in string",
+                "wait_ms: not a whole number",
+            ),
+            (
+                "all: provided string was not `true` or `false`",
+                "all: expected true or false",
+            ),
+        ] {
+            assert_eq!(plain(serde), ours);
+        }
     }
 }

@@ -31,6 +31,7 @@ pub struct ReadyBody {
 #[utoipa::path(
     get,
     path = "/healthz",
+    operation_id = "healthz",
     tag = "health",
     responses((status = 200, description = "The process runs", body = HealthBody))
 )]
@@ -42,6 +43,7 @@ pub async fn healthz() -> Json<HealthBody> {
 #[utoipa::path(
     get,
     path = "/readyz",
+    operation_id = "readyz",
     tag = "health",
     responses(
         (status = 200, description = "Redis answers and the unlock subscriber is connected", body = ReadyBody),

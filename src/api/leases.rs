@@ -2,12 +2,14 @@
 //! inspect leases; poll and leave fair tickets. Heartbeat, release and inspect are shared with
 //! the semaphore routes (`semaphores`), which differ only in the resource they name.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 
 use super::admission::{self, Admission, Ask};
-use super::bodies::{self, grant_response, ticket_response};
+use super::bodies::{self, grant_response, refused_after, ticket_response};
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
 use crate::auth::{Caller, ClientRole, Principal, ReaderRole};
 use crate::locks::{
@@ -24,21 +26,22 @@ use crate::wire::{
 #[utoipa::path(
     post,
     path = "/v1/locks/{name}/leases",
+    operation_id = "acquireLock",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = Option<AcquireBody>, description = "Every field optional; an empty body is fine", content_type = "application/json"),
     security((), ("api_key" = ["client"]), ("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 201, description = "A new lease (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
-        (status = 200, description = "Reentry: one more level of the bearer token's lease", body = GrantBody),
-        (status = 202, description = "Fair locks: still queued when the wait ended; poll the Location", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"))),
+        (status = 201, description = "A new lease (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
+        (status = 200, description = "Reentry: one more level of the bearer token's lease", body = GrantBody, headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
+        (status = 202, description = "Fair locks: still queued when the wait ended; poll the Location", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "token_malformed: not a bearer token (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the bearer token belongs to no lease on this lock", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "lock_held (with Retry-After), kind_conflict, not_reentrant, upgrade_refused, ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "lock_held (with Retry-After), kind_conflict, not_reentrant, upgrade_refused, ticket_pending; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 410, description = "lease_lost: the bearer token's lease has ended; ticket_expired", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
     )
@@ -90,7 +93,7 @@ pub async fn acquire(
         }
         Err(_) => admission.done().await,
     }
-    let acquired = acquired?;
+    let acquired = acquired.map_err(|e| refused_after(e, wait))?;
     if let (Acquired::Granted(grant), Some(token)) = (&acquired, &token) {
         limit_reentry(&state, &locks, &name, grant, token).await?;
     }
@@ -98,6 +101,7 @@ pub async fn acquire(
         &name,
         acquired,
         state.limits.ticket_timeout_ms,
+        wait,
     ))
 }
 
@@ -166,11 +170,18 @@ pub(super) fn default_ttl(state: &AppState, caller: &Principal) -> Result<Ttl, P
     }
 }
 
-/// 201/200 for a grant, 202 for a fair-queue ticket.
-fn acquired_response(name: &LockName, acquired: Acquired, ticket_ms: u64) -> Response {
+/// 201/200 for a grant, 202 for a fair-queue ticket; both say the wait they were allowed.
+fn acquired_response(
+    name: &LockName,
+    acquired: Acquired,
+    ticket_ms: u64,
+    wait: Duration,
+) -> Response {
     match acquired {
-        Acquired::Granted(grant) => grant_response(&lease_path(name, grant.lease_id), name, grant),
-        Acquired::Queued(ticket) => ticket_response(name, ticket, ticket_ms),
+        Acquired::Granted(grant) => {
+            grant_response(&lease_path(name, grant.lease_id), name, grant, Some(wait))
+        }
+        Acquired::Queued(ticket) => ticket_response(name, ticket, ticket_ms, wait),
     }
 }
 
@@ -181,17 +192,18 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
 #[utoipa::path(
     post,
     path = "/v1/locks/{name}/tickets/{ticket_id}",
+    operation_id = "pollTicket",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)"), WaitQuery),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 201, description = "The ticket's turn: the fair lock's lease (again, if it was granted before)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
-        (status = 202, description = "Still queued", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"))),
+        (status = 201, description = "The ticket's turn: the fair lock's lease (again, if it was granted before)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
+        (status = 202, description = "Still queued", body = TicketBody, headers(("Location" = String, description = "The ticket's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "lock_held, kind_conflict, ticket_pending", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "lock_held, kind_conflict, ticket_pending; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 410, description = "ticket_expired: not polled in time; lease_lost", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
     )
@@ -229,14 +241,16 @@ pub async fn poll_ticket(
     }
     Ok(acquired_response(
         &ticket.name,
-        acquired?,
+        acquired.map_err(|e| refused_after(e, wait))?,
         state.limits.ticket_timeout_ms,
+        wait,
     ))
 }
 
 #[utoipa::path(
     delete,
     path = "/v1/locks/{name}/tickets/{ticket_id}",
+    operation_id = "leaveQueue",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
@@ -276,6 +290,7 @@ pub async fn leave_queue(
 #[utoipa::path(
     post,
     path = "/v1/locks/{name}/leases/{lease_id}/heartbeat",
+    operation_id = "heartbeatLockLease",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
@@ -343,6 +358,7 @@ pub(super) async fn follow_loss(
 #[utoipa::path(
     delete,
     path = "/v1/locks/{name}/leases/{lease_id}",
+    operation_id = "releaseLockLease",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
@@ -400,6 +416,7 @@ pub(super) async fn released_response(
 #[utoipa::path(
     get,
     path = "/v1/locks/{name}/leases/{lease_id}",
+    operation_id = "inspectLockLease",
     tag = "leases",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security((), ("api_key" = ["reader"])),

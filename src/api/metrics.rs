@@ -15,6 +15,7 @@ use crate::state::AppState;
 #[utoipa::path(
     get,
     path = "/metrics",
+    operation_id = "metrics",
     tag = "health",
     security((), ("api_key" = ["reader"])),
     responses(

@@ -14,6 +14,7 @@ mod leases;
 mod locks;
 pub(crate) mod metrics;
 mod semaphores;
+mod watch;
 
 use std::any::Any;
 
@@ -49,9 +50,9 @@ pub const DOCS_PATH: &str = "/docs";
             loopback server with no key lets anonymous callers in.",
     ),
     components(schemas(ProblemDetails)),
-    modifiers(&BearerSchemes, &CommonResponses, &Links),
+    modifiers(&BearerSchemes),
     tags(
-        (name = "locks", description = "Who holds a lock"),
+        (name = "locks", description = "The live locks, who holds a lock, fence checks"),
         (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
         (name = "semaphores", description = "Semaphores with expirable permits"),
         (name = "admin", description = "Operator actions, behind the admin token"),
@@ -86,9 +87,10 @@ impl Modify for BearerSchemes {
 }
 
 /// Answers many operations can give, documented once: 503 while Redis does not answer (or
-/// the instance stops), 500 on an internal error, 504 for a stuck request; the answers of
-/// who may call (401, 403, 429) wherever an operation takes a credential; 408 where it
-/// takes a body; 403 for browser requests from other sites everywhere but the health checks.
+/// the instance stops), 500 on an internal error, 504 for a stuck request on every `/v1`
+/// operation; the answers of who may call (401, 403, 429) wherever an operation takes a
+/// credential; 408 where it takes a body; 403 for browser requests from other sites
+/// everywhere but the health checks. Applied to the finished document (see [`finish`]).
 struct CommonResponses;
 
 impl Modify for CommonResponses {
@@ -179,7 +181,10 @@ impl Modify for Links {
             (
                 "/v1/locks/{name}/leases",
                 vec![
-                    ("InspectLease", from_lease("/v1/locks/{name}/leases/{lease_id}")),
+                    (
+                        "InspectLease",
+                        from_lease("/v1/locks/{name}/leases/{lease_id}"),
+                    ),
                     ("InspectLock", from_name("/v1/locks/{name}", "get")),
                 ],
             ),
@@ -190,7 +195,10 @@ impl Modify for Links {
                         "InspectLease",
                         from_lease("/v1/semaphores/{name}/leases/{lease_id}"),
                     ),
-                    ("InspectSemaphore", from_name("/v1/semaphores/{name}", "get")),
+                    (
+                        "InspectSemaphore",
+                        from_name("/v1/semaphores/{name}", "get"),
+                    ),
                     (
                         "SetLimit",
                         from_name("/v1/admin/semaphores/{name}/limit", "put"),
@@ -233,15 +241,19 @@ fn problem(description: &str) -> RefOr<utoipa::openapi::Response> {
 /// its handlers and adds their `#[utoipa::path]` to the document, so the two cannot drift.
 fn documented() -> OpenApiRouter<AppState> {
     let v1 = OpenApiRouter::new()
+        .routes(routes!(locks::list))
         .routes(routes!(locks::inspect))
+        .routes(routes!(locks::check_fence))
         .routes(routes!(leases::acquire))
         .routes(routes!(leases::inspect, leases::release))
         .routes(routes!(leases::heartbeat))
+        .routes(routes!(watch::watch_lock_lease))
         .routes(routes!(leases::poll_ticket, leases::leave_queue))
         .routes(routes!(semaphores::inspect))
         .routes(routes!(semaphores::acquire))
         .routes(routes!(semaphores::inspect_lease, semaphores::release))
         .routes(routes!(semaphores::heartbeat))
+        .routes(routes!(watch::watch_semaphore_lease))
         .routes(routes!(events::stream))
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))
@@ -263,15 +275,25 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(describe_problem))
 }
 
+/// What is added to the document once its paths are in (the `#[openapi]` modifiers run
+/// before the routes are merged in, when there are no paths yet).
+fn finish(doc: &mut OpenApi) {
+    CommonResponses.modify(doc);
+    Links.modify(doc);
+}
+
 /// The OpenAPI 3.1 document served at [`OPENAPI_PATH`].
 pub fn openapi() -> OpenApi {
-    documented().into_openapi()
+    let mut doc = documented().into_openapi();
+    finish(&mut doc);
+    doc
 }
 
 /// The API's routes: the documented ones, the docs page and the document itself (served
 /// from assets vendored into the binary; nothing is fetched).
 pub fn routes() -> Router<AppState> {
-    let (api, doc) = documented().split_for_parts();
+    let (api, mut doc) = documented().split_for_parts();
+    finish(&mut doc);
     api.merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, doc))
 }
 
@@ -294,6 +316,7 @@ pub async fn method_not_allowed() -> Problem {
 #[utoipa::path(
     get,
     path = "/problems/{code}",
+    operation_id = "describeProblem",
     tag = "health",
     params(("code" = String, Path, description = "A problem code, as in a problem's `code`")),
     responses(

@@ -23,17 +23,18 @@ use crate::wire::{
 #[utoipa::path(
     post,
     path = "/v1/semaphores/{name}/leases",
+    operation_id = "acquireSemaphore",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
     security((), ("api_key" = ["client"])),
     responses(
-        (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"))),
+        (status = 201, description = "A new lease holding `permits` permits (the token is shown only here)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "no_permits (with Retry-After), limit_mismatch, kind_conflict; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body (limit missing or out of range)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -96,21 +97,23 @@ pub async fn acquire(
         Ok(grant) => admission.granted(grant.lease_id, grant.expires_at).await,
         Err(_) => admission.done().await,
     }
-    let grant = grant.map_err(|e| match e {
-        LockError::Held(c) => {
-            let mut p = Problem::new(
-                ProblemKind::NoPermits,
-                format!("fewer than {permits} of the {limit} permits are free"),
-            );
-            if let Some(after) = c.retry_after {
-                p = p.retry_after(after);
+    let grant = grant
+        .map_err(|e| match e {
+            LockError::Held(c) => {
+                let mut p = Problem::new(
+                    ProblemKind::NoPermits,
+                    format!("fewer than {permits} of the {limit} permits are free"),
+                );
+                if let Some(after) = c.retry_after {
+                    p = p.retry_after(after);
+                }
+                p
             }
-            p
-        }
-        e => e.into(),
-    })?;
+            e => e.into(),
+        })
+        .map_err(|p| p.waited(wait))?;
     let location = lease_path(&name, grant.lease_id);
-    Ok(grant_response(&location, &name, grant))
+    Ok(grant_response(&location, &name, grant, Some(wait)))
 }
 
 fn lease_path(name: &LockName, id: LeaseId) -> String {
@@ -120,6 +123,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
 #[utoipa::path(
     post,
     path = "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
+    operation_id = "heartbeatSemaphoreLease",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
@@ -149,6 +153,7 @@ pub async fn heartbeat(
 #[utoipa::path(
     delete,
     path = "/v1/semaphores/{name}/leases/{lease_id}",
+    operation_id = "releaseSemaphoreLease",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
@@ -188,6 +193,7 @@ pub async fn release(
 #[utoipa::path(
     get,
     path = "/v1/semaphores/{name}/leases/{lease_id}",
+    operation_id = "inspectSemaphoreLease",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security((), ("api_key" = ["reader"])),
@@ -209,6 +215,7 @@ pub async fn inspect_lease(
 #[utoipa::path(
     get,
     path = "/v1/semaphores/{name}",
+    operation_id = "inspectSemaphore",
     tag = "semaphores",
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
     security((), ("api_key" = ["reader"])),
@@ -228,7 +235,7 @@ pub async fn inspect(
     let Some(view) = state.locks_for(&caller).semaphore(&name).await? else {
         return Err(Problem::new(
             ProblemKind::LockNotFound,
-            format!("semaphore {name:?} has never been used"),
+            format!("semaphore {name} has never been used"),
         ));
     };
     Ok(Json(bodies::semaphore(view)))

@@ -1,13 +1,19 @@
-//! `leasehold run NAME -- COMMAND [ARGS..]`: hold a lock for exactly as long as a command runs.
+//! `leasehold run NAME -- COMMAND [ARGS..]`: hold a lock (or semaphore permits) for exactly as
+//! long as a command runs; `leasehold hold NAME [--shell]`: until Ctrl-C, or around an
+//! interactive shell.
 //!
 //! The command starts only once the lease is ours, in its own process group. While it runs we
-//! heartbeat every TTL/3, check in between (`--check-interval`, a cheap read) that the lease
-//! still holds the lock, and forward SIGINT, SIGTERM and SIGHUP to the group. When the lease is
-//! lost (410, or a force-release seen by a check), or heartbeats keep failing until only a
-//! safety margin of the lease is left, the group gets SIGTERM and, after a grace period,
-//! SIGKILL: the point is that the command stops before someone else can hold the lock. When
-//! the command exits we release the lease and exit with its code. We say nothing on success,
-//! so cron mails only real trouble.
+//! heartbeat every TTL/3, keep a lease watch open (`GET .../watch`: the server says `lost` the
+//! moment the lease ends, no polling), and forward SIGINT, SIGTERM and SIGHUP to the group.
+//! When the lease is lost (the watch's `lost`, or a 410 to a heartbeat), or heartbeats keep
+//! failing until only a safety margin of the lease is left, the group gets SIGTERM and, after
+//! a grace period, SIGKILL: the point is that the command stops before someone else can hold
+//! the lock. When the command exits we release the lease and exit with its code. We say
+//! nothing on success, so cron mails only real trouble.
+//!
+//! An interactive shell (`hold --shell`) runs in our own process group instead, so it owns
+//! the terminal: a Ctrl-C there reaches it directly (we ignore ours), and a lost lease sends
+//! it SIGHUP (interactive shells ignore SIGTERM).
 //!
 //! Expiry is tracked on our own monotonic clock, never from the server's `expires_at`: a
 //! renewal *sent* at instant `t` keeps the lease until at least `t + ttl`, because the server
@@ -30,12 +36,12 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use super::signals::{self, Signals};
-use super::{EXIT_FAILURE, acquire_options, describe};
+use super::{EXIT_FAILURE, Holder, acquire_options, clip, describe, permit_options};
 use crate::client::{
-    AcquireOptions, Acquired, Client, ClientError, Lease, LeaseId, LeaseToken, Problem, Reply,
-    Resource, Ticket,
+    AcquireOptions, Acquired, Client, ClientError, Lease, LeaseId, LeaseToken, PermitOptions,
+    Problem, Reply, Resource, Ticket,
 };
-use crate::config::RunArgs;
+use crate::config::{HoldArgs, LeaseRequestArgs, RunArgs, ServerArgs};
 
 /// Exit code when the command was found but could not be executed (as shells use it).
 const EXIT_CANNOT_EXECUTE: u8 = 126;
@@ -49,135 +55,286 @@ const REASK_PAUSE: Duration = Duration::from_millis(100);
 /// Longest pause between heartbeat retries after a failure (shorter for short TTLs).
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// Pause before opening the lease watch again after it broke (the server restarted, a proxy
+/// cut it); heartbeats go on meanwhile.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
+
 /// Anything further away than this is "never" (and keeps `Instant` arithmetic from overflowing
 /// on `--wait 1000years`).
 const NEVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
-pub async fn run(args: RunArgs) -> ExitCode {
-    ExitCode::from(run_to_exit_code(args).await)
+/// What runs while the lease is held.
+enum Mode {
+    /// A command in its own process group (`run`).
+    Command(Vec<OsString>),
+    /// An interactive shell in our process group (`hold --shell`).
+    Shell,
+    /// Nothing: the lease is held until a signal (`hold`).
+    UntilSignal,
 }
 
-async fn run_to_exit_code(args: RunArgs) -> u8 {
-    let mut signals = match Signals::install() {
-        Ok(signals) => signals,
-        Err(e) => {
-            say(format_args!("cannot install signal handlers: {e}"));
-            return EXIT_FAILURE;
-        }
-    };
-    let client = match super::client(&args.server) {
-        Ok(client) => client,
-        Err(e) => {
-            say(describe(&e));
-            return EXIT_FAILURE;
-        }
-    };
+/// One guarded hold: the lease asked for and what runs under it.
+struct Job {
+    client: Client,
+    name: String,
+    lease: LeaseRequestArgs,
+    kill_grace: Duration,
+    mode: Mode,
+}
 
-    let options = acquire_options(&args.lease);
-    let held = match acquire(&client, &args.name, &options, &mut signals).await {
-        Acquisition::Held(held) => held,
-        Acquisition::Busy(problem) => {
-            say(format_args!(
-                "not acquired: {} (waited {})",
-                problem.detail,
-                human(options.wait)
-            ));
-            return args.lease.conflict_exit_code;
-        }
-        Acquisition::Interrupted(signal) => {
-            say(format_args!("{signal} while waiting for the lock: gave up"));
-            return signals::exit_code(signal);
-        }
-        Acquisition::Failed(e) => {
-            say(format_args!("cannot acquire the lock: {}", describe(&e)));
-            return EXIT_FAILURE;
-        }
-    };
-    let lease = Leased {
-        client: &client,
-        lock: &args.name,
-        id: held.lease.grant.lease_id,
-        token: held.lease.token.clone(),
-    };
+pub async fn run(args: RunArgs) -> ExitCode {
+    let mode = Mode::Command(args.command);
+    Job::launch(&args.server, args.name, args.lease, args.kill_grace, mode).await
+}
 
-    let held = if held.renewed_at.elapsed() > held.ttl / 10 {
-        // The answer took a while (the server waited for the lock), and all we know is that
-        // the TTL started after we asked. Renew once to know the expiry tightly again.
-        match confirm(&lease, held).await {
-            Ok(held) => held,
+pub async fn hold(args: HoldArgs) -> ExitCode {
+    let _ = SPEAKER.set("hold");
+    let mode = if args.shell {
+        Mode::Shell
+    } else {
+        Mode::UntilSignal
+    };
+    Job::launch(&args.server, args.name, args.lease, args.kill_grace, mode).await
+}
+
+/// `$SHELL`, else `/bin/sh`.
+fn shell() -> OsString {
+    std::env::var_os("SHELL")
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".into())
+}
+
+impl Job {
+    /// Connects to the server and runs the job: its exit code.
+    async fn launch(
+        server: &ServerArgs,
+        name: String,
+        lease: LeaseRequestArgs,
+        kill_grace: Duration,
+        mode: Mode,
+    ) -> ExitCode {
+        let client = match super::client(server) {
+            Ok(client) => client,
             Err(e) => {
-                say(format_args!(
-                    "cannot renew the lease just acquired, not running the command: {}",
-                    describe(&e)
-                ));
-                lease.release_quietly().await;
+                say(describe(&e));
+                return ExitCode::from(EXIT_FAILURE);
+            }
+        };
+        let job = Self {
+            client,
+            name,
+            lease,
+            kill_grace,
+            mode,
+        };
+        ExitCode::from(job.run().await)
+    }
+
+    fn resource(&self) -> Resource {
+        if self.lease.semaphore.is_some() {
+            Resource::Semaphore
+        } else {
+            Resource::Lock
+        }
+    }
+
+    /// The holder's label and metadata: this process, and what it runs.
+    fn holder(&self) -> Holder {
+        let command = match &self.mode {
+            Mode::Command(words) => words
+                .iter()
+                .map(|w| w.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+            Mode::Shell => shell().to_string_lossy().into_owned(),
+            Mode::UntilSignal => "leasehold hold".to_owned(),
+        };
+        Holder::of(
+            i32::try_from(std::process::id()).unwrap_or(0),
+            Some(clip(&command)),
+        )
+    }
+
+    async fn run(self) -> u8 {
+        let mut signals = match Signals::install() {
+            Ok(signals) => signals,
+            Err(e) => {
+                say(format_args!("cannot install signal handlers: {e}"));
                 return EXIT_FAILURE;
             }
-        }
-    } else {
-        held
-    };
-    // A Ctrl-C during the acquire's last moments: do not start what the user just cancelled.
-    if let Some(signal) = signals.recv().now_or_never() {
-        say(format_args!("{signal} while acquiring the lock: gave up"));
-        lease.release_quietly().await;
-        return signals::exit_code(signal);
+        };
+        let client = &self.client;
+        let resource = self.resource();
+        let holder = self.holder();
+        let ask = match self.lease.semaphore {
+            Some(limit) => Ask::Permits(permit_options(&self.lease, limit, &holder)),
+            None => Ask::Lock(acquire_options(&self.lease, &holder)),
+        };
+        let held = match acquire(client, &self.name, &ask, &mut signals).await {
+            Acquisition::Held(held) => held,
+            Acquisition::Busy(problem) => {
+                if !self.lease.quiet {
+                    say(format_args!(
+                        "not acquired: {} (waited {})",
+                        problem.detail,
+                        human(ask.wait())
+                    ));
+                }
+                return self.lease.conflict_exit_code;
+            }
+            Acquisition::Interrupted(signal) => {
+                say(format_args!("{signal} while waiting for the lock: gave up"));
+                return signals::exit_code(signal);
+            }
+            Acquisition::Failed(e) => {
+                say(format_args!("cannot acquire the lock: {}", describe(&e)));
+                return EXIT_FAILURE;
+            }
+        };
+        let lease = Leased {
+            client,
+            resource,
+            lock: &self.name,
+            id: held.lease.grant.lease_id,
+            token: held.lease.token.clone(),
+        };
+        self.guard(&lease, held, &mut signals).await
     }
 
-    let mut child = match spawn(&args.command, &held.lease) {
-        Ok(child) => child,
-        Err(e) => {
-            let program = args.command.first().map(|p| p.to_string_lossy());
-            say(format_args!(
-                "cannot run {}: {e}",
-                program.as_deref().unwrap_or("the command")
-            ));
+    /// Runs what the job runs under the lease `held`, then releases it.
+    async fn guard(&self, lease: &Leased<'_>, held: Held, signals: &mut Signals) -> u8 {
+        let held = if held.renewed_at.elapsed() > held.ttl / 10 {
+            // The answer took a while (the server waited for the lock), and all we know is
+            // that the TTL started after we asked. Renew once to know the expiry tightly again.
+            match confirm(lease, held).await {
+                Ok(held) => held,
+                Err(e) => {
+                    say(format_args!(
+                        "cannot renew the lease just acquired, not running the command: {}",
+                        describe(&e)
+                    ));
+                    lease.release_quietly().await;
+                    return EXIT_FAILURE;
+                }
+            }
+        } else {
+            held
+        };
+        // A Ctrl-C during the acquire's last moments: do not start what the user just cancelled.
+        if let Some(signal) = signals.recv().now_or_never() {
+            say(format_args!("{signal} while acquiring the lock: gave up"));
             lease.release_quietly().await;
-            return if e.kind() == io::ErrorKind::NotFound {
-                EXIT_NOT_FOUND
-            } else {
-                EXIT_CANNOT_EXECUTE
-            };
+            return signals::exit_code(signal);
         }
-    };
-    let Some(group) = ProcessGroup::of(&child) else {
-        // Unreachable: a child has a pid until it is waited for.
-        say("lost track of the command's process");
-        lease.release_quietly().await;
-        return EXIT_FAILURE;
-    };
 
-    let keeper = Keeper::start(&client, &args.name, &held, args.check_interval);
-    let supervisor = Supervisor {
-        group,
-        kill_grace: args.kill_grace,
-        margin: safety_margin(held.ttl),
-        until: later(held.renewed_at, held.ttl),
-    };
-    let (status, stop) = supervisor.watch(&mut child, keeper, &mut signals).await;
-
-    match stop {
-        // The server already said the lease is gone; releasing it would only get a 410.
-        Some(Stop {
-            reason: StopReason::Lost,
-            ..
-        }) => {}
-        _ => lease.release().await,
-    }
-    match status {
-        Ok(status) => {
-            let code = exit_code(status);
-            // A command cut short because its lease was lost must not look like a success.
-            if stop.is_some() && code == 0 {
-                EXIT_FAILURE
-            } else {
-                code
+        let (mut child, target) = match self.start(&held.lease) {
+            Ok(started) => started,
+            Err(e) => {
+                let program = match &self.mode {
+                    Mode::Command(words) => words.first().map(|p| p.to_string_lossy().into_owned()),
+                    Mode::Shell => Some(shell().to_string_lossy().into_owned()),
+                    Mode::UntilSignal => None,
+                };
+                say(format_args!(
+                    "cannot run {}: {e}",
+                    program.as_deref().unwrap_or("the command")
+                ));
+                lease.release_quietly().await;
+                return if e.kind() == io::ErrorKind::NotFound {
+                    EXIT_NOT_FOUND
+                } else {
+                    EXIT_CANNOT_EXECUTE
+                };
+            }
+        };
+        if !self.lease.quiet {
+            let release = match self.mode {
+                Mode::Command(_) => None,
+                Mode::Shell => Some("exit the shell to release it"),
+                Mode::UntilSignal => Some("Ctrl-C releases it"),
+            };
+            if let Some(release) = release {
+                say(format_args!(
+                    "holding {} (lease {}, fencing token {}); {release}",
+                    self.name, lease.id, held.lease.grant.fencing_token
+                ));
             }
         }
-        Err(e) => {
-            say(format_args!("cannot wait for the command: {e}"));
-            EXIT_FAILURE
+
+        let keeper = Keeper::start(lease, &held);
+        let supervisor = Supervisor {
+            target,
+            kill_grace: self.kill_grace,
+            margin: safety_margin(held.ttl),
+            until: later(held.renewed_at, held.ttl),
+        };
+        let (status, stop) = supervisor.watch(child.as_mut(), keeper, signals).await;
+
+        match stop {
+            // The server already said the lease is gone; releasing it would only get a 410.
+            Some(Stop {
+                reason: StopReason::Lost,
+                ..
+            }) => {}
+            _ => lease.release().await,
         }
+        match status {
+            Ok(Ended::Exited(status)) => {
+                let code = exit_code(status);
+                // A command cut short because its lease was lost must not look like a success.
+                if stop.is_some() && code == 0 {
+                    EXIT_FAILURE
+                } else {
+                    code
+                }
+            }
+            Ok(Ended::Signalled) => 0,
+            Ok(Ended::LeaseGone) => EXIT_FAILURE,
+            Err(e) => {
+                say(format_args!("cannot wait for the command: {e}"));
+                EXIT_FAILURE
+            }
+        }
+    }
+
+    /// Starts what runs under `lease`, and says where signals for it go.
+    fn start(&self, lease: &Lease) -> io::Result<(Option<Child>, Option<Target>)> {
+        let (program, args, own_group): (OsString, &[OsString], bool) = match &self.mode {
+            Mode::UntilSignal => return Ok((None, None)),
+            Mode::Command(words) => {
+                let Some((program, args)) = words.split_first() else {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
+                };
+                (program.clone(), args, true)
+            }
+            Mode::Shell => (shell(), &[], false),
+        };
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .env("LEASEHOLD_LOCK", &lease.grant.lock)
+            .env("LEASEHOLD_LEASE_ID", lease.grant.lease_id.to_string())
+            .env(
+                "LEASEHOLD_FENCING_TOKEN",
+                lease.grant.fencing_token.to_string(),
+            );
+        if own_group {
+            // Its own group: SIGTERM and SIGKILL reach everything it started (a shell's
+            // background jobs too), and a Ctrl-C in the terminal reaches us, which forward it.
+            command.process_group(0);
+        }
+        let child = command.spawn()?;
+        let pid = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .map(Pid::from_raw)
+            .ok_or_else(|| io::Error::other("lost track of the command's process"))?;
+        let target = if own_group {
+            Target::Group(pid)
+        } else {
+            Target::Shell(pid)
+        };
+        Ok((Some(child), Some(target)))
     }
 }
 
@@ -197,24 +354,60 @@ enum Acquisition {
     Failed(ClientError),
 }
 
-/// Asks for the lease, waiting server-side up to `options.wait` in total. A signal drops the
+/// What to acquire: a lock, or permits of a semaphore.
+enum Ask {
+    Lock(AcquireOptions),
+    Permits(PermitOptions),
+}
+
+impl Ask {
+    fn wait(&self) -> Duration {
+        match self {
+            Self::Lock(options) => options.wait,
+            Self::Permits(options) => options.wait,
+        }
+    }
+
+    /// One request, waiting server-side up to `wait`.
+    async fn send(
+        &self,
+        client: &Client,
+        name: &str,
+        wait: Duration,
+    ) -> Result<Reply<Acquired>, ClientError> {
+        match self {
+            Self::Lock(options) => {
+                let options = AcquireOptions {
+                    wait,
+                    ..options.clone()
+                };
+                client.acquire(name, &options).await
+            }
+            Self::Permits(options) => {
+                let options = PermitOptions {
+                    wait,
+                    ..options.clone()
+                };
+                let reply = client.acquire_permits(name, &options).await?;
+                Ok(Reply {
+                    body: Acquired::Lease(reply.body),
+                    json: reply.json,
+                })
+            }
+        }
+    }
+}
+
+/// Asks for the lease, waiting server-side up to the asked wait in total. A signal drops the
 /// in-flight request, which closes its connection: the server then drops our waiter at once
 /// (and rolls back a grant it could not deliver).
-async fn acquire(
-    client: &Client,
-    lock: &str,
-    options: &AcquireOptions,
-    signals: &mut Signals,
-) -> Acquisition {
-    let deadline = later(Instant::now(), options.wait);
+async fn acquire(client: &Client, lock: &str, ask: &Ask, signals: &mut Signals) -> Acquisition {
+    let deadline = later(Instant::now(), ask.wait());
     loop {
         let sent = Instant::now();
-        let attempt = AcquireOptions {
-            wait: deadline.saturating_duration_since(sent),
-            ..options.clone()
-        };
+        let wait = deadline.saturating_duration_since(sent);
         let result = tokio::select! {
-            result = client.acquire(lock, &attempt) => result,
+            result = ask.send(client, lock, wait) => result,
             signal = signals.recv() => return Acquisition::Interrupted(signal),
         };
         match result {
@@ -294,7 +487,7 @@ async fn confirm(lease: &Leased<'_>, held: Held) -> Result<Held, ClientError> {
     let sent = Instant::now();
     let renewal = lease
         .client
-        .heartbeat(Resource::Lock, lease.lock, lease.id, &lease.token)
+        .heartbeat(lease.resource, lease.lock, lease.id, &lease.token)
         .await?;
     Ok(Held {
         ttl: Duration::from_millis(renewal.body.ttl_ms),
@@ -303,9 +496,10 @@ async fn confirm(lease: &Leased<'_>, held: Held) -> Result<Held, ClientError> {
     })
 }
 
-/// What release needs to know about the lease.
+/// The lease we hold: what the keeper and the release need to know.
 struct Leased<'a> {
     client: &'a Client,
+    resource: Resource,
     lock: &'a str,
     id: LeaseId,
     token: LeaseToken,
@@ -316,7 +510,7 @@ impl Leased<'_> {
     async fn release(&self) {
         if let Err(e) = self
             .client
-            .release(Resource::Lock, self.lock, self.id, &self.token, true)
+            .release(self.resource, self.lock, self.id, &self.token, true)
             .await
         {
             say(format_args!(
@@ -330,44 +524,48 @@ impl Leased<'_> {
     async fn release_quietly(&self) {
         let _ = self
             .client
-            .release(Resource::Lock, self.lock, self.id, &self.token, true)
+            .release(self.resource, self.lock, self.id, &self.token, true)
             .await;
     }
 }
 
-fn spawn(command: &[OsString], lease: &Lease) -> io::Result<Child> {
-    let Some((program, args)) = command.split_first() else {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
-    };
-    Command::new(program)
-        .args(args)
-        .env("LEASEHOLD_LOCK", &lease.grant.lock)
-        .env("LEASEHOLD_LEASE_ID", lease.grant.lease_id.to_string())
-        .env(
-            "LEASEHOLD_FENCING_TOKEN",
-            lease.grant.fencing_token.to_string(),
-        )
-        // Its own group: SIGTERM and SIGKILL reach everything it started (a shell's
-        // background jobs too), and a Ctrl-C in the terminal reaches us, which forward it.
-        .process_group(0)
-        .spawn()
+/// Where signals for what runs go.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// A command's own process group (its id is the command's pid).
+    Group(Pid),
+    /// An interactive shell in our group: only the shell itself.
+    Shell(Pid),
 }
 
-/// The command's process group (its id is the command's pid).
-#[derive(Debug, Clone, Copy)]
-struct ProcessGroup(Pid);
-
-impl ProcessGroup {
-    fn of(child: &Child) -> Option<Self> {
-        let pid = i32::try_from(child.id()?).ok()?;
-        Some(Self(Pid::from_raw(pid)))
-    }
-
+impl Target {
     fn signal(self, signal: Signal) {
-        match killpg(self.0, signal) {
-            // Nobody left in the group: nothing to stop.
+        let sent = match self {
+            Self::Group(group) => killpg(group, signal),
+            Self::Shell(pid) => nix::sys::signal::kill(pid, signal),
+        };
+        match sent {
+            // Nobody left: nothing to stop.
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => say(format_args!("cannot send {signal} to the command: {e}")),
+        }
+    }
+
+    /// The signal that asks it to stop: an interactive shell ignores SIGTERM.
+    fn stop_signal(self) -> Signal {
+        match self {
+            Self::Group(_) => Signal::SIGTERM,
+            Self::Shell(_) => Signal::SIGHUP,
+        }
+    }
+
+    /// Passes on a signal we got: to a command's group; to a shell only when it is not the
+    /// terminal's Ctrl-C, which the shell (in our group) got already.
+    fn forward(self, signal: Signal) {
+        match self {
+            Self::Group(_) => self.signal(signal),
+            Self::Shell(_) if signal == Signal::SIGINT => {}
+            Self::Shell(_) => self.signal(Signal::SIGHUP),
         }
     }
 }
@@ -382,51 +580,38 @@ enum News {
     Lost(String),
 }
 
-/// The heartbeat task: renews every TTL/3, retries failures sooner, checks in between that the
-/// lease still holds the lock, and stops when it is lost or when the keeper is dropped (which
-/// aborts a request in flight, so no heartbeat races with the release).
+/// The heartbeat task renews every TTL/3 and retries failures sooner; the watch task keeps a
+/// lease watch open, which says the moment the lease is lost. Both stop when it is lost or
+/// when the keeper is dropped (which aborts a request in flight, so no heartbeat races with
+/// the release).
 struct Keeper {
-    task: JoinHandle<()>,
+    tasks: [JoinHandle<()>; 2],
     news: mpsc::Receiver<News>,
 }
 
 impl Keeper {
-    fn start(client: &Client, lock: &str, held: &Held, check_interval: Duration) -> Self {
+    fn start(lease: &Leased<'_>, held: &Held) -> Self {
         // A request must not hang past the next heartbeat; it is retried instead.
         let timeout = (held.ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(10));
-        let client = client.clone().with_timeout(timeout);
-        let lock = lock.to_owned();
-        let id = held.lease.grant.lease_id;
-        let token = held.lease.token.clone();
+        let client = lease.client.clone().with_timeout(timeout);
+        let (resource, lock, id) = (lease.resource, lease.lock.to_owned(), lease.id);
+        let token = lease.token.clone();
         let mut ttl = held.ttl;
         let mut next_heartbeat = held.renewed_at + ttl / 3;
-        let check_interval = if check_interval.is_zero() {
-            NEVER
-        } else {
-            check_interval
-        };
-        let check = move |from: Instant| later(from, check_interval);
-        let mut next_check = check(Instant::now());
         let (tx, news) = mpsc::channel(4);
-        let task = tokio::spawn(async move {
+        let watch = tokio::spawn(watch(
+            lease.client.clone(),
+            resource,
+            lock.clone(),
+            id,
+            token.clone(),
+            tx.clone(),
+        ));
+        let heartbeat = tokio::spawn(async move {
             loop {
-                if next_check < next_heartbeat {
-                    sleep_until(next_check).await;
-                    next_check = check(Instant::now());
-                    // Only a definite answer counts; failures are the heartbeats' business.
-                    let lost = match client.lease_status(Resource::Lock, &lock, id).await {
-                        Ok(status) if status.body.state.has_ended() => {
-                            format!("the server reports it {}", status.body.state.as_str())
-                        }
-                        Err(ClientError::Problem(p)) if p.is_lease_gone() => p.detail,
-                        Ok(_) | Err(_) => continue,
-                    };
-                    let _ = tx.send(News::Lost(lost)).await;
-                    return;
-                }
                 sleep_until(next_heartbeat).await;
                 let sent = Instant::now();
-                let news = match client.heartbeat(Resource::Lock, &lock, id, &token).await {
+                let news = match client.heartbeat(resource, &lock, id, &token).await {
                     Ok(renewal) => {
                         ttl = Duration::from_millis(renewal.body.ttl_ms);
                         next_heartbeat = sent + ttl / 3;
@@ -441,19 +626,54 @@ impl Keeper {
                         News::Failed(e)
                     }
                 };
-                next_check = check(Instant::now());
                 if tx.send(news).await.is_err() {
                     return;
                 }
             }
         });
-        Self { task, news }
+        Self {
+            tasks: [heartbeat, watch],
+            news,
+        }
+    }
+}
+
+/// Keeps a lease watch open until the server says the lease is lost; a watch that breaks is
+/// opened again. A server without watches (404 `not_found`) leaves it to the heartbeats.
+async fn watch(
+    client: Client,
+    resource: Resource,
+    lock: String,
+    id: LeaseId,
+    token: LeaseToken,
+    tx: mpsc::Sender<News>,
+) {
+    loop {
+        let lost = match client.watch(resource, &lock, id, &token).await {
+            Ok(mut watch) => match watch.lost().await {
+                Ok(lost) => Some(format!(
+                    "the server reports it {}",
+                    lost.reason.replace('_', " ")
+                )),
+                Err(_) => None,
+            },
+            Err(ClientError::Problem(p)) if p.is_lease_gone() => Some(p.detail),
+            Err(ClientError::Problem(p)) if p.code == "not_found" => return,
+            Err(_) => None,
+        };
+        if let Some(why) = lost {
+            let _ = tx.send(News::Lost(why)).await;
+            return;
+        }
+        sleep(WATCH_RETRY).await;
     }
 }
 
 impl Drop for Keeper {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -474,9 +694,18 @@ struct Stop {
     killed: bool,
 }
 
-/// Watches the running command, its lease and our signals.
+/// How what ran under the lease ended.
+enum Ended {
+    Exited(ExitStatus),
+    /// `hold` without a command: a signal asked us to let go.
+    Signalled,
+    /// `hold` without a command: the lease was lost (or could not be renewed).
+    LeaseGone,
+}
+
+/// Watches what runs (if anything), its lease and our signals.
 struct Supervisor {
-    group: ProcessGroup,
+    target: Option<Target>,
     kill_grace: Duration,
     /// SIGTERM goes out when less than this is left of the lease.
     margin: Duration,
@@ -485,22 +714,36 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    /// Runs until the command exits; returns its status and whether (and why) we stopped it.
+    /// Runs until what runs exits (or, with nothing running, until a signal or the lease's
+    /// end); returns how it ended and whether (and why) we stopped it.
     async fn watch(
         mut self,
-        child: &mut Child,
+        mut child: Option<&mut Child>,
         mut keeper: Keeper,
         signals: &mut Signals,
-    ) -> (io::Result<ExitStatus>, Option<Stop>) {
+    ) -> (io::Result<Ended>, Option<Stop>) {
         let mut stop: Option<Stop> = None;
         let mut failing = false;
         let status = loop {
+            if child.is_none() && stop.is_some() {
+                // Nothing runs: a lost lease ends the hold at once.
+                break Ok(Ended::LeaseGone);
+            }
             let term_at = self.until.checked_sub(self.margin).unwrap_or(self.until);
             let kill_at = stop.map_or(term_at, |s| self.kill_at(s));
+            let exited = async {
+                match child.as_deref_mut() {
+                    Some(child) => child.wait().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
-                status = child.wait() => break status,
-                signal = signals.recv() => self.group.signal(signal),
+                status = exited => break status.map(Ended::Exited),
+                signal = signals.recv() => match self.target {
+                    Some(target) => target.forward(signal),
+                    None => break Ok(Ended::Signalled),
+                },
                 Some(news) = keeper.news.recv() => match news {
                     News::Renewed(until) => {
                         self.until = until;
@@ -533,16 +776,18 @@ impl Supervisor {
                     stop = Some(self.terminate(StopReason::Unrenewable, stop));
                 }
                 () = sleep_until(kill_at), if stop.is_some_and(|s| !s.killed) => {
-                    say("the command is still running: sending SIGKILL to its process group");
-                    self.group.signal(Signal::SIGKILL);
+                    say("the command is still running: sending SIGKILL");
+                    if let Some(target) = self.target {
+                        target.signal(Signal::SIGKILL);
+                    }
                     stop = stop.map(|s| Stop { killed: true, ..s });
                 }
             }
         };
         drop(keeper);
-        if stop.is_some() {
+        if let (Some(Target::Group(group)), Some(_)) = (self.target, stop) {
             // The command has exited; whatever it left behind in its group goes now.
-            self.group.signal(Signal::SIGKILL);
+            Target::Group(group).signal(Signal::SIGKILL);
         }
         (status, stop)
     }
@@ -559,11 +804,18 @@ impl Supervisor {
             term_sent: now,
             killed: false,
         };
-        say(format_args!(
-            "sending SIGTERM to the command's process group (SIGKILL in {})",
-            human(self.kill_at(stop).saturating_duration_since(now)),
-        ));
-        self.group.signal(Signal::SIGTERM);
+        if let Some(target) = self.target {
+            let signal = target.stop_signal();
+            let whom = match target {
+                Target::Group(_) => "the command's process group",
+                Target::Shell(_) => "the shell",
+            };
+            say(format_args!(
+                "sending {signal} to {whom} (SIGKILL in {})",
+                human(self.kill_at(stop).saturating_duration_since(now)),
+            ));
+            target.signal(signal);
+        }
         stop
     }
 
@@ -609,8 +861,11 @@ fn human(duration: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(Duration::from_millis(millis))
 }
 
+/// Which subcommand speaks (`run` or `hold`), for the start of each line on stderr.
+static SPEAKER: std::sync::OnceLock<&str> = std::sync::OnceLock::new();
+
 fn say(message: impl Display) {
-    eprintln!("leasehold run: {message}");
+    eprintln!("leasehold {}: {message}", SPEAKER.get().unwrap_or(&"run"));
 }
 
 #[cfg(test)]

@@ -39,7 +39,9 @@ use crate::auth::{
     AdminAuth, KEY_HEADER, Peer, Principal, Role, Session, SignedIn, Who, same_origin,
 };
 use crate::limits::ledger::now_ms;
-use crate::locks::{HISTORY_SHOWN, HeldAs, ListCursor, LockError, LockName, NamePrefix, Resource};
+use crate::locks::{
+    self, HISTORY_SHOWN, HeldAs, ListCursor, LockError, LockName, NamePrefix, Resource,
+};
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
 
@@ -324,19 +326,26 @@ async fn lock_page(
     };
     let name = lock_name(&raw)?;
     principal.check_name(&name)?;
-    let locks = state.locks_for(&principal);
-    let lock = locks.lock(&name).await?;
-    let lock_state = match &lock {
+    let domain = state.locks_for(&principal);
+    let lock = domain.lock(&name).await?;
+    // The history records holds and waits when they end; those going on come from the view.
+    let (lock_state, ongoing) = match &lock {
         Some(view) if !view.kind.is_some_and(HeldAs::is_semaphore) => {
-            Some(LockState::of_lock(view))
+            (Some(LockState::of_lock(view)), locks::ongoing(view))
         }
-        _ => locks
-            .semaphore(&name)
-            .await?
-            .as_ref()
-            .map(LockState::of_semaphore),
+        _ => match domain.semaphore(&name).await? {
+            Some(s) => (
+                Some(LockState::of_semaphore(&s)),
+                locks::ongoing_permits(&s),
+            ),
+            None => (None, Vec::new()),
+        },
     };
-    let history = locks.history(&name, HISTORY_SHOWN).await?;
+    let history = locks::merged(
+        domain.history(&name, HISTORY_SHOWN).await?,
+        ongoing,
+        HISTORY_SHOWN,
+    );
     let lock_state = match (lock_state, lock) {
         (Some(s), _) => s,
         (None, Some(view)) => LockState::of_lock(&view),

@@ -39,6 +39,13 @@ impl RedisClock {
         u64::try_from(now.saturating_add(within)).unwrap_or(0)
     }
 
+    /// Redis's clock now, as estimated here (ms since the Unix epoch; the local clock until
+    /// the offset has been measured).
+    pub fn now_ms(&self) -> u64 {
+        let now = local_ms() + self.offset_ms.load(Ordering::Relaxed);
+        u64::try_from(now).unwrap_or(0)
+    }
+
     /// Measures the offset with one `TIME` (its round trip halved is the error).
     pub async fn sync(&self, conn: &mut ConnectionManager) -> redis::RedisResult<()> {
         let before = local_ms();

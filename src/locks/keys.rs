@@ -9,12 +9,11 @@
 //! | `redisson_lock_timeout:{L}` | zset | fair waiters' deadlines (ms) |
 //! | `redisson_lock__channel:{L}` | channel | Redisson's unlock message `0`; `..:{L}:<holder>` wakes one fair waiter |
 //! | `redisson_rwlock:{L}` | channel | Redisson's read/write unlock message |
-//! | `{L}:leasehold` | hash | `fence` (fencing counter, never reset), `lease`, `kind`; `limit` for semaphores |
-//! | `{L}:leasehold:lease:<id>` | hash | lease record: kind, holder, metadata, token digest, state |
-//! | `{L}:leasehold:token:<sha256>` | string | lease id, for reentry and tickets |
+//! | `{L}:leasehold` | hash | `fence` (last fencing token); the record of the lease holding an exclusive lock (`lease`, `kind`, `rec`, `holder`, `meta`); `r:`/`h:`/`m:<id>` records of shared leases and queued tickets; `limit` for semaphores; expires after its last lease (not for semaphores) |
+//! | `{L}:leasehold:idem:<sha256>` | hash | an `Idempotency-Key`'s first answer |
 //! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
-//! | `{L}:leasehold:history` | stream | the lock's recent events (capped), field `event` = JSON |
-//! | `P + leasehold:events` | channel | JSON events for the dashboard |
+//! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON |
+//! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
 //!
 //! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting
 //! available permits, `redisson_sc:{S}` a zset of held permit ids -> expiry (and the channel
@@ -143,29 +142,9 @@ impl LockKeys {
         format!("{}}}:{id}:1", self.key)
     }
 
-    /// The KEYS every lock script takes (see `lua/locklib.lua`).
-    pub fn lock_script_keys(&self) -> [String; 7] {
-        let k = &self.key;
-        [
-            k.clone(),
-            format!("{{{k}}}:leasehold"),
-            format!("{{{k}}}"),
-            format!("{UNLOCK_CHANNEL}{{{k}}}"),
-            format!("{RW_CHANNEL}{{{k}}}"),
-            format!("redisson_lock_queue:{{{k}}}"),
-            format!("redisson_lock_timeout:{{{k}}}"),
-        ]
-    }
-
-    /// The KEYS every semaphore script takes (see `lua/semlib.lua`).
-    pub fn semaphore_script_keys(&self) -> [String; 4] {
-        let k = &self.key;
-        [
-            k.clone(),
-            format!("{{{k}}}:leasehold"),
-            format!("{{{k}}}"),
-            format!("{SEMAPHORE_CHANNEL}{{{k}}}"),
-        ]
+    /// The lock's state hash: fencing counter, lease records, limit (see `lua/prelude.lua`).
+    pub fn state(&self) -> String {
+        format!("{{{}}}:leasehold", self.key)
     }
 }
 
@@ -178,18 +157,11 @@ mod tests {
         let space = KeySpace::new("app:");
         let name = LockName::parse("jobs").expect("valid name");
         let keys = space.lock(&name);
-        let [lock, state, tag, channel, rw, queue, timeouts] = keys.lock_script_keys();
-        assert_eq!(lock, "app:jobs");
-        assert_eq!(state, "{app:jobs}:leasehold");
-        assert_eq!(tag, "{app:jobs}");
-        assert_eq!(channel, "redisson_lock__channel:{app:jobs}");
-        assert_eq!(rw, "redisson_rwlock:{app:jobs}");
-        assert_eq!(queue, "redisson_lock_queue:{app:jobs}");
-        assert_eq!(timeouts, "redisson_lock_timeout:{app:jobs}");
-        assert_eq!(keys.semaphore_script_keys()[3], "redisson_sc:{app:jobs}");
+        assert_eq!(keys.lock(), "app:jobs");
+        assert_eq!(keys.state(), "{app:jobs}:leasehold");
         assert_eq!(keys.history(), "{app:jobs}:leasehold:history");
         assert_eq!(space.state_pattern("jo"), "{app:jo*}:leasehold");
-        assert_eq!(space.name_of_state_key(&state), Some("jobs"));
+        assert_eq!(space.name_of_state_key(&keys.state()), Some("jobs"));
         assert_eq!(
             space.name_of_state_key("{app:jobs}:leasehold:lease:x"),
             None
@@ -213,7 +185,7 @@ mod tests {
             space.wake_key_of_channel("redisson_sc:{jobs}"),
             Some("jobs")
         );
-        let id = LeaseId::generate();
+        let id = crate::locks::LeaseToken::generate().lease_id();
         let own = format!("redisson_lock__channel:{{jobs}}:{id}:1");
         assert_eq!(
             space.wake_key_of_channel(&own),

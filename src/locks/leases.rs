@@ -14,7 +14,7 @@ use super::scripts::semaphore_renew::SemaphoreRenew;
 use super::scripts::{lost, non_empty};
 use super::{
     FencingToken, IdempotencyKey, LeaseId, LeaseKind, LeaseState, LeaseToken, LeaseView, LockError,
-    LockName, Locks, Metadata, Release, Renewal, RwMode, Timestamp, Ttl,
+    LockEvent, LockName, Locks, Metadata, Release, Renewal, RwMode, Timestamp, Ttl,
 };
 
 impl Locks {
@@ -43,14 +43,17 @@ impl Locks {
                 now_ms,
                 fencing_token,
                 slack_ms,
-            } => Ok(Renewal {
-                lease_id,
-                reentry_count,
-                fencing_token: FencingToken(fencing_token),
-                ttl_ms,
-                expires_at: Timestamp(now_ms).plus(ttl_ms),
-                slack_ms,
-            }),
+            } => {
+                // Its event came with the reply (`ev`).
+                Ok(Renewal {
+                    lease_id,
+                    reentry_count,
+                    fencing_token: FencingToken(fencing_token),
+                    ttl_ms,
+                    expires_at: Timestamp(now_ms).plus(ttl_ms),
+                    slack_ms,
+                })
+            }
             RenewReply::Refused(r) => Err(LockError::from(r)),
         };
         let observer = &self.inner.observer;
@@ -147,11 +150,22 @@ impl Locks {
                     released: true,
                 })
             }
-            ReleaseReply::StillHeld { reentry_count } => Ok(Release {
-                lease_id,
+            ReleaseReply::StillHeld {
                 reentry_count,
-                released: false,
-            }),
+                holder,
+            } => {
+                self.publish(
+                    &LockEvent::new("released", name, self.inner.clock.now_ms())
+                        .lease(lease_id, non_empty(holder).as_deref())
+                        .with("reentry_count", reentry_count)
+                        .with("reason", how.reason()),
+                );
+                Ok(Release {
+                    lease_id,
+                    reentry_count,
+                    released: false,
+                })
+            }
             ReleaseReply::NotRolledBack => Err(LockError::NotRolledBack),
             ReleaseReply::IdempotencyMismatch => Err(LockError::IdempotencyMismatch),
             ReleaseReply::Refused(r) => Err(r.into()),

@@ -11,6 +11,7 @@
 //! - `leases`: heartbeat, release, leave, inspect a lease; `views`: a lock's or semaphore's
 //!   state; `admin`: force release and semaphore limits; `listing`: the live locks; `history`:
 //!   a lock's recent events.
+//! - `watch`: waiting, for a lease's holder, until the lease ends.
 //! - [`keys`]: the Redis key layout; [`waiters`]: the in-process registry the subscriber wakes;
 //!   `clock`: Redis's clock, for script deadlines.
 
@@ -24,10 +25,12 @@ mod leases;
 mod listing;
 pub mod model;
 pub mod observer;
+mod publisher;
 mod scripts;
 mod views;
 pub mod waiters;
 mod waiting;
+mod watch;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +39,7 @@ use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
 pub use error::{InvalidInput, LockError};
-pub use history::{HISTORY_SHOWN, LockEvent};
+pub use history::{HISTORY_SHOWN, LockEvent, merged, ongoing, ongoing_permits};
 pub use keys::KeySpace;
 pub use kind::{HeldAs, LeaseKind, Resource};
 pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
@@ -44,6 +47,7 @@ pub use model::*;
 pub use observer::Observer;
 use scripts::{Script, parse};
 use waiters::Waiters;
+pub use watch::{LeaseEnd, LeaseWatch};
 
 /// Settings of the lock domain that do not change while the service runs.
 #[derive(Debug, Clone)]
@@ -68,12 +72,13 @@ pub struct Locks {
 struct Inner {
     conn: ConnectionManager,
     keys: KeySpace,
-    events_channel: String,
+    events_channel: Arc<str>,
     waiters: Arc<Waiters>,
     settings: LockSettings,
     shutdown: CancellationToken,
     observer: Arc<dyn Observer>,
     clock: Arc<clock::RedisClock>,
+    publisher: Arc<publisher::Publisher>,
 }
 
 /// How many queued waiters an inspection lists.
@@ -91,20 +96,21 @@ impl Locks {
         Self {
             inner: Arc::new(Inner {
                 conn,
-                events_channel: keys.events_channel(),
+                events_channel: keys.events_channel().into(),
                 keys,
                 waiters,
                 settings: settings.clone(),
                 shutdown,
                 observer,
                 clock: Arc::default(),
+                publisher: Arc::default(),
             }),
         }
     }
 
     /// The same handle acting in another key space (a tenant's): every key, channel and
     /// event of the returned handle lives under `keys`, while the Redis connection, the
-    /// waiter registry, the clock and the observer stay shared. Cheap enough per request.
+    /// waiter registry, the clock, the event publisher and the observer stay shared. Cheap enough per request.
     /// The one subscriber still wakes its waiters as long as `keys`'s prefix starts with the
     /// subscriber's (its patterns are `<channel>{<prefix>*`).
     pub fn in_space(&self, keys: KeySpace) -> Self {
@@ -112,13 +118,14 @@ impl Locks {
         Self {
             inner: Arc::new(Inner {
                 conn: inner.conn.clone(),
-                events_channel: keys.events_channel(),
+                events_channel: keys.events_channel().into(),
                 keys,
                 waiters: inner.waiters.clone(),
                 settings: inner.settings.clone(),
                 shutdown: inner.shutdown.clone(),
                 observer: inner.observer.clone(),
                 clock: inner.clock.clone(),
+                publisher: inner.publisher.clone(),
             }),
         }
     }
@@ -130,6 +137,49 @@ impl Locks {
             .clock
             .clone()
             .spawn_sync(self.inner.conn.clone(), self.inner.shutdown.clone())
+    }
+
+    /// Publishes this process's live events (of every key space) on their events channels
+    /// until shutdown.
+    pub fn spawn_publisher(&self) -> tokio::task::JoinHandle<()> {
+        self.inner
+            .publisher
+            .spawn(self.inner.conn.clone(), self.inner.shutdown.clone())
+    }
+
+    /// Queues a live event for the events channel.
+    fn publish(&self, event: &LockEvent) {
+        self.inner.publisher.send(&self.inner.events_channel, event);
+    }
+
+    /// Publishes the events a function's reply carries (`"ev": [...]`: what it recorded in
+    /// the history, and expiries it noticed).
+    fn publish_reply_events(&self, name: &LockName, raw: &str) {
+        if !raw.contains("\"ev\":[") {
+            return;
+        }
+        #[derive(serde::Deserialize)]
+        struct WithEvents {
+            #[serde(default)]
+            ev: Vec<serde_json::Map<String, serde_json::Value>>,
+        }
+        let Ok(with) = serde_json::from_str::<WithEvents>(raw) else {
+            return;
+        };
+        for mut fields in with.ev {
+            fields.insert("lock".into(), name.as_str().into());
+            let Ok(event) = serde_json::from_value::<LockEvent>(fields.into()) else {
+                continue;
+            };
+            // A grant rolled back because its client went away was never answered, so its
+            // `acquired` event was never published: it goes out now, before its end.
+            if event.detail_str("reason") == Some("client_gone")
+                && let Some(begun) = event.beginning()
+            {
+                self.publish(&begun);
+            }
+            self.publish(&event);
+        }
     }
 
     /// Requests currently waiting for a lock or semaphore in this process.
@@ -144,33 +194,48 @@ impl Locks {
         Ok(())
     }
 
-    /// Runs one script for the lock or semaphore `name`: its resource's KEYS, the four ARGV
-    /// every script takes first (name, events channel, tombstone time, deadline), the
-    /// script's own, then its reply parsed. The observer times every call.
+    /// Loads the library of Lua functions into Redis (see `scripts::library`). Calls load it
+    /// on their own when Redis lost it; doing it at start-up finds a Redis without Functions
+    /// (before 7.0) at once.
+    pub async fn load_functions(&self) -> Result<(), LockError> {
+        scripts::library::load(&mut self.inner.conn.clone()).await?;
+        Ok(())
+    }
+
+    /// Runs one function for the lock or semaphore `name`: FCALL with its KEYS (the lock key
+    /// and its state hash), the two ARGV every function takes first (deadline, tombstone
+    /// time), the function's own, then its reply parsed; events the reply carries (`ev`) are
+    /// published. The observer times every call. A Redis that lost the library gets it again
+    /// and the call is retried once.
     async fn call<S: Script>(&self, name: &LockName, script: &S) -> Result<S::Reply, LockError> {
         let keys = self.inner.keys.lock(name);
-        let mut invocation = S::script().prepare_invoke();
-        let all: Vec<String> = match S::RESOURCE {
-            Resource::Lock => keys.lock_script_keys().into(),
-            Resource::Semaphore => keys.semaphore_script_keys().into(),
-        };
-        for key in all {
-            invocation.key(key);
-        }
         let settings = &self.inner.settings;
-        invocation
-            .arg(name.as_str())
-            .arg(&self.inner.events_channel)
-            .arg(settings.tombstone_ms)
-            .arg(self.inner.clock.deadline(settings.redis_timeout));
-        script.args(&mut invocation);
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(scripts::library::LIBRARY.function(S::FILE))
+            .arg(2)
+            .arg(keys.lock())
+            .arg(keys.state())
+            .arg(self.inner.clock.deadline(settings.redis_timeout))
+            .arg(settings.tombstone_ms);
+        script.args(&mut cmd);
         let started = Instant::now();
-        let result: redis::RedisResult<String> =
-            invocation.invoke_async(&mut self.inner.conn.clone()).await;
+        let mut conn = self.inner.conn.clone();
+        let mut result: redis::RedisResult<String> = cmd.query_async(&mut conn).await;
+        if let Err(e) = &result
+            && scripts::library::is_missing(e)
+        {
+            tracing::info!("loading the Lua function library into Redis");
+            result = match scripts::library::load(&mut conn).await {
+                Ok(()) => cmd.query_async(&mut conn).await,
+                Err(e) => Err(e),
+            };
+        }
         self.inner
             .observer
             .script_call(S::FILE, started.elapsed(), result.is_ok());
-        parse(&result?)
+        let raw = result?;
+        self.publish_reply_events(name, &raw);
+        parse(&raw)
     }
 
     /// Tells the observer what a refused lease call says about its lease.

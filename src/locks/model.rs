@@ -53,16 +53,14 @@ impl fmt::Display for LockName {
     }
 }
 
-/// A lease's public identifier (UUIDv7, so ids sort by creation time). Not a secret.
+/// A lease's public identifier: a UUID (version 8) made of the first 122 bits of its token's
+/// SHA-256 ([`LeaseToken::lease_id`]). Not a secret: knowing it does not give the token, while
+/// the token proves it without any lookup, so Redis keeps no token index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct LeaseId(Uuid);
 
 impl LeaseId {
-    pub fn generate() -> Self {
-        Self(Uuid::now_v7())
-    }
-
     pub fn parse(raw: &str) -> Option<Self> {
         Uuid::try_parse(raw).ok().map(Self)
     }
@@ -82,7 +80,8 @@ impl fmt::Display for LeaseId {
 
 /// The bearer secret that proves a lease: `lht_` + 256 random bits in base64url.
 ///
-/// Only its SHA-256 digest is stored; the token itself is shown once, in the 201 response.
+/// Redis never sees it: the lease id is made from its SHA-256 ([`Self::lease_id`]). The token is
+/// shown once, in the 201 response.
 #[derive(Clone, PartialEq, Eq)]
 pub struct LeaseToken(String);
 
@@ -111,6 +110,19 @@ impl LeaseToken {
 
     pub fn digest(&self) -> TokenDigest {
         TokenDigest::of(&self.0)
+    }
+
+    /// The id of the lease this token proves.
+    pub fn lease_id(&self) -> LeaseId {
+        let digest = self.digest();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest.as_bytes()[..16]);
+        LeaseId(uuid::Builder::from_custom_bytes(bytes).into_uuid())
+    }
+
+    /// Whether this token proves lease `id`.
+    pub fn proves(&self, id: LeaseId) -> bool {
+        self.lease_id() == id
     }
 
     /// The token's random part.

@@ -4,6 +4,11 @@
 //! failed attempt and the wait still wakes it (the missed wake-up other clients suffer). Waking
 //! is per lock key; a subscriber reconnect wakes everyone, since messages sent while it was
 //! away are lost.
+//!
+//! Lease watches (`GET .../watch`) register apart from waiters ([`Waiters::watch`]): every
+//! wake-up of a lock also wakes its watches, but a wake-up meant for one waiter
+//! ([`Waiters::wake_one`]) is never taken by a watch, and watches are not counted as waiting
+//! requests.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +18,9 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub struct Waiters {
     by_lock: Mutex<HashMap<Arc<str>, Slot>>,
+    /// Lease watches, by lock key (never a fair waiter's own key). Locked after `by_lock`
+    /// when both are.
+    watches: Mutex<HashMap<Arc<str>, Slot>>,
 }
 
 #[derive(Debug)]
@@ -47,6 +55,7 @@ impl Waiters {
         if let Some(slot) = map.get(lock_key) {
             slot.notify.notify_one();
         }
+        self.wake_watches(lock_key);
     }
 
     /// Wakes every request waiting on `lock_key` to try again.
@@ -55,13 +64,55 @@ impl Waiters {
         if let Some(slot) = map.get(lock_key) {
             slot.notify.notify_waiters();
         }
+        self.wake_watches(lock_key);
     }
 
-    /// Wakes every waiting request (after a subscriber reconnect).
+    /// Wakes every waiting request, and every watch (after a subscriber reconnect).
     pub fn wake_all(&self) {
         let map = self.by_lock.lock().unwrap_or_else(PoisonError::into_inner);
         for slot in map.values() {
             slot.notify.notify_waiters();
+        }
+        let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        for slot in watches.values() {
+            slot.notify.notify_waiters();
+        }
+    }
+
+    /// Registers a lease watch on `lock_key` until the returned guard drops: it wakes on every
+    /// wake-up of the lock (one waiter's, all waiters', a fair waiter's own, a reconnect).
+    pub fn watch(self: &Arc<Self>, lock_key: &str) -> WatchRegistration {
+        let key: Arc<str> = Arc::from(lock_key);
+        let mut map = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = map.entry(key.clone()).or_insert_with(|| Slot {
+            notify: Arc::new(Notify::new()),
+            waiting: 0,
+        });
+        slot.waiting += 1;
+        WatchRegistration {
+            waiters: self.clone(),
+            key,
+            notify: slot.notify.clone(),
+        }
+    }
+
+    /// Wakes the watches of the lock `key` belongs to: a fair waiter's own key is
+    /// `L}:<holder>` (see `LockKeys::waiter`), and lock names hold no braces.
+    fn wake_watches(&self, key: &str) {
+        let lock = key.split('}').next().unwrap_or(key);
+        let map = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get(lock) {
+            slot.notify.notify_waiters();
+        }
+    }
+
+    fn unwatch(&self, key: &str) {
+        let mut map = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = map.get_mut(key) {
+            slot.waiting -= 1;
+            if slot.waiting == 0 {
+                map.remove(key);
+            }
         }
     }
 
@@ -103,6 +154,28 @@ impl Drop for Registration {
     }
 }
 
+/// One lease watch's place in the registry.
+#[derive(Debug)]
+pub struct WatchRegistration {
+    waiters: Arc<Waiters>,
+    key: Arc<str>,
+    notify: Arc<Notify>,
+}
+
+impl WatchRegistration {
+    /// A future that completes at the lock's next wake-up; enable it before the read it
+    /// follows.
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+impl Drop for WatchRegistration {
+    fn drop(&mut self) {
+        self.waiters.unwatch(&self.key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +205,35 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), second)
             .await
             .expect("the second waiter got the forwarded wake-up");
+    }
+
+    #[tokio::test]
+    async fn watches_wake_with_the_lock_but_never_take_a_waiters_wake_up() {
+        let waiters = Arc::new(Waiters::default());
+        let watch = waiters.watch("jobs");
+        let waiter = waiters.register("jobs");
+        let mut watched = Box::pin(watch.notified());
+        let mut waiting = Box::pin(waiter.notified());
+        watched.as_mut().enable();
+        waiting.as_mut().enable();
+        waiters.wake_one("jobs");
+        let second = std::time::Duration::from_secs(1);
+        tokio::time::timeout(second, waiting)
+            .await
+            .expect("the waiter got the one wake-up");
+        tokio::time::timeout(second, watched)
+            .await
+            .expect("the watch woke too");
+        assert_eq!(waiters.count(), 1, "a watch is not a waiting request");
+        // A fair waiter's own channel wakes the watches of its lock.
+        let mut watched = Box::pin(watch.notified());
+        watched.as_mut().enable();
+        waiters.wake("jobs}:0190c5f0-0000-7000-8000-000000000000:1");
+        tokio::time::timeout(second, watched)
+            .await
+            .expect("the watch woke on a fair waiter's channel");
+        drop(watch);
+        assert!(waiters.watches.lock().expect("lock").is_empty());
     }
 
     #[tokio::test]

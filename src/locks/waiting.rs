@@ -23,7 +23,7 @@ use super::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
 use super::scripts::non_empty;
 use super::scripts::semaphore_acquire::SemaphoreAcquire;
 use super::waiters::Registration;
-use super::{FencingToken, Locks};
+use super::{FencingToken, LockEvent, Locks};
 
 /// What is being acquired.
 enum Target<'a> {
@@ -141,8 +141,8 @@ impl Locks {
             metadata: request.metadata.as_ref(),
             idempotency: request.idempotency.as_ref(),
         };
-        self.acquire_waiting(name, target, LeaseId::generate(), token, wait)
-            .await
+        let id = token.lease_id();
+        self.acquire_waiting(name, target, id, token, wait).await
     }
 
     /// A fair-queue ticket tries again, waiting up to `wait`: the lease (also when it was
@@ -176,11 +176,9 @@ impl Locks {
         wait: Duration,
     ) -> Result<Grant, LockError> {
         let target = Target::Semaphore(request);
-        let id = LeaseId::generate();
-        match self
-            .acquire_waiting(name, target, id, LeaseToken::generate(), wait)
-            .await?
-        {
+        let token = LeaseToken::generate();
+        let id = token.lease_id();
+        match self.acquire_waiting(name, target, id, token, wait).await? {
             Acquired::Granted(grant) => Ok(grant),
             Acquired::Queued(_) => Err(LockError::BadReply("a semaphore queued a ticket".into())),
         }
@@ -430,8 +428,15 @@ impl Locks {
                     (true, None) => None,
                     (false, None) => (target.op() != Some(Op::Reenter)).then(|| token.clone()),
                 };
+                let kind = if target.op() == Some(Op::Poll) {
+                    "granted"
+                } else {
+                    "acquired"
+                };
+                self.publish_grant(name, kind, &g);
                 Ok(Outcome::Granted(grant(g, shown, true)?))
             }
+            // Its event came with the reply (`ev`): the history has it too.
             AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(g, None, false)?)),
             AcquireReply::Held {
                 pttl,
@@ -454,14 +459,28 @@ impl Locks {
                 pttl,
                 deadline_ms,
                 sealed,
-            } => Ok(Outcome::Queued {
-                ticket: LeaseId::parse(&lease_id)
-                    .ok_or_else(|| LockError::BadReply(format!("ticket id {lease_id:?}")))?,
-                token: unseal(&sealed),
-                position,
-                retry: positive_ms(pttl),
-                poll_by: Timestamp(deadline_ms),
-            }),
+                new,
+                holder,
+                now_us,
+            } => {
+                let ticket = LeaseId::parse(&lease_id)
+                    .ok_or_else(|| LockError::BadReply(format!("ticket id {lease_id:?}")))?;
+                if new {
+                    let at_us = now_us.unwrap_or(0);
+                    self.publish(
+                        &LockEvent::new("queued", name, at_us / 1000)
+                            .lease(ticket, non_empty(holder).as_deref())
+                            .with("at_us", at_us),
+                    );
+                }
+                Ok(Outcome::Queued {
+                    ticket,
+                    token: unseal(&sealed),
+                    position,
+                    retry: positive_ms(pttl),
+                    poll_by: Timestamp(deadline_ms),
+                })
+            }
             AcquireReply::UnknownToken => Err(LockError::UnknownToken),
             AcquireReply::TicketToken => Err(LockError::TicketPending),
             AcquireReply::TicketExpired => Err(LockError::TicketExpired),
@@ -472,6 +491,33 @@ impl Locks {
             AcquireReply::IdempotencyMismatch => Err(LockError::IdempotencyMismatch),
             AcquireReply::Refused(r) => Err(r.into()),
         }
+    }
+}
+
+impl Locks {
+    /// The live event of a grant (not of one answered again).
+    fn publish_grant(&self, name: &LockName, kind: &str, g: &Granted) {
+        if g.replayed {
+            return;
+        }
+        let at_us = g.now_us.unwrap_or(g.now_ms * 1000);
+        let Some(id) = LeaseId::parse(&g.lease_id) else {
+            return;
+        };
+        let count = if g.kind == LeaseKind::Semaphore {
+            "permits"
+        } else {
+            "reentry_count"
+        };
+        self.publish(
+            &LockEvent::new(kind, name, g.now_ms)
+                .lease(id, g.holder.as_deref().filter(|h| !h.is_empty()))
+                .with("kind", g.kind.as_str())
+                .with(count, g.reentry_count)
+                .with("fencing_token", g.fencing_token)
+                .with("ttl_ms", g.ttl_ms)
+                .with("at_us", at_us),
+        );
     }
 }
 

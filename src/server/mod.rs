@@ -20,6 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -40,7 +41,7 @@ use crate::limits::ledger::Ledger;
 use crate::limits::rate::RateLimits;
 use crate::limits::{ClientLimits, LockLimits};
 use crate::locks::waiters::Waiters;
-use crate::locks::{LockSettings, Locks, TtlPolicy};
+use crate::locks::{LockError, LockSettings, Locks, TtlPolicy};
 use crate::metrics::Metrics;
 use crate::problem::{Problem, ProblemKind};
 use crate::state::{ApiLimits, AppState, DashboardSettings};
@@ -104,6 +105,7 @@ impl ServerConfig {
                 ticket_timeout_ms: 5_000,
                 max_permits: 1_000,
                 per_lock: LockLimits::default(),
+                max_watches: 10_000,
             },
             admin_token: None,
             metrics_lock_names: false,
@@ -146,6 +148,7 @@ impl ServerConfig {
                     reentry_depth: args.max_reentry_depth,
                     reason_chars: args.max_reason_chars,
                 },
+                max_watches: args.max_watches,
             },
             admin_token,
             metrics_lock_names: args.metrics_lock_names,
@@ -208,6 +211,11 @@ pub enum ServerError {
     Http(#[source] std::io::Error),
     #[error(transparent)]
     Durability(#[from] DurabilityError),
+    #[error(
+        "this Redis refused Leasehold's function library ({0}); Leasehold needs Redis 7.0 or \
+         later (Redis Functions)"
+    )]
+    Functions(String),
 }
 
 /// Serves the API and the dashboard until `shutdown` is cancelled, then stops every task it
@@ -264,7 +272,9 @@ pub async fn run(
         shutdown.clone(),
         metrics.clone(),
     );
+    load_functions(&locks).await?;
     let clock_task = locks.spawn_clock_sync();
+    let publisher_task = locks.spawn_publisher();
     let rates = Arc::new(RateLimits::new(
         config.clients.rate_per_second,
         config.clients.rate_burst,
@@ -296,6 +306,7 @@ pub async fn run(
         feed,
         dashboard: config.dashboard,
         shutdown: shutdown.clone(),
+        watches: Arc::new(Semaphore::new(config.limits.max_watches)),
     };
     let browser = match &config.allowed_hosts {
         Some(hosts) => BrowserPolicy {
@@ -323,6 +334,7 @@ pub async fn run(
     }
     shutdown.cancel();
     let _ = clock_task.await;
+    let _ = publisher_task.await;
     let _ = rates_task.await;
     if let Err(e) = subscriber_task.await {
         tracing::warn!(error = %e, "the subscriber task failed");
@@ -436,6 +448,19 @@ pub fn app(state: AppState, guards: Guards) -> Router {
                 .layer(CatchPanicLayer::custom(api::panic_problem)),
         )
         .with_state(state)
+}
+
+/// Loads the Lua function library. A Redis that does not answer yet is not judged (calls load
+/// the library themselves once it does); one that refuses the library cannot serve.
+async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
+    match locks.load_functions().await {
+        Ok(()) => Ok(()),
+        Err(LockError::Unavailable(e)) if e.is_io_error() || e.is_timeout() => {
+            tracing::warn!(error = %e, "could not load the function library yet");
+            Ok(())
+        }
+        Err(e) => Err(ServerError::Functions(e.to_string())),
+    }
 }
 
 /// Says what this Redis can lose and refuses one that evicts keys (unless allowed). A Redis

@@ -9,6 +9,19 @@ use serde_json::json;
 
 use crate::helpers::{ADMIN_TOKEN, AppOptions, FormFields, TestApp, spawn_app, spawn_app_with};
 
+/// The names `GET /v1/locks` shows `view`, sorted.
+async fn listed(view: &TestApp) -> Vec<String> {
+    let body = view.get("/v1/locks").await.body;
+    let mut names: Vec<String> = body["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|l| l["name"].as_str().expect("name").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// A key of `tenant` with `roles` (every name).
 async fn key(
     app: &TestApp,
@@ -105,6 +118,29 @@ async fn tenants_never_see_each_others_locks() {
         .await
         .expect("exists");
     assert!(!exists, "no lock in the default space");
+    let state: bool = redis::cmd("EXISTS")
+        .arg("{a/deploy}:leasehold")
+        .query_async(&mut redis)
+        .await
+        .expect("exists");
+    assert!(state, "the lock's state hash is in a's space too");
+
+    // The listing: each tenant's own locks; the default tenant sees neither.
+    assert_eq!(listed(&a).await, ["deploy"]);
+    assert_eq!(listed(&b).await, ["deploy"]);
+    assert!(
+        listed(&op).await.is_empty(),
+        "the default tenant lists no tenant's locks"
+    );
+    // A watch of a's lease from b: no such lease in b's space.
+    let watch = b
+        .http
+        .get(b.url(&format!("{}/watch", la.path)))
+        .bearer_auth(&la.token)
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(watch.status(), 404);
 
     // The event stream: a's events only.
     let mut stream = a

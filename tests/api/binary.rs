@@ -274,17 +274,20 @@ async fn every_log_line_of_a_request_carries_its_request_id() {
     let data = private_dir();
     let serve = Serve::start(data.path());
     let http = reqwest::Client::new();
-    // Settle: the subscriber connects and logs; then only our request runs.
+    // Settle: the subscriber connects and the function library is loaded, each logged by its
+    // own task in either order; then only our request runs.
     let ready = |serve: &Serve| {
-        serve
-            .log
-            .lock()
-            .expect("log")
-            .contains("subscribed to unlock messages")
+        let log = serve.log.lock().expect("log");
+        log.contains("subscribed to unlock messages")
+            && log.contains("loaded the Lua function library")
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !ready(&serve) {
-        assert!(std::time::Instant::now() < deadline, "no subscriber");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "startup did not finish:\n{}",
+            serve.log.lock().expect("log")
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let start = serve.log.lock().expect("log").len();

@@ -13,11 +13,21 @@ use tokio::process::{Child, Command};
 
 use crate::helpers::{ADMIN_TOKEN, TestApp, next_event, spawn_app};
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
 /// `leasehold <subcommand> --server <the test server>`, blind to any LEASEHOLD_* variables of
-/// the environment the tests run in, and killed if the test gives up on it.
-fn leasehold(app: &TestApp, subcommand: &str) -> Command {
+/// the environment the tests run in, and killed if the test gives up on it. `status` prints
+/// the server's JSON (`--json`), as scripts ask for it.
+pub(crate) fn leasehold(app: &TestApp, subcommand: &str) -> Command {
+    let mut command = leasehold_for_people(app, subcommand);
+    if subcommand == "status" {
+        command.arg("--json");
+    }
+    command
+}
+
+/// `leasehold <subcommand> --server <the test server>` as a person types it (tables).
+pub(crate) fn leasehold_for_people(app: &TestApp, subcommand: &str) -> Command {
     let mut command = Command::new(BIN);
     command
         .arg(subcommand)
@@ -34,7 +44,13 @@ fn leasehold(app: &TestApp, subcommand: &str) -> Command {
 }
 
 /// `leasehold run [options] NAME -- sh -c SCRIPT sh ARGS..`: the script sees ARGS as $1, $2...
-fn run_sh(app: &TestApp, options: &[&str], lock: &str, script: &str, args: &[&Path]) -> Command {
+pub(crate) fn run_sh(
+    app: &TestApp,
+    options: &[&str],
+    lock: &str,
+    script: &str,
+    args: &[&Path],
+) -> Command {
     let mut command = leasehold(app, "run");
     command
         .args(options)
@@ -44,18 +60,18 @@ fn run_sh(app: &TestApp, options: &[&str], lock: &str, script: &str, args: &[&Pa
 }
 
 /// Waits (bounded) for a process to exit and reads its output.
-async fn finish(child: Child) -> Output {
+pub(crate) async fn finish(child: Child) -> Output {
     tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
         .expect("the process exits within 30 s")
         .expect("output")
 }
 
-async fn output(command: &mut Command) -> Output {
+pub(crate) async fn output(command: &mut Command) -> Output {
     finish(command.spawn().expect("start leasehold")).await
 }
 
-fn code(output: &Output) -> i32 {
+pub(crate) fn code(output: &Output) -> i32 {
     output.status.code().unwrap_or_else(|| {
         panic!(
             "leasehold died of a signal ({}); stderr: {}",
@@ -65,22 +81,22 @@ fn code(output: &Output) -> i32 {
     })
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn stdout_json(output: &Output) -> Value {
+pub(crate) fn stdout_json(output: &Output) -> Value {
     let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
     serde_json::from_str(&text).unwrap_or_else(|_| panic!("stdout is not JSON: {text}"))
 }
 
-fn pid_of(child: &Child) -> Pid {
+pub(crate) fn pid_of(child: &Child) -> Pid {
     Pid::from_raw(i32::try_from(child.id().expect("running")).expect("pid"))
 }
 
 /// Waits (bounded) until the shell child has written a whole line to `path`.
-async fn wait_for_file(path: &Path) -> String {
+pub(crate) async fn wait_for_file(path: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(text) = std::fs::read_to_string(path)
@@ -99,7 +115,7 @@ async fn wait_for_file(path: &Path) -> String {
 
 /// Whether `pid` has stopped running: gone, or a zombie nobody has reaped yet (an orphan is
 /// reparented to init, and this machine's init does not reap).
-fn has_ended(pid: i32) -> bool {
+pub(crate) fn has_ended(pid: i32) -> bool {
     if kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
         return true;
     }
@@ -110,18 +126,18 @@ fn has_ended(pid: i32) -> bool {
     })
 }
 
-fn temp_dir() -> tempfile::TempDir {
+pub(crate) fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("lh-cli")
         .tempdir()
         .expect("temp dir")
 }
 
-fn file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+pub(crate) fn file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
 
-async fn assert_lock_free(app: &TestApp, lock: &str) {
+pub(crate) async fn assert_lock_free(app: &TestApp, lock: &str) {
     let lock = app.inspect_lock(lock).await;
     lock.assert_status(200);
     assert_eq!(lock.body["held"], false, "{}", lock.body);

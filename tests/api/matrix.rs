@@ -119,6 +119,27 @@ fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<P
     let (lease, sem_lease, ticket) = (&fx.lease, &fx.sem_lease, &fx.ticket);
     let (request, success, other_tenant) = match (method, template) {
         ("GET", "/v1/locks/{name}") => (http.get(url(format!("/v1/locks/{lock}"))), 200, 404),
+        ("GET", "/v1/locks") => (http.get(url("/v1/locks".into())), 200, 200),
+        // Another tenant's lock of that name is free there: not current, but answered.
+        ("POST", "/v1/locks/{name}/fence/check") => (
+            http.post(url(format!("/v1/locks/{lock}/fence/check")))
+                .json(&json!({"fencing_token": lease.fencing_token})),
+            200,
+            200,
+        ),
+        // The watches' streams are never read: the status is all a cell needs.
+        ("GET", "/v1/locks/{name}/leases/{lease_id}/watch") => (
+            http.get(url(format!("{}/watch", lease.path)))
+                .bearer_auth(&lease.token),
+            200,
+            404,
+        ),
+        ("GET", "/v1/semaphores/{name}/leases/{lease_id}/watch") => (
+            http.get(url(format!("{}/watch", sem_lease.path)))
+                .bearer_auth(&sem_lease.token),
+            200,
+            404,
+        ),
         ("POST", "/v1/locks/{name}/leases") => (
             http.post(url(format!("/v1/locks/new{}/leases", fx.n)))
                 .json(&json!({})),

@@ -90,7 +90,15 @@ async fn curl_and_the_cli_speak_https_with_a_private_ca() {
     // The CLI: status over https with the CA file, and a clear failure without it.
     let mut status = Command::new(BIN);
     status
-        .args(["status", "over-tls", "--server", base, "--ca-file", ca])
+        .args([
+            "status",
+            "over-tls",
+            "--json",
+            "--server",
+            base,
+            "--ca-file",
+            ca,
+        ])
         .env("LEASEHOLD_API_KEY", &key);
     let status = run(status).await;
     assert!(status.status.success(), "{status:?}");

@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
-use super::{Refusal, Script, lua};
-use crate::locks::kind::{LeaseKind, Resource};
+use super::{Refusal, Script};
+use crate::locks::kind::LeaseKind;
 use crate::locks::model::{
     HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, RwPolicy, Ttl, fingerprint,
 };
@@ -21,7 +21,7 @@ pub(in crate::locks) enum Op {
 }
 
 impl Op {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::New => "new",
             Self::Reenter => "reenter",
@@ -34,6 +34,7 @@ pub(in crate::locks) struct Acquire<'a> {
     pub op: Op,
     /// `None` keeps the lease's own TTL (reentry, poll).
     pub ttl: Option<Ttl>,
+    /// The lease (or ticket): a new token's, a reentry token's, or the polled ticket's.
     pub id: LeaseId,
     pub token: &'a LeaseToken,
     pub holder: Option<&'a HolderLabel>,
@@ -52,22 +53,16 @@ pub(in crate::locks) struct Acquire<'a> {
 
 impl Script for Acquire<'_> {
     const FILE: &'static str = "acquire";
-    const RESOURCE: Resource = Resource::Lock;
     type Reply = AcquireReply;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "acquire.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+    fn args(&self, cmd: &mut redis::Cmd) {
         let ttl_ms = self.ttl.map_or(0, Ttl::as_millis).to_string();
-        let digest = self.token.digest().hex();
         let holder = self.holder.map_or("", HolderLabel::as_str);
         let metadata = self.metadata.map(Metadata::to_json).unwrap_or_default();
         let kind = self.kind.map_or("", LeaseKind::as_str);
         // What a retry must repeat for its key to replay: for a reentry, the lease it proves;
         // for a new lease, everything the lease is made of.
+        let lease = self.id.to_string();
         let fp = fingerprint(&[
             "acquire",
             self.op.as_str(),
@@ -76,18 +71,17 @@ impl Script for Acquire<'_> {
             holder,
             &metadata,
             self.policy.as_str(),
-            if self.op == Op::Reenter { &digest } else { "" },
+            if self.op == Op::Reenter { &lease } else { "" },
         ]);
         // A new lease's token, sealed under the key, so that a retry can be handed it.
         let sealed = match (self.idempotency, self.op) {
             (Some(key), Op::New) => key.seal(self.token),
             _ => String::new(),
         };
-        invocation
-            .arg(ttl_ms)
+        cmd.arg(ttl_ms)
             .arg(self.op.as_str())
-            .arg(self.id.to_string())
-            .arg(digest)
+            .arg(lease)
+            .arg(if self.token.proves(self.id) { "1" } else { "" })
             .arg(holder)
             .arg(metadata)
             .arg(kind)
@@ -124,6 +118,11 @@ pub(in crate::locks) enum AcquireReply {
         deadline_ms: u64,
         /// A retried Idempotency-Key's first ticket: its token, sealed under the key.
         sealed: Option<String>,
+        /// This call queued the ticket (rather than it trying again).
+        #[serde(default)]
+        new: bool,
+        holder: Option<String>,
+        now_us: Option<u64>,
     },
     UnknownToken,
     TicketToken,
@@ -157,5 +156,7 @@ pub(in crate::locks) struct Granted {
     pub fencing_token: u64,
     pub ttl_ms: u64,
     pub now_ms: u64,
+    /// Redis's clock when it was granted (µs): orders the events of concurrent requests.
+    pub now_us: Option<u64>,
     pub created_ms: u64,
 }

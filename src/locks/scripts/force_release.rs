@@ -2,8 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{HolderEntry, Script, list, lua};
-use crate::locks::kind::Resource;
+use super::{HolderEntry, Script, list};
 
 pub(in crate::locks) struct ForceRelease<'a> {
     pub by: &'a str,
@@ -14,9 +13,8 @@ pub(in crate::locks) struct ForceRelease<'a> {
 
 impl ForceRelease<'_> {
     /// The ARGV `lua/force_release.lua` and `lua/semaphore_force_release.lua` both take.
-    pub(super) fn push(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation
-            .arg(self.by)
+    pub(super) fn push(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.by)
             .arg(self.reason)
             .arg(if self.clear { "clear" } else { "" });
     }
@@ -24,17 +22,10 @@ impl ForceRelease<'_> {
 
 impl Script for ForceRelease<'_> {
     const FILE: &'static str = "force_release";
-    const RESOURCE: Resource = Resource::Lock;
     type Reply = ForceReleaseReply;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> =
-            lua!("locklib.lua", "force_release.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        self.push(invocation);
+    fn args(&self, cmd: &mut redis::Cmd) {
+        self.push(cmd);
     }
 }
 

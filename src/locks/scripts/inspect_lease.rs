@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 
-use super::{Script, lua};
-use crate::locks::kind::{LeaseKind, Resource};
+use super::Script;
+use crate::locks::kind::LeaseKind;
 use crate::locks::model::{LeaseId, LeaseState};
 
 pub(in crate::locks) struct InspectLease {
@@ -12,17 +12,10 @@ pub(in crate::locks) struct InspectLease {
 
 impl Script for InspectLease {
     const FILE: &'static str = "inspect_lease";
-    const RESOURCE: Resource = Resource::Lock;
     type Reply = LeaseSnapshot;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> =
-            lua!("locklib.lua", "inspect_lease.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation.arg(self.lease.to_string());
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.lease.to_string());
     }
 }
 

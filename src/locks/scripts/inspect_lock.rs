@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 
-use super::{HolderEntry, Script, list, lua};
-use crate::locks::kind::{HeldAs, Resource};
+use super::{HolderEntry, Script, list};
+use crate::locks::kind::HeldAs;
 
 pub(in crate::locks) struct InspectLock {
     /// How many queued waiters to list at most.
@@ -12,16 +12,10 @@ pub(in crate::locks) struct InspectLock {
 
 impl Script for InspectLock {
     const FILE: &'static str = "inspect_lock";
-    const RESOURCE: Resource = Resource::Lock;
     type Reply = LockSnapshot;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "inspect_lock.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation.arg(self.queue_listed);
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.queue_listed);
     }
 }
 

@@ -2,8 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{Refusal, Script, lua};
-use crate::locks::kind::Resource;
+use super::{Refusal, Script};
 use crate::locks::model::{LeaseId, LeaseState, LeaseToken};
 
 pub(in crate::locks) struct Leave<'a> {
@@ -13,18 +12,15 @@ pub(in crate::locks) struct Leave<'a> {
 
 impl Script for Leave<'_> {
     const FILE: &'static str = "leave";
-    const RESOURCE: Resource = Resource::Lock;
     type Reply = LeaveReply;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "leave.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation
-            .arg(self.ticket.to_string())
-            .arg(self.token.digest().hex());
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.ticket.to_string())
+            .arg(if self.token.proves(self.ticket) {
+                "1"
+            } else {
+                ""
+            });
     }
 }
 

@@ -1,17 +1,17 @@
-//! The Lua scripts in `lua/`, each with one Rust twin of the same name here: the script's
-//! typed arguments and its reply. [`super::Locks::call`] runs any of them: KEYS by the
-//! script's resource, the four ARGV every script takes first (`lua/prelude.lua`), the twin's
-//! own ARGV, EVALSHA (redis-rs loads the script and retries on NOSCRIPT, e.g. after a Redis
-//! restart), the observer's timing, and the reply parsed.
+//! The Lua functions in `lua/`, each with one Rust twin of the same name here: the function's
+//! typed arguments and its reply. [`super::Locks::call`] runs any of them: FCALL with the
+//! KEYS and the two ARGV every function takes first (`lua/prelude.lua`), the twin's own ARGV,
+//! the observer's timing, and the reply parsed.
 //!
-//! Lua cannot import, so each script is built once from `prelude.lua`, its library
-//! (`locklib.lua` or `semlib.lua`) and its own file.
+//! The functions live in one Redis Function library ([`library`]): the shared helpers are
+//! defined once when it loads, not on every call.
 
 pub(super) mod acquire;
 pub(super) mod force_release;
 pub(super) mod inspect_lease;
 pub(super) mod inspect_lock;
 pub(super) mod leave;
+pub(super) mod library;
 pub(super) mod release;
 pub(super) mod renew;
 pub(super) mod semaphore_acquire;
@@ -25,38 +25,18 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use super::error::LockError;
-use super::kind::{LeaseKind, Resource};
+use super::kind::LeaseKind;
 use super::model::LeaseState;
 
-/// The text of `lua/$file` after the prelude and `lua/$lib`, as one script built once.
-macro_rules! lua {
-    ($lib:literal, $file:literal) => {
-        std::sync::LazyLock::new(|| {
-            redis::Script::new(concat!(
-                include_str!("../../../lua/prelude.lua"),
-                "\n",
-                include_str!(concat!("../../../lua/", $lib)),
-                "\n",
-                include_str!(concat!("../../../lua/", $file))
-            ))
-        })
-    };
-}
-pub(super) use lua;
-
-/// One script of `lua/` and how to call it.
+/// One function of `lua/` and how to call it.
 pub(super) trait Script {
-    /// The file's name in `lua/` (without `.lua`): also the metrics label.
+    /// The file's name in `lua/` (without `.lua`): the function's name in the library, and
+    /// the metrics label.
     const FILE: &'static str;
-    /// Which KEYS it takes: every lock script the same seven, every semaphore script the
-    /// same four.
-    const RESOURCE: Resource;
     type Reply: DeserializeOwned;
 
-    fn script() -> &'static redis::Script;
-
-    /// This script's own ARGV, after the four every script takes.
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>);
+    /// This function's own ARGV, after the two every function takes.
+    fn args(&self, cmd: &mut redis::Cmd);
 }
 
 /// Why a script refused to touch a lease on behalf of a token.
@@ -134,7 +114,7 @@ where
     })
 }
 
-/// Parses a script's JSON reply.
+/// Parses a function's JSON reply.
 pub(super) fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, LockError> {
     serde_json::from_str(raw).map_err(|e| LockError::BadReply(format!("{e}: {raw}")))
 }

@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
-use super::{Refusal, Script, lua};
-use crate::locks::kind::{LeaseKind, Resource};
+use super::{Refusal, Script};
+use crate::locks::kind::LeaseKind;
 use crate::locks::model::{IdempotencyKey, LeaseId, LeaseToken, RwMode, fingerprint};
 
 /// Why a release script runs.
@@ -69,20 +69,17 @@ pub(in crate::locks) struct Release<'a> {
 
 impl Script for Release<'_> {
     const FILE: &'static str = "release";
-    const RESOURCE: Resource = Resource::Lock;
     type Reply = ReleaseReply;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "release.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation
-            .arg(self.lease.to_string())
-            .arg(self.token.digest().hex());
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.lease.to_string())
+            .arg(if self.token.proves(self.lease) {
+                "1"
+            } else {
+                ""
+            });
         for part in self.how.parts(self.lease, self.token) {
-            invocation.arg(part);
+            cmd.arg(part);
         }
     }
 }
@@ -107,6 +104,7 @@ pub(in crate::locks) enum ReleaseReply {
     },
     StillHeld {
         reentry_count: u64,
+        holder: Option<String>,
     },
     /// A rollback found the grant delivered by another request: it stays.
     NotRolledBack,

@@ -2,8 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{Refusal, Script, lua};
-use crate::locks::kind::Resource;
+use super::{Refusal, Script};
 use crate::locks::model::{LeaseId, LeaseToken, Ttl};
 
 pub(in crate::locks) struct Renew<'a> {
@@ -15,26 +14,23 @@ pub(in crate::locks) struct Renew<'a> {
 
 impl Renew<'_> {
     /// The ARGV `lua/renew.lua` and `lua/semaphore_renew.lua` both take.
-    pub(super) fn push(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation
-            .arg(self.lease.to_string())
-            .arg(self.token.digest().hex())
+    pub(super) fn push(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.lease.to_string())
+            .arg(if self.token.proves(self.lease) {
+                "1"
+            } else {
+                ""
+            })
             .arg(self.ttl.map_or(0, Ttl::as_millis));
     }
 }
 
 impl Script for Renew<'_> {
     const FILE: &'static str = "renew";
-    const RESOURCE: Resource = Resource::Lock;
     type Reply = RenewReply;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> = lua!("locklib.lua", "renew.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        self.push(invocation);
+    fn args(&self, cmd: &mut redis::Cmd) {
+        self.push(cmd);
     }
 }
 

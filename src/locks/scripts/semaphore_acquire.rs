@@ -1,8 +1,7 @@
 //! Twin of `lua/semaphore_acquire.lua`: permits of a semaphore for a new lease.
 
+use super::Script;
 use super::acquire::AcquireReply;
-use super::{Script, lua};
-use crate::locks::kind::Resource;
 use crate::locks::model::{
     HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, PermitRequest, fingerprint,
 };
@@ -16,16 +15,9 @@ pub(in crate::locks) struct SemaphoreAcquire<'a> {
 
 impl Script for SemaphoreAcquire<'_> {
     const FILE: &'static str = "semaphore_acquire";
-    const RESOURCE: Resource = Resource::Semaphore;
     type Reply = AcquireReply;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> =
-            lua!("semlib.lua", "semaphore_acquire.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+    fn args(&self, cmd: &mut redis::Cmd) {
         let r = self.request;
         let holder = r.holder.as_ref().map_or("", HolderLabel::as_str);
         let metadata = r
@@ -42,10 +34,8 @@ impl Script for SemaphoreAcquire<'_> {
             &r.permits.to_string(),
         ]);
         let key = r.idempotency.as_ref();
-        invocation
-            .arg(r.ttl.as_millis())
+        cmd.arg(r.ttl.as_millis())
             .arg(self.id.to_string())
-            .arg(self.token.digest().hex())
             .arg(holder)
             .arg(metadata)
             .arg(r.limit)

@@ -2,8 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{Script, list, lua};
-use crate::locks::kind::Resource;
+use super::{Script, list};
 use crate::locks::model::{LeaseId, LeaseState};
 
 pub(in crate::locks) struct SemaphoreInspect {
@@ -13,17 +12,10 @@ pub(in crate::locks) struct SemaphoreInspect {
 
 impl Script for SemaphoreInspect {
     const FILE: &'static str = "semaphore_inspect";
-    const RESOURCE: Resource = Resource::Semaphore;
     type Reply = SemaphoreSnapshot;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> =
-            lua!("semlib.lua", "semaphore_inspect.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation.arg(self.lease.map(|id| id.to_string()).unwrap_or_default());
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.lease.map(|id| id.to_string()).unwrap_or_default());
     }
 }
 

@@ -2,8 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{Script, lua};
-use crate::locks::kind::Resource;
+use super::Script;
 
 pub(in crate::locks) struct SemaphoreLimit<'a> {
     pub limit: u32,
@@ -12,17 +11,10 @@ pub(in crate::locks) struct SemaphoreLimit<'a> {
 
 impl Script for SemaphoreLimit<'_> {
     const FILE: &'static str = "semaphore_limit";
-    const RESOURCE: Resource = Resource::Semaphore;
     type Reply = LimitReply;
 
-    fn script() -> &'static redis::Script {
-        static SCRIPT: std::sync::LazyLock<redis::Script> =
-            lua!("semlib.lua", "semaphore_limit.lua");
-        &SCRIPT
-    }
-
-    fn args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation.arg(self.limit).arg(self.by);
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.limit).arg(self.by);
     }
 }
 

@@ -154,6 +154,7 @@ pub struct AppOptions {
     pub body_timeout: Duration,
     /// Serve HTTPS with these files.
     pub tls: Option<TlsFiles>,
+    pub max_watches: usize,
 }
 
 impl Default for AppOptions {
@@ -172,6 +173,7 @@ impl Default for AppOptions {
             http: HttpLimits::default(),
             body_timeout: Duration::from_secs(10),
             tls: None,
+            max_watches: 10_000,
         }
     }
 }
@@ -214,6 +216,7 @@ fn config_for(redis: &RedisServer, options: AppOptions) -> ServerConfig {
     config.http = options.http;
     config.body_timeout = options.body_timeout;
     config.tls = options.tls;
+    config.limits.max_watches = options.max_watches;
     config
 }
 
@@ -686,15 +689,88 @@ impl TestApp {
             let mut stream = pubsub.into_on_message();
             while let Some(msg) = stream.next().await {
                 let payload: String = msg.get_payload().expect("payload");
-                if tx
-                    .send(serde_json::from_str(&payload).expect("event JSON"))
-                    .is_err()
-                {
-                    return;
+                // Instances publish their events in batches: JSON arrays.
+                let batch = match serde_json::from_str(&payload).expect("event JSON") {
+                    Value::Array(events) => events,
+                    event => vec![event],
+                };
+                for event in batch {
+                    if tx.send(event).is_err() {
+                        return;
+                    }
                 }
             }
         });
         rx
+    }
+}
+
+/// An open lease watch (`GET <lease>/watch`): its events as they come.
+pub struct Watch {
+    events: std::pin::Pin<
+        Box<
+            dyn futures_util::Stream<
+                    Item = Result<
+                        eventsource_stream::Event,
+                        eventsource_stream::EventStreamError<reqwest::Error>,
+                    >,
+                > + Send,
+        >,
+    >,
+}
+
+impl Watch {
+    /// The next event (bounded by `within`); `None` when the stream ended.
+    pub async fn next(&mut self, within: Duration) -> Option<eventsource_stream::Event> {
+        use futures_util::StreamExt as _;
+        tokio::time::timeout(within, self.events.next())
+            .await
+            .unwrap_or_else(|_| panic!("no event and no end within {within:?}"))
+            .map(|event| event.expect("a well-formed event stream"))
+    }
+
+    /// Asserts that nothing comes (no event, no end) for `quiet`.
+    pub async fn assert_quiet(&mut self, quiet: Duration) {
+        use futures_util::StreamExt as _;
+        if let Ok(news) = tokio::time::timeout(quiet, self.events.next()).await {
+            panic!("the watch said something within {quiet:?}: {news:?}");
+        }
+    }
+}
+
+impl TestApp {
+    /// Opens a watch on `lease` with `token`: the watch on success, else the problem reply.
+    pub async fn watch_as(&self, lease: &Lease, token: &str) -> Result<Watch, Reply> {
+        use eventsource_stream::Eventsource as _;
+        let response = self
+            .http
+            .get(self.url(&format!("{}/watch", lease.path)))
+            .bearer_auth(token)
+            .timeout(Duration::from_secs(3600))
+            .send()
+            .await
+            .expect("request");
+        if response.status() != StatusCode::OK {
+            return Err(Reply::read(response).await);
+        }
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("text/event-stream")
+        );
+        Ok(Watch {
+            events: Box::pin(response.bytes_stream().eventsource()),
+        })
+    }
+
+    /// Opens a watch on `lease` with its own token.
+    pub async fn watch(&self, lease: &Lease) -> Watch {
+        match self.watch_as(lease, &lease.token).await {
+            Ok(watch) => watch,
+            Err(reply) => panic!("watch refused: {} {}", reply.status, reply.body),
+        }
     }
 }
 

@@ -1,0 +1,124 @@
+//! `GET /v1/{locks|semaphores}/{name}/leases/{lease_id}/watch`: the lease's holder learns the
+//! moment its lease ends, as one server-sent event `lost` with the reason, instead of at its
+//! next heartbeat. Until then the stream carries keep-alive comments only; it ends after
+//! `lost`, and when the server shuts down. Each open watch takes one of the instance's
+//! `--max-watches` places.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::{Stream, StreamExt as _};
+
+use super::bodies;
+use super::events::stream_slot;
+use super::extract::HeldLease;
+use crate::auth::{Caller, ClientRole, Principal};
+use crate::locks::{LeaseEnd, Resource};
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
+use crate::state::AppState;
+use crate::wire::LostEvent;
+
+#[utoipa::path(
+    get,
+    path = "/v1/locks/{name}/leases/{lease_id}/watch",
+    operation_id = "watchLockLease",
+    tag = "leases",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
+    responses(
+        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds, then one `event: lost` whose data is a LostEvent (JSON), and the end", body = String, content_type = "text/event-stream"),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "ticket_pending: the token is a queued ticket's", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost (reason: expired, released, force_released, left): it ended before the watch began", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
+/// `GET /v1/locks/{name}/leases/{lease_id}/watch` (the lease's token as bearer).
+pub async fn watch_lock_lease(
+    caller: Caller<ClientRole>,
+    State(state): State<AppState>,
+    lease: HeldLease,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+    watch(state, &caller, Resource::Lock, lease).await
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/semaphores/{name}/leases/{lease_id}/watch",
+    operation_id = "watchSemaphoreLease",
+    tag = "semaphores",
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
+    responses(
+        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds its permits, then one `event: lost` whose data is a LostEvent (JSON), and the end", body = String, content_type = "text/event-stream"),
+        (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost (reason: expired, released, force_released): it ended before the watch began", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
+/// `GET /v1/semaphores/{name}/leases/{lease_id}/watch` (the lease's token as bearer).
+pub async fn watch_semaphore_lease(
+    caller: Caller<ClientRole>,
+    State(state): State<AppState>,
+    lease: HeldLease,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+    watch(state, &caller, Resource::Semaphore, lease).await
+}
+
+async fn watch(
+    state: AppState,
+    caller: &Principal,
+    resource: Resource,
+    lease: HeldLease,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
+    caller.check_name(&lease.name)?;
+    // A watch is one of the caller's event streams, as `/v1/events` is.
+    let slot = stream_slot(&state, caller)?;
+    // Taken first: a full instance refuses before it reads anything from Redis.
+    let place = state.watches.clone().try_acquire_owned().map_err(|_| {
+        Problem::new(
+            ProblemKind::TooManyWatches,
+            "this instance keeps as many lease watches open as it may (--max-watches); \
+             try another instance, or rely on heartbeats",
+        )
+        .retry_after(Duration::from_secs(1))
+    })?;
+    let watch = state
+        .locks_for(caller)
+        .watch(resource, &lease.name, lease.id, &lease.token)
+        .await?;
+    let (id, lock) = (lease.id, lease.name.to_string());
+    let lost = futures_util::stream::once(async move {
+        // The place is given back when the stream ends or its client goes away.
+        let _place = (place, slot);
+        watch
+            .ended()
+            .await
+            .ok()
+            .map(|end| lost_event(id, lock, end))
+    })
+    .filter_map(std::future::ready)
+    .map(Ok);
+    let hello = futures_util::stream::once(async { Ok(Event::default().comment("watching")) });
+    let stream = hello
+        .chain(lost)
+        .take_until(state.shutdown.clone().cancelled_owned());
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+fn lost_event(id: crate::locks::LeaseId, lock: String, end: LeaseEnd) -> Event {
+    let body = LostEvent {
+        lease_id: bodies::lease_id(id),
+        lock,
+        reason: end.state.as_str().to_owned(),
+        ended_at: end.ended_at.map(|t| t.rfc3339()),
+    };
+    let data = serde_json::to_string(&body).unwrap_or_default();
+    Event::default().event("lost").data(data)
+}

@@ -1,0 +1,104 @@
+//! Live events, published by this process rather than by the Lua functions: a PUBLISH from
+//! inside every function cost Redis more than some operations themselves, while the process
+//! knows what happened from the function's reply (or the reply carries the event, `ev`). The
+//! events of concurrent requests go out together, as one JSON array per PUBLISH on the events
+//! channel, so their Redis cost shrinks as load grows. Pub/sub is at-most-once anyway: a
+//! listener that must not miss anything re-reads the history on `Resync`. One publisher
+//! serves every key space of the process (each tenant's events go to its own channel).
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::history::LockEvent;
+
+/// Events waiting to be published, at most; beyond that new events are dropped (and counted
+/// in the log) rather than holding up lock operations.
+const QUEUE_CAPACITY: usize = 16_384;
+/// Events per PUBLISH at most.
+const BATCH: usize = 512;
+
+/// An event's channel and its JSON.
+type Queued = (Arc<str>, String);
+
+pub(super) struct Publisher {
+    tx: mpsc::Sender<Queued>,
+    rx: Mutex<Option<mpsc::Receiver<Queued>>>,
+}
+
+impl Default for Publisher {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        Self {
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+}
+
+impl Publisher {
+    /// Queues one event for the next PUBLISH on `channel`.
+    pub fn send(&self, channel: &Arc<str>, event: &LockEvent) {
+        let Ok(json) = serde_json::to_string(event) else {
+            return;
+        };
+        if self.tx.try_send((channel.clone(), json)).is_err() {
+            tracing::warn!(
+                kind = %event.kind,
+                lock = %event.lock,
+                "event queue full (or publisher stopped): a live event was dropped"
+            );
+        }
+    }
+
+    /// Publishes queued events until shutdown (then what is queued, once). Only the first call
+    /// starts a publisher.
+    pub fn spawn(
+        &self,
+        mut conn: redis::aio::ConnectionManager,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let rx = self.rx.lock().ok().and_then(|mut rx| rx.take());
+        tokio::spawn(async move {
+            let Some(mut rx) = rx else { return };
+            let mut batch = Vec::with_capacity(BATCH);
+            loop {
+                let stopping = tokio::select! {
+                    n = rx.recv_many(&mut batch, BATCH) => n == 0,
+                    () = shutdown.cancelled() => {
+                        while batch.len() < BATCH {
+                            match rx.try_recv() {
+                                Ok(e) => batch.push(e),
+                                Err(_) => break,
+                            }
+                        }
+                        true
+                    }
+                };
+                // One PUBLISH per run of events on the same channel, so each channel's
+                // events keep their order.
+                let mut rest = &batch[..];
+                while let Some(((channel, _), _)) = rest.split_first() {
+                    let run = rest.iter().take_while(|(c, _)| c == channel).count();
+                    let (now, later) = rest.split_at(run);
+                    let jsons: Vec<&str> = now.iter().map(|(_, json)| json.as_str()).collect();
+                    let message = format!("[{}]", jsons.join(","));
+                    let sent = redis::cmd("PUBLISH")
+                        .arg(&**channel)
+                        .arg(message)
+                        .query_async::<i64>(&mut conn)
+                        .await;
+                    if let Err(e) = sent {
+                        tracing::warn!(error = %e, "could not publish live events");
+                    }
+                    rest = later;
+                }
+                batch.clear();
+                if stopping {
+                    return;
+                }
+            }
+        })
+    }
+}

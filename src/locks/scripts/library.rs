@@ -1,0 +1,152 @@
+//! The Redis Function library every script call runs in: `lua/prelude.lua`, `lua/locklib.lua`
+//! and `lua/semlib.lua` (helpers, defined once when the library loads), then one function per
+//! operation file. Defining ~50 helpers on every EVALSHA cost more Redis time than most
+//! operations themselves; a library defines them once (see BENCHMARKS.md).
+//!
+//! The library's name carries a hash of its text (`leasehold_<hash>`, functions
+//! `lh_<hash>_<op>`), so two Leasehold versions sharing one Redis (a rolling upgrade) each run
+//! their own functions instead of replacing each other's. A library is loaded with
+//! `FUNCTION LOAD REPLACE` at start-up and again whenever Redis answers that a function does
+//! not exist (a restart without persistence, `FUNCTION FLUSH`, a failover to a replica that
+//! never had it); loading is atomic and idempotent, so every instance may do it.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use sha2::{Digest, Sha256};
+
+/// Each operation's file in `lua/`, by name.
+const OPERATIONS: [(&str, &str); 13] = [
+    ("acquire", include_str!("../../../lua/acquire.lua")),
+    ("release", include_str!("../../../lua/release.lua")),
+    ("renew", include_str!("../../../lua/renew.lua")),
+    ("leave", include_str!("../../../lua/leave.lua")),
+    (
+        "force_release",
+        include_str!("../../../lua/force_release.lua"),
+    ),
+    (
+        "inspect_lock",
+        include_str!("../../../lua/inspect_lock.lua"),
+    ),
+    (
+        "inspect_lease",
+        include_str!("../../../lua/inspect_lease.lua"),
+    ),
+    (
+        "semaphore_acquire",
+        include_str!("../../../lua/semaphore_acquire.lua"),
+    ),
+    (
+        "semaphore_release",
+        include_str!("../../../lua/semaphore_release.lua"),
+    ),
+    (
+        "semaphore_renew",
+        include_str!("../../../lua/semaphore_renew.lua"),
+    ),
+    (
+        "semaphore_inspect",
+        include_str!("../../../lua/semaphore_inspect.lua"),
+    ),
+    (
+        "semaphore_force_release",
+        include_str!("../../../lua/semaphore_force_release.lua"),
+    ),
+    (
+        "semaphore_limit",
+        include_str!("../../../lua/semaphore_limit.lua"),
+    ),
+];
+
+const HELPERS: [&str; 3] = [
+    include_str!("../../../lua/prelude.lua"),
+    include_str!("../../../lua/locklib.lua"),
+    include_str!("../../../lua/semlib.lua"),
+];
+
+/// The assembled library.
+pub(in crate::locks) struct Library {
+    /// `leasehold_<hash>`.
+    pub name: String,
+    /// The text `FUNCTION LOAD` takes.
+    pub text: String,
+    functions: HashMap<&'static str, String>,
+}
+
+impl Library {
+    /// The library's function for operation `op` (a file name of `lua/`).
+    pub fn function(&self, op: &str) -> &str {
+        self.functions.get(op).map_or("", String::as_str)
+    }
+}
+
+pub(in crate::locks) static LIBRARY: LazyLock<Library> = LazyLock::new(build);
+
+fn build() -> Library {
+    // Every operation runs inside a closure so that its `return` ends the closure; what it
+    // queued for STATE is then written (flush_state), whichever way it returned.
+    let mut body = HELPERS.join("\n");
+    for (op, source) in OPERATIONS {
+        body.push_str(&format!(
+            "\nredis.register_function('lh_{{V}}_{op}', function(KEYS, ARGV)\n\
+             local reply = (function()\n{source}\nend)()\nflush_state()\nreturn reply\nend)\n"
+        ));
+    }
+    let hash: String = Sha256::digest(body.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let name = format!("leasehold_{hash}");
+    let text = format!(
+        "#!lua name={name}\n{}",
+        body.replace("lh_{V}_", &format!("lh_{hash}_"))
+    );
+    let functions = OPERATIONS
+        .iter()
+        .map(|(op, _)| (*op, format!("lh_{hash}_{op}")))
+        .collect();
+    Library {
+        name,
+        text,
+        functions,
+    }
+}
+
+/// Whether a Redis error says the library's functions are not there (so: load it and retry).
+pub(in crate::locks) fn is_missing(error: &redis::RedisError) -> bool {
+    error.to_string().contains("Function not found")
+}
+
+/// Loads the library (or replaces a library of the same name, which has the same text).
+pub(in crate::locks) async fn load(
+    conn: &mut redis::aio::ConnectionManager,
+) -> redis::RedisResult<()> {
+    redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(&LIBRARY.text)
+        .query_async::<String>(conn)
+        .await?;
+    tracing::debug!(library = %LIBRARY.name, "loaded the Lua function library");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_has_a_versioned_function() {
+        let lib = &*LIBRARY;
+        assert!(lib.name.starts_with("leasehold_"));
+        assert!(lib.text.starts_with(&format!("#!lua name={}\n", lib.name)));
+        let hash = lib.name.trim_start_matches("leasehold_");
+        for (op, _) in OPERATIONS {
+            let f = lib.function(op);
+            assert_eq!(f, format!("lh_{hash}_{op}"));
+            assert!(lib.text.contains(&format!("register_function('{f}'")));
+        }
+        assert!(!lib.text.contains("{V}"));
+    }
+}
