@@ -64,7 +64,8 @@ if idem ~= '' then
   end
 end
 
-local rec, st = load(id)
+-- A new lease's id comes from a token made for this request: it has no record yet.
+local rec, st = load(op == 'new' and '' or id)
 local h = holder_id(id)
 
 -- A grant's answer (numbers as text). `expires`: when the lease expires, for a grant
@@ -167,7 +168,8 @@ end
 -- recorded now, with the time it ran out.
 local function grant(count, ticket)
   local shared = is_rw(kind)
-  if not shared and st.lease and st.lease ~= id then
+  -- (Its record is unpacked only when it still says held: most have ended.)
+  if not shared and st.lease and st.lease ~= id and string.sub(st.raw[2] or '', 1, 5) == 'held|' then
     local prev = current(st)
     if prev and prev.state == 'held' then observe_expiry(prev, st.hexp, events) end
   end

@@ -157,9 +157,16 @@ end
 -- is its record), `kind` (its family), `fence` (the last fencing token), `q` (our fair queue
 -- may have waiters), `sexp` (the state's recorded expiry), `hexp` (when the history's expiry
 -- is due for a refresh), `limit` (a semaphore's size).
+-- `id` "" reads only what every function needs (a new lease has no record yet).
 local function load(id)
-  local v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
-    'sexp', 'hexp', 'limit', 'r:' .. id, 'h:' .. id, 'm:' .. id)
+  local v
+  if id == '' then
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
+      'sexp', 'hexp', 'limit')
+  else
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
+      'sexp', 'hexp', 'limit', 'r:' .. id, 'h:' .. id, 'm:' .. id)
+  end
   local st = {lease = v[1] or nil, kind = v[5] or nil, fence = v[6], q = v[7] or nil,
     sexp = v[8], hexp = v[9], limit = tonumber(v[10]), raw = v}
   local rec
