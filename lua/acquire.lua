@@ -64,7 +64,8 @@ if idem ~= '' then
   end
 end
 
-local rec, st = load(id)
+-- A new lease's id comes from a token made for this request: it has no record yet.
+local rec, st = load(op == 'new' and '' or id)
 local h = holder_id(id)
 
 -- A grant's answer (numbers as text). `expires`: when the lease expires, for a grant
@@ -167,7 +168,8 @@ end
 -- recorded now, with the time it ran out.
 local function grant(count, ticket)
   local shared = is_rw(kind)
-  if not shared and st.lease and st.lease ~= id then
+  -- (Its record is unpacked only when it still says held: most have ended.)
+  if not shared and st.lease and st.lease ~= id and string.sub(st.raw[2] or '', 1, 5) == 'held|' then
     local prev = current(st)
     if prev and prev.state == 'held' then observe_expiry(prev, st.hexp, events) end
   end
@@ -262,10 +264,10 @@ if op == 'poll' then
   if rec.state ~= 'queued' then
     return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
   end
-  local deadline = redis.call('ZSCORE', TIMEOUTS, h)
+  local deadline = redis.call('ZSCORE', timeouts_key(), h)
   if not deadline or tonumber(deadline) <= NOW then
-    redis.call('LREM', QUEUE, 0, h)
-    redis.call('ZREM', TIMEOUTS, h)
+    redis.call('LREM', queue_key(), 0, h)
+    redis.call('ZREM', timeouts_key(), h)
     events[#events + 1] = finish(rec, 'expired', st.hexp, nil, deadline or NOW_S)
     return '{"status":"ticket_expired"' .. ev(events) .. '}'
   end
@@ -290,17 +292,17 @@ end
 if kind == 'fair' then
   local head = st.q and prune_queue(events, st.hexp) or nil
   if free and (not head or head == h) then
-    if head then redis.call('LPOP', QUEUE) end
-    if ticket then redis.call('ZREM', TIMEOUTS, h) end
+    if head then redis.call('LPOP', queue_key()) end
+    if ticket then redis.call('ZREM', timeouts_key(), h) end
     redis.call('HSET', L, h, '1')
     redis.call('PEXPIRE', L, ttl)
     return grant('1', ticket)
   end
-  local known = ticket and redis.call('ZSCORE', TIMEOUTS, h)
+  local known = ticket and redis.call('ZSCORE', timeouts_key(), h)
   local until_s = d(NOW + tonumber(liveness))
-  redis.call('ZADD', TIMEOUTS, until_s, h)
+  redis.call('ZADD', timeouts_key(), until_s, h)
   if not known then
-    redis.call('RPUSH', QUEUE, h)
+    redis.call('RPUSH', queue_key(), h)
     set_state('q', '1')
     if not ticket then
       create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
@@ -312,11 +314,11 @@ if kind == 'fair' then
   -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
   local pttl = redis.call('PTTL', L)
   if head and head ~= h then
-    local ahead = (tonumber(redis.call('ZSCORE', TIMEOUTS, head)) or NOW) - NOW
+    local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
     pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
   end
   local reply = '{"status":"queued","lease_id":"' .. id .. '","position":'
-    .. d(redis.call('LPOS', QUEUE, h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
+    .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
     .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":'
     .. jsn(ticket and ticket.holder or A(5)) .. (ticket and '' or ',"new":true') .. ev(events)
     .. '}'

@@ -53,7 +53,7 @@ for _, base in ipairs(order) do
 end
 redis.call('DEL', L)
 wake_next(st.q, nil, st.hexp)
-redis.call('PUBLISH', RW_CHANNEL, '0')
+redis.call('PUBLISH', rw_channel(), '0')
 local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = lease_ids,
   holder_ids = order, holders = removed, by = A(1), reason = A(2)})
 append_history(entry, st.hexp)

@@ -29,12 +29,12 @@ if state == 'held' and reads + writes == 0 then
   state = 'expired'
   ended = math.min(tonumber(rec.expires) or NOW, NOW)
 elseif state == 'queued' then
-  local deadline = tonumber(redis.call('ZSCORE', TIMEOUTS, h))
+  local deadline = tonumber(redis.call('ZSCORE', timeouts_key(), h))
   if not deadline or deadline <= NOW then
     state = 'expired'
     ended = deadline
   else
-    position = redis.call('LPOS', QUEUE, h)
+    position = redis.call('LPOS', queue_key(), h)
     position = position and position + 1
   end
 end

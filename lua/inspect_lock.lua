@@ -49,9 +49,9 @@ if redis.call('TYPE', L).ok == 'hash' and lock_shaped() then
 end
 local queue = {}
 local limit = tonumber(A(1))
-local waiting = redis.call('LRANGE', QUEUE, 0, limit - 1)
+local waiting = redis.call('LRANGE', queue_key(), 0, limit - 1)
 for _, field in ipairs(waiting) do
-  local entry = {holder_id = field, deadline_ms = tonumber(redis.call('ZSCORE', TIMEOUTS, field))}
+  local entry = {holder_id = field, deadline_ms = tonumber(redis.call('ZSCORE', timeouts_key(), field))}
   local id = string.match(field, '^(.*):1$')
   local rec = id and load(id)
   if rec and rec.state == 'queued' then
@@ -64,4 +64,4 @@ end
 return encode({known = (st.fence ~= false) or (#holders > 0) or (#queue > 0) or as ~= nil,
   held_as = as, mode = mode or nil, fence = tonumber(st.fence or 0),
   pttl = redis.call('PTTL', L), holders = holders, queue = queue,
-  queue_length = redis.call('LLEN', QUEUE), now_ms = NOW})
+  queue_length = redis.call('LLEN', queue_key()), now_ms = NOW})

@@ -10,7 +10,7 @@ local id, proven = A(1), A(2) == '1'
 if proven and redis.call('ZREM', writers_key(), id) == 1 then
   redis.call('ZREM', writers_key() .. ':until', id)
   -- Readers that queued behind this writer (fifo policy) may go now.
-  redis.call('PUBLISH', RW_CHANNEL, '0')
+  redis.call('PUBLISH', rw_channel(), '0')
 end
 local rec, st = load(id)
 if not proven then return not_yours(id, rec) end
@@ -23,9 +23,9 @@ if rec.state ~= 'queued' then
   return '{"status":"not_queued","state":"' .. rec.state .. '"}'
 end
 local field = holder_id(id)
-local was_head = redis.call('LINDEX', QUEUE, 0) == field
-redis.call('LREM', QUEUE, 0, field)
-redis.call('ZREM', TIMEOUTS, field)
+local was_head = redis.call('LINDEX', queue_key(), 0) == field
+redis.call('LREM', queue_key(), 0, field)
+redis.call('ZREM', timeouts_key(), field)
 local events = {finish(rec, 'left', st.hexp)}
 if was_head and redis.call('EXISTS', L) == 0 then wake_next(st.q, events, st.hexp) end
 return '{"status":"left"' .. ev(events) .. '}'

@@ -5,15 +5,30 @@
 -- QUEUE: Redisson's RFairLock queue (redisson_lock_queue:{L}), a list of holder ids
 -- TIMEOUTS: Redisson's RFairLock timeouts (redisson_lock_timeout:{L}), holder id -> deadline
 -- The read holds' timeout keys ({L}:<holder>:rwlock_timeout:<n>) follow Redisson's layout too.
+-- Each is built when a call first needs it: making a string costs about a microsecond, and
+-- most calls need none or one of them.
 local CHANNEL, RW_CHANNEL, QUEUE, TIMEOUTS
 
 local function lock_begin(keys, argv)
-  local ok = begin(keys, argv)
-  CHANNEL = 'redisson_lock__channel:' .. TAG
-  RW_CHANNEL = 'redisson_rwlock:' .. TAG
-  QUEUE = 'redisson_lock_queue:' .. TAG
-  TIMEOUTS = 'redisson_lock_timeout:' .. TAG
-  return ok
+  CHANNEL, RW_CHANNEL, QUEUE, TIMEOUTS = nil, nil, nil, nil
+  return begin(keys, argv)
+end
+
+local function channel()
+  if not CHANNEL then CHANNEL = 'redisson_lock__channel:' .. TAG end
+  return CHANNEL
+end
+local function rw_channel()
+  if not RW_CHANNEL then RW_CHANNEL = 'redisson_rwlock:' .. TAG end
+  return RW_CHANNEL
+end
+local function queue_key()
+  if not QUEUE then QUEUE = 'redisson_lock_queue:' .. TAG end
+  return QUEUE
+end
+local function timeouts_key()
+  if not TIMEOUTS then TIMEOUTS = 'redisson_lock_timeout:' .. TAG end
+  return TIMEOUTS
 end
 
 local function is_rw(kind) return kind == 'read' or kind == 'write' end
@@ -58,12 +73,12 @@ end
 -- the events of the tickets dropped (appended to `events`).
 local function prune_queue(events, hexp)
   while true do
-    local head = redis.call('LINDEX', QUEUE, 0)
+    local head = redis.call('LINDEX', queue_key(), 0)
     if not head then return nil end
-    local deadline = redis.call('ZSCORE', TIMEOUTS, head)
+    local deadline = redis.call('ZSCORE', timeouts_key(), head)
     if deadline and tonumber(deadline) > NOW then return head end
-    redis.call('LPOP', QUEUE)
-    redis.call('ZREM', TIMEOUTS, head)
+    redis.call('LPOP', queue_key())
+    redis.call('ZREM', timeouts_key(), head)
     local e = ticket_expired(head, deadline or NOW_S, hexp)
     if e and events then events[#events + 1] = e end
   end
@@ -72,9 +87,9 @@ end
 -- Whether a live waiter is queued (looking past dead ones without removing them).
 local function queue_alive()
   for i = 0, 99 do
-    local waiter = redis.call('LINDEX', QUEUE, i)
+    local waiter = redis.call('LINDEX', queue_key(), i)
     if not waiter then return false end
-    local deadline = tonumber(redis.call('ZSCORE', TIMEOUTS, waiter))
+    local deadline = tonumber(redis.call('ZSCORE', timeouts_key(), waiter))
     if deadline and deadline > NOW then return true end
   end
   return true
@@ -144,9 +159,9 @@ end
 local function wake_next(q, events, hexp)
   local head = q and prune_queue(events, hexp)
   if head then
-    redis.call('PUBLISH', CHANNEL .. ':' .. head, '0')
+    redis.call('PUBLISH', channel() .. ':' .. head, '0')
   else
-    redis.call('PUBLISH', CHANNEL, '0')
+    redis.call('PUBLISH', channel(), '0')
   end
 end
 
@@ -212,7 +227,7 @@ local function prune_dead_readers(events, hexp)
   end
   if removed and redis.call('HLEN', L) == 1 then
     redis.call('DEL', L)
-    redis.call('PUBLISH', RW_CHANNEL, '0')
+    redis.call('PUBLISH', rw_channel(), '0')
   end
   return expired
 end

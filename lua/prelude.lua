@@ -18,7 +18,7 @@
 -- Per-call values, set by begin(). Times come as numbers and as text: Redis's Lua turns a
 -- number into text slowly (about a microsecond each), so text that came from Redis or from
 -- ARGV is passed on as text, and numbers are formatted only where arithmetic made them.
-local L, STATE, TAG, HISTORY
+local L, STATE, TAG
 local TOMB, NOW_US, NOW, NOW_US_S, NOW_S
 local ARGS
 -- Fields of STATE to write at the end of the call, in one HSET (see flush_state).
@@ -34,6 +34,9 @@ local STATE_SLACK_MS = 600000
 
 local function A(n) return ARGS[n + 2] end
 
+-- The lock's history stream (built when needed: making a string costs about a microsecond).
+local function history_key() return TAG .. ':leasehold:history' end
+
 -- Numbers as text (JSON, Redis arguments): `..` would print large ones in exponent form.
 local function d(n) return string.format('%d', n) end
 
@@ -41,7 +44,6 @@ local function d(n) return string.format('%d', n) end
 local function begin(keys, argv)
   L, STATE, ARGS = keys[1], keys[2], argv
   TAG = '{' .. L .. '}'
-  HISTORY = TAG .. ':leasehold:history'
   -- Time comes from Redis so that every Leasehold instance uses one clock.
   local t = redis.call('TIME')
   local us = t[2]
@@ -119,9 +121,10 @@ end
 -- for HISTORY_LIFE_MS after its last refresh; `hexp` (from the call's first read of STATE) says
 -- when that refresh is due, so it costs a PEXPIRE once a day, not on every entry.
 local function append_history(json, hexp)
-  redis.call('XADD', HISTORY, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
+  local key = history_key()
+  redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
   if (tonumber(hexp) or 0) < NOW then
-    redis.call('PEXPIRE', HISTORY, HISTORY_LIFE_MS)
+    redis.call('PEXPIRE', key, HISTORY_LIFE_MS)
     set_state('hexp', d(NOW + HISTORY_LIFE_MS - 86400000))
   end
 end
@@ -157,9 +160,16 @@ end
 -- is its record), `kind` (its family), `fence` (the last fencing token), `q` (our fair queue
 -- may have waiters), `sexp` (the state's recorded expiry), `hexp` (when the history's expiry
 -- is due for a refresh), `limit` (a semaphore's size).
+-- `id` "" reads only what every function needs (a new lease has no record yet).
 local function load(id)
-  local v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
-    'sexp', 'hexp', 'limit', 'r:' .. id, 'h:' .. id, 'm:' .. id)
+  local v
+  if id == '' then
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
+      'sexp', 'hexp', 'limit')
+  else
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
+      'sexp', 'hexp', 'limit', 'r:' .. id, 'h:' .. id, 'm:' .. id)
+  end
   local st = {lease = v[1] or nil, kind = v[5] or nil, fence = v[6], q = v[7] or nil,
     sexp = v[8], hexp = v[9], limit = tonumber(v[10]), raw = v}
   local rec
@@ -233,7 +243,7 @@ end
 -- admin action's list of `holders` it removed), for leases whose record is gone:
 -- {state, ended, kind, holder, fence, since, permits} or nil.
 local function find_ended(id)
-  local entries = redis.call('XREVRANGE', HISTORY, '+', '-', 'COUNT', HISTORY_LENGTH)
+  local entries = redis.call('XREVRANGE', history_key(), '+', '-', 'COUNT', HISTORY_LENGTH)
   for _, entry in ipairs(entries) do
     local json = entry[2][2]
     if json and string.find(json, id, 1, true) then

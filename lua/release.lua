@@ -69,7 +69,7 @@ if is_rw(rec.kind) then
     - ((writes > 0 or drop_writes > 0) and 1 or 0)
   if left == 0 and others == 0 then
     redis.call('DEL', L)
-    redis.call('PUBLISH', RW_CHANNEL, '0')
+    redis.call('PUBLISH', rw_channel(), '0')
   else
     if writes > 0 then
       redis.call('HSET', L, w, d(writes))
@@ -85,7 +85,7 @@ if is_rw(rec.kind) then
       -- The write hold is gone: our read holds remain (a downgrade), or other readers'; either
       -- way other readers may now join.
       redis.call('HSET', L, 'mode', 'read')
-      redis.call('PUBLISH', RW_CHANNEL, '0')
+      redis.call('PUBLISH', rw_channel(), '0')
     end
     if redis.call('HGET', L, 'mode') == 'read' then
       local longest = max_read_ttl()
