@@ -507,6 +507,42 @@ async fn event_streams_per_caller_are_capped() {
 }
 
 #[tokio::test]
+async fn lease_watches_count_as_the_callers_event_streams() {
+    let app = spawn_app_with(limited(ClientLimits {
+        streams: 2,
+        ..ClientLimits::default()
+    }))
+    .await;
+    let (_, secret) = app
+        .create_key(json!({"name": "holder", "roles": ["client", "reader"]}))
+        .await;
+    let holder = app.with_key(&secret);
+    let lease = holder.lease("watched", json!({"ttl_ms": 60_000})).await;
+    let watch = || {
+        holder
+            .http
+            .get(holder.url(&format!("{}/watch", lease.path)))
+            .bearer_auth(&lease.token)
+            .send()
+    };
+    let events = holder
+        .http
+        .get(holder.url("/v1/events"))
+        .send()
+        .await
+        .expect("sse");
+    let first = watch().await.expect("watch");
+    assert_eq!(
+        (events.status().as_u16(), first.status().as_u16()),
+        (200, 200)
+    );
+    let third = Reply::read(watch().await.expect("watch")).await;
+    third.assert_problem(429, "quota_exceeded");
+    assert_eq!(third.body["quota"], "event streams");
+    drop((events, first));
+}
+
+#[tokio::test]
 async fn a_body_sent_too_slowly_is_cut_off_with_408() {
     let app = spawn_app_with(AppOptions {
         body_timeout: Duration::from_millis(300),
