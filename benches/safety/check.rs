@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
-use crate::history::{Op, Outcome, Request};
+use crate::history::{Family, Op, Outcome, Request};
 
 /// Tolerance for Redis's millisecond expiry arithmetic against the harness's µs clock.
 const CLOCK_SLACK_US: u64 = 3_000;
@@ -993,9 +993,11 @@ fn parked_while_free(
 }
 
 /// What the API promises beyond the three properties: replays answer the first answer,
-/// `all=true` releases everything.
+/// `all=true` releases everything, and releasing one level of a reentrant or fair lease held
+/// several levels deep keeps the rest (its holder goes on working under them).
 fn semantics(ops: &[Op], report: &mut Report) {
     let mut first: HashMap<&str, &Op> = HashMap::new();
+    levels_kept(ops, report);
     for op in ops {
         let key = match &op.request {
             Request::Acquire {
@@ -1073,6 +1075,56 @@ fn semantics(ops: &[Op], report: &mut Report) {
                 detail: format!("{}: Idempotency-Key {key}", op.name),
                 slice: vec![(*prev).clone(), op.clone()],
             });
+        }
+    }
+}
+
+/// A release of one level answered "released" (the lock let go) while the lease was known to
+/// hold more levels. Levels are known from the answers (a grant's count, a partial release's
+/// count left); an answer that did not come (a failure) makes them unknown until the next.
+fn levels_kept(ops: &[Op], report: &mut Report) {
+    let mut levels: HashMap<&str, u64> = HashMap::new();
+    for op in ops {
+        if !matches!(op.family, Family::Reentrant | Family::Fair) {
+            continue;
+        }
+        let Some(lease) = op.lease() else { continue };
+        match (&op.request, &op.outcome) {
+            (_, Outcome::Granted { count, .. }) => {
+                levels.insert(lease, *count);
+            }
+            (_, Outcome::Failed { .. } | Outcome::Lost { .. }) => {
+                levels.remove(lease);
+            }
+            (
+                Request::Release {
+                    all: false,
+                    semaphore: false,
+                    ..
+                },
+                Outcome::Released { released, count },
+            ) => {
+                let before = levels.remove(lease);
+                if *released && before.is_some_and(|n| n >= 2) {
+                    report.semantic += 1;
+                    report.violations.push(Violation {
+                        what: "one level released let the lock go",
+                        detail: format!(
+                            "{}: lease {lease} held {} levels; releasing one freed the lock",
+                            op.name,
+                            before.unwrap_or_default()
+                        ),
+                        slice: ops
+                            .iter()
+                            .filter(|o| o.lease() == Some(lease))
+                            .cloned()
+                            .collect(),
+                    });
+                } else if !*released {
+                    levels.insert(lease, *count);
+                }
+            }
+            _ => {}
         }
     }
 }
