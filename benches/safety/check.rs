@@ -1062,6 +1062,11 @@ fn semantics(ops: &[Op], report: &mut Report) {
                     released: rb,
                 },
             ) => a == b && ra == rb,
+            // A lease granted (or re-entered) first may have run out before the retry came:
+            // a replay answers for the lease as it is now, so "lost" is its honest answer then.
+            (Outcome::Granted { ttl_ms, .. }, Outcome::Lost { .. }) => {
+                op.recv >= prev.send + ttl_ms * 1_000
+            }
             // A failed first try may have happened or not; anything goes for the retry.
             (Outcome::Failed { .. }, _) | (_, Outcome::Failed { .. }) => true,
             // A refusal changed nothing and is not kept: the retry runs again, as of now.

@@ -71,6 +71,10 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     shutdown: CancellationToken,
 ) {
+    // Every route in its final form, once: a `Router` that still holds its method routers
+    // turns each handler into a service again on every request, and a clone per connection
+    // carries that whole table (most of what a parked HTTP/1.1 waiter cost).
+    let app: Router = app.with_state(());
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let tracker = TaskTracker::new();
