@@ -181,7 +181,10 @@ pub async fn run(
         watches: Arc::new(Semaphore::new(config.limits.max_watches)),
     };
 
-    let serve = axum::serve(listener, app(state))
+    // `into_make_service` turns every route into its final form once, here. Serving the
+    // `Router` itself would redo that for every connection (axum clones the whole route table
+    // per connection then): ~40 KB a connection, most of what a parked HTTP/1.1 waiter cost.
+    let serve = axum::serve(listener, app(state).into_make_service())
         .with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let result = tokio::select! {
         r = serve => r.map_err(ServerError::Http),
