@@ -78,7 +78,7 @@ def main():
     base_cpu = base and base.get("redis_cpu_us_per_pair")
     reentrant = costs.get("reentrant")
     wrk = {r["connections"]: r["wrk"] for r in rows if r.get("stack") == "wrk-acquire-release"}
-    unc = {r["connections"]: r for r in rows if r.get("scenario") == "uncontended"}
+    unc = {r["connections"]: r for r in rows if r.get("scenario") == "uncontended" and "peer" not in r}
     parked = {r["protocol"]: r for r in rows if r.get("scenario") == "parked"}
     h1, h2 = parked.get("http/1.1"), parked.get("h2c")
 
