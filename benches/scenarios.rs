@@ -57,6 +57,9 @@ enum Scenario {
         /// Multiplex the waiters as HTTP/2 streams (h2c) instead of one HTTP/1.1 connection each.
         #[arg(long)]
         http2: bool,
+        /// How long the server's CPU is watched while everyone waits.
+        #[arg(long, default_value_t = 5)]
+        idle_seconds: u64,
     },
     /// Readers and writers on one read/write lock.
     ReadHeavy {
@@ -74,9 +77,10 @@ enum Scenario {
         #[arg(long)]
         connections: usize,
     },
-    /// The Redis time one uncontended Leasehold cycle (acquire + release over HTTP) of `kind`
-    /// costs, from `INFO commandstats` around `cycles` cycles: every command the server sent
-    /// (its functions, and the PUBLISH of its events). Needs `--redis-url`.
+    /// The Redis time one uncontended Leasehold cycle (acquire + release over HTTP, one at a
+    /// time) of `kind` costs around `cycles` cycles: the scripts' time from `INFO
+    /// commandstats` (FCALL usec, which includes the commands a function calls), and Redis's
+    /// own CPU (`INFO cpu`: everything, the events' PUBLISH too). Needs `--redis-url`.
     RedisCost {
         /// reentrant, exclusive, fair, read, write or semaphore.
         #[arg(long)]
@@ -147,16 +151,16 @@ async fn main() -> anyhow::Result<()> {
             locks,
             server_pid,
             http2,
+            idle_seconds,
         } => {
-            parked(
-                &args.url,
-                args.redis_url.as_deref(),
-                *waiters,
-                *locks,
-                *server_pid,
-                *http2,
-            )
-            .await?
+            let waiting = Waiting {
+                waiters: *waiters,
+                locks: *locks,
+                pid: *server_pid,
+                http2: *http2,
+                idle: Duration::from_secs(*idle_seconds),
+            };
+            parked(&args.url, args.redis_url.as_deref(), &waiting).await?
         }
         Scenario::ReadHeavy {
             readers,
@@ -216,6 +220,19 @@ async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Re
     Ok(())
 }
 
+/// Redis's own CPU time so far (user + system), in seconds: unlike `commandstats` it covers
+/// everything the server does for a command (protocol, event loop, replies).
+async fn redis_cpu(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<f64> {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(field("used_cpu_user") + field("used_cpu_sys"))
+}
+
 async fn redis_minimal(
     redis_url: &str,
     connections: usize,
@@ -233,6 +250,7 @@ async fn redis_minimal(
     acquire.prepare_invoke().load_async(&mut admin).await?;
     release.prepare_invoke().load_async(&mut admin).await?;
     reset_stats(&mut admin).await?;
+    let cpu_before = redis_cpu(&mut admin).await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..connections {
@@ -275,13 +293,16 @@ async fn redis_minimal(
         rel.extend(r);
     }
     let secs = started.elapsed().as_secs_f64();
+    let cpu = redis_cpu(&mut admin).await? - cpu_before;
     let stats = commandstats(&mut admin).await?;
     let (calls, usec) = stats.get("evalsha").copied().unwrap_or((0, 0));
     let pairs = acq.len();
+    let per_pair = |x: f64| x / pairs.max(1) as f64;
     Ok(json!({
         "scenario": "redis_minimal", "connections": connections, "seconds": secs,
         "pairs": pairs, "pairs_per_s": pairs as f64 / secs,
-        "evalsha_calls": calls, "redis_us_per_pair": usec as f64 / pairs.max(1) as f64,
+        "evalsha_calls": calls, "redis_us_per_pair": per_pair(usec as f64),
+        "redis_cpu_us_per_pair": per_pair(cpu * 1e6),
         "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
     }))
 }
@@ -313,21 +334,29 @@ async fn redis_cost(
     release(&http, url, &warm).await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     reset_stats(&mut admin).await?;
+    let cpu_before = redis_cpu(&mut admin).await?;
     for _ in 0..cycles {
         let held = acquire_at(&http, url, &path, body.clone()).await?;
         release(&http, url, &held).await?;
     }
     // Let the last events go out.
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let cpu = redis_cpu(&mut admin).await? - cpu_before;
     let stats = commandstats(&mut admin).await?;
     let per_cycle = |usec: u64| usec as f64 / cycles as f64;
+    // A script's usec includes the commands it runs, which commandstats also lists under
+    // their own names: only the scripts are summed. Everything else is listed for where the
+    // time goes (the events' PUBLISH from the process is a top-level command, its Redisson
+    // unlock message one inside a function: commandstats cannot tell them apart).
     let mut commands = serde_json::Map::new();
-    let mut total = 0;
+    let mut script_usec = 0;
     for (command, (calls, usec)) in &stats {
         if matches!(command.as_str(), "info" | "config|resetstat" | "config") {
             continue;
         }
-        total += usec;
+        if SCRIPT_COMMANDS.contains(&command.as_str()) {
+            script_usec += usec;
+        }
         commands.insert(
             command.clone(),
             json!({"calls_per_cycle": *calls as f64 / cycles as f64, "us_per_cycle": per_cycle(*usec)}),
@@ -335,9 +364,14 @@ async fn redis_cost(
     }
     Ok(json!({
         "scenario": "redis_cost", "kind": kind, "cycles": cycles,
-        "redis_us_per_cycle": per_cycle(total), "commands": commands,
+        "script_us_per_cycle": per_cycle(script_usec),
+        "redis_cpu_us_per_cycle": cpu * 1e6 / cycles as f64,
+        "commands": commands,
     }))
 }
+
+/// Commands that run Lua: their usec already includes every command they call.
+const SCRIPT_COMMANDS: [&str; 4] = ["fcall", "fcall_ro", "evalsha", "eval"];
 
 /// A new lease at `path` (a lock's or a semaphore's leases), without waiting.
 async fn acquire_at(
@@ -578,10 +612,12 @@ async fn contended(
     }))
 }
 
-/// The events of one lock, as (type, lease_id) in the order the server published them.
-type EventLog = Arc<Mutex<Vec<(String, String)>>>;
+/// The events of one lock, as (Redis time in µs, type, lease_id), in the order they arrived.
+type EventLog = Arc<Mutex<Vec<(u64, String, String)>>>;
 
-/// Collects one lock's events until the returned task is aborted.
+/// Collects one lock's events until the returned task is aborted. Instances publish their
+/// events in batches (a JSON array per message; a single object from older servers), in the
+/// order each instance learnt of them, so [`fifo_inversions`] orders them by Redis's clock.
 async fn watch_events(
     redis_url: &str,
     lock: &str,
@@ -598,25 +634,34 @@ async fn watch_events(
             let Ok(payload) = msg.get_payload::<String>() else {
                 continue;
             };
-            let Ok(event) = serde_json::from_str::<Value>(&payload) else {
-                continue;
+            let events = match serde_json::from_str::<Value>(&payload) {
+                Ok(Value::Array(all)) => all,
+                Ok(one) => vec![one],
+                Err(_) => continue,
             };
-            if event["lock"] == lock.as_str() {
+            let mut sink = sink.lock().expect("events");
+            for event in events.iter().filter(|e| e["lock"] == lock.as_str()) {
+                let at_us = event["at_us"]
+                    .as_u64()
+                    .unwrap_or_else(|| event["at_ms"].as_u64().unwrap_or(0) * 1000);
                 let kind = event["type"].as_str().unwrap_or_default().to_owned();
                 let id = event["lease_id"].as_str().unwrap_or_default().to_owned();
-                sink.lock().expect("events").push((kind, id));
+                sink.push((at_us, kind, id));
             }
         }
     });
     Ok((seen, reader))
 }
 
-/// Grants that skipped a live waiter queued before them (0 for a strict FIFO lock).
-fn fifo_inversions(events: &[(String, String)]) -> u64 {
+/// Grants that skipped a live waiter queued before them (0 for a strict FIFO lock), with the
+/// events in Redis's order (a stable sort: events of one instant keep their arrival order).
+fn fifo_inversions(events: &[(u64, String, String)]) -> u64 {
+    let mut events = events.to_vec();
+    events.sort_by_key(|(at_us, _, _)| *at_us);
     let mut pending: VecDeque<String> = VecDeque::new();
     let mut gone: HashSet<String> = HashSet::new();
     let mut inversions = 0;
-    for (kind, id) in events {
+    for (_, kind, id) in &events {
         match kind.as_str() {
             "queued" => pending.push_back(id.clone()),
             "left" | "expired" => {
@@ -681,14 +726,25 @@ async fn waiting_requests(http: &reqwest::Client, url: &str) -> u64 {
     }
 }
 
-async fn parked(
-    url: &str,
-    redis_url: Option<&str>,
+/// The parked-waiters scenario's settings.
+struct Waiting {
     waiters: usize,
     locks: usize,
+    /// The server's pid, for RSS and CPU.
     pid: u32,
     http2: bool,
-) -> anyhow::Result<Value> {
+    /// How long the server's CPU is watched while everyone waits.
+    idle: Duration,
+}
+
+async fn parked(url: &str, redis_url: Option<&str>, setup: &Waiting) -> anyhow::Result<Value> {
+    let &Waiting {
+        waiters,
+        locks,
+        pid,
+        http2,
+        idle: idle_window,
+    } = setup;
     let http = client();
     let (rss_before, _) = process_stats(pid)?;
     let mut holders = Vec::new();
@@ -747,7 +803,6 @@ async fn parked(
     let parking_secs = parking_started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (rss_parked, cpu0) = process_stats(pid)?;
-    let idle_window = Duration::from_secs(5);
     tokio::time::sleep(idle_window).await;
     let (_, cpu1) = process_stats(pid)?;
     let idle_cpu_percent = (cpu1 - cpu0) / idle_window.as_secs_f64() * 100.0;
@@ -783,19 +838,23 @@ async fn parked(
             failures += 1;
         }
     }
-    let drained = answered
+    let mut answers: Vec<Duration> = answered
         .lock()
         .expect("answered")
         .iter()
-        .max()
-        .map(|t| t.saturating_duration_since(released_at));
+        .map(|t| t.saturating_duration_since(released_at))
+        .collect();
+    let drained = answers.iter().max().copied();
     Ok(json!({
         "scenario": "parked", "protocol": if http2 { "h2c" } else { "http/1.1" },
         "client_connections": if http2 { pools.len() } else { waiters },
         "waiters": waiters, "locks": locks, "parked": parked,
         "parking_seconds": parking_secs,
-        "rss_mb_before": rss_before, "rss_mb_parked": rss_parked, "idle_cpu_percent": idle_cpu_percent,
-        "redis": redis_info, "drain_seconds": drained.map(|d| d.as_secs_f64()), "failures": failures,
+        "rss_mb_before": rss_before, "rss_mb_parked": rss_parked,
+        "kb_per_waiter": (rss_parked - rss_before) * 1024.0 / parked.max(1) as f64,
+        "idle_seconds": idle_window.as_secs_f64(), "idle_cpu_percent": idle_cpu_percent,
+        "redis": redis_info, "drain_seconds": drained.map(|d| d.as_secs_f64()),
+        "answered_after_release_ms": percentiles(&mut answers), "failures": failures,
     }))
 }
 

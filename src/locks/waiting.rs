@@ -227,9 +227,10 @@ impl Locks {
             if target.op() != Some(Op::Reenter) {
                 request.may_hold = request.may_hold.and_grant();
             }
-            let attempt = self
-                .attempt(name, &target, &request, liveness, arrived_ms)
-                .await;
+            // Boxed: the attempt's future (script arguments, the Redis call) is large and lives
+            // only while it runs; inline, every parked waiter would keep room for it.
+            let attempt =
+                Box::pin(self.attempt(name, &target, &request, liveness, arrived_ms)).await;
             let outcome = match attempt {
                 Ok(outcome) => {
                     request.may_hold = request.may_hold.answered();
