@@ -168,8 +168,14 @@ impl Ledger {
         accounts: &[Account],
         member: &str,
     ) -> Result<(), redis::RedisError> {
+        let counted: Vec<&Account> = accounts.iter().filter(|a| a.cap < u64::MAX).collect();
+        if counted.is_empty() {
+            // Nothing counted (an unlimited caller): no round trip, and no empty pipeline,
+            // which Redis refuses.
+            return Ok(());
+        }
         let mut pipe = redis::pipe();
-        for account in accounts.iter().filter(|a| a.cap < u64::MAX) {
+        for account in counted {
             pipe.zrem(&account.key, member).ignore();
         }
         pipe.query_async(&mut self.conn.clone()).await
