@@ -81,7 +81,7 @@ impl Script for Acquire<'_> {
         cmd.arg(ttl_ms)
             .arg(self.op.as_str())
             .arg(lease)
-            .arg(if self.token.proves(self.id) { "1" } else { "" })
+            .arg(super::proven(self.token, self.id))
             .arg(holder)
             .arg(metadata)
             .arg(kind)

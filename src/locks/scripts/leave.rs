@@ -16,11 +16,7 @@ impl Script for Leave<'_> {
 
     fn args(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.ticket.to_string())
-            .arg(if self.token.proves(self.ticket) {
-                "1"
-            } else {
-                ""
-            });
+            .arg(super::proven(self.token, self.ticket));
     }
 }
 

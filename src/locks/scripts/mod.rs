@@ -27,6 +27,7 @@ use serde::{Deserialize, Deserializer};
 use super::error::LockError;
 use super::kind::LeaseKind;
 use super::model::LeaseState;
+use super::model::{LeaseId, LeaseToken};
 
 /// One function of `lua/` and how to call it.
 pub(super) trait Script {
@@ -122,4 +123,10 @@ pub(super) fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, LockError> {
 /// Empty strings are how scripts store "none".
 pub(super) fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.is_empty())
+}
+
+/// The "proven" argument every lease-bound function takes: "1" when the presented token proves
+/// the lease id in the path (the id is derived from the token), "" when it does not.
+pub(in crate::locks) fn proven(token: &LeaseToken, id: LeaseId) -> &'static str {
+    if token.proves(id) { "1" } else { "" }
 }

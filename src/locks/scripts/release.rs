@@ -73,11 +73,7 @@ impl Script for Release<'_> {
 
     fn args(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.lease.to_string())
-            .arg(if self.token.proves(self.lease) {
-                "1"
-            } else {
-                ""
-            });
+            .arg(super::proven(self.token, self.lease));
         for part in self.how.parts(self.lease, self.token) {
             cmd.arg(part);
         }

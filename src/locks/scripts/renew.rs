@@ -16,11 +16,7 @@ impl Renew<'_> {
     /// The ARGV `lua/renew.lua` and `lua/semaphore_renew.lua` both take.
     pub(super) fn push(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.lease.to_string())
-            .arg(if self.token.proves(self.lease) {
-                "1"
-            } else {
-                ""
-            })
+            .arg(super::proven(self.token, self.lease))
             .arg(self.ttl.map_or(0, Ttl::as_millis));
     }
 }
