@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::bodies::{self, grant_response, refused_after, ticket_response};
+use super::contention;
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
 use crate::locks::{AcquireRequest, Acquired, HolderLabel, LeaseId, LockName, Metadata, Resource};
 use crate::problem::{Problem, ProblemDetails};
@@ -65,13 +66,16 @@ pub async fn acquire(
         policy: bodies::policy(body.policy),
         idempotency,
     };
+    let (kind, policy) = (request.kind, request.policy);
     let wait = state.limits.wait(query.wait_ms);
     let ttl = ttl.unwrap_or_else(|| state.limits.ttl.default_ttl());
-    let acquired = state
-        .locks
-        .acquire(&name, request, ttl, wait)
-        .await
-        .map_err(|e| refused_after(e, wait))?;
+    let acquired = match state.locks.acquire(&name, request, ttl, wait).await {
+        Ok(acquired) => acquired,
+        Err(e) => {
+            let problem = contention::explain(&state.locks, &name, kind, policy, e).await;
+            return Err(problem.waited(wait));
+        }
+    };
     Ok(acquired_response(
         &name,
         acquired,

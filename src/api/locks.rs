@@ -8,7 +8,7 @@ use super::extract::{JsonBody, NamePath, Query};
 use crate::locks::{FencingToken, ListCursor, NamePrefix};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
-use crate::wire::{FenceCheckBody, FenceCheckReply, ListBody, ListQuery, LockBody};
+use crate::wire::{FenceCheckBody, FenceCheckReply, ListBody, ListQuery, LiveBody, LockBody};
 
 #[utoipa::path(
     get,
@@ -33,7 +33,11 @@ pub async fn inspect(
             format!("lock {name} is free and has never been taken"),
         ));
     };
-    Ok(Json(bodies::lock(view)))
+    let (waiting, waiting_count) = state.locks.waiters_of(&name).await?;
+    let mut body = bodies::lock(view);
+    body.waiting = waiting.into_iter().map(bodies::waiter).collect();
+    body.waiting_count = waiting_count;
+    Ok(Json(body))
 }
 
 /// A page holds about this many names unless the client asks otherwise.
@@ -79,8 +83,18 @@ pub async fn list(
         .locks
         .live(&prefix, cursor, usize::try_from(limit).unwrap_or(100))
         .await?;
+    let names: Vec<_> = page.entries.iter().map(|e| e.name()).collect();
+    let waiting = state.locks.waiting_counts(&names).await?;
     Ok(Json(ListBody {
-        locks: page.entries.into_iter().map(bodies::live).collect(),
+        locks: page
+            .entries
+            .into_iter()
+            .zip(waiting)
+            .map(|(entry, waiting)| LiveBody {
+                waiting,
+                ..bodies::live(entry)
+            })
+            .collect(),
         next_cursor: page.next_cursor.map(|c| c.0.to_string()),
     }))
 }

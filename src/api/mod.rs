@@ -5,6 +5,7 @@
 
 mod admin;
 mod bodies;
+mod contention;
 mod events;
 mod extract;
 mod health;

@@ -27,9 +27,11 @@ pub mod model;
 pub mod observer;
 mod publisher;
 mod scripts;
+mod tenure;
 mod views;
 pub mod waiters;
 mod waiting;
+pub mod waitlist;
 mod watch;
 
 use std::sync::Arc;
@@ -48,6 +50,8 @@ pub use observer::Observer;
 use scripts::{Script, parse};
 use waiters::Waiters;
 pub use watch::{LeaseEnd, LeaseWatch};
+pub use tenure::held_for;
+pub use waitlist::WaiterView;
 
 /// Settings of the lock domain that do not change while the service runs.
 #[derive(Debug, Clone)]

@@ -21,4 +21,5 @@ mod rwlock;
 mod semaphores;
 mod surprises;
 mod waiting;
+mod waitlist;
 mod watch;
