@@ -151,6 +151,7 @@ pub async fn run(
 
     let waiters = Arc::new(Waiters::default());
     let feed = EventFeed::default();
+    let sweeper_client = client.clone();
     let (subscriber, subscriber_task) = spawn_subscriber(
         client,
         KeySpace::new(config.locks.key_prefix.clone()),
@@ -169,6 +170,7 @@ pub async fn run(
     load_functions(&locks).await?;
     let clock_task = locks.spawn_clock_sync();
     let publisher_task = locks.spawn_publisher();
+    let sweeper_task = locks.spawn_sweeper(sweeper_client);
     let state = AppState {
         locks,
         metrics,
@@ -193,6 +195,7 @@ pub async fn run(
     shutdown.cancel();
     let _ = clock_task.await;
     let _ = publisher_task.await;
+    let _ = sweeper_task.await;
     if let Err(e) = subscriber_task.await {
         tracing::warn!(error = %e, "the subscriber task failed");
     }

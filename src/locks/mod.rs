@@ -27,6 +27,7 @@ pub mod model;
 pub mod observer;
 mod publisher;
 mod scripts;
+mod sweeper;
 mod tenure;
 mod views;
 pub mod waiters;

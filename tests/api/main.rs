@@ -7,6 +7,7 @@ mod cli;
 mod cli_tools;
 mod dashboard;
 mod errors;
+mod expiry;
 mod fair;
 mod fencing;
 mod helpers;

@@ -20,6 +20,7 @@ pub(super) mod semaphore_inspect;
 pub(super) mod semaphore_limit;
 pub(super) mod semaphore_release;
 pub(super) mod semaphore_renew;
+pub(super) mod sweep;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
