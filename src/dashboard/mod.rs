@@ -12,6 +12,7 @@
 //! Every page is HTML-escaped by its template and sent with a strict Content-Security-Policy
 //! (scripts and styles from this server only, no inline code).
 
+mod insight;
 mod pages;
 
 use axum::Router;
@@ -25,7 +26,6 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use self::pages::{
     ErrorPage, EventsPage, HistoryRow, LockPage, LockState, LoginPage, Nav, OverviewPage,
-    OverviewRow,
 };
 use crate::auth::{AdminAuth, Session, same_origin};
 use crate::locks::{
@@ -183,6 +183,7 @@ fn parse_prefix(raw: Option<&str>) -> Result<NamePrefix, PageError> {
 struct OverviewQuery {
     prefix: Option<String>,
     cursor: Option<String>,
+    sort: Option<String>,
 }
 
 /// `GET /`: one page of live locks and semaphores.
@@ -208,11 +209,15 @@ async fn overview(
         })?),
     };
     let page = state.locks.live(&prefix, cursor, PAGE_SIZE).await?;
+    let names: Vec<_> = page.entries.iter().map(|e| e.name()).collect();
+    let waiting = state.locks.waiting_counts(&names).await?;
+    let sort = insight::Sort::parse(query.sort.as_deref());
     let p = prefix.as_str();
     render(&OverviewPage {
         nav,
         prefix: p.to_owned(),
-        rows: page.entries.iter().map(OverviewRow::from_entry).collect(),
+        sort: sort.as_str(),
+        rows: insight::overview_rows(&page.entries, &waiting, sort, pages::now_ms()),
         events_url: format!("/v1/events?prefix={p}"),
         next_href: page
             .next_cursor
@@ -277,8 +282,15 @@ async fn lock_page(
             ));
         }
     };
+    let (waiting, waiting_count) = state.locks.waiters_of(&name).await?;
+    let now = pages::now_ms();
+    let held_since = lock_state.held_since;
     let n = name.as_str();
     render(&LockPage {
+        timeline: insight::timeline(&history, &waiting, now),
+        waiting: waiting.iter().map(|w| insight::WaiterRow::of(w, now)).collect(),
+        waiting_count,
+        held_since: insight::when(held_since, now),
         nav,
         name: n.to_owned(),
         self_href: format!("/locks/{n}"),

@@ -14,6 +14,7 @@ mod helpers;
 mod layers;
 mod leases;
 mod metrics;
+mod operator;
 mod openapi;
 mod outages;
 mod redisson;
