@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::metrics::CONTENT_TYPE;
+use crate::metrics::{CENSUS_BUDGET, CONTENT_TYPE};
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
 
@@ -22,6 +22,25 @@ use crate::state::AppState;
 )]
 /// `GET /metrics`: this instance's metrics in the OpenMetrics text format Prometheus scrapes.
 pub async fn scrape(State(state): State<AppState>) -> Response {
+    let redis_up = state.locks.ping().await.is_ok();
+    let census = if redis_up && state.metrics.sampled.census_due() {
+        match state.locks.census(CENSUS_BUDGET).await {
+            Ok(census) => Some(census),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not count the live locks for the metrics");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    state.metrics.sampled.record(
+        redis_up,
+        state.subscriber.is_connected(),
+        census.as_ref(),
+        state.metrics.lock_names(),
+        now_ms(),
+    );
     match state
         .metrics
         .encode(state.locks.waiting(), state.subscriber.reconnects())
@@ -60,4 +79,10 @@ pub async fn count_requests(
         started.elapsed(),
     );
     response
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -16,6 +16,7 @@
 //!   `clock`: Redis's clock, for script deadlines.
 
 mod admin;
+mod census;
 mod clock;
 pub mod error;
 mod history;
@@ -41,6 +42,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
+pub use census::Census;
 pub use error::{InvalidInput, LockError};
 pub use history::{HISTORY_SHOWN, LockEvent, merged, ongoing, ongoing_permits};
 pub use keys::KeySpace;

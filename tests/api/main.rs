@@ -5,6 +5,7 @@ mod binary;
 mod browser;
 mod cli;
 mod cli_tools;
+mod deploy;
 mod dashboard;
 mod errors;
 mod expiry;

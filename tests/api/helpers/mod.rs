@@ -230,6 +230,11 @@ impl TestApp {
     pub async fn spawn_peer(&self) -> TestApp {
         serve_on(self.redis.shared(), AppOptions::default()).await
     }
+
+    /// A second instance on the same Redis, with other options.
+    pub async fn spawn_peer_with(&self, options: AppOptions) -> TestApp {
+        serve_on(self.redis.shared(), options).await
+    }
 }
 
 impl Drop for TestApp {
