@@ -12,6 +12,7 @@ use futures_util::{Stream, StreamExt as _};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::backlog;
 use super::extract::{Bearer, Query};
 use crate::events::FeedMessage;
 use crate::locks::NamePrefix;
@@ -24,6 +25,9 @@ pub struct EventsQuery {
     /// Only events of locks whose name starts with this.
     #[serde(default)]
     prefix: String,
+    /// Send the most recent events of every lock first (at most 1000), then the live ones.
+    #[serde(default)]
+    backlog: Option<usize>,
 }
 
 #[utoipa::path(
@@ -31,9 +35,9 @@ pub struct EventsQuery {
     path = "/v1/events",
     operation_id = "streamEvents",
     tag = "events",
-    params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this")),
+    params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this"), ("backlog" = Option<u32>, Query, maximum = 1000, description = "First send up to this many recent events (oldest first; of every lock, then filtered by prefix), then the live ones"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (its `id:`): every event since is sent first, or `event: resync` when some are gone")),
     responses(
-        (status = 200, description = "Server-sent events: one JSON lock event per `data:` message; `event: resync` when events may have been missed", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events: one JSON lock event per `data:` message, with its journal id as `id:` (and `event_id`); `event: resync` when events may have been missed", body = String, content_type = "text/event-stream"),
         (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required: the dashboard is private and no admin session or token came; token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name: the prefix is not a lock name", body = ProblemDetails, content_type = "application/problem+json"),
@@ -54,27 +58,39 @@ pub async fn stream(
         ));
     }
     let prefix = NamePrefix::parse(&query.prefix)?;
+    let count = query.backlog.unwrap_or(0);
+    if count > backlog::BACKLOG_MAX {
+        return Err(Problem::new(
+            ProblemKind::InvalidQuery,
+            format!("backlog must be at most {}", backlog::BACKLOG_MAX),
+        ));
+    }
+    // Subscribed before the journal is read: nothing falls between the two.
     let rx = state.feed.subscribe();
-    let events = futures_util::stream::unfold((rx, prefix), |(mut rx, prefix)| async move {
+    let (first, last) = backlog::first(&state.locks, &headers, count, &prefix).await;
+    let events = futures_util::stream::unfold((rx, prefix), move |(mut rx, prefix)| async move {
         loop {
             let event = match rx.recv().await {
                 Ok(FeedMessage::Event(event)) if prefix.matches(&event.lock) => {
-                    match serde_json::to_string(&*event) {
-                        Ok(json) => Event::default().data(json),
-                        Err(_) => continue,
+                    if backlog::already_sent(&event, last) {
+                        continue;
+                    }
+                    match backlog::message(&event) {
+                        Some(message) => message,
+                        None => continue,
                     }
                 }
                 Ok(FeedMessage::Event(_)) => continue,
-                Ok(FeedMessage::Resync) | Err(RecvError::Lagged(_)) => {
-                    Event::default().event("resync").data("")
-                }
+                Ok(FeedMessage::Resync) | Err(RecvError::Lagged(_)) => backlog::resync(),
                 Err(RecvError::Closed) => return None,
             };
             return Some((Ok(event), (rx, prefix)));
         }
     });
     let hello = futures_util::stream::once(async { Ok(Event::default().comment("connected")) });
+    let first = futures_util::stream::iter(first.into_iter().map(Ok));
     let stream = hello
+        .chain(first)
         .chain(events)
         .take_until(state.shutdown.clone().cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

@@ -4,6 +4,7 @@
 //! and the middleware ([`crate::server::app`]).
 
 mod admin;
+mod backlog;
 mod bodies;
 mod contention;
 mod events;

@@ -336,7 +336,8 @@ async fn events_page(
     render(&EventsPage {
         nav,
         prefix: prefix.as_str().to_owned(),
-        events_url: format!("/v1/events?prefix={}", prefix.as_str()),
+        // The page starts with the latest events kept in Redis, then goes on live.
+        events_url: format!("/v1/events?prefix={}&backlog=100", prefix.as_str()),
     })
 }
 

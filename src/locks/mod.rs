@@ -20,6 +20,7 @@ mod census;
 mod clock;
 pub mod error;
 mod history;
+pub mod journal;
 pub mod keys;
 pub mod kind;
 mod leases;

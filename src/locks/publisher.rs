@@ -57,6 +57,7 @@ impl Publisher {
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let rx = self.rx.lock().ok().and_then(|mut rx| rx.take());
+        let journal = format!("{channel}:recent");
         tokio::spawn(async move {
             let Some(mut rx) = rx else { return };
             let mut batch = Vec::with_capacity(BATCH);
@@ -74,13 +75,9 @@ impl Publisher {
                     }
                 };
                 if !batch.is_empty() {
-                    let message = format!("[{}]", batch.join(","));
+                    // Journaled first, so each event goes out with its id (see `journal`).
+                    let sent = super::journal::publish(&mut conn, &journal, &channel, &batch).await;
                     batch.clear();
-                    let sent = redis::cmd("PUBLISH")
-                        .arg(&channel)
-                        .arg(message)
-                        .query_async::<i64>(&mut conn)
-                        .await;
                     if let Err(e) = sent {
                         tracing::warn!(error = %e, "could not publish live events");
                     }

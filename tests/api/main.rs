@@ -1,6 +1,7 @@
 //! The integration suite: one binary (linked once), real redis-server processes and real HTTP.
 
 mod admin;
+mod backlog;
 mod binary;
 mod browser;
 mod cli;
