@@ -8,7 +8,7 @@ use utoipa::IntoParams;
 use super::bodies;
 use super::extract::{JsonBody, NamePath, Query};
 use crate::auth::Admin;
-use crate::locks::{LimitChange, Resource};
+use crate::locks::{HeldAs, LimitChange, LockError, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{ForceReleaseBody, LimitBody, LimitChangeBody};
@@ -47,7 +47,7 @@ pub struct SemaphoreReleaseQuery {
     security(("admin_token" = [])),
     responses(
         (status = 200, description = "Every holder removed (`released: false` when nobody held it)", body = ForceReleaseBody),
-        (status = 409, description = "kind_conflict: the name is a semaphore (use /v1/admin/semaphores), or a key another program made (held_as: foreign)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "kind_conflict: the name is a key another program made (held_as: foreign). A semaphore's name works too: its permits come back (to remove the semaphore itself, DELETE /v1/admin/semaphores/{name}?clear=true)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required (with WWW-Authenticate: Bearer), token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
@@ -56,17 +56,29 @@ pub struct SemaphoreReleaseQuery {
     )
 )]
 /// `DELETE /v1/admin/locks/{name}[?reason=..]`: removes every holder and wakes waiters; the
-/// removed leases' holders get 410 from then on.
+/// removed leases' holders get 410 from then on. A semaphore's permits all come back.
 pub async fn force_release(
     _: Admin,
     State(state): State<AppState>,
     NamePath(name): NamePath,
     Query(query): Query<ForceReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
-    let forced = state
+    let forced = match state
         .locks
         .force_release(Resource::Lock, &name, BY, &query.reason, false)
-        .await?;
+        .await
+    {
+        // A semaphore's name: its permits come back, as on the semaphore route.
+        Err(LockError::KindConflict {
+            held_as: HeldAs::Semaphore,
+        }) => {
+            state
+                .locks
+                .force_release(Resource::Semaphore, &name, BY, &query.reason, false)
+                .await?
+        }
+        forced => forced?,
+    };
     tracing::info!(lock = %name, removed = forced.removed.len(), reason = %query.reason, "force release");
     Ok(Json(bodies::forced(forced)))
 }

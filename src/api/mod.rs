@@ -8,6 +8,7 @@ mod backlog;
 mod bodies;
 mod contention;
 mod events;
+mod eviction;
 mod extract;
 mod health;
 mod leases;
@@ -139,6 +140,8 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))
         .routes(routes!(admin::set_semaphore_limit))
+        .routes(routes!(eviction::evict_lock_lease))
+        .routes(routes!(eviction::evict_semaphore_lease))
         // Responses carry lease tokens and live state: never cache them.
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,

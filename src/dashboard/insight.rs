@@ -123,6 +123,12 @@ impl WaiterRow {
     }
 }
 
+/// The lock page's message after an eviction (the lease id, checked: the query is anyone's).
+pub fn evicted_flash(evicted: Option<&str>) -> Option<String> {
+    let id = crate::locks::LeaseId::parse(evicted?)?;
+    Some(format!("Evicted lease {id}; the other holders keep theirs."))
+}
+
 /// The timeline's drawing: its lanes and its time axis.
 pub struct Timeline {
     pub lanes: Vec<Lane>,

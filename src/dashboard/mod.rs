@@ -12,6 +12,7 @@
 //! Every page is HTML-escaped by its template and sent with a strict Content-Security-Policy
 //! (scripts and styles from this server only, no inline code).
 
+mod eviction;
 mod insight;
 mod pages;
 
@@ -53,6 +54,7 @@ pub fn router() -> Router<AppState> {
         .route("/", get(overview))
         .route("/locks/{name}", get(lock_page))
         .route("/locks/{name}/force-release", post(force_release))
+        .route("/locks/{name}/evict", post(eviction::evict))
         .route("/events", get(events_page))
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
@@ -236,6 +238,7 @@ fn lock_name(raw: &str) -> Result<LockName, PageError> {
 #[derive(Debug, Default, Deserialize)]
 struct LockQuery {
     released: Option<u32>,
+    evicted: Option<String>,
 }
 
 /// `GET /locks/{name}`: a lock's (or semaphore's) holders, queue and history.
@@ -296,11 +299,14 @@ async fn lock_page(
         self_href: format!("/locks/{n}"),
         force_release_href: format!("/locks/{n}/force-release"),
         events_url: format!("/v1/events?prefix={n}"),
-        flash: query.released.map(|count| match count {
-            0 => "Force release done: nobody held it.".to_owned(),
-            1 => "Force-released: removed 1 holder.".to_owned(),
-            n => format!("Force-released: removed {n} holders."),
-        }),
+        flash: query
+            .released
+            .map(|count| match count {
+                0 => "Force release done: nobody held it.".to_owned(),
+                1 => "Force-released: removed 1 holder.".to_owned(),
+                n => format!("Force-released: removed {n} holders."),
+            })
+            .or_else(|| insight::evicted_flash(query.evicted.as_deref())),
         kind: lock_state.kind,
         mode: lock_state.mode,
         semaphore: lock_state.semaphore,

@@ -126,6 +126,13 @@ pub struct LockPage {
     pub timeline: Timeline,
 }
 
+impl LockPage {
+    /// Whether a holder is a lease an admin may evict (the evict form's choices).
+    pub fn any_evictable(&self) -> bool {
+        self.holders.iter().any(|h| h.evictable)
+    }
+}
+
 pub struct SemaphoreFacts {
     pub used: u64,
     pub limit: u32,
@@ -133,6 +140,8 @@ pub struct SemaphoreFacts {
 
 pub struct HolderRow {
     pub lease_id: String,
+    /// A Leasehold lease (an admin may evict it), not a Redisson client.
+    pub evictable: bool,
     pub label: String,
     pub metadata: String,
     pub count: u64,
@@ -271,6 +280,7 @@ impl LockState {
             .holders
             .iter()
             .map(|h| HolderRow {
+                evictable: h.lease_id.is_some(),
                 lease_id: lease_text(h),
                 label: holder_label(h),
                 metadata: metadata_text(h.metadata.as_ref()),
@@ -336,6 +346,7 @@ impl LockState {
             .holders
             .iter()
             .map(|h| HolderRow {
+                evictable: h.lease_id.is_some(),
                 lease_id: h.lease_id.map(|id| id.to_string()).unwrap_or_default(),
                 label: permit_holder_label(h),
                 metadata: metadata_text(h.metadata.as_ref()),

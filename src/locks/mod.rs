@@ -19,6 +19,7 @@ mod admin;
 mod census;
 mod clock;
 pub mod error;
+mod eviction;
 mod history;
 pub mod journal;
 pub mod keys;

@@ -9,6 +9,7 @@ mod cli_tools;
 mod deploy;
 mod dashboard;
 mod errors;
+mod eviction;
 mod expiry;
 mod fair;
 mod fencing;

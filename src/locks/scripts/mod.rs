@@ -7,6 +7,7 @@
 //! defined once when it loads, not on every call.
 
 pub(super) mod acquire;
+pub(super) mod evict;
 pub(super) mod force_release;
 pub(super) mod inspect_lease;
 pub(super) mod inspect_lock;
