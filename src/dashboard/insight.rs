@@ -131,6 +131,8 @@ pub fn evicted_flash(evicted: Option<&str>) -> Option<String> {
 
 /// The timeline's drawing: its lanes and its time axis.
 pub struct Timeline {
+    /// The window shown (`1h`, `15m`, ...).
+    pub window: &'static str,
     pub lanes: Vec<Lane>,
     /// Axis ticks: x and label ("-45 min").
     pub ticks: Vec<(u32, String)>,
@@ -176,8 +178,21 @@ const LANE_H: u32 = 24;
 const TOP: u32 = 4;
 /// Most lanes drawn: the most recently active holders.
 const MAX_LANES: usize = 12;
-/// The window: the last hour.
-pub const WINDOW_MS: u64 = 3_600_000;
+/// The windows the timeline offers, by their query value; the first is the default.
+pub const WINDOWS: [(&str, u64); 4] = [
+    ("1h", 3_600_000),
+    ("15m", 900_000),
+    ("5m", 300_000),
+    ("1m", 60_000),
+];
+
+/// The window a query asks for (`?window=15m`), the last hour by default.
+pub fn window(raw: Option<&str>) -> (&'static str, u64) {
+    WINDOWS
+        .into_iter()
+        .find(|(name, _)| Some(*name) == raw)
+        .unwrap_or(WINDOWS[0])
+}
 
 /// What one lease did in the window.
 #[derive(Default)]
@@ -191,10 +206,15 @@ struct Life {
     last: u64,
 }
 
-/// Draws the last hour of `events` (newest first: the lock's history merged with the holds
-/// going on) and the requests waiting now.
-pub fn timeline(events: &[LockEvent], waiting: &[WaiterView], now_ms: u64) -> Timeline {
-    let from = now_ms.saturating_sub(WINDOW_MS);
+/// Draws the last `window` of `events` (newest first: the lock's history merged with the
+/// holds going on) and the requests waiting now.
+pub fn timeline(
+    events: &[LockEvent],
+    waiting: &[WaiterView],
+    now_ms: u64,
+    (window, window_ms): (&'static str, u64),
+) -> Timeline {
+    let from = now_ms.saturating_sub(window_ms);
     let mut lives: BTreeMap<String, Life> = BTreeMap::new();
     for e in events.iter().rev() {
         let ids: Vec<String> = if e.kind == "force_released" {
@@ -244,7 +264,7 @@ pub fn timeline(events: &[LockEvent], waiting: &[WaiterView], now_ms: u64) -> Ti
     groups.truncate(MAX_LANES);
     let x = |t: u64| -> u32 {
         let t = t.clamp(from, now_ms) - from;
-        LABEL_W + u32::try_from(t * u64::from(PLOT_W) / WINDOW_MS).unwrap_or(PLOT_W)
+        LABEL_W + u32::try_from(t * u64::from(PLOT_W) / window_ms).unwrap_or(PLOT_W)
     };
     let lanes: Vec<Lane> = groups
         .into_iter()
@@ -265,16 +285,19 @@ pub fn timeline(events: &[LockEvent], waiting: &[WaiterView], now_ms: u64) -> Ti
     let height = TOP + u32::try_from(lanes.len()).unwrap_or(0) * LANE_H + 20;
     let ticks = (0..=4)
         .map(|q| {
-            let t = from + WINDOW_MS * q / 4;
-            let label = if q == 4 {
-                "now".to_owned()
-            } else {
-                format!("-{} min", (4 - q) * 15)
+            let t = from + window_ms * q / 4;
+            let ago_s = window_ms * (4 - q) / 4 / 1000;
+            let label = match ago_s {
+                0 => "now".to_owned(),
+                1..60 => format!("-{ago_s} s"),
+                _ if ago_s % 60 == 0 => format!("-{} min", ago_s / 60),
+                _ => format!("-{} min {} s", ago_s / 60, ago_s % 60),
             };
             (x(t), label)
         })
         .collect();
     Timeline {
+        window,
         lanes,
         ticks,
         height,
@@ -303,14 +326,20 @@ fn draw(lane: &mut Lane, life: &Life, now_ms: u64, x: &impl Fn(u64) -> u32) {
     }
     if let Some(h) = life.hold_from {
         let until = end.unwrap_or(now_ms);
-        let fence = life.fence.map(|f| format!("#{f}")).unwrap_or_default();
+        let width = (x(until).saturating_sub(x(h))).max(2);
+        // The token on the bar where it fits (about 6 units a digit); always in the hover text.
+        let fence = life
+            .fence
+            .map(|f| format!("#{f}"))
+            .filter(|f| u32::try_from(f.len()).unwrap_or(u32::MAX) * 6 + 6 <= width)
+            .unwrap_or_default();
         let how = match life.end {
             Some((_, how)) => how.replace('_', " "),
             None => "still held".to_owned(),
         };
         lane.bars.push(Bar {
             x: x(h),
-            width: (x(until).saturating_sub(x(h))).max(2),
+            width,
             class: "hold",
             title: format!(
                 "{} held from {} to {} ({how}), fencing token {}",
@@ -378,16 +407,34 @@ mod tests {
             event(serde_json::json!({"type": "released", "lock": "a", "at_ms": now - 7_000_000,
                 "lease_id": "old", "holder": "gone"})),
         ];
-        let t = timeline(&events, &[], now);
+        let t = timeline(&events, &[], now, window(None));
         assert_eq!(t.lanes.len(), 1, "holds that ended before the window are left out");
         let lane = &t.lanes[0];
         assert_eq!(lane.label, "cron");
         assert_eq!(lane.bars.len(), 1);
-        assert_eq!(lane.bars[0].fence, "#7");
+        assert_eq!(lane.bars[0].fence, "#7", "a short token fits its bar");
         assert_eq!(lane.bars[0].class, "hold");
         // 20 min to 10 min ago: a sixth of the plot, starting two thirds in.
         assert_eq!(lane.bars[0].x, LABEL_W + PLOT_W * 2 / 3);
         assert_eq!(lane.marks.len(), 1);
         assert_eq!(lane.marks[0].class, "expired");
+    }
+
+    #[test]
+    fn a_request_waiting_now_is_a_wait_bar_up_to_now() {
+        let now = 10_000_000;
+        let waiter = WaiterView {
+            lease_id: "w1".into(),
+            holder: Some("next".into()),
+            kind: Some("write".into()),
+            permits: None,
+            since_ms: now - 900_000,
+            instance: "h:1".into(),
+            until_ms: now + 1000,
+        };
+        let t = timeline(&[], &[waiter], now, window(Some("15m")));
+        let bar = &t.lanes[0].bars[0];
+        assert_eq!((bar.class, bar.x, bar.x + bar.width), ("wait", LABEL_W, LABEL_W + PLOT_W));
+        assert_eq!(t.ticks[0].1, "-15 min");
     }
 }

@@ -239,6 +239,8 @@ fn lock_name(raw: &str) -> Result<LockName, PageError> {
 struct LockQuery {
     released: Option<u32>,
     evicted: Option<String>,
+    /// The timeline's window: 1h (default), 15m, 5m, 1m.
+    window: Option<String>,
 }
 
 /// `GET /locks/{name}`: a lock's (or semaphore's) holders, queue and history.
@@ -290,7 +292,12 @@ async fn lock_page(
     let held_since = lock_state.held_since;
     let n = name.as_str();
     render(&LockPage {
-        timeline: insight::timeline(&history, &waiting, now),
+        timeline: insight::timeline(
+            &history,
+            &waiting,
+            now,
+            insight::window(query.window.as_deref()),
+        ),
         waiting: waiting.iter().map(|w| insight::WaiterRow::of(w, now)).collect(),
         waiting_count,
         held_since: insight::when(held_since, now),

@@ -55,7 +55,37 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     until_waiting(&app, "/v1/locks/billing:invoices", "waiting_count", 1).await;
     until_waiting(&app, "/v1/locks/catalog", "waiting_count", 1).await;
     until_waiting(&app, "/v1/semaphores/gpu-pool", "waiting_count", 1).await;
-    // A short hold nobody heartbeats or looks at again.
+    // A lock's busy minute: a hold with a reentry handed to a waiter, a force release, then
+    // a short hold nobody heartbeats or looks at again.
+    let first = app
+        .lease("nightly-report", json!({"holder": "cron@db1", "ttl_ms": 60_000}))
+        .await;
+    app.acquire_with("nightly-report", 0, json!({}), Some(&first.token))
+        .await
+        .assert_status(200);
+    let next_holder = app.spawn_post(
+        "/v1/locks/nightly-report/leases?wait_ms=10000",
+        json!({"holder": "cron@db2", "ttl_ms": 60_000}),
+    );
+    until_waiting(&app, "/v1/locks/nightly-report", "waiting_count", 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    app.release(&first, true).await.assert_status(200);
+    let second = crate::helpers::Lease::from_reply(
+        "nightly-report",
+        &next_holder.await.expect("the waiter"),
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    app.release(&second, true).await.assert_status(200);
+    app.lease("nightly-report", json!({"holder": "cron@db3", "ttl_ms": 60_000}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    app.admin(
+        reqwest::Method::DELETE,
+        "/v1/admin/locks/nightly-report?reason=stuck",
+        None,
+    )
+    .await
+    .assert_status(200);
     let grant = app
         .acquire("nightly-report", json!({"holder": "cron@db1", "ttl_ms": 400}))
         .await;
@@ -118,7 +148,7 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     // The expiry: recorded by the server within a few seconds, at the time it ran out, and on
     // the timeline as a hold ending in an expiry mark.
     client
-        .goto(&app.url("/locks/nightly-report"))
+        .goto(&app.url("/locks/nightly-report?window=1m"))
         .await
         .expect("lock page");
     wait_for(
@@ -143,15 +173,37 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         .execute(
             "return [document.querySelectorAll('.timeline .hold rect').length, \
              document.querySelectorAll('.timeline .mark.expired').length, \
-             document.querySelector('.timeline .hold title').textContent];",
+             document.querySelectorAll('.timeline .mark.force_released').length, \
+             document.querySelectorAll('.timeline .mark.reentered').length, \
+             0, \
+             Array.from(document.querySelectorAll('.timeline .hold title')).map(t => t.textContent).join('|')];",
             vec![],
         )
         .await
         .expect("script");
-    assert_eq!(timeline[0], json!(1), "one hold bar: {timeline}");
+    assert_eq!(timeline[0], json!(4), "four holds: {timeline}");
     assert_eq!(timeline[1], json!(1), "one expiry mark: {timeline}");
-    assert!(timeline[2].as_str().is_some_and(|t| t.contains("cron@db1") && t.contains("fencing token")));
+    assert_eq!(timeline[2], json!(1), "one force-release mark: {timeline}");
+    assert_eq!(timeline[3], json!(1), "one reentry mark: {timeline}");
+    // (Past waits of a non-fair lock leave no history; live ones and fair tickets are drawn.)
+    let titles = timeline[5].as_str().unwrap_or_default();
+    assert!(titles.contains("cron@db1 held from") && titles.contains("(expired), fencing token"), "{titles}");
+    client
+        .execute("document.querySelector('.timeline').scrollIntoView({block: 'center'});", vec![])
+        .await
+        .expect("scroll");
     save_screenshot(&client, "lock-page-timeline.png").await;
+
+    // The events page starts with the latest events from Redis.
+    client.goto(&app.url("/events")).await.expect("events page");
+    wait_for(
+        &client,
+        "document.querySelectorAll('#feed tr.ev-expired').length > 0",
+        Duration::from_secs(5),
+        "the backlog on the events page",
+    )
+    .await;
+    save_screenshot(&client, "events.png").await;
 
     // Phone width: the overview still fits.
     client.set_window_size(420, 900).await.expect("resize");
