@@ -8,6 +8,10 @@
 //! - `GET|POST /login`, `POST /logout`: the admin session ([`session`]).
 //! - `POST /locks/{name}/force-release`: signed-in admins only, with a CSRF token, a
 //!   same-origin check and a confirmation; GET never changes anything.
+//! - `POST /locks/{name}/evict`: one lease removed, with the same checks ([`eviction`]).
+//!
+//! [`insight`] holds what the overview and the lock page show an operator beyond the holders:
+//! waiters, held-for, sorting, the timeline.
 //!
 //! Every page is HTML-escaped by its template and sent with a strict Content-Security-Policy
 //! (scripts and styles from this server only, no inline code).

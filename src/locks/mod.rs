@@ -14,6 +14,10 @@
 //! - `watch`: waiting, for a lease's holder, until the lease ends.
 //! - [`keys`]: the Redis key layout; [`waiters`]: the in-process registry the subscriber wakes;
 //!   `clock`: Redis's clock, for script deadlines.
+//! - For operators: [`waitlist`]: who waits, in Redis, for every instance to show; `sweeper`:
+//!   expiries recorded when they happen; [`journal`]: the recent events of every lock, with
+//!   ids; `census`: the oldest hold and the waiters over all locks (metrics); `eviction`: one
+//!   lease removed by an admin; `tenure`: how long a name has been held.
 
 mod admin;
 mod census;
