@@ -81,7 +81,8 @@ pub fn overview_rows(
             row.waiters += waiting.get(i).copied().unwrap_or(0);
             let since = entry.held_since();
             row.held_for_ms = held_for(since, now_ms).unwrap_or(0);
-            row.held_for = held_for(since, now_ms).map_or_else(|| "—".into(), |ms| ttl_text(Some(ms)));
+            row.held_for =
+                held_for(since, now_ms).map_or_else(|| "—".into(), |ms| ttl_text(Some(ms)));
             row.held_since = since.map(|t| t.rfc3339()).unwrap_or_default();
             row.long_hold = row.held_for_ms >= LONG_HOLD_MS;
             row.near_expiry = row.remaining_ms.is_some_and(|ms| ms < NEAR_EXPIRY_MS);
@@ -90,8 +91,8 @@ pub fn overview_rows(
         .collect();
     match sort {
         Sort::Name => {}
-        Sort::HeldFor => rows.sort_by(|a, b| b.held_for_ms.cmp(&a.held_for_ms)),
-        Sort::Waiters => rows.sort_by(|a, b| b.waiters.cmp(&a.waiters)),
+        Sort::HeldFor => rows.sort_by_key(|r| std::cmp::Reverse(r.held_for_ms)),
+        Sort::Waiters => rows.sort_by_key(|r| std::cmp::Reverse(r.waiters)),
     }
     rows
 }
@@ -126,7 +127,9 @@ impl WaiterRow {
 /// The lock page's message after an eviction (the lease id, checked: the query is anyone's).
 pub fn evicted_flash(evicted: Option<&str>) -> Option<String> {
     let id = crate::locks::LeaseId::parse(evicted?)?;
-    Some(format!("Evicted lease {id}; the other holders keep theirs."))
+    Some(format!(
+        "Evicted lease {id}; the other holders keep theirs."
+    ))
 }
 
 /// The timeline's drawing: its lanes and its time axis.
@@ -218,7 +221,10 @@ pub fn timeline(
     let mut lives: BTreeMap<String, Life> = BTreeMap::new();
     for e in events.iter().rev() {
         let ids: Vec<String> = if e.kind == "force_released" {
-            e.removed_lease_ids().into_iter().map(str::to_owned).collect()
+            e.removed_lease_ids()
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
         } else {
             e.lease_id.iter().cloned().collect()
         };
@@ -398,17 +404,29 @@ mod tests {
     fn a_hold_that_expired_is_a_bar_with_its_fence_and_an_expiry_mark() {
         let now = 10_000_000;
         let events = vec![
-            event(serde_json::json!({"type": "expired", "lock": "a", "at_ms": now - 600_000,
-                "lease_id": "l1", "holder": "cron", "fencing_token": 7, "since_ms": now - 1_200_000})),
-            event(serde_json::json!({"type": "acquired", "lock": "a", "at_ms": now - 1_200_000,
-                "lease_id": "l1", "holder": "cron", "fencing_token": 7})),
-            event(serde_json::json!({"type": "acquired", "lock": "a", "at_ms": now - 7_200_000,
-                "lease_id": "old", "holder": "gone"})),
-            event(serde_json::json!({"type": "released", "lock": "a", "at_ms": now - 7_000_000,
-                "lease_id": "old", "holder": "gone"})),
+            event(
+                serde_json::json!({"type": "expired", "lock": "a", "at_ms": now - 600_000,
+                "lease_id": "l1", "holder": "cron", "fencing_token": 7, "since_ms": now - 1_200_000}),
+            ),
+            event(
+                serde_json::json!({"type": "acquired", "lock": "a", "at_ms": now - 1_200_000,
+                "lease_id": "l1", "holder": "cron", "fencing_token": 7}),
+            ),
+            event(
+                serde_json::json!({"type": "acquired", "lock": "a", "at_ms": now - 7_200_000,
+                "lease_id": "old", "holder": "gone"}),
+            ),
+            event(
+                serde_json::json!({"type": "released", "lock": "a", "at_ms": now - 7_000_000,
+                "lease_id": "old", "holder": "gone"}),
+            ),
         ];
         let t = timeline(&events, &[], now, window(None));
-        assert_eq!(t.lanes.len(), 1, "holds that ended before the window are left out");
+        assert_eq!(
+            t.lanes.len(),
+            1,
+            "holds that ended before the window are left out"
+        );
         let lane = &t.lanes[0];
         assert_eq!(lane.label, "cron");
         assert_eq!(lane.bars.len(), 1);
@@ -434,7 +452,10 @@ mod tests {
         };
         let t = timeline(&[], &[waiter], now, window(Some("15m")));
         let bar = &t.lanes[0].bars[0];
-        assert_eq!((bar.class, bar.x, bar.x + bar.width), ("wait", LABEL_W, LABEL_W + PLOT_W));
+        assert_eq!(
+            (bar.class, bar.x, bar.x + bar.width),
+            ("wait", LABEL_W, LABEL_W + PLOT_W)
+        );
         assert_eq!(t.ticks[0].1, "-15 min");
     }
 }

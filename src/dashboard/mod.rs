@@ -302,7 +302,10 @@ async fn lock_page(
             now,
             insight::window(query.window.as_deref()),
         ),
-        waiting: waiting.iter().map(|w| insight::WaiterRow::of(w, now)).collect(),
+        waiting: waiting
+            .iter()
+            .map(|w| insight::WaiterRow::of(w, now))
+            .collect(),
         waiting_count,
         held_since: insight::when(held_since, now),
         nav,

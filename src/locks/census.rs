@@ -43,7 +43,9 @@ impl Locks {
                     (a, b) => a.or(b),
                 };
                 census.waiters += waiting + queued;
-                census.locks.push((entry.name().clone(), since, waiting + queued));
+                census
+                    .locks
+                    .push((entry.name().clone(), since, waiting + queued));
             }
             census.live = u64::try_from(census.locks.len()).unwrap_or(u64::MAX);
             match page.next_cursor {

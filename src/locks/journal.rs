@@ -180,7 +180,9 @@ fn push_entry(
         if after.is_some_and(|a| id <= a) {
             continue;
         }
-        event.details.insert("event_id".into(), id.to_string().into());
+        event
+            .details
+            .insert("event_id".into(), id.to_string().into());
         out.push((id, event));
     }
 }
@@ -202,7 +204,10 @@ mod tests {
 
     #[test]
     fn published_events_carry_their_ids() {
-        let batch = vec![r#"{"type":"acquired","lock":"a","at_ms":1}"#.to_owned(), "{}".into()];
+        let batch = vec![
+            r#"{"type":"acquired","lock":"a","at_ms":1}"#.to_owned(),
+            "{}".into(),
+        ];
         let message = with_ids("5-0", &batch);
         let events = LockEvent::parse_batch(&message);
         assert_eq!(events.len(), 1, "the empty object is no event");

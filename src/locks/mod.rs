@@ -57,10 +57,10 @@ pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
 pub use model::*;
 pub use observer::Observer;
 use scripts::{Script, parse};
-use waiters::Waiters;
-pub use watch::{LeaseEnd, LeaseWatch};
 pub use tenure::held_for;
+use waiters::Waiters;
 pub use waitlist::WaiterView;
+pub use watch::{LeaseEnd, LeaseWatch};
 
 /// Settings of the lock domain that do not change while the service runs.
 #[derive(Debug, Clone)]

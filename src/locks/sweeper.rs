@@ -227,12 +227,16 @@ mod tests {
 
     #[test]
     fn expired_keys_map_to_the_lock_whose_hold_they_end() {
-        let name = |prefix: &str, key: &str| name_of_expired_key(prefix, key).map(|n| n.to_string());
+        let name =
+            |prefix: &str, key: &str| name_of_expired_key(prefix, key).map(|n| n.to_string());
         assert_eq!(name("", "jobs"), Some("jobs".into()));
         assert_eq!(name("app:", "app:jobs"), Some("jobs".into()));
         assert_eq!(name("app:", "other"), None);
         assert_eq!(
-            name("", "{doc}:0190c5f0-0000-7000-8000-000000000000:1:rwlock_timeout:1"),
+            name(
+                "",
+                "{doc}:0190c5f0-0000-7000-8000-000000000000:1:rwlock_timeout:1"
+            ),
             Some("doc".into())
         );
         assert_eq!(name("", "{doc}:leasehold"), None);

@@ -336,7 +336,10 @@ impl Locks {
                         return Err(LockError::Held(contention));
                     }
                     if listed.is_none() {
-                        listed = Some(self.enlist(name, target.wanted(), request.id, deadline).await);
+                        listed = Some(
+                            self.enlist(name, target.wanted(), request.id, deadline)
+                                .await,
+                        );
                     }
                     contention.retry_after
                 }

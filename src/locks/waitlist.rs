@@ -9,8 +9,8 @@
 //! order ([`super::LockView::queue`]).
 //!
 //! Redis 7.0 has no per-field expiry, so each entry carries `until_ms` (its request's wait
-//! deadline plus slack): an entry a crashed instance left behind is ignored once past it and
-//! removed by the next waiter to enter; the hash itself expires after the last such deadline.
+//! deadline plus slack): an entry a crashed instance left behind is ignored once past it, and
+//! the hash itself expires after the latest such deadline.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -100,7 +100,10 @@ impl Drop for Listed {
             return;
         };
         let mut conn = self.conn.clone();
-        let (key, field) = (std::mem::take(&mut self.key), std::mem::take(&mut self.field));
+        let (key, field) = (
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.field),
+        );
         // Sent after the entry's HSET on the same connection, so it lands after it.
         runtime.spawn(async move {
             let removed: redis::RedisResult<()> = redis::cmd("HDEL")
@@ -121,8 +124,7 @@ impl Locks {
         format!("{}:waiting", self.inner.keys.lock(name).state())
     }
 
-    /// Lists request `id` as waiting for `name` until `deadline`, and drops entries that
-    /// lapsed. Best effort: a Redis that fails here fails the attempt after it anyway, and a
+    /// Lists request `id` as waiting for `name` until `deadline`. Best effort: a Redis that fails here fails the attempt after it anyway, and a
     /// waiter missing from the list must not fail its request.
     pub(super) async fn enlist(
         &self,

@@ -136,12 +136,15 @@ impl Sampled {
         now_ms: u64,
     ) {
         self.redis_up.set(i64::from(redis_up));
-        self.subscriber_connected.set(i64::from(subscriber_connected));
+        self.subscriber_connected
+            .set(i64::from(subscriber_connected));
         let Some(census) = census else {
             return;
         };
         let age = |since: Option<crate::locks::Timestamp>| {
-            since.map_or(0.0, |s| Duration::from_millis(now_ms.saturating_sub(s.0)).as_secs_f64())
+            since.map_or(0.0, |s| {
+                Duration::from_millis(now_ms.saturating_sub(s.0)).as_secs_f64()
+            })
         };
         self.live_locks
             .set(i64::try_from(census.live).unwrap_or(i64::MAX));
@@ -222,7 +225,12 @@ impl Process {
             && let Some((_, rest)) = stat.rsplit_once(')')
         {
             let fields: Vec<&str> = rest.split_whitespace().collect();
-            let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            let ticks = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
             let seconds = (ticks(11) + ticks(12)) / 100.0;
             let seen = self.cpu.get();
             if seconds > seen {
@@ -230,7 +238,10 @@ impl Process {
             }
         }
         if let Ok(statm) = std::fs::read_to_string("/proc/self/statm")
-            && let Some(pages) = statm.split_whitespace().nth(1).and_then(|v| v.parse::<i64>().ok())
+            && let Some(pages) = statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<i64>().ok())
         {
             self.resident.set(pages.saturating_mul(4096));
         }

@@ -11,7 +11,9 @@ use crate::helpers::browser::which;
 use crate::helpers::{AppOptions, spawn_app_with};
 
 fn deploy(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy")
+        .join(path)
 }
 
 fn promtool_missing() -> bool {

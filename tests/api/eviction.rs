@@ -18,8 +18,11 @@ async fn evicting_one_reader_leaves_the_others_and_is_recorded() {
     let mut readers = Vec::new();
     for name in ["r1", "r2", "r3"] {
         readers.push(
-            app.lease("doc", json!({"kind": "read", "holder": name, "ttl_ms": 60_000}))
-                .await,
+            app.lease(
+                "doc",
+                json!({"kind": "read", "holder": name, "ttl_ms": 60_000}),
+            )
+            .await,
         );
     }
     let path = format!("/v1/admin/locks/doc/leases/{}?reason=dead", readers[1].id);
@@ -54,10 +57,16 @@ async fn evicting_one_reader_leaves_the_others_and_is_recorded() {
 async fn evicting_one_semaphore_lease_returns_its_permits_only() {
     let app = spawn_app().await;
     let a = app
-        .permits("gpus", json!({"limit": 4, "permits": 3, "holder": "trainer-1"}))
+        .permits(
+            "gpus",
+            json!({"limit": 4, "permits": 3, "holder": "trainer-1"}),
+        )
         .await;
     let b = app
-        .permits("gpus", json!({"limit": 4, "permits": 1, "holder": "trainer-2"}))
+        .permits(
+            "gpus",
+            json!({"limit": 4, "permits": 1, "holder": "trainer-2"}),
+        )
         .await;
     let reply = app
         .admin(
@@ -90,7 +99,9 @@ async fn evicting_one_semaphore_lease_returns_its_permits_only() {
 async fn force_release_on_the_lock_route_works_for_a_semaphore() {
     let app = spawn_app().await;
     let held = app.permits("pool", json!({"limit": 2})).await;
-    let reply = app.admin(Method::DELETE, "/v1/admin/locks/pool", None).await;
+    let reply = app
+        .admin(Method::DELETE, "/v1/admin/locks/pool", None)
+        .await;
     reply.assert_status(200);
     assert_eq!(reply.body["removed"][0]["lease_id"], held.id);
     app.heartbeat(&held, json!({}))
@@ -108,8 +119,11 @@ async fn an_admin_evicts_one_reader_from_the_lock_page_in_chromium() {
     let mut readers = Vec::new();
     for name in ["reader-1", "reader-2", "reader-3"] {
         readers.push(
-            app.lease("catalog", json!({"kind": "read", "holder": name, "ttl_ms": 60_000}))
-                .await,
+            app.lease(
+                "catalog",
+                json!({"kind": "read", "holder": name, "ttl_ms": 60_000}),
+            )
+            .await,
         );
     }
     let driver = Driver::start();
@@ -176,8 +190,14 @@ async fn an_admin_evicts_one_reader_from_the_lock_page_in_chromium() {
     )
     .await;
     let page = client.source().await.expect("source");
-    assert!(page.contains(&format!("Evicted lease {}", readers[1].id)), "flash");
-    assert!(page.contains("removed reader-2 (lease"), "the history names the holder");
+    assert!(
+        page.contains(&format!("Evicted lease {}", readers[1].id)),
+        "flash"
+    );
+    assert!(
+        page.contains("removed reader-2 (lease"),
+        "the history names the holder"
+    );
     let holders = client
         .execute(
             "return Array.from(document.querySelectorAll('table.holders tbody tr')).map(r => r.textContent);",
@@ -186,7 +206,10 @@ async fn an_admin_evicts_one_reader_from_the_lock_page_in_chromium() {
         .await
         .expect("script");
     let holders = holders.to_string();
-    assert!(holders.contains("reader-1") && holders.contains("reader-3"), "{holders}");
+    assert!(
+        holders.contains("reader-1") && holders.contains("reader-3"),
+        "{holders}"
+    );
     assert!(!holders.contains("reader-2"), "{holders}");
     app.heartbeat(&readers[1], json!({}))
         .await

@@ -44,7 +44,9 @@ async fn expiries(app: &TestApp, lock: &str) -> Vec<Value> {
 fn expires_ms(app_reply: &crate::helpers::Reply) -> u64 {
     let at = app_reply.str("expires_at");
     let parsed = humantime::parse_rfc3339(&at).expect("rfc3339");
-    let since = parsed.duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    let since = parsed
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
     u64::try_from(since.as_millis()).expect("ms")
 }
 
@@ -62,11 +64,17 @@ async fn an_expiry_nobody_observes_is_recorded_once_with_its_true_time_and_publi
     let event = next_event(&mut events, "expired").await;
     assert_eq!(event["lock"], "nightly");
     assert_eq!(event["holder"], "cron");
-    assert_eq!(event["at_ms"], expires, "the time it ran out, not when it was seen");
+    assert_eq!(
+        event["at_ms"], expires,
+        "the time it ran out, not when it was seen"
+    );
     // Both instances sweep; the second finds it recorded.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let found_later = history(&app, "nightly").await;
-    let count = found_later.iter().filter(|e| e["type"] == "expired").count();
+    let count = found_later
+        .iter()
+        .filter(|e| e["type"] == "expired")
+        .count();
     assert_eq!(count, 1, "{found_later:?}");
     assert_eq!(found[0]["at_ms"], expires);
     drop(peer);
@@ -78,7 +86,10 @@ async fn a_read_hold_that_runs_out_beside_a_live_one_is_recorded() {
     app.lease("doc", json!({"kind": "read", "ttl_ms": 60_000}))
         .await;
     let short = app
-        .acquire("doc", json!({"kind": "read", "holder": "dead-reader", "ttl_ms": 300}))
+        .acquire(
+            "doc",
+            json!({"kind": "read", "holder": "dead-reader", "ttl_ms": 300}),
+        )
         .await;
     short.assert_status(201);
     let found = expiries(&app, "doc").await;

@@ -244,7 +244,11 @@ async fn operator_metrics_cover_redis_the_subscriber_the_oldest_hold_and_every_w
     assert_eq!(sample(&text, "leasehold_redis_up", &[]), 1.0, "{text}");
     assert_eq!(sample(&text, "leasehold_subscriber_connected", &[]), 1.0);
     assert_eq!(
-        sample(&text, "leasehold_build_info", &[("version", env!("CARGO_PKG_VERSION"))]),
+        sample(
+            &text,
+            "leasehold_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
         1.0
     );
     assert!(sample(&text, "process_resident_memory_bytes", &[]) > 0.0);
@@ -265,19 +269,36 @@ async fn operator_metrics_cover_redis_the_subscriber_the_oldest_hold_and_every_w
     // A census is taken at most every 10 s: a fresh instance on the same Redis takes one now.
     let peer = app.spawn_peer().await;
     let text = scrape(&peer).await;
-    assert!(sample(&text, "leasehold_oldest_hold_age_seconds", &[]) > 0.0, "{text}");
+    assert!(
+        sample(&text, "leasehold_oldest_hold_age_seconds", &[]) > 0.0,
+        "{text}"
+    );
     assert_eq!(sample(&text, "leasehold_waiters", &[]), 1.0, "{text}");
     assert_eq!(sample(&text, "leasehold_live_locks", &[]), 1.0);
-    assert!(!text.contains("leasehold_lock_waiters{"), "no lock names by default");
+    assert!(
+        !text.contains("leasehold_lock_waiters{"),
+        "no lock names by default"
+    );
 
-    let named = app.spawn_peer_with(AppOptions {
-        metrics_lock_names: true,
-        ..AppOptions::default()
-    })
-    .await;
+    let named = app
+        .spawn_peer_with(AppOptions {
+            metrics_lock_names: true,
+            ..AppOptions::default()
+        })
+        .await;
     let text = scrape(&named).await;
-    assert_eq!(sample(&text, "leasehold_lock_waiters", &[("lock", "jobs")]), 1.0, "{text}");
-    assert!(sample(&text, "leasehold_lock_hold_age_seconds", &[("lock", "jobs")]) > 0.0);
+    assert_eq!(
+        sample(&text, "leasehold_lock_waiters", &[("lock", "jobs")]),
+        1.0,
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            "leasehold_lock_hold_age_seconds",
+            &[("lock", "jobs")]
+        ) > 0.0
+    );
 }
 
 #[tokio::test]

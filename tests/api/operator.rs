@@ -32,22 +32,31 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     let app = spawn_app().await;
     // A reentrant lock with a waiter, a read/write lock with a waiting writer, a semaphore
     // with a waiter for permits.
-    app.lease("billing:invoices", json!({"holder": "invoicer@app-1", "ttl_ms": 600_000}))
-        .await;
+    app.lease(
+        "billing:invoices",
+        json!({"holder": "invoicer@app-1", "ttl_ms": 600_000}),
+    )
+    .await;
     let _w1 = app.spawn_post(
         "/v1/locks/billing:invoices/leases?wait_ms=25000",
         json!({"holder": "invoicer@app-2"}),
     );
     for reader in ["reporter@bi-1", "reporter@bi-2"] {
-        app.lease("catalog", json!({"kind": "read", "holder": reader, "ttl_ms": 600_000}))
-            .await;
+        app.lease(
+            "catalog",
+            json!({"kind": "read", "holder": reader, "ttl_ms": 600_000}),
+        )
+        .await;
     }
     let _w2 = app.spawn_post(
         "/v1/locks/catalog/leases?wait_ms=25000",
         json!({"kind": "write", "holder": "importer@etl-3"}),
     );
-    app.permits("gpu-pool", json!({"limit": 4, "permits": 4, "holder": "trainer-7", "ttl_ms": 600_000}))
-        .await;
+    app.permits(
+        "gpu-pool",
+        json!({"limit": 4, "permits": 4, "holder": "trainer-7", "ttl_ms": 600_000}),
+    )
+    .await;
     let _w3 = app.spawn_post(
         "/v1/semaphores/gpu-pool/leases?wait_ms=25000",
         json!({"limit": 4, "permits": 2, "holder": "trainer-9"}),
@@ -58,7 +67,10 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     // A lock's busy minute: a hold with a reentry handed to a waiter, a force release, then
     // a short hold nobody heartbeats or looks at again.
     let first = app
-        .lease("nightly-report", json!({"holder": "cron@db1", "ttl_ms": 60_000}))
+        .lease(
+            "nightly-report",
+            json!({"holder": "cron@db1", "ttl_ms": 60_000}),
+        )
         .await;
     app.acquire_with("nightly-report", 0, json!({}), Some(&first.token))
         .await
@@ -76,8 +88,11 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     app.release(&second, true).await.assert_status(200);
-    app.lease("nightly-report", json!({"holder": "cron@db3", "ttl_ms": 60_000}))
-        .await;
+    app.lease(
+        "nightly-report",
+        json!({"holder": "cron@db3", "ttl_ms": 60_000}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     app.admin(
         reqwest::Method::DELETE,
@@ -87,7 +102,10 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     .await
     .assert_status(200);
     let grant = app
-        .acquire("nightly-report", json!({"holder": "cron@db1", "ttl_ms": 400}))
+        .acquire(
+            "nightly-report",
+            json!({"holder": "cron@db1", "ttl_ms": 400}),
+        )
         .await;
     grant.assert_status(201);
     let expires_at = grant.str("expires_at");
@@ -96,7 +114,10 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     let profile = tempfile::tempdir().expect("profile dir");
     let client = browser(&driver, profile.path()).await;
 
-    client.goto(&app.url("/?sort=waiters")).await.expect("overview");
+    client
+        .goto(&app.url("/?sort=waiters"))
+        .await
+        .expect("overview");
     wait_for(
         &client,
         "document.querySelector('[data-live-status][data-up]')",
@@ -121,7 +142,11 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         )
         .await
         .expect("script");
-    assert!(held.as_str().is_some_and(|t| t.ends_with(" s") || t.ends_with(" ms")), "{held}");
+    assert!(
+        held.as_str()
+            .is_some_and(|t| t.ends_with(" s") || t.ends_with(" ms")),
+        "{held}"
+    );
     save_screenshot(&client, "overview.png").await;
 
     for (lock, who, wants) in [
@@ -142,7 +167,10 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
             .expect("script");
         let row = row.as_str().unwrap_or_default();
         assert!(row.contains(who) && row.contains(wants), "{lock}: {row}");
-        assert!(row.contains(&format!(":{}", std::process::id())), "the instance: {row}");
+        assert!(
+            row.contains(&format!(":{}", std::process::id())),
+            "the instance: {row}"
+        );
     }
 
     // The expiry: recorded by the server within a few seconds, at the time it ran out, and on
@@ -187,9 +215,15 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
     assert_eq!(timeline[3], json!(1), "one reentry mark: {timeline}");
     // (Past waits of a non-fair lock leave no history; live ones and fair tickets are drawn.)
     let titles = timeline[5].as_str().unwrap_or_default();
-    assert!(titles.contains("cron@db1 held from") && titles.contains("(expired), fencing token"), "{titles}");
+    assert!(
+        titles.contains("cron@db1 held from") && titles.contains("(expired), fencing token"),
+        "{titles}"
+    );
     client
-        .execute("document.querySelector('.timeline').scrollIntoView({block: 'center'});", vec![])
+        .execute(
+            "document.querySelector('.timeline').scrollIntoView({block: 'center'});",
+            vec![],
+        )
         .await
         .expect("scroll");
     save_screenshot(&client, "lock-page-timeline.png").await;
@@ -212,7 +246,10 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         .execute("return document.documentElement.scrollWidth;", vec![])
         .await
         .expect("script");
-    assert!(wide.as_u64().is_some_and(|w| w <= 420), "no sideways scroll at 420 px: {wide}");
+    assert!(
+        wide.as_u64().is_some_and(|w| w <= 420),
+        "no sideways scroll at 420 px: {wide}"
+    );
     save_screenshot(&client, "overview-phone.png").await;
 
     client.close().await.expect("close the browser");

@@ -41,7 +41,11 @@ async fn a_waiter_on_one_instance_is_listed_by_another_and_leaves_when_served() 
     let w = &waiting(&lock.body)[0];
     assert_eq!(w["holder"], "second");
     assert_eq!(w["kind"], "reentrant");
-    assert!(w["waiting_since"].as_str().is_some_and(|s| s.ends_with('Z')));
+    assert!(
+        w["waiting_since"]
+            .as_str()
+            .is_some_and(|s| s.ends_with('Z'))
+    );
     let instance = w["instance"].as_str().expect("instance");
     assert!(instance.ends_with(&format!(":{}", std::process::id())));
     assert!(lock.body["held_for_ms"].as_u64().is_some());
@@ -58,8 +62,11 @@ async fn a_waiter_on_one_instance_is_listed_by_another_and_leaves_when_served() 
 #[tokio::test]
 async fn a_fifo_reader_refused_behind_a_waiting_writer_is_told_so() {
     let app = spawn_app().await;
-    app.lease("doc", json!({"kind": "read", "holder": "reader-1", "ttl_ms": 60_000}))
-        .await;
+    app.lease(
+        "doc",
+        json!({"kind": "read", "holder": "reader-1", "ttl_ms": 60_000}),
+    )
+    .await;
     let _writer = app.spawn_post(
         "/v1/locks/doc/leases?wait_ms=20000",
         json!({"kind": "write", "holder": "writer-x"}),

@@ -17,6 +17,8 @@ impl Script for Sweep {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub(in crate::locks) enum SweepReply {
     /// `expired`: how many expiries this call recorded (0 when another instance was first).
-    Swept { expired: u64 },
+    Swept {
+        expired: u64,
+    },
     TooLate,
 }
