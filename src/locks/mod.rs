@@ -200,6 +200,17 @@ impl Locks {
     /// published. The observer times every call. A Redis that lost the library gets it again
     /// and the call is retried once.
     async fn call<S: Script>(&self, name: &LockName, script: &S) -> Result<S::Reply, LockError> {
+        self.call_on(self.inner.conn.clone(), name, script).await
+    }
+
+    /// [`Self::call`] on another connection (the sweeper's own: its calls must never share a
+    /// connection, and its timeouts, with the requests').
+    async fn call_on<S: Script>(
+        &self,
+        mut conn: ConnectionManager,
+        name: &LockName,
+        script: &S,
+    ) -> Result<S::Reply, LockError> {
         let keys = self.inner.keys.lock(name);
         let settings = &self.inner.settings;
         let mut cmd = redis::cmd("FCALL");
@@ -211,7 +222,6 @@ impl Locks {
             .arg(settings.tombstone_ms);
         script.args(&mut cmd);
         let started = Instant::now();
-        let mut conn = self.inner.conn.clone();
         let mut result: redis::RedisResult<String> = cmd.query_async(&mut conn).await;
         if let Err(e) = &result
             && scripts::library::is_missing(e)

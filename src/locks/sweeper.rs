@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::future::join_all;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::task::JoinHandle;
 
 use super::scripts::sweep::{Sweep, SweepReply};
@@ -38,7 +39,11 @@ impl Locks {
     /// Records the expiries of `name`'s leases that ran out unobserved; returns how many this
     /// call recorded (0 when none ran out, or another instance recorded them first).
     pub async fn sweep(&self, name: &LockName) -> Result<u64, LockError> {
-        match self.call(name, &Sweep).await? {
+        self.sweep_on(self.inner.conn.clone(), name).await
+    }
+
+    async fn sweep_on(&self, conn: ConnectionManager, name: &LockName) -> Result<u64, LockError> {
+        match self.call_on(conn, name, &Sweep).await? {
             SweepReply::Swept { expired } => Ok(expired),
             SweepReply::TooLate => Err(LockError::TooLate),
         }
@@ -52,11 +57,24 @@ impl Locks {
 
     async fn run_sweeper(self, client: redis::Client) {
         let shutdown = self.inner.shutdown.clone();
+        // Its own connection: a sweep stuck behind a frozen Redis must not make the requests'
+        // shared connection reconnect under them (a request would then fail early, before its
+        // script's deadline has passed).
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(self.inner.settings.redis_timeout))
+            .set_number_of_retries(0);
+        let conn = match ConnectionManager::new_lazy_with_config(client.clone(), config) {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!(error = %e, "the sweeper cannot connect; expiries are recorded when next seen");
+                return;
+            }
+        };
         let channel = format!(
             "__keyevent@{}__:expired",
             client.get_connection_info().redis_settings().db()
         );
-        let notified = self.enable_notifications().await;
+        let notified = self.enable_notifications(&conn).await;
         let mut expired = None;
         let mut pass = tokio::time::interval(PASS_EVERY);
         pass.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -70,13 +88,13 @@ impl Locks {
                     Some(key) => {
                         let prefix = self.inner.settings.key_prefix.as_str();
                         if let Some(name) = name_of_expired_key(prefix, &key) {
-                            self.sweep_logged(&name).await;
+                            self.sweep_logged(&conn, &name).await;
                         }
                     }
                     // Lost the subscription: the next round subscribes again.
                     None => expired = None,
                 },
-                _ = pass.tick() => cursor = self.pass(cursor).await,
+                _ = pass.tick() => cursor = self.pass(&conn, cursor).await,
                 () = shutdown.cancelled() => return,
             }
         }
@@ -84,8 +102,8 @@ impl Locks {
 
     /// Switches on expired-key notifications, keeping the flags already set; false where
     /// Redis refuses (`CONFIG` renamed or denied on a managed Redis).
-    async fn enable_notifications(&self) -> bool {
-        let mut conn = self.inner.conn.clone();
+    async fn enable_notifications(&self, conn: &ConnectionManager) -> bool {
+        let mut conn = conn.clone();
         let current: redis::RedisResult<(String, String)> = redis::cmd("CONFIG")
             .arg("GET")
             .arg("notify-keyspace-events")
@@ -119,8 +137,8 @@ impl Locks {
         }
     }
 
-    async fn sweep_logged(&self, name: &LockName) {
-        match self.sweep(name).await {
+    async fn sweep_logged(&self, conn: &ConnectionManager, name: &LockName) {
+        match self.sweep_on(conn.clone(), name).await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(lock = %name, expired = n, "recorded expiries"),
             Err(e) => tracing::debug!(lock = %name, error = %e, "could not sweep"),
@@ -129,7 +147,7 @@ impl Locks {
 
     /// One periodic pass from `cursor`: sweeps the names it finds; returns where the next
     /// pass goes on.
-    async fn pass(&self, cursor: u64) -> u64 {
+    async fn pass(&self, conn: &ConnectionManager, cursor: u64) -> u64 {
         let pattern = self.inner.keys.state_pattern("");
         let scanned: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
             .arg(cursor)
@@ -137,7 +155,7 @@ impl Locks {
             .arg(&pattern)
             .arg("COUNT")
             .arg(PASS_BUDGET)
-            .query_async(&mut self.inner.conn.clone())
+            .query_async(&mut conn.clone())
             .await;
         let Ok((next, keys)) = scanned else {
             return cursor;
@@ -147,7 +165,7 @@ impl Locks {
             .filter_map(|key| self.inner.keys.name_of_state_key(key))
             .filter_map(|name| LockName::parse(name).ok())
             .collect();
-        join_all(names.iter().map(|name| self.sweep_logged(name))).await;
+        join_all(names.iter().map(|name| self.sweep_logged(conn, name))).await;
         next
     }
 }
