@@ -11,7 +11,9 @@
 //! in-process through a broadcast channel ([`EventFeed`]), tagged with its tenant, so any
 //! number of dashboard tabs and `GET /v1/events` clients cost no extra Redis subscription.
 //! Tenants' unlock channels already match the wake patterns, whose prefix is the start of
-//! every tenant's.
+//! every tenant's. It also SUBSCRIBEs to Redis's expired-key notifications
+//! (`__keyevent@<db>__:expired`) and hands each key to the expiry sweeper
+//! ([`crate::locks::sweeper`]), so recording expiries costs no connection either.
 //!
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
 //! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
@@ -21,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -101,6 +103,13 @@ impl SubscriberStatus {
     }
 }
 
+/// Where Redis's expired-key notifications go: the channel they come on and the sweeper's
+/// queue ([`crate::locks::sweeper`]).
+pub struct Expiries {
+    pub channel: String,
+    pub to_sweeper: mpsc::Sender<String>,
+}
+
 /// Starts the subscriber for every tenant under the key prefix `base`; it runs until
 /// `shutdown` is cancelled.
 pub fn spawn_subscriber(
@@ -108,30 +117,49 @@ pub fn spawn_subscriber(
     base: String,
     waiters: Arc<Waiters>,
     feed: EventFeed,
+    expiries: Expiries,
     shutdown: CancellationToken,
 ) -> (Arc<SubscriberStatus>, JoinHandle<()>) {
     let status = Arc::new(SubscriberStatus::default());
-    let task = tokio::spawn(run(client, base, waiters, feed, status.clone(), shutdown));
+    let routes = Routes {
+        base,
+        waiters,
+        feed,
+        expiries,
+    };
+    let task = tokio::spawn(run(client, routes, status.clone(), shutdown));
     (status, task)
+}
+
+/// Where the subscriber sends what it hears.
+struct Routes {
+    base: String,
+    waiters: Arc<Waiters>,
+    feed: EventFeed,
+    expiries: Expiries,
 }
 
 async fn run(
     client: redis::Client,
-    base: String,
-    waiters: Arc<Waiters>,
-    feed: EventFeed,
+    routes: Routes,
     status: Arc<SubscriberStatus>,
     shutdown: CancellationToken,
 ) {
+    let Routes {
+        ref base,
+        ref waiters,
+        ref feed,
+        ..
+    } = routes;
     let keys = KeySpace::new(base.clone());
     let mut patterns = keys.wake_patterns();
-    patterns.push(Tenant::events_pattern(&base));
-    let events_channel = keys.events_channel();
+    patterns.push(Tenant::events_pattern(base));
+    let channels = [keys.events_channel(), routes.expiries.channel.clone()];
     let mut backoff = BACKOFF_MIN;
     let mut ever_connected = false;
     loop {
         let connected = tokio::select! {
-            c = subscribe(&client, patterns.as_slice(), &events_channel) => c,
+            c = subscribe(&client, patterns.as_slice(), &channels) => c,
             () = shutdown.cancelled() => return,
         };
         match connected {
@@ -146,7 +174,7 @@ async fn run(
                 // Anything published while we were away is lost: everyone re-checks now.
                 waiters.wake_all();
                 feed.send(FeedMessage::Resync);
-                let stopped = listen(pubsub, &base, &waiters, &feed, &shutdown).await;
+                let stopped = listen(pubsub, &routes, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
                 waiters.wake_all();
                 if stopped {
@@ -167,12 +195,12 @@ async fn run(
 async fn subscribe(
     client: &redis::Client,
     patterns: &[String],
-    events_channel: &str,
+    channels: &[String],
 ) -> redis::RedisResult<redis::aio::PubSub> {
     let attempt = async {
         let mut pubsub = client.get_async_pubsub().await?;
         pubsub.psubscribe(patterns).await?;
-        pubsub.subscribe(events_channel).await?;
+        pubsub.subscribe(channels).await?;
         Ok(pubsub)
     };
     tokio::time::timeout(IO_TIMEOUT, attempt)
@@ -186,14 +214,14 @@ async fn subscribe(
 }
 
 /// Routes messages until the connection ends (false) or shutdown (true).
-async fn listen(
-    pubsub: redis::aio::PubSub,
-    base: &str,
-    waiters: &Waiters,
-    feed: &EventFeed,
-    shutdown: &CancellationToken,
-) -> bool {
-    let keys = KeySpace::new(base);
+async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &CancellationToken) -> bool {
+    let Routes {
+        base,
+        waiters,
+        feed,
+        expiries,
+    } = routes;
+    let keys = KeySpace::new(base.as_str());
     let (mut sink, mut stream) = pubsub.split();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
@@ -206,6 +234,11 @@ async fn listen(
                         match wakes {
                             Wakes::One => waiters.wake_one(key),
                             Wakes::All => waiters.wake(key),
+                        }
+                    } else if channel == expiries.channel {
+                        // Dropped when the sweeper is behind: its periodic pass finds them.
+                        if let Ok(key) = msg.get_payload::<String>() {
+                            let _ = expiries.to_sweeper.try_send(key);
                         }
                     } else if let Some(tenant) = Tenant::of_events_channel(base, channel)
                         && let Ok(json) = msg.get_payload::<String>()

@@ -11,6 +11,10 @@
 //! Label values are bounded: kinds, outcomes, script names and route templates. Lock names
 //! appear (as `lock` on acquisitions) only when `--metrics-lock-names` asks for them.
 
+mod operator;
+
+pub use operator::CENSUS_BUDGET;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -129,6 +133,8 @@ pub struct Metrics {
     subscriber_reconnects: Counter,
     http_requests: Family<HttpLabels, Counter>,
     http_duration: Family<RouteLabels, Histogram>,
+    /// Read at scrape time: Redis, the subscriber, the census of live locks, the process.
+    pub sampled: operator::Sampled,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -172,6 +178,7 @@ impl Metrics {
             http_requests: Family::default(),
             http_duration: Family::new_with_constructor(short_buckets),
             registry: Registry::default(),
+            sampled: operator::Sampled::register(&mut registry),
         };
         registry.register(
             "acquisitions",
@@ -248,7 +255,43 @@ impl Metrics {
             "HTTP request latency by method and route template (long-polls included)",
             m.http_duration.clone(),
         );
+        m.start_from_zero();
         Self { registry, ..m }
+    }
+
+    /// Creates the counters' usual series at zero, so that `rate()` and alerts see them
+    /// before the first event (a series born at 1 hides its first increase).
+    fn start_from_zero(&self) {
+        use crate::locks::observer::AcquireOutcome as O;
+        let outcomes = [
+            O::Granted,
+            O::Reentered,
+            O::Queued,
+            O::Contended,
+            O::TimedOut,
+            O::Refused,
+            O::Failed,
+        ];
+        // With lock names as labels there is no usual series to start.
+        if !self.lock_names {
+            for kind in LeaseKind::ALL {
+                for outcome in outcomes {
+                    let _ = self.acquisitions.get_or_create(&AcquireLabels {
+                        kind: kind.as_str(),
+                        outcome: Label(outcome.as_str()),
+                        lock: None,
+                    });
+                }
+            }
+        }
+        for outcome in ["renewed", "expired"] {
+            let _ = self.late_heartbeats.get_or_create(&LateLabels { outcome });
+        }
+    }
+
+    /// Whether acquisitions (and the per-lock gauges) carry lock names.
+    pub fn lock_names(&self) -> bool {
+        self.lock_names
     }
 
     /// A lease was granted or renewed here: it counts as active until `ttl` from now.
@@ -293,6 +336,11 @@ impl Metrics {
         self.sample_active();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        // One exposition: the process's metrics go before the single `# EOF`.
+        if let Some(body) = out.strip_suffix("# EOF\n") {
+            out.truncate(body.len());
+        }
+        self.sampled.encode_process(&mut out)?;
         Ok(out)
     }
 

@@ -400,6 +400,12 @@ impl Problem {
         &self.detail
     }
 
+    /// The same problem with another `detail` (a caller that knows more of the situation).
+    pub fn reworded(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
     /// Adds a member beside the standard ones (RFC 9457 extension members).
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.extra.insert(key.to_owned(), value.into());

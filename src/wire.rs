@@ -324,6 +324,37 @@ pub struct LockBody {
     pub fencing_counter: u64,
     pub remaining_ms: Option<u64>,
     pub expires_at: Option<String>,
+    /// When the oldest current hold began (the lock has been held without a gap since).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_since: Option<String>,
+    /// How long ago that was, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_for_ms: Option<u64>,
+    /// Requests waiting for the lock on any instance (fair tickets are in `queue`), oldest
+    /// first: the first 100.
+    #[serde(default)]
+    pub waiting: Vec<WaiterBody>,
+    /// How many requests wait (fair tickets aside).
+    #[serde(default)]
+    pub waiting_count: u64,
+}
+
+/// A request waiting server-side for a lock or permits, on some instance.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WaiterBody {
+    /// The lease it will be if granted (a reentry: the lease it re-enters).
+    pub lease_id: String,
+    /// The holder label it asked with.
+    pub holder: Option<String>,
+    /// What it wants: reentrant, exclusive, read, write or semaphore; null for a reentry.
+    pub kind: Option<String>,
+    /// Semaphores: the permits it wants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
+    /// When it began to wait.
+    pub waiting_since: String,
+    /// The Leasehold instance it waits on (`host:pid`).
+    pub instance: String,
 }
 
 /// One holder of a lock.
@@ -369,6 +400,12 @@ pub struct SemaphoreBody {
     pub available: u64,
     pub fencing_counter: u64,
     pub holders: Vec<PermitHolderBody>,
+    /// Requests waiting for permits on any instance, oldest first: the first 100.
+    #[serde(default)]
+    pub waiting: Vec<WaiterBody>,
+    /// How many requests wait.
+    #[serde(default)]
+    pub waiting_count: u64,
 }
 
 /// A lease holding permits (or, with no `lease_id`, the permits Redisson clients hold).
@@ -573,6 +610,12 @@ pub struct LiveBody {
     pub limit: Option<u32>,
     /// Time left on the lock (a semaphore: on the permit that runs out last).
     pub remaining_ms: Option<u64>,
+    /// How long the oldest current hold has lasted, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_for_ms: Option<u64>,
+    /// Requests waiting on any instance besides the fair queue (`queue_length`).
+    #[serde(default)]
+    pub waiting: u64,
 }
 
 /// `POST /v1/locks/{name}/fence/check`.

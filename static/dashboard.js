@@ -5,10 +5,18 @@
 (function () {
   "use strict";
 
+  // The page's live-connection indicator: up while the event stream is open.
+  function showStatus(up) {
+    document.querySelectorAll("[data-live-status]").forEach(function (el) {
+      if (up) el.dataset.up = "1"; else delete el.dataset.up;
+      el.textContent = up ? "Live updates: connected" : "Live updates: disconnected, retrying…";
+    });
+  }
+
   function listen(url, onEvent, onResync, element) {
     var source = new EventSource(url);
-    source.onopen = function () { element.dataset.connected = "1"; };
-    source.onerror = function () { delete element.dataset.connected; };
+    source.onopen = function () { element.dataset.connected = "1"; showStatus(true); };
+    source.onerror = function () { delete element.dataset.connected; showStatus(false); };
     source.onmessage = function (message) {
       var event;
       try { event = JSON.parse(message.data); } catch (e) { return; }

@@ -12,7 +12,7 @@ use super::extract::{JsonBody, NamePath, Query};
 use crate::audit::AuditEntry;
 use crate::auth::{AdminRole, Caller, Principal};
 use crate::limits::ledger::now_ms;
-use crate::locks::{ForcedRelease, LimitChange, Resource};
+use crate::locks::{ForcedRelease, HeldAs, LimitChange, LockError, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{ForceReleaseBody, LimitBody, LimitChangeBody};
@@ -48,7 +48,7 @@ pub struct SemaphoreReleaseQuery {
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "Every holder removed (`released: false` when nobody held it)", body = ForceReleaseBody),
-        (status = 409, description = "kind_conflict: the name is a semaphore (use /v1/admin/semaphores), or a key another program made (held_as: foreign)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 409, description = "kind_conflict: the name is a key another program made (held_as: foreign). A semaphore's name works too: its permits come back (to remove the semaphore itself, DELETE /v1/admin/semaphores/{name}?clear=true)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 400, description = "invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required (with WWW-Authenticate: Bearer), token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "admin_token_invalid, admin_disabled: the server has no admin token", body = ProblemDetails, content_type = "application/problem+json"),
@@ -57,7 +57,7 @@ pub struct SemaphoreReleaseQuery {
     )
 )]
 /// `DELETE /v1/admin/locks/{name}[?reason=..]`: removes every holder and wakes waiters; the
-/// removed leases' holders get 410 from then on.
+/// removed leases' holders get 410 from then on. A semaphore's permits all come back.
 pub async fn force_release(
     caller: Caller<AdminRole>,
     State(state): State<AppState>,
@@ -66,10 +66,22 @@ pub async fn force_release(
 ) -> Result<Json<ForceReleaseBody>, Problem> {
     caller.check_name(&name)?;
     check_reason(&state, &query.reason)?;
-    let forced = state
-        .locks_for(&caller)
-        .force_release(Resource::Lock, &name, &caller.label(), &query.reason, false)
-        .await?;
+    let locks = state.locks_for(&caller);
+    let by = caller.label();
+    let forced = match locks
+        .force_release(Resource::Lock, &name, &by, &query.reason, false)
+        .await
+    {
+        // A semaphore's name: its permits come back, as on the semaphore route.
+        Err(LockError::KindConflict {
+            held_as: HeldAs::Semaphore,
+        }) => {
+            locks
+                .force_release(Resource::Semaphore, &name, &by, &query.reason, false)
+                .await?
+        }
+        forced => forced?,
+    };
     audit_forced(&state, &caller, "force_release", &forced, &query.reason).await;
     Ok(Json(bodies::forced(forced)))
 }
@@ -87,7 +99,7 @@ pub(super) fn check_reason(state: &AppState, reason: &str) -> Result<(), Problem
 }
 
 /// Records a force release and the leases it removed.
-async fn audit_forced(
+pub(super) async fn audit_forced(
     state: &AppState,
     caller: &Principal,
     action: &str,

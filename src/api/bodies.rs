@@ -9,12 +9,12 @@ use axum::response::{IntoResponse, Response};
 use crate::locks::{
     self, ForcedRelease, Grant, HeldAs, HolderView, LeaseKind, LeaseState, LeaseView, LiveEntry,
     LockError, LockName, LockView, Metadata, PermitHolderView, QueuedView, Release, Renewal,
-    RwMode, SemaphoreView, Ticket,
+    RwMode, SemaphoreView, Ticket, Timestamp, WaiterView,
 };
 use crate::problem::Problem;
 use crate::wire::{
     self, ForceReleaseBody, GrantBody, HolderBody, LeaseBody, LiveBody, LockBody, PermitHolderBody,
-    QueuedBody, ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
+    QueuedBody, ReleaseBody, RenewalBody, SemaphoreBody, TicketBody, WaiterBody,
 };
 
 pub(super) fn lease_id(id: locks::LeaseId) -> wire::LeaseId {
@@ -229,6 +229,7 @@ fn queued(q: QueuedView) -> QueuedBody {
 }
 
 pub(super) fn lock(view: LockView) -> LockBody {
+    let since = view.held_since();
     LockBody {
         lock: view.lock.to_string(),
         held: !view.holders.is_empty(),
@@ -240,7 +241,31 @@ pub(super) fn lock(view: LockView) -> LockBody {
         fencing_counter: view.fencing_counter.0,
         remaining_ms: view.remaining_ms,
         expires_at: view.expires_at.map(|t| t.rfc3339()),
+        held_since: since.map(Timestamp::rfc3339),
+        held_for_ms: locks::held_for(since, now_ms()),
+        waiting: Vec::new(),
+        waiting_count: 0,
     }
+}
+
+/// A request waiting for a lock or permits.
+pub(super) fn waiter(w: WaiterView) -> WaiterBody {
+    WaiterBody {
+        waiting_since: w.since().rfc3339(),
+        lease_id: w.lease_id,
+        holder: w.holder,
+        kind: w.kind,
+        permits: w.permits,
+        instance: w.instance,
+    }
+}
+
+/// This instance's clock (ms since the Unix epoch): inspections carry no Redis time for
+/// every view.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, millis)
 }
 
 fn permit_holder(h: PermitHolderView) -> PermitHolderBody {
@@ -263,6 +288,8 @@ pub(super) fn semaphore(view: SemaphoreView) -> SemaphoreBody {
         available: u64::from(view.limit).saturating_sub(view.used),
         fencing_counter: view.fencing_counter.0,
         holders: view.holders.into_iter().map(permit_holder).collect(),
+        waiting: Vec::new(),
+        waiting_count: 0,
     }
 }
 
@@ -277,6 +304,7 @@ pub(super) fn forced(forced: ForcedRelease) -> ForceReleaseBody {
 /// A live lock or semaphore in brief, for listings.
 pub(super) fn live(entry: LiveEntry) -> LiveBody {
     let name = entry.name().to_string();
+    let held_for_ms = locks::held_for(entry.held_since(), now_ms());
     match entry {
         LiveEntry::Lock(lock) => LiveBody {
             name,
@@ -292,12 +320,12 @@ pub(super) fn live(entry: LiveEntry) -> LiveBody {
             used: None,
             limit: None,
             remaining_ms: lock.remaining_ms,
+            held_for_ms,
+            waiting: 0,
         },
         LiveEntry::Semaphore(sem) => {
             // This instance's clock: the inspection carries no Redis time for semaphores.
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, millis);
+            let now = now_ms();
             LiveBody {
                 name,
                 kind: Some(HeldAs::Semaphore.as_str().to_owned()),
@@ -317,6 +345,8 @@ pub(super) fn live(entry: LiveEntry) -> LiveBody {
                     .filter_map(|h| h.expires_at)
                     .max()
                     .map(|t| t.0.saturating_sub(now)),
+                held_for_ms,
+                waiting: 0,
             }
         }
     }

@@ -1,16 +1,20 @@
 //! `GET /v1/events[?prefix=..]`: the live feed of the caller's locks' events (its tenant's,
 //! within its name patterns) as server-sent events, one JSON event per message (`data:`),
 //! from the process's one Redis subscription. An `event: resync` message means events may
-//! have been missed (re-read what you show). The stream ends when the server shuts down.
+//! have been missed (re-read what you show). It can start with recent events (`?backlog=N`)
+//! or resume after `Last-Event-ID` from the tenant's events journal ([`super::backlog`]).
+//! The stream ends when the server shuts down.
 
 use std::convert::Infallible;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::backlog;
 use super::extract::Query;
 use crate::auth::{Caller, Principal, ReaderRole, Who};
 use crate::events::FeedMessage;
@@ -25,6 +29,9 @@ pub struct EventsQuery {
     /// Only events of locks whose name starts with this.
     #[serde(default)]
     prefix: String,
+    /// Send the most recent events of every lock first (at most 1000), then the live ones.
+    #[serde(default)]
+    backlog: Option<usize>,
 }
 
 #[utoipa::path(
@@ -32,19 +39,21 @@ pub struct EventsQuery {
     path = "/v1/events",
     operation_id = "streamEvents",
     tag = "events",
-    params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this")),
+    params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this"), ("backlog" = Option<u32>, Query, maximum = 1000, description = "First send up to this many recent events (oldest first; of every lock, then filtered by prefix), then the live ones"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (its `id:`): every event since is sent first, or `event: resync` when some are gone")),
     security((), ("api_key" = ["reader"])),
     responses(
-        (status = 200, description = "Server-sent events: one JSON lock event per `data:` message; `event: resync` when events may have been missed", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events: one JSON lock event per `data:` message, with its journal id as `id:` (and `event_id`); `event: resync` when events may have been missed", body = String, content_type = "text/event-stream"),
         (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required: the dashboard is private and no session, admin token or key came; token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name: the prefix is not a lock name", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
-/// `GET /v1/events[?prefix=..]`: the live event feed.
+/// `GET /v1/events[?prefix=..][&backlog=N]`: recent events (or those after `Last-Event-ID`),
+/// then the live feed.
 pub async fn stream(
     caller: Caller<ReaderRole>,
     State(state): State<AppState>,
+    headers: HeaderMap,
     Query(query): Query<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
     if state.dashboard.private && matches!(caller.who, Who::Anonymous(_)) {
@@ -54,35 +63,49 @@ pub async fn stream(
         ));
     }
     let prefix = NamePrefix::parse(&query.prefix)?;
+    let count = query.backlog.unwrap_or(0);
+    if count > backlog::BACKLOG_MAX {
+        return Err(Problem::new(
+            ProblemKind::InvalidQuery,
+            format!("backlog must be at most {}", backlog::BACKLOG_MAX),
+        ));
+    }
     let slot = stream_slot(&state, &caller)?;
     let tenant = caller.tenant.clone();
     let patterns = caller.patterns.clone();
+    let visible = move |lock: &str| prefix.matches(lock) && patterns.allows(lock);
+    // Subscribed before the journal is read: nothing falls between the two. The journal read
+    // is the caller's tenant's (`locks_for`).
     let rx = state.feed.subscribe();
+    let (first, last) = backlog::first(&state.locks_for(&caller), &headers, count, &visible).await;
     let seen = move |event_tenant: &crate::tenant::Tenant, lock: &str| {
-        *event_tenant == tenant && prefix.matches(lock) && patterns.allows(lock)
+        *event_tenant == tenant && visible(lock)
     };
     // The slot travels with the stream: it comes back when the client goes.
     let events =
-        futures_util::stream::unfold((rx, seen, slot), |(mut rx, seen, slot)| async move {
+        futures_util::stream::unfold((rx, seen, slot), move |(mut rx, seen, slot)| async move {
             loop {
                 let event = match rx.recv().await {
                     Ok(FeedMessage::Event { tenant, event }) if seen(&tenant, &event.lock) => {
-                        match serde_json::to_string(&*event) {
-                            Ok(json) => Event::default().data(json),
-                            Err(_) => continue,
+                        if backlog::already_sent(&event, last) {
+                            continue;
+                        }
+                        match backlog::message(&event) {
+                            Some(message) => message,
+                            None => continue,
                         }
                     }
                     Ok(FeedMessage::Event { .. }) => continue,
-                    Ok(FeedMessage::Resync) | Err(RecvError::Lagged(_)) => {
-                        Event::default().event("resync").data("")
-                    }
+                    Ok(FeedMessage::Resync) | Err(RecvError::Lagged(_)) => backlog::resync(),
                     Err(RecvError::Closed) => return None,
                 };
                 return Some((Ok(event), (rx, seen, slot)));
             }
         });
     let hello = futures_util::stream::once(async { Ok(Event::default().comment("connected")) });
+    let first = futures_util::stream::iter(first.into_iter().map(Ok));
     let stream = hello
+        .chain(first)
         .chain(events)
         .take_until(state.shutdown.clone().cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

@@ -10,6 +10,7 @@ use axum::response::Response;
 
 use super::admission::{self, Admission, Ask};
 use super::bodies::{self, grant_response, refused_after, ticket_response};
+use super::contention;
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
 use crate::auth::{Caller, ClientRole, Principal, ReaderRole};
 use crate::locks::{
@@ -71,6 +72,7 @@ pub async fn acquire(
         policy: bodies::policy(body.policy),
         idempotency,
     };
+    let policy = request.policy;
     let wait = state.limits.wait(query.wait_ms);
     let ttl = ttl.unwrap_or(default_ttl(&state, &caller)?);
     let locks = state.locks_for(&caller);
@@ -93,7 +95,13 @@ pub async fn acquire(
         }
         Err(_) => admission.done().await,
     }
-    let acquired = acquired.map_err(|e| refused_after(e, wait))?;
+    let acquired = match acquired {
+        Ok(acquired) => acquired,
+        Err(e) => {
+            let problem = contention::explain(&locks, &name, kind, policy, e).await;
+            return Err(problem.waited(wait));
+        }
+    };
     if let (Acquired::Granted(grant), Some(token)) = (&acquired, &token) {
         limit_reentry(&state, &locks, &name, grant, token).await?;
     }

@@ -9,7 +9,7 @@ use crate::auth::{Caller, ReaderRole};
 use crate::locks::{FencingToken, ListCursor, NamePrefix};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
-use crate::wire::{FenceCheckBody, FenceCheckReply, ListBody, ListQuery, LockBody};
+use crate::wire::{FenceCheckBody, FenceCheckReply, ListBody, ListQuery, LiveBody, LockBody};
 
 #[utoipa::path(
     get,
@@ -37,7 +37,11 @@ pub async fn inspect(
             format!("lock {name} is free and has never been taken"),
         ));
     };
-    Ok(Json(bodies::lock(view)))
+    let (waiting, waiting_count) = state.locks_for(&caller).waiters_of(&name).await?;
+    let mut body = bodies::lock(view);
+    body.waiting = waiting.into_iter().map(bodies::waiter).collect();
+    body.waiting_count = waiting_count;
+    Ok(Json(body))
 }
 
 /// A page holds about this many names unless the client asks otherwise.
@@ -82,16 +86,22 @@ pub async fn list(
             format!("limit must be between 1 and {PAGE_MAX}"),
         ));
     }
-    let page = state
-        .locks_for(&caller)
+    let locks = state.locks_for(&caller);
+    let page = locks
         .live(&prefix, cursor, usize::try_from(limit).unwrap_or(100))
         .await?;
+    let names: Vec<_> = page.entries.iter().map(|e| e.name()).collect();
+    let waiting = locks.waiting_counts(&names).await?;
     Ok(Json(ListBody {
         locks: page
             .entries
             .into_iter()
-            .filter(|entry| caller.patterns.allows(entry.name().as_str()))
-            .map(bodies::live)
+            .zip(waiting)
+            .filter(|(entry, _)| caller.patterns.allows(entry.name().as_str()))
+            .map(|(entry, waiting)| LiveBody {
+                waiting,
+                ..bodies::live(entry)
+            })
             .collect(),
         next_cursor: page.next_cursor.map(|c| c.0.to_string()),
     }))

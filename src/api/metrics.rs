@@ -8,7 +8,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::{Caller, ReaderRole};
-use crate::metrics::CONTENT_TYPE;
+use crate::limits::ledger::now_ms;
+use crate::metrics::{CENSUS_BUDGET, CONTENT_TYPE};
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
 
@@ -24,6 +25,25 @@ use crate::state::AppState;
 )]
 /// `GET /metrics`: this instance's metrics in the OpenMetrics text format Prometheus scrapes.
 pub async fn scrape(_: Caller<ReaderRole>, State(state): State<AppState>) -> Response {
+    let redis_up = state.locks.ping().await.is_ok();
+    let census = if redis_up && state.metrics.sampled.census_due() {
+        match state.locks.census(CENSUS_BUDGET).await {
+            Ok(census) => Some(census),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not count the live locks for the metrics");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    state.metrics.sampled.record(
+        redis_up,
+        state.subscriber.is_connected(),
+        census.as_ref(),
+        state.metrics.lock_names(),
+        now_ms(),
+    );
     match state
         .metrics
         .encode(state.locks.waiting(), state.subscriber.reconnects())

@@ -5,8 +5,11 @@
 
 mod admin;
 mod admission;
+mod backlog;
 mod bodies;
+mod contention;
 mod events;
+mod eviction;
 mod extract;
 mod health;
 mod keys;
@@ -262,6 +265,8 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(keys::rotate))
         .routes(routes!(keys::revoke))
         .routes(routes!(keys::audit_log))
+        .routes(routes!(eviction::evict_lock_lease))
+        .routes(routes!(eviction::evict_semaphore_lease))
         // Responses carry lease tokens and live state: never cache them.
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,

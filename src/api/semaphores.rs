@@ -238,5 +238,9 @@ pub async fn inspect(
             format!("semaphore {name} has never been used"),
         ));
     };
-    Ok(Json(bodies::semaphore(view)))
+    let (waiting, waiting_count) = state.locks_for(&caller).waiters_of(&name).await?;
+    let mut body = bodies::semaphore(view);
+    body.waiting = waiting.into_iter().map(bodies::waiter).collect();
+    body.waiting_count = waiting_count;
+    Ok(Json(body))
 }

@@ -13,10 +13,16 @@
 //! Pages show the viewer's tenant only: the locks of the key it signed in with (or sent in
 //! `Leasehold-Key`), or the default tenant's for the admin token and anonymous viewers (who
 //! are let in where the API lets them in, unless `--dashboard-private`).
+//! - `POST /locks/{name}/evict`: one lease removed, with the same checks ([`eviction`]).
+//!
+//! [`insight`] holds what the overview and the lock page show an operator beyond the holders:
+//! waiters, held-for, sorting, the timeline.
 //!
 //! Every page is HTML-escaped by its template and sent with a strict Content-Security-Policy
 //! (scripts and styles from this server only, no inline code).
 
+mod eviction;
+mod insight;
 mod pages;
 
 use std::net::IpAddr;
@@ -32,7 +38,6 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use self::pages::{
     ErrorPage, EventsPage, HistoryRow, LockPage, LockState, LoginPage, Nav, OverviewPage,
-    OverviewRow,
 };
 use crate::audit::{self, AuditEntry};
 use crate::auth::{
@@ -62,6 +67,7 @@ pub fn router() -> Router<AppState> {
         .route("/", get(overview))
         .route("/locks/{name}", get(lock_page))
         .route("/locks/{name}/force-release", post(force_release))
+        .route("/locks/{name}/evict", post(eviction::evict))
         .route("/events", get(events_page))
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
@@ -109,7 +115,7 @@ impl PageError {
         }
     }
 
-    fn forbidden(detail: &str) -> Self {
+    fn forbidden(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "Forbidden", detail)
     }
 }
@@ -252,6 +258,7 @@ fn parse_prefix(raw: Option<&str>) -> Result<NamePrefix, PageError> {
 struct OverviewQuery {
     prefix: Option<String>,
     cursor: Option<String>,
+    sort: Option<String>,
 }
 
 /// `GET /`: one page of live locks and semaphores.
@@ -277,20 +284,22 @@ async fn overview(
             )
         })?),
     };
-    let page = state
-        .locks_for(&principal)
-        .live(&prefix, cursor, PAGE_SIZE)
-        .await?;
+    let locks = state.locks_for(&principal);
+    let page = locks.live(&prefix, cursor, PAGE_SIZE).await?;
+    let entries: Vec<_> = page
+        .entries
+        .into_iter()
+        .filter(|e| principal.patterns.allows(e.name().as_str()))
+        .collect();
+    let names: Vec<_> = entries.iter().map(|e| e.name()).collect();
+    let waiting = locks.waiting_counts(&names).await?;
+    let sort = insight::Sort::parse(query.sort.as_deref());
     let p = prefix.as_str();
     render(&OverviewPage {
         nav,
         prefix: p.to_owned(),
-        rows: page
-            .entries
-            .iter()
-            .filter(|e| principal.patterns.allows(e.name().as_str()))
-            .map(OverviewRow::from_entry)
-            .collect(),
+        sort: sort.as_str(),
+        rows: insight::overview_rows(&entries, &waiting, sort, now_ms()),
         events_url: format!("/v1/events?prefix={p}"),
         next_href: page
             .next_cursor
@@ -309,6 +318,9 @@ fn lock_name(raw: &str) -> Result<LockName, PageError> {
 #[derive(Debug, Default, Deserialize)]
 struct LockQuery {
     released: Option<u32>,
+    evicted: Option<String>,
+    /// The timeline's window: 1h (default), 15m, 5m, 1m.
+    window: Option<String>,
 }
 
 /// `GET /locks/{name}`: a lock's (or semaphore's) holders, queue and history.
@@ -358,18 +370,36 @@ async fn lock_page(
             ));
         }
     };
+    let (waiting, waiting_count) = domain.waiters_of(&name).await?;
+    let now = pages::now_ms();
+    let held_since = lock_state.held_since;
     let n = name.as_str();
     render(&LockPage {
+        timeline: insight::timeline(
+            &history,
+            &waiting,
+            now,
+            insight::window(query.window.as_deref()),
+        ),
+        waiting: waiting
+            .iter()
+            .map(|w| insight::WaiterRow::of(w, now))
+            .collect(),
+        waiting_count,
+        held_since: insight::when(held_since, now),
         nav,
         name: n.to_owned(),
         self_href: format!("/locks/{n}"),
         force_release_href: format!("/locks/{n}/force-release"),
         events_url: format!("/v1/events?prefix={n}"),
-        flash: query.released.map(|count| match count {
-            0 => "Force release done: nobody held it.".to_owned(),
-            1 => "Force-released: removed 1 holder.".to_owned(),
-            n => format!("Force-released: removed {n} holders."),
-        }),
+        flash: query
+            .released
+            .map(|count| match count {
+                0 => "Force release done: nobody held it.".to_owned(),
+                1 => "Force-released: removed 1 holder.".to_owned(),
+                n => format!("Force-released: removed {n} holders."),
+            })
+            .or_else(|| insight::evicted_flash(query.evicted.as_deref())),
         kind: lock_state.kind,
         mode: lock_state.mode,
         semaphore: lock_state.semaphore,
@@ -406,7 +436,8 @@ async fn events_page(
     render(&EventsPage {
         nav,
         prefix: prefix.as_str().to_owned(),
-        events_url: format!("/v1/events?prefix={}", prefix.as_str()),
+        // The page starts with the latest events kept in Redis, then goes on live.
+        events_url: format!("/v1/events?prefix={}&backlog=100", prefix.as_str()),
     })
 }
 
@@ -430,44 +461,15 @@ async fn force_release(
     Path(raw): Path<String>,
     Form(form): Form<ForceReleaseForm>,
 ) -> PageResult {
-    if !same_origin(authority(&uri), &headers) {
-        return Err(PageError::forbidden(
-            "refused: the request did not come from a page of this server",
-        ));
-    }
-    let sessions = &state.access.sessions;
-    let signed_in = match sessions.from_headers(&headers).await {
-        Some(session) => state
-            .access
-            .of_session(&session)
-            .await
-            .map(|principal| (session, principal)),
-        None => None,
-    };
-    let Some((session, principal)) = signed_in else {
-        return Err(PageError::new(
-            StatusCode::UNAUTHORIZED,
-            "Sign-in required",
-            "sign in as admin to force-release",
-        ));
-    };
-    if !principal.has(Role::Admin) {
-        return Err(PageError::forbidden(
-            "force release needs the admin role, which this sign-in does not have",
-        ));
-    }
-    if !sessions.accepts_csrf(&session, &form.csrf).await {
-        return Err(PageError::forbidden(
-            "refused: the form's CSRF token is missing or stale; reload the page and try again",
-        ));
-    }
-    if form.confirm != "yes" {
-        return Err(PageError::new(
-            StatusCode::BAD_REQUEST,
-            "Not confirmed",
-            "tick the confirmation box to force-release",
-        ));
-    }
+    let principal = admin_form(
+        &state,
+        &headers,
+        &uri,
+        &form.csrf,
+        &form.confirm,
+        "force-release",
+    )
+    .await?;
     let name = lock_name(&raw)?;
     principal.check_name(&name)?;
     let reason: String = form
@@ -476,10 +478,7 @@ async fn force_release(
         .chars()
         .take(state.limits.per_lock.reason_chars)
         .collect();
-    let by = match &principal.who {
-        Who::Key { name, .. } => format!("{name} (dashboard)"),
-        _ => FORCE_RELEASED_BY.to_owned(),
-    };
+    let by = done_by(&principal);
     let locks = state.locks_for(&principal);
     // The routes of whatever the name is held as now (a lock, or a semaphore).
     let resource = locks
@@ -508,6 +507,67 @@ async fn force_release(
         forced.removed.len()
     ))
     .into_response())
+}
+
+/// The signed-in admin behind a form that changes something (force release, eviction): the
+/// request came from a page of this server, a session with the admin role sent it with its
+/// CSRF token, and the confirmation box was ticked. `what` names the action in refusals.
+pub(crate) async fn admin_form(
+    state: &AppState,
+    headers: &HeaderMap,
+    uri: &Uri,
+    csrf: &str,
+    confirm: &str,
+    what: &str,
+) -> Result<Principal, PageError> {
+    if !same_origin(authority(uri), headers) {
+        return Err(PageError::forbidden(
+            "refused: the request did not come from a page of this server",
+        ));
+    }
+    let sessions = &state.access.sessions;
+    let signed_in = match sessions.from_headers(headers).await {
+        Some(session) => state
+            .access
+            .of_session(&session)
+            .await
+            .map(|principal| (session, principal)),
+        None => None,
+    };
+    let Some((session, principal)) = signed_in else {
+        return Err(PageError::new(
+            StatusCode::UNAUTHORIZED,
+            "Sign-in required",
+            format!("sign in as admin to {what}"),
+        ));
+    };
+    if !principal.has(Role::Admin) {
+        return Err(PageError::forbidden(format!(
+            "{what} needs the admin role, which this sign-in does not have"
+        )));
+    }
+    if !sessions.accepts_csrf(&session, csrf).await {
+        return Err(PageError::forbidden(
+            "refused: the form's CSRF token is missing or stale; reload the page and try again",
+        ));
+    }
+    if confirm != "yes" {
+        return Err(PageError::new(
+            StatusCode::BAD_REQUEST,
+            "Not confirmed",
+            format!("tick the confirmation box to {what}"),
+        ));
+    }
+    Ok(principal)
+}
+
+/// Who a dashboard action is recorded as done by: the key signed in with, or
+/// [`FORCE_RELEASED_BY`] for the admin token.
+pub(crate) fn done_by(principal: &Principal) -> String {
+    match &principal.who {
+        Who::Key { name, .. } => format!("{name} (dashboard)"),
+        _ => FORCE_RELEASED_BY.to_owned(),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use askama::Template;
 
+use super::insight::{Timeline, WaiterRow, when};
 use crate::locks::{
     HeldAs, HolderView, LiveEntry, LockEvent, LockView, Metadata, PermitHolderView, RwMode,
     SemaphoreView, Timestamp,
@@ -30,6 +31,8 @@ pub struct Nav {
 pub struct OverviewPage {
     pub nav: Nav,
     pub prefix: String,
+    /// How the rows are ordered: name, held or waiters.
+    pub sort: &'static str,
     pub rows: Vec<OverviewRow>,
     pub events_url: String,
     pub next_href: Option<String>,
@@ -48,6 +51,14 @@ pub struct OverviewRow {
     pub ttl: String,
     pub waiters: u64,
     pub fence: u64,
+    /// Time left, for the near-expiry highlight.
+    pub remaining_ms: Option<u64>,
+    /// How long the oldest current hold has lasted (see `insight::overview_rows`).
+    pub held_for: String,
+    pub held_for_ms: u64,
+    pub held_since: String,
+    pub long_hold: bool,
+    pub near_expiry: bool,
 }
 
 impl OverviewRow {
@@ -65,6 +76,12 @@ impl OverviewRow {
                 ttl: ttl_text(lock.remaining_ms),
                 waiters: lock.queue_length,
                 fence: lock.fencing_counter.0,
+                remaining_ms: lock.remaining_ms,
+                held_for: String::new(),
+                held_for_ms: 0,
+                held_since: String::new(),
+                long_hold: false,
+                near_expiry: false,
             },
             LiveEntry::Semaphore(sem) => Self {
                 name,
@@ -73,15 +90,15 @@ impl OverviewRow {
                 mode: format!("{} of {} permits", sem.used, sem.limit),
                 holders: join_or_dash(sem.holders.iter().map(permit_holder_label)),
                 reentries: join_or_dash(sem.holders.iter().map(|h| h.permits.to_string())),
-                ttl: ttl_text(
-                    sem.holders
-                        .iter()
-                        .filter_map(|h| h.expires_at)
-                        .max()
-                        .map(remaining_until),
-                ),
+                ttl: ttl_text(sem_remaining(sem)),
                 waiters: 0,
                 fence: sem.fencing_counter.0,
+                remaining_ms: sem_remaining(sem),
+                held_for: String::new(),
+                held_for_ms: 0,
+                held_since: String::new(),
+                long_hold: false,
+                near_expiry: false,
             },
         }
     }
@@ -108,6 +125,19 @@ pub struct LockPage {
     pub holders: Vec<HolderRow>,
     pub queue: Vec<QueueRow>,
     pub history: Vec<HistoryRow>,
+    /// Requests waiting on any instance besides the fair queue, oldest first.
+    pub waiting: Vec<WaiterRow>,
+    pub waiting_count: u64,
+    /// When the oldest current hold began, and how long ago.
+    pub held_since: String,
+    pub timeline: Timeline,
+}
+
+impl LockPage {
+    /// Whether a holder is a lease an admin may evict (the evict form's choices).
+    pub fn any_evictable(&self) -> bool {
+        self.holders.iter().any(|h| h.evictable)
+    }
 }
 
 pub struct SemaphoreFacts {
@@ -117,6 +147,8 @@ pub struct SemaphoreFacts {
 
 pub struct HolderRow {
     pub lease_id: String,
+    /// A Leasehold lease (an admin may evict it), not a Redisson client.
+    pub evictable: bool,
     pub label: String,
     pub metadata: String,
     pub count: u64,
@@ -152,16 +184,18 @@ impl HistoryRow {
                 Some(reason) if !reason.is_empty() => details.push(format!("reason: {reason}")),
                 _ => details.push("no reason given".into()),
             }
-            let removed = event.removed_lease_ids();
+            let removed = removed_holders(event);
             details.push(if removed.is_empty() {
-                "removed no Leasehold lease".into()
+                "removed nobody".into()
             } else {
-                format!("removed leases {}", removed.join(", "))
+                format!("removed {}", removed.join(", "))
             });
         }
         for (key, value) in &event.details {
-            if matches!(key.as_str(), "by" | "reason" | "lease_ids")
-                && event.kind == "force_released"
+            if matches!(
+                key.as_str(),
+                "by" | "reason" | "lease_ids" | "holders" | "holder_ids"
+            ) && event.kind == "force_released"
             {
                 continue;
             }
@@ -171,13 +205,45 @@ impl HistoryRow {
             details.push(format!("{key}={text}"));
         }
         Self {
-            at: event.at().rfc3339(),
+            at: when(Some(event.at()), now_ms()),
             kind: event.kind.clone(),
             lease_id: event.lease_id.clone().unwrap_or_default(),
             holder: event.holder.clone().unwrap_or_default(),
             details: details.join("; "),
         }
     }
+}
+
+/// The holders an admin action's entry names (`holders`): "label (lease id)", a lease, or a
+/// Redisson client's holder id.
+fn removed_holders(event: &LockEvent) -> Vec<String> {
+    let Some(serde_json::Value::Array(holders)) = event.details.get("holders") else {
+        return event
+            .removed_lease_ids()
+            .into_iter()
+            .map(|id| format!("lease {id}"))
+            .collect();
+    };
+    let text = |h: &serde_json::Value, key: &str| {
+        h.get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    holders
+        .iter()
+        .filter_map(|h| {
+            Some(match (text(h, "holder"), text(h, "lease_id")) {
+                (Some(label), Some(id)) => format!("{label} (lease {id})"),
+                (None, Some(id)) => format!("lease {id}"),
+                (label, None) => format!(
+                    "{} ({})",
+                    label.unwrap_or_else(|| "Redisson client".into()),
+                    text(h, "holder_id")?
+                ),
+            })
+        })
+        .collect()
 }
 
 /// The parts of the lock page that come from the lock (or semaphore) itself.
@@ -193,6 +259,8 @@ pub struct LockState {
     pub read_holders: String,
     pub holders: Vec<HolderRow>,
     pub queue: Vec<QueueRow>,
+    /// When the oldest current hold began.
+    pub held_since: Option<Timestamp>,
 }
 
 impl LockState {
@@ -209,6 +277,7 @@ impl LockState {
             read_holders: String::new(),
             holders: Vec::new(),
             queue: Vec::new(),
+            held_since: None,
         }
     }
 
@@ -218,13 +287,14 @@ impl LockState {
             .holders
             .iter()
             .map(|h| HolderRow {
+                evictable: h.lease_id.is_some(),
                 lease_id: lease_text(h),
                 label: holder_label(h),
                 metadata: metadata_text(h.metadata.as_ref()),
                 count: h.reentry_count,
                 read: h.read_count.unwrap_or(0),
                 write: h.write_count.unwrap_or(0),
-                acquired_at: time_text(h.acquired_at),
+                acquired_at: when(h.acquired_at, now_ms()),
                 ttl: ttl.clone(),
                 fence: h
                     .fencing_token
@@ -256,7 +326,7 @@ impl LockState {
                 position: q.position,
                 label: q.holder.clone().unwrap_or_else(|| q.holder_id.clone()),
                 lease_id: q.lease_id.map(|id| id.to_string()).unwrap_or_default(),
-                since: time_text(q.queued_at),
+                since: when(q.queued_at, now_ms()),
                 deadline: time_text(q.deadline),
             })
             .collect();
@@ -274,6 +344,7 @@ impl LockState {
             read_holders,
             holders,
             queue,
+            held_since: lock.held_since(),
         }
     }
 
@@ -282,13 +353,14 @@ impl LockState {
             .holders
             .iter()
             .map(|h| HolderRow {
+                evictable: h.lease_id.is_some(),
                 lease_id: h.lease_id.map(|id| id.to_string()).unwrap_or_default(),
                 label: permit_holder_label(h),
                 metadata: metadata_text(h.metadata.as_ref()),
                 count: h.permits,
                 read: 0,
                 write: 0,
-                acquired_at: time_text(h.acquired_at),
+                acquired_at: when(h.acquired_at, now_ms()),
                 ttl: ttl_text(h.expires_at.map(remaining_until)),
                 fence: h
                     .fencing_token
@@ -316,6 +388,7 @@ impl LockState {
             read_holders: String::new(),
             holders,
             queue: Vec::new(),
+            held_since: sem.held_since(),
         }
     }
 }
@@ -395,6 +468,15 @@ pub fn ttl_text(ms: Option<u64>) -> String {
         60_000..3_600_000 => format!("{} min {} s", s / 60, s % 60),
         _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
     }
+}
+
+/// Time left on the semaphore's permit that runs out last.
+fn sem_remaining(sem: &SemaphoreView) -> Option<u64> {
+    sem.holders
+        .iter()
+        .filter_map(|h| h.expires_at)
+        .max()
+        .map(remaining_until)
 }
 
 fn remaining_until(at: Timestamp) -> u64 {

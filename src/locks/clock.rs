@@ -46,6 +46,19 @@ impl RedisClock {
         u64::try_from(now).unwrap_or(0)
     }
 
+    /// Returns once Redis's clock is past `deadline` (a script deadline; 0: none), by this
+    /// estimate plus a margin for its error. A script whose answer was lost (the connection
+    /// dropped, or was reset because another command timed out) may still be queued in Redis:
+    /// its request is answered 503 only when it can no longer take effect.
+    pub async fn wait_past(&self, deadline: u64) {
+        const MARGIN_MS: u64 = 50;
+        if deadline == 0 {
+            return;
+        }
+        let left = (deadline + MARGIN_MS).saturating_sub(self.now_ms());
+        tokio::time::sleep(std::time::Duration::from_millis(left)).await;
+    }
+
     /// Measures the offset with one `TIME` (its round trip halved is the error).
     pub async fn sync(&self, conn: &mut ConnectionManager) -> redis::RedisResult<()> {
         let before = local_ms();

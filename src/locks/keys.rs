@@ -50,6 +50,11 @@ impl KeySpace {
         }
     }
 
+    /// What every key and channel of this space starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     pub fn lock(&self, name: &LockName) -> LockKeys {
         LockKeys {
             key: format!("{}{}", self.prefix, name.as_str()),

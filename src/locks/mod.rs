@@ -14,11 +14,18 @@
 //! - `watch`: waiting, for a lease's holder, until the lease ends.
 //! - [`keys`]: the Redis key layout; [`waiters`]: the in-process registry the subscriber wakes;
 //!   `clock`: Redis's clock, for script deadlines.
+//! - For operators: [`waitlist`]: who waits, in Redis, for every instance to show; `sweeper`:
+//!   expiries recorded when they happen; [`journal`]: the recent events of every lock, with
+//!   ids; `census`: the oldest hold and the waiters over all locks (metrics); `eviction`: one
+//!   lease removed by an admin; `tenure`: how long a name has been held.
 
 mod admin;
+mod census;
 mod clock;
 pub mod error;
+mod eviction;
 mod history;
+pub mod journal;
 pub mod keys;
 pub mod kind;
 mod leases;
@@ -27,9 +34,12 @@ pub mod model;
 pub mod observer;
 mod publisher;
 mod scripts;
+pub mod sweeper;
+mod tenure;
 mod views;
 pub mod waiters;
 mod waiting;
+pub mod waitlist;
 mod watch;
 
 use std::sync::Arc;
@@ -38,6 +48,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
+pub use census::Census;
 pub use error::{InvalidInput, LockError};
 pub use history::{HISTORY_SHOWN, LockEvent, merged, ongoing, ongoing_permits};
 pub use keys::KeySpace;
@@ -46,7 +57,9 @@ pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
 pub use model::*;
 pub use observer::Observer;
 use scripts::{Script, parse};
+pub use tenure::held_for;
 use waiters::Waiters;
+pub use waitlist::WaiterView;
 pub use watch::{LeaseEnd, LeaseWatch};
 
 /// Settings of the lock domain that do not change while the service runs.
@@ -208,18 +221,29 @@ impl Locks {
     /// published. The observer times every call. A Redis that lost the library gets it again
     /// and the call is retried once.
     async fn call<S: Script>(&self, name: &LockName, script: &S) -> Result<S::Reply, LockError> {
+        self.call_on(self.inner.conn.clone(), name, script).await
+    }
+
+    /// [`Self::call`] on another connection (the sweeper's own: its calls must never share a
+    /// connection, and its timeouts, with the requests').
+    async fn call_on<S: Script>(
+        &self,
+        mut conn: ConnectionManager,
+        name: &LockName,
+        script: &S,
+    ) -> Result<S::Reply, LockError> {
         let keys = self.inner.keys.lock(name);
         let settings = &self.inner.settings;
+        let deadline = self.inner.clock.deadline(settings.redis_timeout);
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(scripts::library::LIBRARY.function(S::FILE))
             .arg(2)
             .arg(keys.lock())
             .arg(keys.state())
-            .arg(self.inner.clock.deadline(settings.redis_timeout))
+            .arg(deadline)
             .arg(settings.tombstone_ms);
         script.args(&mut cmd);
         let started = Instant::now();
-        let mut conn = self.inner.conn.clone();
         let mut result: redis::RedisResult<String> = cmd.query_async(&mut conn).await;
         if let Err(e) = &result
             && scripts::library::is_missing(e)
@@ -233,6 +257,13 @@ impl Locks {
         self.inner
             .observer
             .script_call(S::FILE, started.elapsed(), result.is_ok());
+        // No answer (the connection failed or was reset under it): the function may still
+        // run, so the request may not be answered 503 before its deadline has passed.
+        if let Err(e) = &result
+            && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+        {
+            self.inner.clock.wait_past(deadline).await;
+        }
         let raw = result?;
         self.publish_reply_events(name, &raw);
         parse(&raw)

@@ -76,19 +76,16 @@ impl Publisher {
                         true
                     }
                 };
-                // One PUBLISH per run of events on the same channel, so each channel's
-                // events keep their order.
+                // One journal append and PUBLISH per run of events on the same channel
+                // (each tenant has its own channel and journal), so each channel's events
+                // keep their order and carry their ids (see `journal`).
                 let mut rest = &batch[..];
                 while let Some(((channel, _), _)) = rest.split_first() {
                     let run = rest.iter().take_while(|(c, _)| c == channel).count();
                     let (now, later) = rest.split_at(run);
                     let jsons: Vec<&str> = now.iter().map(|(_, json)| json.as_str()).collect();
-                    let message = format!("[{}]", jsons.join(","));
-                    let sent = redis::cmd("PUBLISH")
-                        .arg(&**channel)
-                        .arg(message)
-                        .query_async::<i64>(&mut conn)
-                        .await;
+                    let journal = super::journal::key_of_channel(channel);
+                    let sent = super::journal::publish(&mut conn, &journal, channel, &jsons).await;
                     if let Err(e) = sent {
                         tracing::warn!(error = %e, "could not publish live events");
                     }

@@ -23,6 +23,7 @@ use super::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
 use super::scripts::non_empty;
 use super::scripts::semaphore_acquire::SemaphoreAcquire;
 use super::waiters::Registration;
+use super::waitlist::{Listed, Wanted};
 use super::{FencingToken, LockEvent, Locks};
 
 /// What is being acquired.
@@ -60,6 +61,22 @@ impl Target<'_> {
         match self {
             Self::Lock { .. } => Resource::Lock,
             Self::Semaphore(_) => Resource::Semaphore,
+        }
+    }
+
+    /// What the waiting list shows of this request (see `waitlist`).
+    fn wanted(&self) -> Wanted<'_> {
+        match self {
+            Self::Lock { holder, .. } => Wanted {
+                kind: self.kind(),
+                holder: holder.map(HolderLabel::as_str),
+                permits: None,
+            },
+            Self::Semaphore(p) => Wanted {
+                kind: self.kind(),
+                holder: p.holder.as_ref().map(HolderLabel::as_str),
+                permits: Some(p.permits),
+            },
         }
     }
 }
@@ -209,6 +226,7 @@ impl Locks {
         let mut report = Report::new(target.kind());
         let mut arrived_ms = 0;
         let mut registration: Option<(LeaseId, Registration)> = None;
+        let mut listed: Option<Listed> = None;
         loop {
             // Registered before the attempt, so a wake-up right after a refusal is not lost.
             if !wait.is_zero()
@@ -317,6 +335,12 @@ impl Locks {
                         };
                         self.report(name, report.end(outcome));
                         return Err(LockError::Held(contention));
+                    }
+                    if listed.is_none() {
+                        listed = Some(
+                            self.enlist(name, target.wanted(), request.id, deadline)
+                                .await,
+                        );
                     }
                     contention.retry_after
                 }

@@ -36,10 +36,11 @@ use crate::auth::browser::{self, BrowserPolicy};
 use crate::auth::{Access, AdminAuth, AnonymousPolicy, KeyStore, Sessions};
 use crate::config::ServeArgs;
 use crate::durability::{Durability, DurabilityError};
-use crate::events::{EventFeed, spawn_subscriber};
+use crate::events::{EventFeed, Expiries, spawn_subscriber};
 use crate::limits::ledger::Ledger;
 use crate::limits::rate::RateLimits;
 use crate::limits::{ClientLimits, LockLimits};
+use crate::locks::sweeper;
 use crate::locks::waiters::Waiters;
 use crate::locks::{LockError, LockSettings, Locks, TtlPolicy};
 use crate::metrics::Metrics;
@@ -257,11 +258,17 @@ pub async fn run(
 
     let waiters = Arc::new(Waiters::default());
     let feed = EventFeed::default();
+    let (to_sweeper, expired) = tokio::sync::mpsc::channel(sweeper::EXPIRED_QUEUE);
+    let expiries = Expiries {
+        channel: sweeper::expired_channel(client.get_connection_info().redis_settings().db()),
+        to_sweeper,
+    };
     let (subscriber, subscriber_task) = spawn_subscriber(
         client,
         prefix.clone(),
         waiters.clone(),
         feed.clone(),
+        expiries,
         shutdown.clone(),
     );
     let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
@@ -275,6 +282,7 @@ pub async fn run(
     load_functions(&locks).await?;
     let clock_task = locks.spawn_clock_sync();
     let publisher_task = locks.spawn_publisher();
+    let sweeper_task = locks.spawn_sweeper(expired);
     let rates = Arc::new(RateLimits::new(
         config.clients.rate_per_second,
         config.clients.rate_burst,
@@ -335,6 +343,7 @@ pub async fn run(
     shutdown.cancel();
     let _ = clock_task.await;
     let _ = publisher_task.await;
+    let _ = sweeper_task.await;
     let _ = rates_task.await;
     if let Err(e) = subscriber_task.await {
         tracing::warn!(error = %e, "the subscriber task failed");

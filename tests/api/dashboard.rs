@@ -211,7 +211,10 @@ async fn overview_lists_live_locks_with_kinds_modes_holders_and_waiters() {
         row.contains("reentrant") && row.contains("cron@db1"),
         "{row}"
     );
-    assert!(row.contains("<td>2</td>"), "reentry count 2: {row}");
+    assert!(
+        row.contains("<td data-label=\"Reentries\">2</td>"),
+        "reentry count 2: {row}"
+    );
     assert!(row.contains(" s</td>"), "a TTL left: {row}");
     let row = page.row("catalog");
     assert!(row.contains("rw") && row.contains("read"), "{row}");
@@ -221,7 +224,10 @@ async fn overview_lists_live_locks_with_kinds_modes_holders_and_waiters() {
     );
     let row = page.row("deploy");
     assert!(row.contains("fair") && row.contains("deployer"), "{row}");
-    assert!(row.contains("<td>1</td>"), "one waiter: {row}");
+    assert!(
+        row.contains("class=\"waiters\">1</td>"),
+        "one waiter: {row}"
+    );
     let row = page.row("gpu-pool");
     assert!(
         row.contains("semaphore") && row.contains("2 of 5 permits"),
@@ -502,7 +508,7 @@ async fn force_release_from_the_lock_page() {
 
     let page = browser.get("/locks/stuck?released=1").await;
     page.assert_contains("Force-released: removed 1 holder.")
-        .assert_contains("by dashboard admin; reason: job &#60;crashed&#62;; removed leases ")
+        .assert_contains("by dashboard admin; reason: job &#60;crashed&#62;; removed ")
         .assert_contains(&lease.id);
 }
 

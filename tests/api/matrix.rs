@@ -208,6 +208,22 @@ fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<P
             200,
             200,
         ),
+        ("DELETE", "/v1/admin/locks/{name}/leases/{lease_id}") => (
+            http.delete(url(format!(
+                "/v1/admin/locks/{lock}/leases/{}?reason=matrix",
+                lease.id
+            ))),
+            200,
+            404,
+        ),
+        ("DELETE", "/v1/admin/semaphores/{name}/leases/{lease_id}") => (
+            http.delete(url(format!(
+                "/v1/admin/semaphores/{sem}/leases/{}?reason=matrix",
+                sem_lease.id
+            ))),
+            200,
+            404,
+        ),
         ("PUT", "/v1/admin/semaphores/{name}/limit") => (
             http.put(url(format!("/v1/admin/semaphores/{sem}/limit")))
                 .json(&json!({"limit": 6})),
@@ -250,6 +266,14 @@ fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<P
             401,
             401,
         ),
+        ("POST", "/locks/{name}/evict") => (
+            http.post(url(format!("/locks/{lock}/evict")))
+                .header("origin", view.url(""))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("confirm=yes&lease_id={}", lease.id)),
+            401,
+            401,
+        ),
         ("GET", "/login") => (http.get(url("/login".into())), 200, 200),
         // Without an Origin: refused before the sign-in's own rate limit counts it (the
         // sign-in itself is covered in dashboard.rs).
@@ -289,6 +313,7 @@ const EXTRA_ROUTES: &[(&str, &str, Need)] = &[
     ("GET", "/locks/{name}", Need::Page),
     ("GET", "/events", Need::Page),
     ("POST", "/locks/{name}/force-release", Need::Session),
+    ("POST", "/locks/{name}/evict", Need::Session),
     ("GET", "/login", Need::Public),
     ("POST", "/login", Need::Public),
     ("POST", "/logout", Need::Session),

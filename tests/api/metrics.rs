@@ -235,3 +235,76 @@ async fn redis_outages_count_as_script_errors_and_subscriber_reconnects() {
         1.0
     );
 }
+
+#[tokio::test]
+async fn operator_metrics_cover_redis_the_subscriber_the_oldest_hold_and_every_waiter() {
+    let app = spawn_app().await;
+    app.wait_until_ready().await;
+    let text = scrape(&app).await;
+    assert_eq!(sample(&text, "leasehold_redis_up", &[]), 1.0, "{text}");
+    assert_eq!(sample(&text, "leasehold_subscriber_connected", &[]), 1.0);
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    assert!(sample(&text, "process_resident_memory_bytes", &[]) > 0.0);
+    assert!(text.contains("process_cpu_seconds_total "), "{text}");
+    // Counters alert rules rate() over exist before their first event.
+    assert!(
+        text.contains("leasehold_acquisitions_total{kind=\"write\",outcome=\"timed_out\"} 0"),
+        "{text}"
+    );
+    assert!(text.contains("leasehold_heartbeats_late_total{outcome=\"expired\"} 0"));
+    assert_eq!(text.matches("# EOF").count(), 1);
+    assert!(text.ends_with("# EOF\n"));
+
+    app.lease("jobs", json!({"holder": "old", "ttl_ms": 60_000}))
+        .await;
+    let _waiter = app.spawn_waiter("jobs", 20_000);
+    app.wait_for_waiters(1).await;
+    // A census is taken at most every 10 s: a fresh instance on the same Redis takes one now.
+    let peer = app.spawn_peer().await;
+    let text = scrape(&peer).await;
+    assert!(
+        sample(&text, "leasehold_oldest_hold_age_seconds", &[]) > 0.0,
+        "{text}"
+    );
+    assert_eq!(sample(&text, "leasehold_waiters", &[]), 1.0, "{text}");
+    assert_eq!(sample(&text, "leasehold_live_locks", &[]), 1.0);
+    assert!(
+        !text.contains("leasehold_lock_waiters{"),
+        "no lock names by default"
+    );
+
+    let named = app
+        .spawn_peer_with(AppOptions {
+            metrics_lock_names: true,
+            ..AppOptions::default()
+        })
+        .await;
+    let text = scrape(&named).await;
+    assert_eq!(
+        sample(&text, "leasehold_lock_waiters", &[("lock", "jobs")]),
+        1.0,
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            "leasehold_lock_hold_age_seconds",
+            &[("lock", "jobs")]
+        ) > 0.0
+    );
+}
+
+#[tokio::test]
+async fn redis_down_reads_zero_on_redis_up() {
+    let mut app = spawn_app().await;
+    app.redis.stop();
+    let text = scrape(&app).await;
+    assert_eq!(sample(&text, "leasehold_redis_up", &[]), 0.0, "{text}");
+}

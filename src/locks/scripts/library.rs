@@ -16,7 +16,7 @@ use std::sync::LazyLock;
 use sha2::{Digest, Sha256};
 
 /// Each operation's file in `lua/`, by name.
-const OPERATIONS: [(&str, &str); 13] = [
+const OPERATIONS: [(&str, &str); 15] = [
     ("acquire", include_str!("../../../lua/acquire.lua")),
     ("release", include_str!("../../../lua/release.lua")),
     ("renew", include_str!("../../../lua/renew.lua")),
@@ -57,6 +57,8 @@ const OPERATIONS: [(&str, &str); 13] = [
         "semaphore_limit",
         include_str!("../../../lua/semaphore_limit.lua"),
     ),
+    ("sweep", include_str!("../../../lua/sweep.lua")),
+    ("evict", include_str!("../../../lua/evict.lua")),
 ];
 
 const HELPERS: [&str; 3] = [

@@ -7,6 +7,7 @@
 //! defined once when it loads, not on every call.
 
 pub(super) mod acquire;
+pub(super) mod evict;
 pub(super) mod force_release;
 pub(super) mod inspect_lease;
 pub(super) mod inspect_lock;
@@ -20,6 +21,7 @@ pub(super) mod semaphore_inspect;
 pub(super) mod semaphore_limit;
 pub(super) mod semaphore_release;
 pub(super) mod semaphore_renew;
+pub(super) mod sweep;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};

@@ -336,6 +336,11 @@ impl TestApp {
         .await
         .assert_status(200);
     }
+
+    /// A second instance on the same Redis, with other options.
+    pub async fn spawn_peer_with(&self, options: AppOptions) -> TestApp {
+        serve_on(self.redis.shared(), options).await
+    }
 }
 
 impl Drop for TestApp {

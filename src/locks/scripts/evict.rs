@@ -1,0 +1,28 @@
+//! Twin of `lua/evict.lua`: an admin removes one lease of a lock or semaphore.
+
+use super::Script;
+use super::force_release::ForceReleaseReply;
+use crate::locks::kind::Resource;
+use crate::locks::model::LeaseId;
+
+pub(in crate::locks) struct Evict<'a> {
+    pub lease: LeaseId,
+    pub resource: Resource,
+    pub by: &'a str,
+    pub reason: &'a str,
+}
+
+impl Script for Evict<'_> {
+    const FILE: &'static str = "evict";
+    type Reply = ForceReleaseReply;
+
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.lease.to_string())
+            .arg(self.by)
+            .arg(self.reason)
+            .arg(match self.resource {
+                Resource::Semaphore => "semaphore",
+                Resource::Lock => "",
+            });
+    }
+}

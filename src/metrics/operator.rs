@@ -1,0 +1,252 @@
+//! Metrics an operator alerts on, read at scrape time rather than counted: whether Redis
+//! answers and the subscriber is connected, the build, the oldest hold and the waiters over
+//! every instance (a [`Census`] of the live locks, taken at most every [`CENSUS_EVERY`]), per
+//! lock only with `--metrics-lock-names`, and the process's own CPU, memory and file
+//! descriptors (`process_*`, as every Prometheus client library names them; Linux `/proc`).
+
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::locks::Census;
+
+/// A census is taken at most this often (scrapes in between reuse the last one): it walks
+/// every live lock.
+pub const CENSUS_EVERY: Duration = Duration::from_secs(10);
+/// Most live names a census reads.
+pub const CENSUS_BUDGET: usize = 20_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LockLabels {
+    lock: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// What a scrape reads besides the counters.
+pub struct Sampled {
+    redis_up: Gauge,
+    subscriber_connected: Gauge,
+    live_locks: Gauge,
+    census_truncated: Gauge,
+    oldest_hold: Gauge<f64, AtomicU64>,
+    waiters: Gauge,
+    lock_held: Family<LockLabels, Gauge<f64, AtomicU64>>,
+    lock_waiters: Family<LockLabels, Gauge>,
+    census_at: Mutex<Option<Instant>>,
+    process: Process,
+}
+
+impl Sampled {
+    /// Registers every metric in `registry` (prefixed `leasehold_`), except the process's.
+    pub fn register(registry: &mut Registry) -> Self {
+        let s = Self {
+            redis_up: Gauge::default(),
+            subscriber_connected: Gauge::default(),
+            live_locks: Gauge::default(),
+            census_truncated: Gauge::default(),
+            oldest_hold: Gauge::default(),
+            waiters: Gauge::default(),
+            lock_held: Family::default(),
+            lock_waiters: Family::default(),
+            census_at: Mutex::new(None),
+            process: Process::default(),
+        };
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register("build_info", "This build: version; always 1", build);
+        registry.register(
+            "redis_up",
+            "1 when Redis answered this scrape's PING, else 0",
+            s.redis_up.clone(),
+        );
+        registry.register(
+            "subscriber_connected",
+            "1 while this instance's unlock and events subscription is connected, else 0",
+            s.subscriber_connected.clone(),
+        );
+        registry.register(
+            "live_locks",
+            "Live locks and semaphores (held, waited for, permits out) the last census counted",
+            s.live_locks.clone(),
+        );
+        registry.register(
+            "census_truncated",
+            "1 when the last census stopped at its budget (20000 names) before the end",
+            s.census_truncated.clone(),
+        );
+        registry.register(
+            "oldest_hold_age_seconds",
+            "Age of the oldest current hold of any lock or semaphore (heartbeats do not reset \
+             it); 0 when nothing is held. Same on every instance: read from Redis",
+            s.oldest_hold.clone(),
+        );
+        registry.register(
+            "waiters",
+            "Requests waiting for any lock or semaphore on every instance, fair tickets \
+             included. Same on every instance: read from Redis",
+            s.waiters.clone(),
+        );
+        registry.register(
+            "lock_hold_age_seconds",
+            "Per lock (only with --metrics-lock-names): age of its oldest current hold",
+            s.lock_held.clone(),
+        );
+        registry.register(
+            "lock_waiters",
+            "Per lock (only with --metrics-lock-names): requests waiting on every instance",
+            s.lock_waiters.clone(),
+        );
+        s
+    }
+
+    /// Whether a new census is due (and, if so, marks it taken now).
+    pub fn census_due(&self) -> bool {
+        let Ok(mut at) = self.census_at.lock() else {
+            return false;
+        };
+        if at.is_some_and(|t| t.elapsed() < CENSUS_EVERY) {
+            return false;
+        }
+        *at = Some(Instant::now());
+        true
+    }
+
+    /// The scrape's readings: Redis's and the subscriber's state, and a census when one was
+    /// taken (`per_lock`: with lock names as labels).
+    pub fn record(
+        &self,
+        redis_up: bool,
+        subscriber_connected: bool,
+        census: Option<&Census>,
+        per_lock: bool,
+        now_ms: u64,
+    ) {
+        self.redis_up.set(i64::from(redis_up));
+        self.subscriber_connected
+            .set(i64::from(subscriber_connected));
+        let Some(census) = census else {
+            return;
+        };
+        let age = |since: Option<crate::locks::Timestamp>| {
+            since.map_or(0.0, |s| {
+                Duration::from_millis(now_ms.saturating_sub(s.0)).as_secs_f64()
+            })
+        };
+        self.live_locks
+            .set(i64::try_from(census.live).unwrap_or(i64::MAX));
+        self.census_truncated.set(i64::from(census.truncated));
+        self.oldest_hold.set(age(census.oldest_hold));
+        self.waiters
+            .set(i64::try_from(census.waiters).unwrap_or(i64::MAX));
+        self.lock_held.clear();
+        self.lock_waiters.clear();
+        if per_lock {
+            for (name, since, waiters) in &census.locks {
+                let labels = LockLabels {
+                    lock: name.as_str().to_owned(),
+                };
+                self.lock_held.get_or_create(&labels).set(age(*since));
+                self.lock_waiters
+                    .get_or_create(&labels)
+                    .set(i64::try_from(*waiters).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// The `process_*` metrics (unprefixed, in their own registry).
+    pub fn encode_process(&self, out: &mut String) -> Result<(), std::fmt::Error> {
+        self.process.sample();
+        prometheus_client::encoding::text::encode(out, &self.process.registry)
+    }
+}
+
+/// The process's own resources, read from `/proc/self` (zero elsewhere).
+struct Process {
+    registry: Registry,
+    cpu: Counter<f64, AtomicU64>,
+    resident: Gauge,
+    fds: Gauge,
+    start: Gauge<f64, AtomicU64>,
+}
+
+impl Default for Process {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("process");
+        let p = Self {
+            registry: Registry::default(),
+            cpu: Counter::default(),
+            resident: Gauge::default(),
+            fds: Gauge::default(),
+            start: Gauge::default(),
+        };
+        registry.register(
+            "cpu_seconds",
+            "User and system CPU time spent",
+            p.cpu.clone(),
+        );
+        registry.register(
+            "resident_memory_bytes",
+            "Resident memory size",
+            p.resident.clone(),
+        );
+        registry.register("open_fds", "Open file descriptors", p.fds.clone());
+        registry.register(
+            "start_time_seconds",
+            "When the process started, in seconds since the Unix epoch",
+            p.start.clone(),
+        );
+        let started = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        p.start.set(started);
+        Self { registry, ..p }
+    }
+}
+
+impl Process {
+    fn sample(&self) {
+        // /proc/self/stat: fields 14 and 15 are utime and stime in clock ticks (100 per
+        // second on Linux); the command name (field 2) may hold spaces, so split after it.
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
+            && let Some((_, rest)) = stat.rsplit_once(')')
+        {
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let seconds = (ticks(11) + ticks(12)) / 100.0;
+            let seen = self.cpu.get();
+            if seconds > seen {
+                self.cpu.inc_by(seconds - seen);
+            }
+        }
+        if let Ok(statm) = std::fs::read_to_string("/proc/self/statm")
+            && let Some(pages) = statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<i64>().ok())
+        {
+            self.resident.set(pages.saturating_mul(4096));
+        }
+        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+            self.fds.set(i64::try_from(dir.count()).unwrap_or(i64::MAX));
+        }
+    }
+}
