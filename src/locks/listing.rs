@@ -1,8 +1,11 @@
 //! Listing the live locks and semaphores, for the dashboard's overview, without a cross-slot
 //! index: `SCAN` with `MATCH` over the per-lock state hashes (`{L}:leasehold`, one per name
-//! ever used), a cheap pipelined liveness check of each name found, then one inspection per
-//! live name, all pipelined on the shared connection. Pages follow SCAN's cursor, so a page
+//! ever used) and the bare lock keys (so a lock only a Redisson client holds is listed too,
+//! as `foreign`), a cheap pipelined liveness check of each name found, then one inspection
+//! per live name, all pipelined on the shared connection. Pages follow SCAN's cursor, so a page
 //! costs O(page) Redis work however many locks exist; the order is Redis's hash order.
+
+use std::collections::HashSet;
 
 use futures_util::future::try_join_all;
 
@@ -77,7 +80,10 @@ impl Locks {
         cursor: ListCursor,
         page_size: usize,
     ) -> Result<LivePage, LockError> {
-        let pattern = self.inner.keys.state_pattern(prefix.as_str());
+        // Both a name's state hash `{P name}:leasehold` and its bare lock key `P name` (held
+        // by a Redisson client that Leasehold never saw) match: the walk costs the same, and
+        // the extra keys are sorted out here.
+        let pattern = format!("*{}{}*", self.inner.keys.prefix(), prefix.as_str());
         let mut conn = self.inner.conn.clone();
         let mut cursor = cursor.0;
         let mut entries = Vec::new();
@@ -96,11 +102,20 @@ impl Locks {
             if keys.len() < page_size / 4 {
                 count = (count * 2).min(SCAN_COUNT_MAX);
             }
-            let names: Vec<LockName> = keys
+            let mut names: HashSet<LockName> = keys
                 .iter()
                 .filter_map(|key| self.inner.keys.name_of_state_key(key))
                 .filter_map(|name| LockName::parse(name).ok())
+                .filter(|name| prefix.matches(name.as_str()))
                 .collect();
+            let bare: Vec<LockName> = keys
+                .iter()
+                .filter_map(|key| key.strip_prefix(self.inner.keys.prefix()))
+                .filter_map(|name| LockName::parse(name).ok())
+                .filter(|name| prefix.matches(name.as_str()) && !names.contains(name))
+                .collect();
+            names.extend(self.redisson_only(bare).await?);
+            let names: Vec<LockName> = names.into_iter().collect();
             entries.extend(self.inspect_live(&names).await?);
             cursor = next;
             if cursor == 0 || entries.len() >= page_size {
@@ -112,6 +127,48 @@ impl Locks {
             entries,
             next_cursor: (cursor != 0).then_some(ListCursor(cursor)),
         })
+    }
+
+    /// Those of `candidates` (bare lock keys) that are locks only a Redisson client knows: no
+    /// state hash (a name with one is listed through it), and a hash shaped like Redisson's
+    /// RLock or RReadWriteLock (fields `<client id>:<thread>`, `..:write`, `mode`). Any other
+    /// program's key is left out. Listed, their inspection says `held_as: foreign`.
+    async fn redisson_only(&self, candidates: Vec<LockName>) -> Result<Vec<LockName>, LockError> {
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.inner.conn.clone();
+        let mut pipe = redis::pipe();
+        for name in &candidates {
+            let keys = self.inner.keys.lock(name);
+            pipe.cmd("EXISTS").arg(keys.state());
+            pipe.cmd("TYPE").arg(keys.lock());
+        }
+        let found: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        let hashes: Vec<LockName> = candidates
+            .into_iter()
+            .zip(found.chunks(2))
+            .filter(|(_, f)| {
+                matches!(f.first(), Some(redis::Value::Int(0)))
+                    && matches!(f.get(1), Some(redis::Value::SimpleString(t)) if t == "hash")
+            })
+            .map(|(name, _)| name)
+            .collect();
+        if hashes.is_empty() {
+            return Ok(hashes);
+        }
+        let mut pipe = redis::pipe();
+        for name in &hashes {
+            pipe.cmd("HRANDFIELD")
+                .arg(self.inner.keys.lock(name).lock());
+        }
+        let fields: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+        Ok(hashes
+            .into_iter()
+            .zip(fields)
+            .filter(|(_, field)| field.as_deref().is_some_and(redisson_lock_field))
+            .map(|(name, _)| name)
+            .collect())
     }
 
     /// Inspects the live ones among `names`: one pipelined round trip tells which are live
@@ -150,4 +207,15 @@ impl Locks {
         .await?;
         Ok(found.into_iter().flatten().collect())
     }
+}
+
+/// Whether a field of a hash is one Redisson's RLock or RReadWriteLock writes: `mode`, or
+/// `<client id>:<thread id>` (a read/write lock's writer also `..:write`).
+fn redisson_lock_field(field: &str) -> bool {
+    if field == "mode" {
+        return true;
+    }
+    let field = field.strip_suffix(":write").unwrap_or(field);
+    matches!(field.rsplit_once(':'), Some((client, thread))
+        if !client.is_empty() && !thread.is_empty() && thread.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -496,3 +496,40 @@ async fn expired_permits_are_reclaimed_by_either_side() {
         .await;
     assert_eq!(seen.body["state"], "expired", "{}", seen.body);
 }
+
+/// A lock only a Redisson client holds (Leasehold never saw the name) is listed, as `foreign`,
+/// on `/v1/locks` and the overview's data; another program's keys are not.
+#[tokio::test]
+async fn a_lock_only_redisson_holds_is_listed_as_foreign() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    assert_eq!(redisson_lock(&mut conn, "nightly-report").await, None);
+    redis::cmd("HSET")
+        .arg("user:42")
+        .arg("name")
+        .arg("ann")
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("HSET");
+    redis::cmd("SET")
+        .arg("cache-entry")
+        .arg("x")
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("SET");
+    app.lease("leasehold-lock", json!({})).await;
+
+    let listing = app.get("/v1/locks").await;
+    listing.assert_status(200);
+    let locks = listing.body["locks"].as_array().expect("locks");
+    let names: Vec<&str> = locks.iter().filter_map(|l| l["name"].as_str()).collect();
+    assert_eq!(names, ["leasehold-lock", "nightly-report"], "{locks:?}");
+    let foreign = &locks[1];
+    assert_eq!(foreign["kind"], "foreign");
+    assert_eq!(foreign["holders"], 1);
+    assert_eq!(foreign["holder"], REDISSON_HOLDER);
+    // Once Redisson lets go, it is gone from the list.
+    assert_eq!(redisson_unlock(&mut conn, "nightly-report").await, Some(1));
+    let listing = app.get("/v1/locks").await;
+    assert_eq!(listing.body["locks"].as_array().map(Vec::len), Some(1));
+}
