@@ -381,6 +381,9 @@ impl Cluster {
         cmd.args(["serve", "--listen", &listen, "--redis-url", &redis_url])
             .args(["--log-format", "json", "--min-ttl-ms", "100"])
             .args(["--ticket-timeout-ms", "1000", "--admin-token", ADMIN_TOKEN])
+            // The clients call without a key; the instance in the partition's namespace
+            // listens on a non-loopback address, where anonymous callers need this.
+            .arg("--allow-anonymous")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
