@@ -11,10 +11,12 @@ use futures_util::future::try_join_all;
 
 use super::{InvalidInput, LockError, LockName, LockView, Locks, SemaphoreView};
 
-/// How many buckets the first SCAN call of a page walks. With a handful of keys per lock, one
-/// call finds about a page of names; while matches stay scarce (a narrow prefix, many dead
-/// names) each further call walks twice as many, up to [`SCAN_COUNT_MAX`].
-const SCAN_COUNT: usize = 250;
+/// The first SCAN call of a page walks about two buckets per name the page wants (a lock has
+/// at least two keys: its lock hash and its state hash), at least this many: every name found
+/// is inspected (SCAN cannot resume mid-call), and an inspection is most of a page's cost.
+/// While matches stay scarce (a narrow prefix, many dead names) each further call walks twice
+/// as many, up to [`SCAN_COUNT_MAX`].
+const SCAN_COUNT_MIN: usize = 32;
 const SCAN_COUNT_MAX: usize = 8192;
 /// At most this many buckets walked per page, so a page stays fast (a few tens of ms) however
 /// many keys Redis holds: the page may come back short, with a cursor to go on from.
@@ -87,7 +89,7 @@ impl Locks {
         let mut conn = self.inner.conn.clone();
         let mut cursor = cursor.0;
         let mut entries = Vec::new();
-        let mut count = SCAN_COUNT;
+        let mut count = page_size.saturating_mul(2).clamp(SCAN_COUNT_MIN, SCAN_COUNT_MAX);
         let mut walked = 0;
         while walked < SCAN_BUDGET_PER_PAGE {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
