@@ -89,7 +89,9 @@ impl Locks {
         let mut conn = self.inner.conn.clone();
         let mut cursor = cursor.0;
         let mut entries = Vec::new();
-        let mut count = page_size.saturating_mul(2).clamp(SCAN_COUNT_MIN, SCAN_COUNT_MAX);
+        let mut count = page_size
+            .saturating_mul(2)
+            .clamp(SCAN_COUNT_MIN, SCAN_COUNT_MAX);
         let mut walked = 0;
         while walked < SCAN_BUDGET_PER_PAGE {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")

@@ -147,7 +147,7 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
             .is_some_and(|t| t.ends_with(" s") || t.ends_with(" ms")),
         "{held}"
     );
-    save_screenshot(&client, "overview.png").await;
+    save_screenshot(&client, "overview-operator.png").await;
 
     for (lock, who, wants) in [
         ("billing:invoices", "invoicer@app-2", "reentrant"),
