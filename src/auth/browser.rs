@@ -13,12 +13,8 @@
 //! curl, the CLI and other programs send neither `Origin` nor `Sec-Fetch-*`, and name the
 //! host they connect to: they are unaffected.
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, Method, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
 
 use crate::problem::{Problem, ProblemKind};
 
@@ -107,20 +103,14 @@ fn host_name(host: &str) -> String {
 /// Health checks answer whatever name a load balancer uses.
 const UNGUARDED: [&str; 2] = ["/healthz", "/readyz"];
 
-/// The middleware: refuses what [`BrowserPolicy::check`] refuses, before any handler runs.
-pub async fn guard(
-    State(policy): State<Arc<BrowserPolicy>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Refuses what [`BrowserPolicy::check`] refuses, before any handler runs (the server's
+/// front-door middleware calls it).
+pub fn admit(policy: &BrowserPolicy, request: &Request) -> Result<(), Problem> {
     if UNGUARDED.contains(&request.uri().path()) {
-        return next.run(request).await;
+        return Ok(());
     }
     let authority = request.uri().authority().map(|a| a.as_str().to_owned());
-    if let Err(problem) = policy.check(request.method(), authority.as_deref(), request.headers()) {
-        return problem.into_response();
-    }
-    next.run(request).await
+    policy.check(request.method(), authority.as_deref(), request.headers())
 }
 
 #[cfg(test)]

@@ -378,13 +378,24 @@ pub struct Timeouts {
     pub max_wait: Duration,
 }
 
+/// Every request's first checks, in one middleware: each middleware layer costs every
+/// request a boxed future and a clone of the service it wraps, kept for as long as the request
+/// lives (a parked waiter keeps them for its whole wait). The browser guard, then the time
+/// limit.
+async fn front_door(State(guards): State<Guards>, request: Request, next: Next) -> Response {
+    if let Err(problem) = browser::admit(&guards.browser, &request) {
+        return problem.into_response();
+    }
+    time_limit(guards.timeouts, request, next).await
+}
+
 /// Answers 504 `request_timeout` when the handler has not answered within the request
 /// timeout plus the server-side wait the request asked for (`wait_ms`, cut to the maximum).
 /// A backstop: every Redis call is already bounded by the Redis timeout, so only a stuck
 /// handler gets here, and then what it was doing may or may not have happened (hence not a
 /// 503, which promises it did not). An event stream's answer starts at once; its body is
 /// not limited.
-async fn time_limit(State(timeouts): State<Timeouts>, request: Request, next: Next) -> Response {
+async fn time_limit(timeouts: Timeouts, request: Request, next: Next) -> Response {
     let wait = request
         .uri()
         .query()
@@ -421,14 +432,7 @@ pub fn app(state: AppState, guards: Guards) -> Router {
             api::metrics::count_requests,
         ))
         .layer(RequestBodyDeadlineLayer::new(guards.timeouts.body))
-        .layer(axum::middleware::from_fn_with_state(
-            guards.timeouts,
-            time_limit,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            guards.browser,
-            browser::guard,
-        ))
+        .layer(axum::middleware::from_fn_with_state(guards, front_door))
         .layer(
             ServiceBuilder::new()
                 // Outside the trace layer, so tokens never reach a log line.
