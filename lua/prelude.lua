@@ -155,9 +155,14 @@ local function unpack_rec(id, packed, holder, meta, shared)
     shared = shared}
 end
 
+-- A record's fields packed (see REC_PATTERN).
+local function pack(state, kind, ttl, since, exp, fence, nonce, ended, permits)
+  return state .. '|' .. kind .. '|' .. ttl .. '|' .. since .. '|' .. exp .. '|' .. fence .. '|'
+    .. (nonce or '') .. '|' .. (ended or '') .. '|' .. (permits or '')
+end
+
 local function pack_rec(r)
-  return r.state .. '|' .. r.kind .. '|' .. r.ttl .. '|' .. r.since .. '|' .. r.expires .. '|'
-    .. r.fence .. '|' .. (r.nonce or '') .. '|' .. (r.ended or '') .. '|' .. (r.permits or '')
+  return pack(r.state, r.kind, r.ttl, r.since, r.expires, r.fence, r.nonce, r.ended, r.permits)
 end
 
 -- Reads lease `id`'s record and, in the same call, what every function needs of STATE:
@@ -214,19 +219,28 @@ local function save(rec)
   end
 end
 
--- Queues a new lease's whole record: exclusive (the fixed fields) or shared.
-local function create(rec)
-  local id = rec.id
-  if rec.shared then
-    set_state('r:' .. id, pack_rec(rec))
-    set_state('h:' .. id, rec.holder or '')
-    set_state('m:' .. id, rec.meta or '')
+-- Queues a new lease's whole record (`packed`): exclusive (the fixed fields) or shared.
+local function create_packed(id, packed, holder, meta, shared)
+  if shared then
+    set_state('r:' .. id, packed)
+    set_state('h:' .. id, holder or '')
+    set_state('m:' .. id, meta or '')
   else
     set_state('lease', id)
-    set_state('rec', pack_rec(rec))
-    set_state('holder', rec.holder or '')
-    set_state('meta', rec.meta or '')
+    set_state('rec', packed)
+    set_state('holder', holder or '')
+    set_state('meta', meta or '')
   end
+end
+
+local function create(rec)
+  create_packed(rec.id, pack_rec(rec), rec.holder, rec.meta, rec.shared)
+end
+
+-- Queues the record of a lease granted now (no table to build, as create takes).
+local function create_held(id, kind, ttl, exp, fence, nonce, holder, meta, shared, permits)
+  create_packed(id, pack('held', kind, ttl, NOW_S, exp, fence, nonce, nil, permits), holder,
+    meta, shared)
 end
 
 -- A lease's (or ticket's) history entry, when it ends: the whole hold in one entry.
