@@ -7,8 +7,8 @@
 -- A(3): the lease id: the one the new token proves (new), the presented token proves
 --       (reenter), or the ticket's (poll)
 -- A(4): "1" when the presented token proves A(3) (always for new and reenter)
--- A(5): holder label ("" for none)
--- A(6): metadata as JSON text ("" for none)
+-- ARGV[7]: holder label ("" for none)
+-- ARGV[8]: metadata as JSON text ("" for none)
 -- A(7): kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
 -- A(8): read/write policy: readers_first | fifo
 -- A(9): how long a queue place (fair waiter, waiting writer) lasts without a further attempt
@@ -26,20 +26,13 @@
 --   for a new lease replayed by its key, `sealed`: the first token sealed under the key.
 --   `ev`: events of other leases this call recorded (an expiry it noticed), to publish.
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
-local ttl, op, id, proven = A(1), A(2), A(3), A(4) == '1'
-local kind, policy = A(7), A(8)
-local liveness, arrival = A(9), A(10)
-local nonce, idem, fp, sealed = A(11), A(12), A(13), A(14)
+-- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
+local ttl, op, id, proven = ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1'
+local kind, policy = ARGV[9], ARGV[10]
+local liveness, arrival = ARGV[11], ARGV[12]
+local nonce, idem, fp, sealed = ARGV[13], ARGV[14], ARGV[15], ARGV[16]
 if arrival == '0' then arrival = NOW_S end
 local events = {}
-
--- An answer to keep for the Idempotency-Key, if there is one, for `life` ms.
-local function answer(json, lease_id, life)
-  if idem ~= '' then
-    idem_store(idem, fp, json, lease_id, sealed, life or (TOMB + tonumber(ttl)))
-  end
-  return json
-end
 
 -- A retry with the same Idempotency-Key gets the first answer, as long as it still holds.
 if idem ~= '' then
@@ -76,6 +69,129 @@ local function acquired(status, count, fence, since, holder, expires)
     .. ',"now_ms":' .. NOW_S .. ',"now_us":' .. NOW_US_S .. ',"created_ms":' .. since
     .. ',"holder":' .. jsn(holder)
     .. (expires and (',"replayed":true,"expires_ms":' .. expires) or '') .. ev(events) .. '}'
+end
+
+-- Grants a new lease (or a fair ticket's lease): fencing token, record, state. The lease
+-- that held the lock before, if its record still says held, ran out unnoticed: its expiry is
+-- recorded now, with the time it ran out.
+local function grant(count, ticket)
+  local shared = is_rw(kind)
+  -- (Its record is unpacked only when it still says held: most have ended.)
+  if not shared and st.lease and st.lease ~= id and string.sub(st.raw[2] or '', 1, 5) == 'held|' then
+    local prev = current(st)
+    if prev and prev.state == 'held' then observe_expiry(prev, st.hexp, events) end
+  end
+  local fence = next_fence(st.fence)
+  local holder, meta = ARGV[7], ARGV[8]
+  if ticket then
+    holder, meta = ticket.holder, ticket.meta
+    redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
+  end
+  local ttl_n = ttl + 0
+  create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, meta, shared)
+  set_state('fence', fence)
+  if not shared then set_state('kind', family(kind)) end
+  flush_state(NOW + ttl_n + TOMB, st.sexp)
+  return idem_answer(idem, fp, acquired('acquired', count, fence, NOW_S, holder), id, sealed,
+    TOMB + ttl_n)
+end
+
+local ticket
+if op == 'poll' then
+  if not proven then return not_yours(id, rec) end
+  if not rec then
+    local ended = find_ended(id)
+    if ended and ended.kind == 'fair' then
+      if ended.state == 'expired' and (tonumber(ended.fence) or 0) == 0 then
+        -- It lost its place in the queue before it was granted.
+        return '{"status":"ticket_expired"}'
+      end
+      return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
+    end
+    return '{"status":"unknown_lease"}'
+  end
+  if rec.kind ~= 'fair' then return '{"status":"unknown_lease"}' end
+  if rec.state == 'held' then
+    -- Granted before: polled again in a row, or by two connections at once. The same grant
+    -- again, never a release; answered now, so no rollback may take it back.
+    kind, ttl = rec.kind, rec.ttl
+    local reads = held_levels(rec)
+    if reads > 0 then
+      rec.nonce = ''
+      save(rec)
+      return acquired('acquired', d(reads), rec.fence, rec.since, rec.holder, rec.expires)
+    end
+    return '{"status":"lease_lost","state":"' .. observe_expiry(rec, st.hexp, events) .. '"'
+      .. ev(events) .. '}'
+  end
+  if rec.state ~= 'queued' then
+    return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
+  end
+  local deadline = redis.call('ZSCORE', timeouts_key(), h)
+  if not deadline or tonumber(deadline) <= NOW then
+    redis.call('LREM', queue_key(), 0, h)
+    redis.call('ZREM', timeouts_key(), h)
+    events[#events + 1] = finish(rec, 'expired', st.hexp, nil, deadline or NOW_S)
+    return '{"status":"ticket_expired"' .. ev(events) .. '}'
+  end
+  kind = 'fair'
+  if ttl == '0' then ttl = rec.ttl end
+  ticket = rec
+end
+
+-- A new lease or a polled ticket: the name must not be used as another kind. Fair tickets
+-- and free exclusive locks are settled here, before the helpers of the paths that re-enter,
+-- share or wait are made (a function made on every call costs ~1 µs).
+local free
+if op ~= 'reenter' then
+  local conflict, now_as, t = conflict_with(st, kind, events)
+  if conflict then
+    return '{"status":"kind_conflict","held_as":"' .. conflict .. '"' .. ev(events) .. '}'
+  end
+  free = t == 'none'
+
+  if kind == 'fair' then
+    local head = st.q and prune_queue(events, st.hexp) or nil
+    if free and (not head or head == h) then
+      if head then redis.call('LPOP', queue_key()) end
+      if ticket then redis.call('ZREM', timeouts_key(), h) end
+      redis.call('HSET', L, h, '1')
+      redis.call('PEXPIRE', L, ttl)
+      return grant('1', ticket)
+    end
+    local known = ticket and redis.call('ZSCORE', timeouts_key(), h)
+    local until_s = d(NOW + tonumber(liveness))
+    redis.call('ZADD', timeouts_key(), until_s, h)
+    if not known then
+      redis.call('RPUSH', queue_key(), h)
+      set_state('q', '1')
+      if not ticket then
+        create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
+          expires = '0', fence = '0', holder = ARGV[7], meta = ARGV[8], shared = true})
+      end
+    end
+    flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)
+    -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
+    -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
+    local pttl = redis.call('PTTL', L)
+    if head and head ~= h then
+      local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
+      pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
+    end
+    local reply = '{"status":"queued","lease_id":"' .. id .. '","position":'
+      .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
+      .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":'
+      .. jsn(ticket and ticket.holder or ARGV[7]) .. (ticket and '' or ',"new":true') .. ev(events)
+      .. '}'
+    if ticket then return reply end
+    return idem_answer(idem, fp, reply, id, sealed, tonumber(liveness) + TOMB + tonumber(ttl))
+  end
+
+  if free and not is_rw(kind) then
+    redis.call('HSET', L, h, '1')
+    redis.call('PEXPIRE', L, ttl)
+    return grant('1')
+  end
 end
 
 -- Who holds the lock, for a refused acquirer (never read out of another program's key).
@@ -163,32 +279,6 @@ local function rw_enter(want, holding, free)
   return nil, 'blocked', redis.call('PTTL', L)
 end
 
--- Grants a new lease (or a fair ticket's lease): fencing token, record, state. The lease
--- that held the lock before, if its record still says held, ran out unnoticed: its expiry is
--- recorded now, with the time it ran out.
-local function grant(count, ticket)
-  local shared = is_rw(kind)
-  -- (Its record is unpacked only when it still says held: most have ended.)
-  if not shared and st.lease and st.lease ~= id and string.sub(st.raw[2] or '', 1, 5) == 'held|' then
-    local prev = current(st)
-    if prev and prev.state == 'held' then observe_expiry(prev, st.hexp, events) end
-  end
-  local fence = next_fence(st.fence)
-  local holder, meta = A(5), A(6)
-  if ticket then
-    holder, meta = ticket.holder, ticket.meta
-    redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
-  end
-  local ttl_n = tonumber(ttl)
-  create({id = id, state = 'held', kind = kind, ttl = ttl, since = NOW_S,
-    expires = d(NOW + ttl_n), fence = fence, nonce = nonce, holder = holder, meta = meta,
-    shared = shared})
-  set_state('fence', fence)
-  if not shared then set_state('kind', family(kind)) end
-  flush_state(NOW + ttl_n + TOMB, st.sexp)
-  return answer(acquired('acquired', count, fence, NOW_S, holder), id)
-end
-
 if op == 'reenter' then
   if not rec then
     local ended = find_ended(id)
@@ -230,57 +320,9 @@ if op == 'reenter' then
     .. rec.fence .. ',"ttl_ms":' .. ttl .. ',"at_ms":' .. NOW_S .. '}'
   append_history(entry, st.hexp)
   events[#events + 1] = entry
-  return answer(acquired('reentered', d(count), rec.fence, rec.since, rec.holder), id)
+  return idem_answer(idem, fp, acquired('reentered', d(count), rec.fence, rec.since, rec.holder),
+    id, sealed, TOMB + ttl_n)
 end
-
-local ticket
-if op == 'poll' then
-  if not proven then return not_yours(id, rec) end
-  if not rec then
-    local ended = find_ended(id)
-    if ended and ended.kind == 'fair' then
-      if ended.state == 'expired' and (tonumber(ended.fence) or 0) == 0 then
-        -- It lost its place in the queue before it was granted.
-        return '{"status":"ticket_expired"}'
-      end
-      return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
-    end
-    return '{"status":"unknown_lease"}'
-  end
-  if rec.kind ~= 'fair' then return '{"status":"unknown_lease"}' end
-  if rec.state == 'held' then
-    -- Granted before: polled again in a row, or by two connections at once. The same grant
-    -- again, never a release; answered now, so no rollback may take it back.
-    kind, ttl = rec.kind, rec.ttl
-    local reads = held_levels(rec)
-    if reads > 0 then
-      rec.nonce = ''
-      save(rec)
-      return acquired('acquired', d(reads), rec.fence, rec.since, rec.holder, rec.expires)
-    end
-    return '{"status":"lease_lost","state":"' .. observe_expiry(rec, st.hexp, events) .. '"'
-      .. ev(events) .. '}'
-  end
-  if rec.state ~= 'queued' then
-    return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
-  end
-  local deadline = redis.call('ZSCORE', timeouts_key(), h)
-  if not deadline or tonumber(deadline) <= NOW then
-    redis.call('LREM', queue_key(), 0, h)
-    redis.call('ZREM', timeouts_key(), h)
-    events[#events + 1] = finish(rec, 'expired', st.hexp, nil, deadline or NOW_S)
-    return '{"status":"ticket_expired"' .. ev(events) .. '}'
-  end
-  kind = 'fair'
-  if ttl == '0' then ttl = rec.ttl end
-  ticket = rec
-end
-
-local conflict, now_as, t = conflict_with(st, kind, events)
-if conflict then
-  return '{"status":"kind_conflict","held_as":"' .. conflict .. '"' .. ev(events) .. '}'
-end
-local free = t == 'none'
 
 if is_rw(kind) then
   local n, why, retry = rw_enter(kind, false, free)
@@ -289,44 +331,4 @@ if is_rw(kind) then
   return held(retry)
 end
 
-if kind == 'fair' then
-  local head = st.q and prune_queue(events, st.hexp) or nil
-  if free and (not head or head == h) then
-    if head then redis.call('LPOP', queue_key()) end
-    if ticket then redis.call('ZREM', timeouts_key(), h) end
-    redis.call('HSET', L, h, '1')
-    redis.call('PEXPIRE', L, ttl)
-    return grant('1', ticket)
-  end
-  local known = ticket and redis.call('ZSCORE', timeouts_key(), h)
-  local until_s = d(NOW + tonumber(liveness))
-  redis.call('ZADD', timeouts_key(), until_s, h)
-  if not known then
-    redis.call('RPUSH', queue_key(), h)
-    set_state('q', '1')
-    if not ticket then
-      create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
-        expires = '0', fence = '0', holder = A(5), meta = A(6), shared = true})
-    end
-  end
-  flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)
-  -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
-  -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
-  local pttl = redis.call('PTTL', L)
-  if head and head ~= h then
-    local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
-    pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
-  end
-  local reply = '{"status":"queued","lease_id":"' .. id .. '","position":'
-    .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
-    .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":'
-    .. jsn(ticket and ticket.holder or A(5)) .. (ticket and '' or ',"new":true') .. ev(events)
-    .. '}'
-  if ticket then return reply end
-  return answer(reply, id, tonumber(liveness) + TOMB + tonumber(ttl))
-end
-
-if not free then return held() end
-redis.call('HSET', L, h, '1')
-redis.call('PEXPIRE', L, ttl)
-return grant('1')
+return held()

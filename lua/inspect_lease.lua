@@ -6,7 +6,7 @@
 --   expires_ms, ended_ms, reentry_count, read_count, write_count, position, pttl, now_ms}
 lock_begin(KEYS, ARGV)
 local id = A(1)
-local rec = load(id)
+local rec = load(id, true)
 if not rec then
   local ended = find_ended(id)
   if not ended or ended.kind == 'semaphore' then return '{"found":false}' end

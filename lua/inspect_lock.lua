@@ -29,7 +29,7 @@ if redis.call('TYPE', L).ok == 'hash' and lock_shaped() then
         by_holder[base] = entry
         holders[#holders + 1] = entry
         local id = string.match(base, '^(.*):1$')
-        local rec = id and load(id)
+        local rec = id and load(id, true)
         if rec and rec.state == 'held' then
           entry.lease_id = id
           entry.holder = rec.holder

@@ -95,6 +95,13 @@ local function queue_alive()
   return true
 end
 
+-- Whether our fair queue has a live waiter (see held_as).
+local function live_queue(st, prune, events)
+  if not st.q then return false end
+  if prune then return prune_queue(events, st.hexp) ~= nil end
+  return queue_alive()
+end
+
 -- What the name is used as now: semaphore (permits out), idle_semaphore, rw, fair,
 -- exclusive, reentrant, foreign (a Redisson-layout lock no lease of ours holds), alien (a key
 -- some other program made), or nil when free with nobody queued; and the TYPE of L. `st`:
@@ -102,14 +109,11 @@ end
 -- (functions that change state), so an abandoned ticket blocks other kinds no longer than
 -- its liveness window.
 local function held_as(st, prune, events)
-  local live_queue = function()
-    if not st.q then return false end
-    if prune then return prune_queue(events, st.hexp) ~= nil end
-    return queue_alive()
-  end
-  local t = redis.call('TYPE', L).ok
+  -- (EXISTS first: most calls find the name free, and its reply is a plain number.)
+  local t = 'none'
+  if redis.call('EXISTS', L) == 1 then t = redis.call('TYPE', L).ok end
   if t == 'none' then
-    if live_queue() then return 'fair', t end
+    if live_queue(st, prune, events) then return 'fair', t end
     return nil, t
   end
   if t == 'string' then
@@ -128,7 +132,7 @@ local function held_as(st, prune, events)
   -- client) is foreign and merely contends.
   if ours then return st.kind, t end
   if not lock_shaped() then return 'alien', t end
-  if live_queue() then return 'fair', t end
+  if live_queue(st, prune, events) then return 'fair', t end
   return 'foreign', t
 end
 

@@ -18,11 +18,13 @@
 -- Per-call values, set by begin(). Times come as numbers and as text: Redis's Lua turns a
 -- number into text slowly (about a microsecond each), so text that came from Redis or from
 -- ARGV is passed on as text, and numbers are formatted only where arithmetic made them.
+-- TOMB stays text too: arithmetic converts it where a call needs it (most do not).
 local L, STATE, TAG
-local TOMB, NOW_US, NOW, NOW_US_S, NOW_S
+local TOMB, NOW, NOW_US_S, NOW_S
 local ARGS
--- Fields of STATE to write at the end of the call, in one HSET (see flush_state).
-local W
+-- Fields of STATE to write at the end of the call, in one HSET (see flush_state): W[1..WN].
+-- One table for every call (a new table per call is garbage to collect).
+local W, WN = {}, 0
 
 -- How many entries a lock's history keeps (about: trimmed with MAXLEN ~), and how long the
 -- history of a lock nobody touches any more is kept (ms).
@@ -41,20 +43,21 @@ local function history_key() return TAG .. ':leasehold:history' end
 local function d(n) return string.format('%d', n) end
 
 -- Sets the per-call values; returns false when the deadline has passed (change nothing).
+-- (Text becomes a number with `+ 0`: tonumber() converts it twice.)
 local function begin(keys, argv)
   L, STATE, ARGS = keys[1], keys[2], argv
   TAG = '{' .. L .. '}'
   -- Time comes from Redis so that every Leasehold instance uses one clock.
   local t = redis.call('TIME')
   local us = t[2]
-  us = string.sub('000000', #us + 1) .. us
+  if #us < 6 then us = string.sub('000000', #us + 1) .. us end
   NOW_US_S = t[1] .. us
-  NOW_S = t[1] .. string.sub(us, 1, 3)
-  NOW_US, NOW = tonumber(NOW_US_S), tonumber(NOW_S)
-  TOMB = tonumber(argv[2])
-  W = {}
+  NOW_S = string.sub(NOW_US_S, 1, -4)
+  NOW = NOW_S + 0
+  TOMB = argv[2]
+  WN = 0
   local deadline = argv[1]
-  return deadline == '0' or NOW <= tonumber(deadline)
+  return deadline == '0' or NOW <= deadline + 0
 end
 
 -- A JSON string (escaped), or null for none.
@@ -89,8 +92,8 @@ end
 
 -- Queues one field of STATE for the one HSET at the end of the call.
 local function set_state(field, value)
-  local n = #W
-  W[n + 1], W[n + 2] = field, value
+  W[WN + 1], W[WN + 2] = field, value
+  WN = WN + 2
 end
 
 -- Writes the queued fields. `keep_until`: the state must stay at least until then (ms); its
@@ -98,11 +101,13 @@ end
 -- pays for it now and then. nil: no expiry (semaphores: Redisson's counter never expires,
 -- and their limit lives here). `sexp`: the recorded expiry (from the call's first read).
 local function flush_state(keep_until, sexp)
-  local renew = keep_until and keep_until > (tonumber(sexp) or 0)
+  local renew = keep_until and keep_until > (sexp and sexp + 0 or 0)
   if renew then set_state('sexp', d(keep_until + STATE_SLACK_MS)) end
-  if #W > 0 then redis.call('HSET', STATE, unpack(W)) end
+  if WN > 0 then
+    redis.call('HSET', STATE, unpack(W, 1, WN))
+    WN = 0
+  end
   if renew then redis.call('PEXPIRE', STATE, d(keep_until + STATE_SLACK_MS - NOW)) end
-  W = {}
 end
 
 -- The next fencing token after `last` (text), as text: one more, and never below Redis's
@@ -111,8 +116,8 @@ end
 -- therefore still never hands out a token at or below one it gave before, as long as Redis's
 -- clock has not gone back past it (see the README).
 local function next_fence(last)
-  local f = (tonumber(last) or 0) + 1
-  if NOW_US >= f then return NOW_US_S end
+  local f = (last and last + 0 or 0) + 1
+  if NOW_US_S + 0 >= f then return NOW_US_S end
   return d(f)
 end
 
@@ -123,7 +128,7 @@ end
 local function append_history(json, hexp)
   local key = history_key()
   redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
-  if (tonumber(hexp) or 0) < NOW then
+  if (hexp and hexp + 0 or 0) < NOW then
     redis.call('PEXPIRE', key, HISTORY_LIFE_MS)
     set_state('hexp', d(NOW + HISTORY_LIFE_MS - 86400000))
   end
@@ -150,34 +155,44 @@ local function unpack_rec(id, packed, holder, meta, shared)
     shared = shared}
 end
 
+-- A record's fields packed (see REC_PATTERN).
+local function pack(state, kind, ttl, since, exp, fence, nonce, ended, permits)
+  return state .. '|' .. kind .. '|' .. ttl .. '|' .. since .. '|' .. exp .. '|' .. fence .. '|'
+    .. (nonce or '') .. '|' .. (ended or '') .. '|' .. (permits or '')
+end
+
 local function pack_rec(r)
-  return r.state .. '|' .. r.kind .. '|' .. r.ttl .. '|' .. r.since .. '|' .. r.expires .. '|'
-    .. r.fence .. '|' .. (r.nonce or '') .. '|' .. (r.ended or '') .. '|' .. (r.permits or '')
+  return pack(r.state, r.kind, r.ttl, r.since, r.expires, r.fence, r.nonce, r.ended, r.permits)
 end
 
 -- Reads lease `id`'s record and, in the same call, what every function needs of STATE:
 -- returns (record or nil, st) where st has `lease` (the id in the fixed fields; current(st)
 -- is its record), `kind` (its family), `fence` (the last fencing token), `q` (our fair queue
 -- may have waiters), `sexp` (the state's recorded expiry), `hexp` (when the history's expiry
--- is due for a refresh), `limit` (a semaphore's size).
+-- is due for a refresh), and with `all`, `limit` (a semaphore's size). Every field read costs
+-- (about a microsecond each, in Redis), so the rarely needed ones come only with `all`: the
+-- limit, and the metadata of the lease in the fixed fields (a shared record is read whole, in
+-- a second read, only when the lease is not the one in the fixed fields).
 -- `id` "" reads only what every function needs (a new lease has no record yet).
-local function load(id)
+local function load(id, all)
   local v
-  if id == '' then
-    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
-      'sexp', 'hexp', 'limit')
+  if all then
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
+      'hexp', 'meta', 'limit')
   else
-    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'meta', 'kind', 'fence', 'q',
-      'sexp', 'hexp', 'limit', 'r:' .. id, 'h:' .. id, 'm:' .. id)
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
+      'hexp')
   end
-  local st = {lease = v[1] or nil, kind = v[5] or nil, fence = v[6], q = v[7] or nil,
-    sexp = v[8], hexp = v[9], limit = tonumber(v[10]), raw = v}
+  local limit = v[10]
+  local st = {lease = v[1] or nil, kind = v[4] or nil, fence = v[5], q = v[6] or nil,
+    sexp = v[7], hexp = v[8], limit = limit and tonumber(limit) or nil, raw = v}
   local rec
   if v[1] == id then
-    rec = unpack_rec(id, v[2], v[3], v[4], false)
+    rec = unpack_rec(id, v[2], v[3], v[9], false)
     st.cur = rec
-  elseif v[11] then
-    rec = unpack_rec(id, v[11], v[12], v[13], true)
+  elseif id ~= '' then
+    local r = redis.call('HMGET', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
+    if r[1] then rec = unpack_rec(id, r[1], r[2], r[3], true) end
   end
   return rec, st
 end
@@ -186,7 +201,7 @@ end
 local function current(st)
   if st.cur == nil and st.lease then
     local v = st.raw
-    st.cur = unpack_rec(v[1], v[2], v[3], v[4], false) or false
+    st.cur = unpack_rec(v[1], v[2], v[3], v[9], false) or false
   end
   return st.cur or nil
 end
@@ -204,19 +219,28 @@ local function save(rec)
   end
 end
 
--- Queues a new lease's whole record: exclusive (the fixed fields) or shared.
-local function create(rec)
-  local id = rec.id
-  if rec.shared then
-    set_state('r:' .. id, pack_rec(rec))
-    set_state('h:' .. id, rec.holder or '')
-    set_state('m:' .. id, rec.meta or '')
+-- Queues a new lease's whole record (`packed`): exclusive (the fixed fields) or shared.
+local function create_packed(id, packed, holder, meta, shared)
+  if shared then
+    set_state('r:' .. id, packed)
+    set_state('h:' .. id, holder or '')
+    set_state('m:' .. id, meta or '')
   else
     set_state('lease', id)
-    set_state('rec', pack_rec(rec))
-    set_state('holder', rec.holder or '')
-    set_state('meta', rec.meta or '')
+    set_state('rec', packed)
+    set_state('holder', holder or '')
+    set_state('meta', meta or '')
   end
+end
+
+local function create(rec)
+  create_packed(rec.id, pack_rec(rec), rec.holder, rec.meta, rec.shared)
+end
+
+-- Queues the record of a lease granted now (no table to build, as create takes).
+local function create_held(id, kind, ttl, exp, fence, nonce, holder, meta, shared, permits)
+  create_packed(id, pack('held', kind, ttl, NOW_S, exp, fence, nonce, nil, permits), holder,
+    meta, shared)
 end
 
 -- A lease's (or ticket's) history entry, when it ends: the whole hold in one entry.
@@ -307,6 +331,12 @@ local function idem_store(digest, fp, reply, lease_id, sealed, life_ms)
   redis.call('HSET', key, 'fp', fp, 'reply', reply, 'lease', lease_id or '', 'sealed',
     sealed or '')
   redis.call('PEXPIRE', key, life_ms)
+end
+
+-- Returns `reply`, kept first as the answer to key `digest` (if any): see idem_store.
+local function idem_answer(digest, fp, reply, lease_id, sealed, life_ms)
+  idem_store(digest, fp, reply, lease_id, sealed, life_ms)
+  return reply
 end
 
 -- A stored answer, marked as replayed (with the first lease's token, sealed under the key).

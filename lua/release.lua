@@ -18,8 +18,9 @@
 --   carries the lease's kind and held_ms, its age (ms), and in `ev` the lease's history
 --   entry (and any other event this call recorded), to publish; still_held carries holder.
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
-local id, proven, all, reason, which = A(1), A(2) == '1', A(3) == 'all', A(4), A(5)
-local idem, fp = A(7), A(8)
+-- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
+local id, proven, all, reason, which = ARGV[3], ARGV[4] == '1', ARGV[5] == 'all', ARGV[6], ARGV[7]
+local idem, fp = ARGV[9], ARGV[10]
 
 if idem ~= '' then
   local first = idem_find(idem, fp)
@@ -32,14 +33,9 @@ if not proven then return not_yours(id, rec) end
 local events = {}
 local reads, writes = check_held(id, rec, st.hexp, events)
 if not reads then return string.sub(writes, 1, -2) .. ev(events) .. '}' end
-if reason == 'client_gone' and (rec.nonce == '' or rec.nonce ~= A(6)) then
+if reason == 'client_gone' and (rec.nonce == '' or rec.nonce ~= ARGV[8]) then
   -- Another request answered with this grant (or another request made it): it stays.
   return '{"status":"not_rolled_back"' .. ev(events) .. '}'
-end
-
-local function answer(json)
-  if idem ~= '' then idem_store(idem, fp, json, id, '', TOMB) end
-  return json
 end
 
 local h = holder_id(id)
@@ -107,11 +103,11 @@ if left > 0 then
   rec.expires = d(NOW + tonumber(rec.ttl))
   save(rec)
   flush_state(NOW + tonumber(rec.ttl) + TOMB, st.sexp)
-  return answer('{"status":"still_held","reentry_count":' .. d(left) .. ',"holder":'
-    .. jsn(rec.holder) .. ev(events) .. '}')
+  return idem_answer(idem, fp, '{"status":"still_held","reentry_count":' .. d(left)
+    .. ',"holder":' .. jsn(rec.holder) .. ev(events) .. '}', id, '', TOMB)
 end
 local since = rec.since
 events[#events + 1] = finish(rec, 'released', st.hexp,
   ',"reentry_count":0,"reason":"' .. reason .. '"')
-return answer('{"status":"released","kind":"' .. rec.kind .. '","held_ms":'
-  .. d(NOW - tonumber(since)) .. ev(events) .. '}')
+return idem_answer(idem, fp, '{"status":"released","kind":"' .. rec.kind .. '","held_ms":'
+  .. d(NOW - since) .. ev(events) .. '}', id, '', TOMB)

@@ -34,7 +34,7 @@ if first then
   return idem_replay(first, first_sealed)
 end
 
-local _, st = load(id)
+local _, st = load('', true)
 local ok, available = pcall(redis.call, 'GET', L)
 available = ok and tonumber(available)
 local known

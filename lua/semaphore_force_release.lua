@@ -11,7 +11,7 @@
 --   and in `ev` the history entry, which names every holder removed
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
 local clear = A(3) == 'clear'
-local _, st = load('')
+local _, st = load('', true)
 local use = name_use(st)
 if use == 'none' then return '{"status":"not_held"}' end
 if use ~= 'semaphore' then return '{"status":"kind_conflict","held_as":"' .. use .. '"}' end

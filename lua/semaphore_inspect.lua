@@ -6,7 +6,7 @@
 --   permits, fencing_token, created_ms, expires_ms}], lease?}
 semaphore_begin(KEYS, ARGV)
 local want = A(1)
-local described, st = load(want)
+local described, st = load(want, true)
 local use = name_use(st)
 local holders, ours = {}, 0
 local live = redis.call('ZRANGEBYSCORE', HOLDERS, '(' .. NOW_S, '+inf', 'WITHSCORES')

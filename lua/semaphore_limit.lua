@@ -7,7 +7,7 @@
 --   too_late}, and in `ev` the history entry
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
 local new = tonumber(A(1))
-local _, st = load('')
+local _, st = load('', true)
 local use = name_use(st)
 if use == 'none' then return '{"status":"not_found"}' end
 if use ~= 'semaphore' then return '{"status":"kind_conflict","held_as":"' .. use .. '"}' end
