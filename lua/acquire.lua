@@ -87,6 +87,13 @@ local function grant(count, ticket)
     holder, meta = ticket.holder, ticket.meta
     redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
   end
+  -- A request that waited (its first try was at `arrival`, from an earlier refusal): its
+  -- wait is recorded as a fair ticket's is, so the history and the timeline show it.
+  if not ticket and arrival ~= NOW_S then
+    append_history('{"type":"waited","lease_id":"' .. id .. '","holder":' .. jsn(holder)
+      .. ',"kind":"' .. kind .. '","since_ms":' .. arrival .. ',"at_ms":' .. NOW_S .. '}',
+      st.hexp)
+  end
   local ttl_n = ttl + 0
   create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, meta, shared)
   set_state('fence', fence)

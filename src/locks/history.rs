@@ -13,7 +13,7 @@ use super::{LeaseId, LockError, LockName, LockView, Locks, SemaphoreView, Timest
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LockEvent {
     /// `acquired`, `reentered`, `renewed`, `released`, `expired`, `force_released`, `queued`,
-    /// `granted` or `left`.
+    /// `granted` or `left`; in the history also `waited` (a wait that ended in a grant).
     #[serde(rename = "type")]
     pub kind: String,
     /// The lock (or semaphore) name as the API shows it.

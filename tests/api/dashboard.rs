@@ -718,3 +718,29 @@ async fn overview_renders_quickly_with_ten_thousand_live_locks() {
     let worst = times.iter().max().copied().unwrap_or_default();
     assert!(worst < Duration::from_secs(2), "a render took {worst:?}");
 }
+
+/// A request that waited for a plain (non-fair) lock leaves its wait in the history, so the
+/// lock page's timeline draws it after the wait is over, as it does a fair ticket's.
+#[tokio::test]
+async fn a_finished_wait_on_a_reentrant_lock_is_on_the_timeline() {
+    let app = spawn_app().await;
+    let first = app
+        .lease("nightly", json!({"holder": "first", "ttl_ms": 60_000}))
+        .await;
+    let waiting = app.spawn_post(
+        "/v1/locks/nightly/leases?wait_ms=5000",
+        json!({"holder": "patient", "ttl_ms": 60_000}),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.release(&first, true).await.assert_status(200);
+    let granted = waiting.await.expect("the waiting request");
+    granted.assert_status(201);
+    let page = Browser::new(&app).get("/locks/nightly").await;
+    page.assert_status(200);
+    assert!(
+        page.body.contains("patient waited from"),
+        "no wait bar for the request that waited:\n{}",
+        page.body
+    );
+    assert!(page.body.contains(">waited<"), "the history lists the wait");
+}
