@@ -83,6 +83,13 @@ if is_rw(rec.kind) then
       redis.call('HSET', L, 'mode', 'read')
       redis.call('PUBLISH', rw_channel(), '0')
     end
+    if left == 0 then
+      -- The other holders may all be readers that stopped heartbeating (their timeout keys
+      -- ran out, their fields linger until someone looks): look now, so that a lock this
+      -- release leaves free wakes its waiting writers instead of leaving them parked until
+      -- their own timers. (Ours are gone already, so only others' are judged.)
+      prune_dead_readers(events, st.hexp)
+    end
     if redis.call('HGET', L, 'mode') == 'read' then
       local longest = max_read_ttl()
       if longest > 0 then redis.call('PEXPIRE', L, longest) end

@@ -44,6 +44,14 @@ async fn evicting_one_reader_leaves_the_others_and_is_recorded() {
     assert_eq!(event["reason"], "dead");
     assert_eq!(event["lease_ids"], json!([readers[1].id]));
     assert_eq!(event["holders"][0]["holder"], "r2");
+    // The audit log has it too, as an eviction, by whom and why.
+    let audit = app.admin(Method::GET, "/v1/admin/audit", None).await;
+    audit.assert_status(200);
+    let entry = &audit.body["entries"][0];
+    assert_eq!(entry["action"], "evict");
+    assert_eq!(entry["by"], "admin token");
+    assert_eq!(entry["target"], "doc");
+    assert_eq!(entry["reason"], "dead");
     // Again: that lease holds nothing now.
     app.admin(Method::DELETE, &path, None)
         .await
