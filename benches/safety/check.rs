@@ -406,6 +406,10 @@ fn lease_hold(
                             end = end.min(op.send);
                             ub_end = ub_end.min(op.recv);
                         } else if rw {
+                            // Levels remain: like Redisson's unlock, the release renews the
+                            // lease for its TTL (the lock key follows its read holds' own
+                            // timeouts, so only the upper bound moves).
+                            ub_exp = ub_exp.max(op.recv + exp_ttl * 1000);
                             let which = if *all {
                                 "both"
                             } else {
@@ -422,6 +426,11 @@ fn lease_hold(
                         } else if *all {
                             // The client asked for all: from its point of view the hold is over.
                             end = end.min(op.send);
+                        } else {
+                            // Levels remain: like Redisson's unlock, the release renews the
+                            // lease (and the lock key) for the lease's TTL.
+                            exp_at = op.send;
+                            ub_exp = ub_exp.max(op.recv + exp_ttl * 1000);
                         }
                     }
                     Outcome::Lost { .. } => {
@@ -432,6 +441,9 @@ fn lease_hold(
                     _ if !certain && (*all || reads + writes <= 1 || semaphore) => {
                         end = end.min(op.send);
                     }
+                    // It may have released one level, which renews: an upper bound must
+                    // assume so.
+                    _ if !certain => ub_exp = ub_exp.max(op.recv + exp_ttl * 1000),
                     _ => {}
                 }
                 if *all && !rw {
