@@ -240,7 +240,8 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
                         if let Ok(key) = msg.get_payload::<String>() {
                             let _ = expiries.to_sweeper.try_send(key);
                         }
-                    } else if let Some(tenant) = Tenant::of_events_channel(base, channel)
+                    } else if feed.listeners() > 0
+                        && let Some(tenant) = Tenant::of_events_channel(base, channel)
                         && let Ok(json) = msg.get_payload::<String>()
                     {
                         for event in LockEvent::parse_batch(&json) {
