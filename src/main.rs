@@ -23,7 +23,8 @@ use leasehold::{shutdown, telemetry};
 
 /// mimalloc rather than glibc's malloc: profiled under load, the server spent a quarter of its
 /// CPU in glibc's malloc and free (a request makes many small, short-lived allocations, on
-/// whichever worker thread runs it).
+/// whichever worker thread runs it). Built without transparent huge pages (`no_thp`): with them
+/// every parked HTTP/1.1 waiter cost about 12 KB more resident memory.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -15,8 +15,28 @@ use crate::limits::slots::Slots;
 use crate::locks::{Locks, TtlPolicy};
 use crate::metrics::Metrics;
 
+/// One allocation shared by every request: handlers and middleware clone the state several
+/// times per request, and a clone of one `Arc` costs one atomic add where cloning each field
+/// cost one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct Shared {
     /// The lock domain in the default tenant's key space ([`Self::locks_for`] for a caller's).
     pub locks: Locks,
     /// The deployment's key prefix, under which every tenant's space lies.
@@ -41,7 +61,7 @@ pub struct AppState {
     pub watches: Arc<Semaphore>,
 }
 
-impl AppState {
+impl Shared {
     /// The lock domain in `caller`'s tenant.
     pub fn locks_for(&self, caller: &Principal) -> Locks {
         caller.locks(&self.locks, &self.key_prefix)

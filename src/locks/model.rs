@@ -182,11 +182,8 @@ impl IdempotencyKey {
     pub(crate) fn seal(&self, token: &LeaseToken) -> String {
         let pad = self.pad();
         let secret = token.secret();
-        secret
-            .iter()
-            .zip(pad)
-            .map(|(s, p)| format!("{:02x}", s ^ p))
-            .collect()
+        let sealed: Vec<u8> = secret.iter().zip(pad).map(|(s, p)| s ^ p).collect();
+        hex::encode(sealed)
     }
 
     /// The token [`Self::seal`] sealed; `None` for anything else.
@@ -217,14 +214,14 @@ pub(crate) fn fingerprint(parts: &[&str]) -> String {
         hash.update(part.as_bytes());
         hash.update([0u8]);
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(hash.finalize())
 }
 
 /// A random id for one request: a grant it makes can be rolled back only by it.
 pub(crate) fn request_nonce() -> String {
     let mut buf = [0u8; 16];
     rand::rng().fill_bytes(&mut buf);
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(buf)
 }
 
 impl fmt::Debug for LeaseToken {
@@ -254,7 +251,7 @@ impl TokenDigest {
     }
 
     pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(self.0)
     }
 }
 

@@ -45,7 +45,7 @@ use crate::locks::waiters::Waiters;
 use crate::locks::{LockError, LockSettings, Locks, TtlPolicy};
 use crate::metrics::Metrics;
 use crate::problem::{Problem, ProblemKind};
-use crate::state::{ApiLimits, AppState, DashboardSettings};
+use crate::state::{ApiLimits, AppState, DashboardSettings, Shared};
 use crate::{api, dashboard};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
@@ -300,7 +300,7 @@ pub async fn run(
         limits: config.clients,
         private_dashboard: config.dashboard.private,
     };
-    let state = AppState {
+    let state = AppState::new(Shared {
         locks,
         key_prefix: Arc::from(prefix.as_str()),
         limits: config.limits,
@@ -315,7 +315,7 @@ pub async fn run(
         dashboard: config.dashboard,
         shutdown: shutdown.clone(),
         watches: Arc::new(Semaphore::new(config.limits.max_watches)),
-    };
+    });
     let browser = match &config.allowed_hosts {
         Some(hosts) => BrowserPolicy {
             allowed_hosts: Some(hosts.clone()),

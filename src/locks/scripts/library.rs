@@ -95,10 +95,7 @@ fn build() -> Library {
              local reply = (function()\n{source}\nend)()\nflush_state()\nreturn reply\nend)\n"
         ));
     }
-    let hash: String = Sha256::digest(body.as_bytes())[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hash = hex::encode(&Sha256::digest(body.as_bytes())[..6]);
     let name = format!("leasehold_{hash}");
     let text = format!(
         "#!lua name={name}\n{}",
