@@ -1,10 +1,7 @@
-//! `GET /metrics` and the middleware that counts HTTP requests by route template.
+//! `GET /metrics` (requests are counted by the front door, `crate::server::front_door`).
 
-use std::time::Instant;
-
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::{Caller, ReaderRole};
@@ -60,26 +57,3 @@ pub async fn scrape(_: Caller<ReaderRole>, State(state): State<AppState>) -> Res
     }
 }
 
-/// Counts every request by method, route template (never the concrete path, so lock names
-/// do not become label values) and status. Runs inside the router, where the matched route is
-/// known; the fallback's answers count as route `unmatched`.
-pub async fn count_requests(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let response = next.run(request).await;
-    state.metrics.http_request(
-        method.as_str(),
-        &route,
-        response.status().as_u16(),
-        started.elapsed(),
-    );
-    response
-}

@@ -5,6 +5,7 @@
 //! - [`listener`]: the accept loop (hyper with a timer: header, idle and connection limits).
 //! - [`tls`]: certificates for `--tls-cert`/`--tls-key`, and `rediss://`.
 
+mod front_door;
 pub mod listener;
 pub mod tls;
 
@@ -14,10 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -29,10 +28,11 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyDeadlineLayer;
 use tower_http::trace::TraceLayer;
 
+use self::front_door::FrontDoorLayer;
 use self::listener::HttpLimits;
 use self::tls::TlsFiles;
 use crate::audit::AuditLog;
-use crate::auth::browser::{self, BrowserPolicy};
+use crate::auth::browser::BrowserPolicy;
 use crate::auth::{Access, AdminAuth, AnonymousPolicy, KeyStore, Sessions};
 use crate::config::ServeArgs;
 use crate::durability::{Durability, DurabilityError};
@@ -44,7 +44,6 @@ use crate::locks::sweeper;
 use crate::locks::waiters::Waiters;
 use crate::locks::{LockError, LockSettings, Locks, TtlPolicy};
 use crate::metrics::Metrics;
-use crate::problem::{Problem, ProblemKind};
 use crate::state::{ApiLimits, AppState, DashboardSettings, Shared};
 use crate::{api, dashboard};
 
@@ -378,46 +377,6 @@ pub struct Timeouts {
     pub max_wait: Duration,
 }
 
-/// Every request's first checks, in one middleware: each middleware layer costs every
-/// request a boxed future and a clone of the service it wraps, kept for as long as the request
-/// lives (a parked waiter keeps them for its whole wait). The browser guard, then the time
-/// limit.
-async fn front_door(State(guards): State<Guards>, request: Request, next: Next) -> Response {
-    if let Err(problem) = browser::admit(&guards.browser, &request) {
-        return problem.into_response();
-    }
-    time_limit(guards.timeouts, request, next).await
-}
-
-/// Answers 504 `request_timeout` when the handler has not answered within the request
-/// timeout plus the server-side wait the request asked for (`wait_ms`, cut to the maximum).
-/// A backstop: every Redis call is already bounded by the Redis timeout, so only a stuck
-/// handler gets here, and then what it was doing may or may not have happened (hence not a
-/// 503, which promises it did not). An event stream's answer starts at once; its body is
-/// not limited.
-async fn time_limit(timeouts: Timeouts, request: Request, next: Next) -> Response {
-    let wait = request
-        .uri()
-        .query()
-        .and_then(|q| {
-            q.split('&')
-                .find_map(|pair| pair.strip_prefix("wait_ms="))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map_or(Duration::ZERO, |ms| {
-            Duration::from_millis(ms).min(timeouts.max_wait)
-        });
-    match tokio::time::timeout(timeouts.request + wait, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => Problem::new(
-            ProblemKind::RequestTimeout,
-            "the request took longer than the server allows (--request-timeout-ms) and was \
-             abandoned; it may or may not have taken effect, so check before retrying",
-        )
-        .into_response(),
-    }
-}
-
 /// The whole application: the API's routes and the dashboard's, with the middleware every
 /// request passes through.
 pub fn app(state: AppState, guards: Guards) -> Router {
@@ -426,13 +385,9 @@ pub fn app(state: AppState, guards: Guards) -> Router {
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
-        // Inside the router (each route is wrapped), where the matched route is known.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            api::metrics::count_requests,
-        ))
         .layer(RequestBodyDeadlineLayer::new(guards.timeouts.body))
-        .layer(axum::middleware::from_fn_with_state(guards, front_door))
+        // Inside the router (each route is wrapped), where the matched route is known.
+        .layer(FrontDoorLayer::new(guards, state.metrics.clone()))
         .layer(
             ServiceBuilder::new()
                 // Outside the trace layer, so tokens never reach a log line.

@@ -288,9 +288,12 @@ async fn lock_page_shows_holders_queue_and_history() {
             json!({"kind": "fair", "holder": "alice", "metadata": {"job": "release-42"}}),
         )
         .await;
+    // The page orders events by their millisecond: a few apart, so the order is theirs.
+    tokio::time::sleep(Duration::from_millis(3)).await;
     app.acquire_with("deploy", 0, json!({}), Some(&lease.token))
         .await
         .assert_status(200);
+    tokio::time::sleep(Duration::from_millis(3)).await;
     let ticket = fair_ticket(&app, "deploy", "bob").await;
 
     let page = Browser::new(&app).get("/locks/deploy").await;

@@ -308,3 +308,33 @@ async fn redis_down_reads_zero_on_redis_up() {
     let text = scrape(&app).await;
     assert_eq!(sample(&text, "leasehold_redis_up", &[]), 0.0, "{text}");
 }
+
+#[tokio::test]
+async fn requests_the_front_door_refuses_are_counted_too() {
+    let app = spawn_app().await;
+    // A cross-site write: refused before any handler runs, still one request of its route.
+    let refused = app
+        .http
+        .post(app.url("/v1/locks/jobs/leases"))
+        .header("sec-fetch-site", "cross-site")
+        .header("sec-fetch-mode", "cors")
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(refused.status(), 403);
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(
+            &text,
+            "leasehold_http_requests_total",
+            &[
+                ("method", "POST"),
+                ("route", "/v1/locks/{name}/leases"),
+                ("status", "403")
+            ]
+        ),
+        1.0,
+        "{text}"
+    );
+}
