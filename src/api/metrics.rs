@@ -56,4 +56,3 @@ pub async fn scrape(_: Caller<ReaderRole>, State(state): State<AppState>) -> Res
         }
     }
 }
-
