@@ -22,9 +22,8 @@ mod watch;
 use std::any::Any;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::response::ResponseBuilder;
@@ -266,12 +265,9 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(keys::revoke))
         .routes(routes!(keys::audit_log))
         .routes(routes!(eviction::evict_lock_lease))
-        .routes(routes!(eviction::evict_semaphore_lease))
-        // Responses carry lease tokens and live state: never cache them.
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        ));
+        .routes(routes!(eviction::evict_semaphore_lease));
+    // (Their answers carry lease tokens and live state: the front door marks every `/v1/`
+    // answer `Cache-Control: no-store`, see server::front_door.)
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(v1)
         .routes(routes!(health::healthz))

@@ -1,9 +1,10 @@
 //! The gate every request passes, as one layer with one future: the browser guard (cross-site
-//! requests, `Host`), the request time limit, and the request metrics (by method, route
-//! template and status). These were two `from_fn` middlewares; each boxed a future and a clone
-//! of the whole service stack below it, per request, for as long as the request lived, so a
-//! parked waiter kept them for its whole wait. This layer calls the service below directly
-//! (no clone) and boxes one small future.
+//! requests, `Host`), the request time limit, the request metrics (by method, route template
+//! and status), and `Cache-Control: no-store` on the API's answers. These were two `from_fn`
+//! middlewares and a header layer; each boxed a future (and the middlewares a clone of the
+//! whole service stack below), per request, for as long as the request lived, so a parked
+//! waiter kept them for its whole wait. This layer calls the service below directly and its
+//! future is a named type: nothing is allocated for it.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,8 +14,11 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::Uri;
+use axum::http::{HeaderValue, Method, Uri, header};
 use axum::response::{IntoResponse as _, Response};
+use pin_project_lite::pin_project;
+use std::task::ready;
+use tokio::time::Timeout;
 use tower::{Layer, Service};
 
 use super::{Guards, Timeouts};
@@ -57,11 +61,10 @@ pub struct FrontDoor<S> {
 impl<S> Service<Request> for FrontDoor<S>
 where
     S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = FrontDoorFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -73,31 +76,91 @@ where
         // The route template, never the concrete path: lock names must not become label
         // values. The fallback's answers count as route `unmatched`.
         let route = request.extensions().get::<MatchedPath>().cloned();
-        let metrics = self.metrics.clone();
-        let answer = match browser::admit(&self.guards.browser, &request) {
-            Err(problem) => Err(problem),
-            Ok(()) => Ok((
-                time_limit(self.guards.timeouts, request.uri()),
-                self.inner.call(request),
-            )),
+        let state = match browser::admit(&self.guards.browser, &request) {
+            Err(problem) => State::Refused {
+                problem: Some(problem),
+            },
+            Ok(()) => State::Handling {
+                handled: tokio::time::timeout(
+                    time_limit(self.guards.timeouts, request.uri()),
+                    self.inner.call(request),
+                ),
+            },
         };
-        Box::pin(async move {
-            let response = match answer {
-                Err(problem) => problem.into_response(),
-                Ok((limit, handled)) => match tokio::time::timeout(limit, handled).await {
-                    Ok(Ok(response)) => response,
-                    Ok(Err(never)) => match never {},
-                    Err(_) => timed_out(),
-                },
-            };
-            metrics.http_request(
-                method.as_str(),
-                route.as_ref().map_or("unmatched", MatchedPath::as_str),
+        FrontDoorFuture {
+            state,
+            done: Some(Done {
+                metrics: self.metrics.clone(),
+                method,
+                route,
+                started,
+            }),
+        }
+    }
+}
+
+pin_project! {
+    /// A request at the front door: refused, or handled within its time limit; counted when
+    /// answered. A named type rather than a boxed `async` block: a parked waiter carries it
+    /// for its whole wait, and every request would pay for the allocation.
+    pub struct FrontDoorFuture<F> {
+        #[pin]
+        state: State<F>,
+        done: Option<Done>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Refused { problem: Option<Problem> },
+        Handling { #[pin] handled: Timeout<F> },
+    }
+}
+
+/// What the answer is counted with.
+struct Done {
+    metrics: Arc<Metrics>,
+    method: Method,
+    route: Option<MatchedPath>,
+    started: Instant,
+}
+
+impl<F> Future for FrontDoorFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut response = match this.state.project() {
+            StateProj::Refused { problem } => match problem.take() {
+                Some(problem) => problem.into_response(),
+                None => timed_out(),
+            },
+            StateProj::Handling { handled } => match ready!(handled.poll(cx)) {
+                Ok(Ok(response)) => response,
+                Ok(Err(never)) => match never {},
+                Err(_) => timed_out(),
+            },
+        };
+        if let Some(done) = this.done.take() {
+            let route = done.route.as_ref().map_or("unmatched", MatchedPath::as_str);
+            // API answers carry lease tokens and live state: never cached.
+            if route.starts_with("/v1/") {
+                response
+                    .headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            }
+            done.metrics.http_request(
+                done.method.as_str(),
+                route,
                 response.status().as_u16(),
-                started.elapsed(),
+                done.started.elapsed(),
             );
-            Ok(response)
-        })
+        }
+        Poll::Ready(Ok(response))
     }
 }
 

@@ -380,14 +380,15 @@ pub struct Timeouts {
 /// The whole application: the API's routes and the dashboard's, with the middleware every
 /// request passes through.
 pub fn app(state: AppState, guards: Guards) -> Router {
+    let body_deadline = guards.timeouts.body;
     api::routes()
         .merge(dashboard::router())
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
-        .layer(RequestBodyDeadlineLayer::new(guards.timeouts.body))
-        // Inside the router (each route is wrapped), where the matched route is known.
-        .layer(FrontDoorLayer::new(guards, state.metrics.clone()))
+        // One layer stack, applied once: each `Router::layer` call would box every request's
+        // future again (a parked waiter carries each box for its whole wait). Outermost first;
+        // all of it sits inside the router (each route is wrapped), where the front door knows
+        // the matched route.
         .layer(
             ServiceBuilder::new()
                 // Outside the trace layer, so tokens never reach a log line.
@@ -413,7 +414,10 @@ pub fn app(state: AppState, guards: Guards) -> Router {
                     }),
                 )
                 .layer(PropagateRequestIdLayer::x_request_id())
-                .layer(CatchPanicLayer::custom(api::panic_problem)),
+                .layer(CatchPanicLayer::custom(api::panic_problem))
+                .layer(FrontDoorLayer::new(guards, state.metrics.clone()))
+                .layer(RequestBodyDeadlineLayer::new(body_deadline))
+                .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES)),
         )
         .with_state(state)
 }

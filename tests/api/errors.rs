@@ -162,3 +162,22 @@ async fn health_and_readiness() {
     ready.assert_status(200);
     assert_eq!(ready.body["subscriber"], "connected");
 }
+
+#[tokio::test]
+async fn api_answers_are_never_cached_errors_included() {
+    let app = spawn_app().await;
+    // A problem from a /v1 route (the lease does not exist) carries the same no-store as a
+    // grant: it tells about live state too.
+    let missing = app
+        .get("/v1/locks/jobs/leases/0192f0c4-0000-7000-8000-000000000000")
+        .await;
+    missing.assert_status(404);
+    assert_eq!(missing.header("cache-control"), Some("no-store"));
+    let listing = app.get("/v1/locks").await;
+    listing.assert_status(200);
+    assert_eq!(listing.header("cache-control"), Some("no-store"));
+    // Outside the API (health checks) nothing is added.
+    let health = app.get("/healthz").await;
+    health.assert_status(200);
+    assert_eq!(health.header("cache-control"), None);
+}
