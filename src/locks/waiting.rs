@@ -337,8 +337,10 @@ impl Locks {
                         return Err(LockError::Held(contention));
                     }
                     if listed.is_none() {
+                        // Boxed for the same reason as the attempt: inline, its future would
+                        // set the size of every parked waiter's.
                         listed = Some(
-                            self.enlist(name, target.wanted(), request.id, deadline)
+                            Box::pin(self.enlist(name, target.wanted(), request.id, deadline))
                                 .await,
                         );
                     }
