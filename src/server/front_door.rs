@@ -10,14 +10,13 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, Method, Uri, header};
 use axum::response::{IntoResponse as _, Response};
 use pin_project_lite::pin_project;
-use std::task::ready;
 use tokio::time::Timeout;
 use tower::{Layer, Service};
 
@@ -137,6 +136,7 @@ where
         let mut response = match this.state.project() {
             StateProj::Refused { problem } => match problem.take() {
                 Some(problem) => problem.into_response(),
+                // Polled again after its answer (a caller's mistake): answer, never panic.
                 None => timed_out(),
             },
             StateProj::Handling { handled } => match ready!(handled.poll(cx)) {
