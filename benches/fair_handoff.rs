@@ -58,7 +58,9 @@ async fn main() -> anyhow::Result<()> {
     let mut config = ServerConfig::new(url);
     config.limits.ttl.min_ms = 100;
     let server = tokio::spawn(server::run(listener, config, shutdown.clone()));
-    let http = reqwest::Client::new();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
     while http
         .get(format!("{base}/readyz"))
         .send()

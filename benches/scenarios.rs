@@ -115,7 +115,7 @@ fn client_http() -> reqwest::Client {
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    leasehold::client::http_builder()
         .pool_max_idle_per_host(1)
         .timeout(Duration::from_secs(90))
         .build()
@@ -765,7 +765,7 @@ async fn parked(url: &str, redis_url: Option<&str>, setup: &Waiting) -> anyhow::
     let pools: Vec<reqwest::Client> = if http2 {
         (0..waiters.div_ceil(150))
             .map(|_| {
-                reqwest::Client::builder()
+                leasehold::client::http_builder()
                     .timeout(Duration::from_secs(120))
                     .http2_prior_knowledge()
                     .build()
@@ -773,7 +773,7 @@ async fn parked(url: &str, redis_url: Option<&str>, setup: &Waiting) -> anyhow::
             .collect::<Result<_, _>>()?
     } else {
         vec![
-            reqwest::Client::builder()
+            leasehold::client::http_builder()
                 .timeout(Duration::from_secs(120))
                 .build()?,
         ]

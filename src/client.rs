@@ -280,6 +280,14 @@ impl ClientError {
     }
 }
 
+/// A reqwest builder with the build's crypto provider installed first ([`crate::crypto`]:
+/// reqwest panics on `build()` without one). Every HTTP client in the crate, its tests and
+/// benches starts here.
+pub fn http_builder() -> reqwest::ClientBuilder {
+    crate::crypto::install_provider();
+    reqwest::Client::builder()
+}
+
 /// A handle on one Leasehold server; cheap to clone (the connection pool is shared).
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -297,7 +305,7 @@ impl Client {
 
     /// A client of `base` with `options` (an API key, a private CA).
     pub fn with_options(base: ServerUrl, options: &ClientOptions) -> Result<Self, ClientError> {
-        let mut builder = reqwest::Client::builder()
+        let mut builder = http_builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &options.ca_file {

@@ -27,6 +27,7 @@
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics` (the domain's observer).
 //! - [`durability`]: what the Redis behind us can lose (persistence, eviction), read at start.
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
+//! - [`crypto`]: the one TLS crypto provider, for the listener and both kinds of client.
 //! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
 //! - [`client`]: a typed HTTP client for the `/v1` lease API.
@@ -39,6 +40,7 @@ pub mod auth;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod crypto;
 pub mod dashboard;
 pub mod durability;
 pub mod embedded_redis;

@@ -202,9 +202,8 @@ async fn healthcheck(args: HealthcheckArgs) -> anyhow::Result<()> {
     }
     let check = async {
         if args.tls_cert.is_some() {
-            leasehold::server::tls::install_crypto_provider();
             // Asks only whether this machine's process answers: no certificate to verify.
-            let http = reqwest::Client::builder()
+            let http = leasehold::client::http_builder()
                 .tls_danger_accept_invalid_certs(true)
                 .build()?;
             let response = http.get(format!("https://{addr}/healthz")).send().await?;

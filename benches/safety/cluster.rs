@@ -535,7 +535,9 @@ impl Drop for Cluster {
 
 /// Waits until `url/readyz` answers 200 (Redis reachable, subscriber connected).
 async fn wait_ready(url: &str) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if let Ok(r) = http

@@ -181,7 +181,7 @@ fn outcome_of(answer: &Result<Answer, String>) -> Outcome {
 
 impl Client {
     pub fn new(id: usize, seed: u64, shared: Arc<Shared>) -> Self {
-        let http = reqwest::Client::builder()
+        let http = leasehold::client::http_builder()
             .pool_max_idle_per_host(2)
             .connect_timeout(Duration::from_secs(2))
             .build()

@@ -1,4 +1,4 @@
-//! TLS with rustls (aws-lc-rs, the build's one crypto provider): the server's certificate and
+//! TLS with rustls (the provider from [`crate::crypto`]): the server's certificate and
 //! key from PEM files, ALPN for HTTP/2 and HTTP/1.1; and Redis over `rediss://` with an
 //! optional private CA.
 
@@ -39,16 +39,9 @@ pub enum TlsError {
     },
 }
 
-/// Makes aws-lc-rs the process's crypto provider, once (reqwest, redis and the listener all
-/// ask rustls for the default one).
-pub fn install_crypto_provider() {
-    // Err means another call (or another crate) installed it first: fine.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-}
-
 /// The acceptor for `files`.
 pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
-    install_crypto_provider();
+    crate::crypto::install_provider();
     let certs = CertificateDer::pem_file_iter(&files.cert)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(|source| TlsError::Cert {
@@ -74,7 +67,7 @@ pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
 /// A Redis client for `url`; with `ca` (PEM), a `rediss://` server's certificate is checked
 /// against that CA instead of the system's.
 pub fn redis_client(url: &str, ca: Option<&Path>) -> Result<redis::Client, RedisClientError> {
-    install_crypto_provider();
+    crate::crypto::install_provider();
     let Some(ca) = ca else {
         return redis::Client::open(url).map_err(RedisClientError::Url);
     };

@@ -471,7 +471,7 @@ async fn a_dashboard_session_opened_with_a_key_ends_everywhere_on_sign_out() {
     let app = spawn_app().await;
     let peer = app.spawn_peer().await;
     let (_, secret) = key(&app, "viewer", "a", json!(["reader"])).await;
-    let http = reqwest::Client::builder()
+    let http = leasehold::client::http_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client");
@@ -535,7 +535,9 @@ async fn a_dashboard_session_opened_with_a_key_ends_everywhere_on_sign_out() {
 #[tokio::test]
 async fn dashboard_sign_in_is_rate_limited_per_address() {
     let app = spawn_app().await;
-    let http = reqwest::Client::new();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
     let mut statuses = Vec::new();
     for _ in 0..8 {
         let reply = http

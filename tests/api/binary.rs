@@ -117,7 +117,9 @@ async fn acquire(http: &reqwest::Client, serve: &Serve, lock: &str) -> Value {
 #[tokio::test]
 async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
     let data = private_dir();
-    let http = reqwest::Client::new();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
 
     let serve = Serve::start(data.path());
     let first = acquire(&http, &serve, "jobs").await;
@@ -273,7 +275,9 @@ fn help_documents_every_flag_and_its_env_var() {
 async fn every_log_line_of_a_request_carries_its_request_id() {
     let data = private_dir();
     let serve = Serve::start(data.path());
-    let http = reqwest::Client::new();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
     // Settle: the subscriber connects and the function library is loaded, each logged by its
     // own task in either order; then only our request runs.
     let ready = |serve: &Serve| {
@@ -405,7 +409,9 @@ async fn the_admin_token_can_come_from_a_file() {
         }
     };
     std::thread::spawn(move || for _ in lines.by_ref() {});
-    let http = reqwest::Client::new();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
     http.post(format!("http://{addr}/v1/locks/stuck/leases"))
         .send()
         .await

@@ -78,7 +78,7 @@ pub struct Browser {
 impl Browser {
     pub fn new(app: &TestApp) -> Self {
         Self {
-            http: reqwest::Client::builder()
+            http: leasehold::client::http_builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(Duration::from_secs(30))
                 .build()

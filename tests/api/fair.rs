@@ -50,7 +50,7 @@ async fn a_waiter_that_disconnects_leaves_the_queue_at_once() {
     let first = app.lease("fifo", json!({"kind": "fair"})).await;
     let w1 = app.spawn_post(FAIR, json!({"kind": "fair", "holder": "w1"}));
     app.wait_for_waiters(1).await;
-    let impatient = reqwest::Client::builder()
+    let impatient = leasehold::client::http_builder()
         .timeout(Duration::from_millis(300))
         .build()
         .expect("client");

@@ -13,6 +13,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("durability", &[]),
     ("shutdown", &[]),
     ("embedded_redis", &[]),
+    ("crypto", &[]),
     ("problem", &["locks"]),
     ("tenant", &["locks"]),
     ("limits", &[]),
@@ -45,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "audit",
             "auth",
             "config",
+            "crypto",
             "dashboard",
             "durability",
             "events",
@@ -55,8 +57,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "state",
         ],
     ),
-    // The client speaks the wire format only.
-    ("client", &["wire"]),
+    // The client speaks the wire format only (over TLS from the one provider).
+    ("client", &["crypto", "wire"]),
     ("config", &["client", "wire"]),
     ("cli", &["client", "config", "wire"]),
     ("telemetry", &["config"]),

@@ -162,7 +162,7 @@ async fn an_http2_connection_carries_at_most_its_stream_cap_at_once() {
     })
     .await;
     app.lease("busy", json!({"ttl_ms": 60_000})).await;
-    let h2 = reqwest::Client::builder()
+    let h2 = leasehold::client::http_builder()
         .http2_prior_knowledge()
         .build()
         .expect("h2 client");

@@ -232,7 +232,7 @@ async fn readers_first_lets_readers_pass_a_waiting_writer_fifo_does_not() {
 async fn a_writer_that_gives_up_stops_holding_back_fifo_readers() {
     let app = spawn_app().await;
     let holder = read(&app, "doc").await;
-    let impatient = reqwest::Client::builder()
+    let impatient = leasehold::client::http_builder()
         .timeout(Duration::from_millis(300))
         .build()
         .expect("client");

@@ -132,7 +132,7 @@ async fn under_tls_the_session_cookie_is_secure_and_host_prefixed() {
         ..AppOptions::default()
     })
     .await;
-    let http = reqwest::Client::builder()
+    let http = leasehold::client::http_builder()
         .redirect(reqwest::redirect::Policy::none())
         .add_root_certificate(
             reqwest::Certificate::from_pem(&std::fs::read(certs.ca()).expect("ca")).expect("ca"),
@@ -246,7 +246,9 @@ async fn redis_over_tls_with_a_private_ca() {
     config.redis_ca_file = Some(certs.ca());
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
-    let http = reqwest::Client::new();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let ready = http.get(format!("{base}/readyz")).send().await;

@@ -70,7 +70,7 @@ async fn many_waiters_each_get_the_lock_once() {
 async fn a_client_that_disconnects_stops_waiting() {
     let app = spawn_app().await;
     let holder = app.lease("jobs", json!({})).await;
-    let impatient = reqwest::Client::builder()
+    let impatient = leasehold::client::http_builder()
         .timeout(Duration::from_millis(300))
         .build()
         .expect("client");
@@ -111,7 +111,7 @@ async fn a_grant_whose_client_went_away_is_rolled_back() {
         .query_async::<()>(&mut admin)
         .await
         .expect("CLIENT PAUSE");
-    let impatient = reqwest::Client::builder()
+    let impatient = leasehold::client::http_builder()
         .timeout(Duration::from_millis(200))
         .build()
         .expect("client");

@@ -248,7 +248,7 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
     let config = config_for(&redis, options.clone());
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
-    let mut http = reqwest::Client::builder().timeout(Duration::from_secs(30));
+    let mut http = leasehold::client::http_builder().timeout(Duration::from_secs(30));
     if let Some(ca) = &ca {
         let pem = std::fs::read(ca).expect("the test CA");
         http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a CA"));
@@ -292,7 +292,7 @@ impl TestApp {
                 reqwest::header::HeaderValue::from_str(key).expect("a header value"),
             );
         }
-        let mut http = reqwest::Client::builder()
+        let mut http = leasehold::client::http_builder()
             .timeout(Duration::from_secs(30))
             .default_headers(headers);
         if !follow_redirects {
