@@ -14,8 +14,8 @@ use super::contention;
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
 use crate::auth::{Caller, ClientRole, Principal, ReaderRole};
 use crate::locks::{
-    AcquireRequest, Acquired, Grant, HolderLabel, LeaseId, LeaseKind, LeaseToken, LockError,
-    LockName, Locks, Metadata, Resource, RwMode, Ttl,
+    AcquireRequest, Acquired, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken,
+    LockError, LockName, Locks, Metadata, Resource, RwMode, Ttl,
 };
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -49,8 +49,12 @@ use crate::wire::{
 )]
 /// `POST /v1/locks/{name}/leases[?wait_ms=N]`: 201 with a new lease, 200 on reentry (with the
 /// lease's token as bearer), 409 when held by another after the wait.
+///
+/// Not an `async fn`: an async fn keeps its arguments twice (as captured and as moved-in
+/// locals) for as long as it runs, and a parked waiter's request runs for its whole wait.
+/// Only what the wait and the answer need crosses into the future.
 #[allow(clippy::too_many_arguments)] // One extractor per part of the request.
-pub async fn acquire(
+pub fn acquire(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
@@ -58,59 +62,77 @@ pub async fn acquire(
     bearer: Bearer,
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<AcquireBody>,
-) -> Result<Response, Problem> {
-    caller.check_name(&name)?;
+) -> impl Future<Output = Result<Response, Problem>> + Send {
+    let asked = acquire_request(&state, &caller, &name, &bearer, idempotency, body);
+    let wait = state.limits.wait(query.wait_ms);
+    async move {
+        let (request, ttl) = asked?;
+        let (kind, policy, token) = (request.kind, request.policy, request.token.clone());
+        let locks = state.locks_for(&caller);
+        let ask = Ask {
+            name: &name,
+            new_lease: token.is_none(),
+            joins_queue: token.is_none() && kind == Some(LeaseKind::Fair),
+            wait,
+        };
+        let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
+        let acquired = locks.acquire(&name, request, ttl, wait).await;
+        match &acquired {
+            Ok(Acquired::Granted(grant)) if grant.new_lease => {
+                admission.granted(grant.lease_id, grant.expires_at).await;
+            }
+            Ok(Acquired::Queued(ticket)) => {
+                admission.granted(ticket.lease_id, ticket.poll_by).await;
+            }
+            Ok(Acquired::Granted(grant)) => {
+                admission.done().await;
+                admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
+            }
+            Err(_) => admission.done().await,
+        }
+        let acquired = match acquired {
+            Ok(acquired) => acquired,
+            Err(e) => {
+                let problem = contention::explain(&locks, &name, kind, policy, e).await;
+                return Err(problem.waited(wait));
+            }
+        };
+        if let (Acquired::Granted(grant), Some(token)) = (&acquired, &token) {
+            limit_reentry(&state, &locks, &name, grant, token).await?;
+        }
+        Ok(acquired_response(
+            &name,
+            acquired,
+            state.limits.ticket_timeout_ms,
+            wait,
+        ))
+    }
+}
+
+/// The acquire request's body and bearer checked and made domain values: the request and the
+/// TTL a new lease gets.
+fn acquire_request(
+    state: &AppState,
+    caller: &Caller<ClientRole>,
+    name: &LockName,
+    bearer: &Bearer,
+    idempotency: Option<IdempotencyKey>,
+    body: AcquireBody,
+) -> Result<(AcquireRequest, Ttl), Problem> {
+    caller.check_name(name)?;
     let token = bearer.lease_token()?;
-    let ttl = requested_ttl(&state, &caller, body.ttl_ms)?;
-    let kind = body.kind.map(bodies::kind);
+    let ttl = requested_ttl(state, caller, body.ttl_ms)?;
     let request = AcquireRequest {
         ttl,
         holder: body.holder.as_deref().map(HolderLabel::parse).transpose()?,
         metadata: body.metadata.map(Metadata::parse).transpose()?,
-        token: token.clone(),
-        kind,
+        token,
+        kind: body.kind.map(bodies::kind),
         policy: bodies::policy(body.policy),
         idempotency,
     };
-    let policy = request.policy;
-    let wait = state.limits.wait(query.wait_ms);
-    let ttl = ttl.unwrap_or(default_ttl(&state, &caller)?);
-    let locks = state.locks_for(&caller);
-    let ask = Ask {
-        name: &name,
-        new_lease: token.is_none(),
-        joins_queue: token.is_none() && kind == Some(LeaseKind::Fair),
-        wait,
-    };
-    let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
-    let acquired = locks.acquire(&name, request, ttl, wait).await;
-    match &acquired {
-        Ok(Acquired::Granted(grant)) if grant.new_lease => {
-            admission.granted(grant.lease_id, grant.expires_at).await;
-        }
-        Ok(Acquired::Queued(ticket)) => admission.granted(ticket.lease_id, ticket.poll_by).await,
-        Ok(Acquired::Granted(grant)) => {
-            admission.done().await;
-            admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
-        }
-        Err(_) => admission.done().await,
-    }
-    let acquired = match acquired {
-        Ok(acquired) => acquired,
-        Err(e) => {
-            let problem = contention::explain(&locks, &name, kind, policy, e).await;
-            return Err(problem.waited(wait));
-        }
-    };
-    if let (Acquired::Granted(grant), Some(token)) = (&acquired, &token) {
-        limit_reentry(&state, &locks, &name, grant, token).await?;
-    }
-    Ok(acquired_response(
-        &name,
-        acquired,
-        state.limits.ticket_timeout_ms,
-        wait,
-    ))
+    let ttl = ttl.unwrap_or(default_ttl(state, caller)?);
+    Ok((request, ttl))
 }
 
 /// A reentry past `--max-reentry-depth` is taken back (one level released) and refused. Done

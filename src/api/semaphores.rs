@@ -12,7 +12,9 @@ use super::leases::{
     default_ttl, inspect_lease as inspect_any, released_response, renew, requested_ttl,
 };
 use crate::auth::{Caller, ClientRole, ReaderRole};
-use crate::locks::{HolderLabel, LeaseId, LockError, LockName, Metadata, PermitRequest, Resource};
+use crate::locks::{
+    HolderLabel, IdempotencyKey, LeaseId, LockError, LockName, Metadata, PermitRequest, Resource,
+};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{
@@ -40,15 +42,64 @@ use crate::wire::{
 )]
 /// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
 /// permits, 409 `no_permits` when not enough are free after the wait.
-pub async fn acquire(
+///
+/// Not an `async fn`, for the reason `leases::acquire` gives: a parked request's future keeps
+/// only what the wait and the answer need.
+pub fn acquire(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
     NamePath(name): NamePath,
     Query(query): Query<WaitQuery>,
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<PermitBody>,
-) -> Result<Response, Problem> {
-    caller.check_name(&name)?;
+) -> impl Future<Output = Result<Response, Problem>> + Send {
+    let asked = permit_request(&state, &caller, &name, idempotency, body);
+    let wait = state.limits.wait(query.wait_ms);
+    async move {
+        let request = asked?;
+        let (permits, limit) = (request.permits, request.limit);
+        let locks = state.locks_for(&caller);
+        let ask = Ask {
+            name: &name,
+            new_lease: true,
+            joins_queue: false,
+            wait,
+        };
+        let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
+        let grant = locks.acquire_permits(&name, &request, wait).await;
+        match &grant {
+            Ok(grant) => admission.granted(grant.lease_id, grant.expires_at).await,
+            Err(_) => admission.done().await,
+        }
+        let grant = grant
+            .map_err(|e| match e {
+                LockError::Held(c) => {
+                    let mut p = Problem::new(
+                        ProblemKind::NoPermits,
+                        format!("fewer than {permits} of the {limit} permits are free"),
+                    );
+                    if let Some(after) = c.retry_after {
+                        p = p.retry_after(after);
+                    }
+                    p
+                }
+                e => e.into(),
+            })
+            .map_err(|p| p.waited(wait))?;
+        let location = lease_path(&name, grant.lease_id);
+        Ok(grant_response(&location, &name, grant, Some(wait)))
+    }
+}
+
+/// The permit request's body checked and made a domain value.
+fn permit_request(
+    state: &AppState,
+    caller: &Caller<ClientRole>,
+    name: &LockName,
+    idempotency: Option<IdempotencyKey>,
+    body: PermitBody,
+) -> Result<PermitRequest, Problem> {
+    caller.check_name(name)?;
     let max = state.limits.max_permits;
     let Some(limit) = body.limit.filter(|l| (1..=max).contains(l)) else {
         return Err(Problem::new(
@@ -71,49 +122,18 @@ pub async fn acquire(
             format!("this API key's leases may hold at most {own} permits"),
         ));
     }
-    let ttl = match requested_ttl(&state, &caller, body.ttl_ms)? {
+    let ttl = match requested_ttl(state, caller, body.ttl_ms)? {
         Some(ttl) => ttl,
-        None => default_ttl(&state, &caller)?,
+        None => default_ttl(state, caller)?,
     };
-    let request = PermitRequest {
+    Ok(PermitRequest {
         ttl,
         holder: body.holder.as_deref().map(HolderLabel::parse).transpose()?,
         metadata: body.metadata.map(Metadata::parse).transpose()?,
         limit,
         permits,
         idempotency,
-    };
-    let wait = state.limits.wait(query.wait_ms);
-    let locks = state.locks_for(&caller);
-    let ask = Ask {
-        name: &name,
-        new_lease: true,
-        joins_queue: false,
-        wait,
-    };
-    let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
-    let grant = locks.acquire_permits(&name, &request, wait).await;
-    match &grant {
-        Ok(grant) => admission.granted(grant.lease_id, grant.expires_at).await,
-        Err(_) => admission.done().await,
-    }
-    let grant = grant
-        .map_err(|e| match e {
-            LockError::Held(c) => {
-                let mut p = Problem::new(
-                    ProblemKind::NoPermits,
-                    format!("fewer than {permits} of the {limit} permits are free"),
-                );
-                if let Some(after) = c.retry_after {
-                    p = p.retry_after(after);
-                }
-                p
-            }
-            e => e.into(),
-        })
-        .map_err(|p| p.waited(wait))?;
-    let location = lease_path(&name, grant.lease_id);
-    Ok(grant_response(&location, &name, grant, Some(wait)))
+    })
 }
 
 fn lease_path(name: &LockName, id: LeaseId) -> String {

@@ -135,31 +135,36 @@ impl Locks {
     /// Acquires `name` for a new lease of `request.kind`, or re-enters the lease
     /// `request.token` proves, waiting up to `wait` while the lock is taken. A fair lock
     /// still queued when the wait ends answers with a [`Ticket`] that keeps its place.
-    pub async fn acquire(
+    ///
+    /// Not an `async fn`, so that `request` is kept once for the whole wait (an async fn
+    /// keeps its arguments twice).
+    pub fn acquire(
         &self,
         name: &LockName,
         request: AcquireRequest,
         ttl: Ttl,
         wait: Duration,
-    ) -> Result<Acquired, LockError> {
+    ) -> impl Future<Output = Result<Acquired, LockError>> + Send {
         let (op, token, ttl) = match request.token.clone() {
             // The script finds the lease from the token.
             Some(token) => (Op::Reenter, token, request.ttl),
             None => (Op::New, LeaseToken::generate(), Some(ttl)),
         };
-        let target = Target::Lock {
-            op,
-            kind: request
-                .kind
-                .or((op == Op::New).then_some(LeaseKind::Reentrant)),
-            policy: request.policy,
-            ttl,
-            holder: request.holder.as_ref(),
-            metadata: request.metadata.as_ref(),
-            idempotency: request.idempotency.as_ref(),
-        };
         let id = token.lease_id();
-        self.acquire_waiting(name, target, id, token, wait).await
+        async move {
+            let target = Target::Lock {
+                op,
+                kind: request
+                    .kind
+                    .or((op == Op::New).then_some(LeaseKind::Reentrant)),
+                policy: request.policy,
+                ttl,
+                holder: request.holder.as_ref(),
+                metadata: request.metadata.as_ref(),
+                idempotency: request.idempotency.as_ref(),
+            };
+            self.acquire_waiting(name, target, id, token, wait).await
+        }
     }
 
     /// A fair-queue ticket tries again, waiting up to `wait`: the lease (also when it was
@@ -245,106 +250,110 @@ impl Locks {
             if target.op() != Some(Op::Reenter) {
                 request.may_hold = request.may_hold.and_grant();
             }
-            // Boxed: the attempt's future (script arguments, the Redis call) is large and lives
-            // only while it runs; inline, every parked waiter would keep room for it.
-            let attempt =
-                Box::pin(self.attempt(name, &target, &request, liveness, arrived_ms)).await;
-            let outcome = match attempt {
-                Ok(outcome) => {
-                    request.may_hold = request.may_hold.answered();
-                    outcome
-                }
-                Err(e) => {
-                    self.observe_refusal(request.id, &e);
-                    if e.unavailable() && target.op() == Some(Op::Poll) && !issues_ticket {
-                        // The ticket's client polls again: it gets any grant this attempt
-                        // made, and keeps its place.
-                        request.may_hold = MayHold::Nothing;
-                    } else if !e.unavailable() {
+            // In a block: the attempt's reply and the refusal it carries are done with once
+            // the retry time is known, and must not stay in the parked waiter's future.
+            let retry = {
+                // Boxed: the attempt's future (script arguments, the Redis call) is large and lives
+                // only while it runs; inline, every parked waiter would keep room for it.
+                let attempt =
+                    Box::pin(self.attempt(name, &target, &request, liveness, arrived_ms)).await;
+                let outcome = match attempt {
+                    Ok(outcome) => {
                         request.may_hold = request.may_hold.answered();
+                        outcome
                     }
-                    let outcome = if e.unavailable() {
-                        AcquireOutcome::Failed
-                    } else {
-                        AcquireOutcome::Refused
-                    };
-                    self.report(name, report.end(outcome));
-                    return Err(e);
-                }
-            };
-            let retry = match outcome {
-                Outcome::Granted(grant) => {
-                    self.inner
-                        .observer
-                        .lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
-                    let outcome = if grant.new_lease {
-                        AcquireOutcome::Granted
-                    } else {
-                        AcquireOutcome::Reentered
-                    };
-                    report.kind = Some(grant.kind);
-                    self.report(name, report.end(outcome));
-                    return Ok(Acquired::Granted(grant));
-                }
-                Outcome::Queued {
-                    ticket,
-                    token,
-                    position,
-                    retry,
-                    poll_by,
-                } => {
-                    if ticket != request.id {
-                        // A retried Idempotency-Key: go on as the first request's ticket.
-                        request.id = ticket;
-                        issues_ticket = true;
-                    }
-                    if let Some(token) = token {
-                        request.token = token;
-                    }
-                    if let Target::Lock { op, .. } = &mut target {
-                        *op = Op::Poll;
-                    }
-                    request.may_hold = MayHold::Place;
-                    if Instant::now() >= deadline || notified.is_none() {
-                        // The ticket keeps its place for the client to poll.
-                        request.may_hold = MayHold::Nothing;
-                        self.report(name, report.end(AcquireOutcome::Queued));
-                        return Ok(Acquired::Queued(Ticket {
-                            lease_id: request.id,
-                            token: issues_ticket.then(|| request.token.clone()),
-                            position,
-                            poll_by,
-                        }));
-                    }
-                    retry
-                }
-                Outcome::Held {
-                    contention,
-                    arrived_ms: arrived,
-                } => {
-                    arrived_ms = arrived;
-                    // A waiting writer stands in line (fifo policy) until it leaves.
-                    if target.kind().is_some_and(LeaseKind::stands_in_line) {
-                        request.may_hold = MayHold::Place;
-                    }
-                    if Instant::now() >= deadline || notified.is_none() {
-                        let outcome = if notified.is_none() {
-                            AcquireOutcome::Contended
+                    Err(e) => {
+                        self.observe_refusal(request.id, &e);
+                        if e.unavailable() && target.op() == Some(Op::Poll) && !issues_ticket {
+                            // The ticket's client polls again: it gets any grant this attempt
+                            // made, and keeps its place.
+                            request.may_hold = MayHold::Nothing;
+                        } else if !e.unavailable() {
+                            request.may_hold = request.may_hold.answered();
+                        }
+                        let outcome = if e.unavailable() {
+                            AcquireOutcome::Failed
                         } else {
-                            AcquireOutcome::TimedOut
+                            AcquireOutcome::Refused
                         };
                         self.report(name, report.end(outcome));
-                        return Err(LockError::Held(contention));
+                        return Err(e);
                     }
-                    if listed.is_none() {
-                        // Boxed for the same reason as the attempt: inline, its future would
-                        // set the size of every parked waiter's.
-                        listed = Some(
-                            Box::pin(self.enlist(name, target.wanted(), request.id, deadline))
-                                .await,
-                        );
+                };
+                match outcome {
+                    Outcome::Granted(grant) => {
+                        self.inner
+                            .observer
+                            .lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
+                        let outcome = if grant.new_lease {
+                            AcquireOutcome::Granted
+                        } else {
+                            AcquireOutcome::Reentered
+                        };
+                        report.kind = Some(grant.kind);
+                        self.report(name, report.end(outcome));
+                        return Ok(Acquired::Granted(grant));
                     }
-                    contention.retry_after
+                    Outcome::Queued {
+                        ticket,
+                        token,
+                        position,
+                        retry,
+                        poll_by,
+                    } => {
+                        if ticket != request.id {
+                            // A retried Idempotency-Key: go on as the first request's ticket.
+                            request.id = ticket;
+                            issues_ticket = true;
+                        }
+                        if let Some(token) = token {
+                            request.token = token;
+                        }
+                        if let Target::Lock { op, .. } = &mut target {
+                            *op = Op::Poll;
+                        }
+                        request.may_hold = MayHold::Place;
+                        if Instant::now() >= deadline || notified.is_none() {
+                            // The ticket keeps its place for the client to poll.
+                            request.may_hold = MayHold::Nothing;
+                            self.report(name, report.end(AcquireOutcome::Queued));
+                            return Ok(Acquired::Queued(Ticket {
+                                lease_id: request.id,
+                                token: issues_ticket.then(|| request.token.clone()),
+                                position,
+                                poll_by,
+                            }));
+                        }
+                        retry
+                    }
+                    Outcome::Held {
+                        contention,
+                        arrived_ms: arrived,
+                    } => {
+                        arrived_ms = arrived;
+                        // A waiting writer stands in line (fifo policy) until it leaves.
+                        if target.kind().is_some_and(LeaseKind::stands_in_line) {
+                            request.may_hold = MayHold::Place;
+                        }
+                        if Instant::now() >= deadline || notified.is_none() {
+                            let outcome = if notified.is_none() {
+                                AcquireOutcome::Contended
+                            } else {
+                                AcquireOutcome::TimedOut
+                            };
+                            self.report(name, report.end(outcome));
+                            return Err(LockError::Held(contention));
+                        }
+                        if listed.is_none() {
+                            // Boxed for the same reason as the attempt: inline, its future would
+                            // set the size of every parked waiter's.
+                            listed = Some(
+                                Box::pin(self.enlist(name, target.wanted(), request.id, deadline))
+                                    .await,
+                            );
+                        }
+                        contention.retry_after
+                    }
                 }
             };
             // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
