@@ -240,41 +240,45 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
 )]
 /// `POST /v1/locks/{name}/tickets/{ticket_id}[?wait_ms=N]` (the ticket's token as bearer): the
 /// fair lock's lease (201) once it is this ticket's turn, else 202 with its place.
-pub async fn poll_ticket(
+pub fn poll_ticket(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
     ticket: HeldLease,
     Query(query): Query<WaitQuery>,
-) -> Result<Response, Problem> {
-    caller.check_name(&ticket.name)?;
+) -> impl Future<Output = Result<Response, Problem>> + Send {
+    // Not an `async fn`, as `acquire` says: the poll may park for its whole wait.
+    let allowed = caller.check_name(&ticket.name);
     let wait = state.limits.wait(query.wait_ms);
-    let locks = state.locks_for(&caller);
-    let ask = Ask {
-        name: &ticket.name,
-        new_lease: false,
-        joins_queue: false,
-        wait,
-    };
-    let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
-    let acquired = locks
-        .poll_ticket(&ticket.name, ticket.id, ticket.token, wait)
-        .await;
-    admission.done().await;
-    match &acquired {
-        Ok(Acquired::Granted(grant)) => {
-            admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
+    async move {
+        allowed?;
+        let locks = state.locks_for(&caller);
+        let ask = Ask {
+            name: &ticket.name,
+            new_lease: false,
+            joins_queue: false,
+            wait,
+        };
+        let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
+        let acquired = locks
+            .poll_ticket(&ticket.name, ticket.id, ticket.token, wait)
+            .await;
+        admission.done().await;
+        match &acquired {
+            Ok(Acquired::Granted(grant)) => {
+                admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
+            }
+            Ok(Acquired::Queued(queued)) => {
+                admission::renewed(&state, &caller, queued.lease_id, queued.poll_by).await;
+            }
+            Err(e) => follow_loss(&state, &caller, ticket.id, e).await,
         }
-        Ok(Acquired::Queued(queued)) => {
-            admission::renewed(&state, &caller, queued.lease_id, queued.poll_by).await;
-        }
-        Err(e) => follow_loss(&state, &caller, ticket.id, e).await,
+        Ok(acquired_response(
+            &ticket.name,
+            acquired.map_err(|e| refused_after(e, wait))?,
+            state.limits.ticket_timeout_ms,
+            wait,
+        ))
     }
-    Ok(acquired_response(
-        &ticket.name,
-        acquired.map_err(|e| refused_after(e, wait))?,
-        state.limits.ticket_timeout_ms,
-        wait,
-    ))
 }
 
 #[utoipa::path(
