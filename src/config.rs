@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -457,6 +458,13 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_REDIS_MAXMEMORY", default_value = "512mb")]
     pub redis_maxmemory: String,
 
+    /// Threads that serve requests. Default: one per core, less one for the embedded
+    /// redis-server when it runs (Redis is single-threaded and needs a core of its own), at
+    /// least one. With --redis-url and Redis on this same machine, leave it a core the same
+    /// way (see the README's "Sizing").
+    #[arg(long, env = "LEASEHOLD_WORKER_THREADS")]
+    pub worker_threads: Option<NonZeroUsize>,
+
     /// Requests per second one caller (an API key, or an address when anonymous) may send,
     /// sustained, on each instance; more answer 429 with Retry-After. 0: no limit.
     #[arg(long, env = "LEASEHOLD_RATE_LIMIT", default_value_t = 1_000)]
@@ -600,6 +608,15 @@ pub enum ConfigError {
 }
 
 impl ServeArgs {
+    /// How many threads serve requests on a machine with `cores` cores (see --worker-threads).
+    pub fn worker_threads(&self, cores: usize) -> usize {
+        match self.worker_threads {
+            Some(n) => n.get(),
+            None if self.redis_url.is_none() => cores.saturating_sub(1).max(1),
+            None => cores.max(1),
+        }
+    }
+
     /// Checks what clap cannot check field by field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.min_ttl_ms == 0 || self.min_ttl_ms > self.max_ttl_ms {
@@ -644,4 +661,43 @@ fn parse_key_prefix(raw: &str) -> Result<String, String> {
         return Err("a key prefix has at most 64 ASCII letters, digits and . _ - :".into());
     }
     Ok(raw.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn serve(args: &[&str]) -> ServeArgs {
+        let argv = ["leasehold", "serve"].iter().chain(args);
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Serve(args) => args,
+            _ => unreachable!("a serve command"),
+        }
+    }
+
+    #[test]
+    fn the_embedded_redis_gets_a_core_of_its_own() {
+        let embedded = serve(&[]);
+        assert_eq!(embedded.worker_threads(8), 7);
+        assert_eq!(embedded.worker_threads(2), 1);
+        assert_eq!(embedded.worker_threads(1), 1);
+        let remote = serve(&["--redis-url", "redis://10.0.0.5:6379"]);
+        assert_eq!(remote.worker_threads(8), 8);
+        assert_eq!(remote.worker_threads(2), 2);
+        let chosen = serve(&[
+            "--redis-url",
+            "redis://127.0.0.1:6379",
+            "--worker-threads",
+            "1",
+        ]);
+        assert_eq!(chosen.worker_threads(8), 1);
+    }
+
+    #[test]
+    fn zero_threads_is_refused() {
+        let argv = ["leasehold", "serve", "--worker-threads", "0"];
+        assert!(Cli::try_parse_from(argv).is_err());
+    }
 }

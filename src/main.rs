@@ -28,9 +28,31 @@ use leasehold::{shutdown, telemetry};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let result = match Cli::parse().command {
+fn main() -> std::process::ExitCode {
+    let command = Cli::parse().command;
+    // The server sizes its runtime (--worker-threads); the client commands take tokio's
+    // default, one thread per core.
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve(args) = &command {
+        builder.worker_threads(args.worker_threads(cores()));
+    }
+    let runtime = match builder.enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("leasehold: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(command))
+}
+
+/// This machine's cores (as the process may use them).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+async fn run(command: Command) -> std::process::ExitCode {
+    let result = match command {
         Command::Serve(args) => serve(args).await,
         Command::Healthcheck(args) => healthcheck(args).await,
         // The client commands choose their own exit codes (see their --help).
@@ -92,7 +114,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         } else {
             "http"
         };
-        tracing::info!(addr = %addr, %scheme, "leasehold is listening");
+        tracing::info!(addr = %addr, %scheme, threads = args.worker_threads(cores()),
+            "leasehold is listening");
         if args.allow_anonymous && !addr.ip().is_loopback() && args.allowed_hosts.is_empty() {
             tracing::warn!(
                 "anonymous callers are let in on a non-loopback address with no \
