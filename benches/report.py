@@ -56,7 +56,10 @@ def main():
       f"{machine.get('redis', '')}; {machine.get('etcd', '')}; {machine.get('rustc', '')}. "
       "Load generators, Redis, etcd and the server share the same cores, on loopback; every "
       "figure below comes from this one run and is set beside its ceiling or peer from the same "
-      "run. Reproduce with `benches/run.sh` (`--quick` for a shorter run while iterating).\n")
+      "run. Reproduce with `benches/run.sh` (`--quick` for a shorter run while iterating). "
+      f"The server runs with `--worker-threads {machine.get('server_threads', '?')}`: Redis shares "
+      "these cores, so the server leaves it one, as the README advises (§3 compares one thread "
+      "per core).\n")
 
     # The ceiling: Redisson's minimal RLock pair.
     rb = {(r["op"], r["connections"]): r for r in rows if r.get("ceiling") == "redisson-minimal"}
@@ -77,7 +80,10 @@ def main():
     base_us = base and base["redis_us_per_pair"]
     base_cpu = base and base.get("redis_cpu_us_per_pair")
     reentrant = costs.get("reentrant")
-    wrk = {r["connections"]: r["wrk"] for r in rows if r.get("stack") == "wrk-acquire-release"}
+    wrk = {r["connections"]: r["wrk"] for r in rows
+           if r.get("stack") == "wrk-acquire-release" and "server_threads" not in r}
+    wrk_all_cores = {r["connections"]: r for r in rows
+                     if r.get("stack") == "wrk-acquire-release" and "server_threads" in r}
     unc = {r["connections"]: r for r in rows if r.get("scenario") == "uncontended" and "peer" not in r}
     parked = {r["protocol"]: r for r in rows if r.get("scenario") == "parked"}
     h1, h2 = parked.get("http/1.1"), parked.get("h2c")
@@ -226,6 +232,21 @@ def main():
     if hz:
         w(f"\nA bare HTTP round trip on the same server stack (`GET /healthz`, wrk, 64 connections): "
           f"{num(hz['wrk']['requests_per_s'])} requests/s, p99 {ms(hz['wrk']['p99_ms'])} ms.")
+    if wrk_all_cores:
+        threads = machine.get("server_threads", "?")
+        w(f"\nServer threads: the same wrk loop on a server with one thread per core (tokio's "
+          f"default, {next(iter(wrk_all_cores.values()))['server_threads']}) against this run's "
+          f"{threads} (one core left to Redis).\n")
+        w("| connections | threads | wrk cycles/s | wrk p50 / p99 ms |")
+        w("|---|---|---|---|")
+        for c in sorted(wrk_all_cores):
+            alt, ours = wrk_all_cores[c], wrk.get(c)
+            if ours:
+                w(f"| {c} | {threads} | {num(ours.get('cycles_per_s'))} | "
+                  f"{ms(ours['p50_ms'])} / {ms(ours['p99_ms'])} |")
+            aw = alt["wrk"]
+            w(f"| {c} | {alt['server_threads']} | {num(aw.get('cycles_per_s'))} | "
+              f"{ms(aw['p50_ms'])} / {ms(aw['p99_ms'])} |")
     w("")
     def peer_p50(peer, n, hold=5):
         r = find(rows, peer=peer, scenario="contended", clients=n, hold_ms=hold)

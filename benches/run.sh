@@ -41,14 +41,17 @@ pids+=($!)
 until rcli ping >/dev/null 2>&1; do sleep 0.05; done
 redis_url="redis+unix://$sock"
 
+# Redis shares these cores: the server leaves it one, as the README advises (--worker-threads).
+cores=$(nproc)
+threads=$(( cores > 1 ? cores - 1 : 1 ))
 server_pid=""
-start_server() {
+start_server() { # start_server [worker threads]
   [ -z "$server_pid" ] || { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; }
   rcli FLUSHALL >/dev/null
   port=$(free_port)
   url="http://127.0.0.1:$port"
   RUST_LOG=warn target/release/leasehold serve --listen "127.0.0.1:$port" --redis-url "$redis_url" \
-    --max-wait-ms 120000 &
+    --max-wait-ms 120000 --worker-threads "${1:-$threads}" &
   server_pid=$!
   pids+=("$server_pid")
   until curl -sf "$url/readyz" >/dev/null; do sleep 0.05; done
@@ -64,7 +67,7 @@ print(json.dumps({"machine": {"date": datetime.datetime.now(datetime.timezone.ut
   "cpus": os.cpu_count(), "cpu": cpu[0] if cpu else "?", "memory_gb": round(int(mem)/1048576,1),
   "kernel": platform.release(), "redis": version(["redis-server","--version"]),
   "etcd": version(["etcd","--version"]), "rustc": version(["rustc","--version"]),
-  "quick": sys.argv[1] == "true", "seconds": int(sys.argv[2])}}))' "$quick" "$secs" | record
+  "quick": sys.argv[1] == "true", "seconds": int(sys.argv[2]), "server_threads": int(sys.argv[3])}}))' "$quick" "$secs" "$threads" | record
 
 # One redis-benchmark run with Redis's own account of it: requests/s and latency from
 # redis-benchmark, script µs per call from INFO commandstats, Redis CPU per call from INFO cpu.
@@ -141,6 +144,13 @@ for c in 1 16 64; do
   echo "{\"stack\": \"wrk-acquire-release\", \"connections\": $c, \"wrk\": $w}" | record
 done
 for c in 1 16 64; do "$bench" --url "$url" --seconds "$secs" uncontended --connections "$c" | record; done
+# The same loop on a server with one thread per core (tokio's default), Redis still beside it.
+start_server "$cores"
+for c in 16 64; do
+  w=$(wrk -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" | wrk_json)
+  echo "{\"stack\": \"wrk-acquire-release\", \"connections\": $c, \"server_threads\": $cores, \"wrk\": $w}" | record
+done
+start_server
 $quick || {
   w=$(wrk -t2 -c64 -d"${secs}s" --latency "$url/healthz" | wrk_json)
   echo "{\"stack\": \"http-healthz\", \"connections\": 64, \"wrk\": $w}" | record
