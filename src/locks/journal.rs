@@ -176,7 +176,15 @@ fn push_entry(
     else {
         return;
     };
-    for (i, mut event) in LockEvent::parse_batch(batch).into_iter().enumerate() {
+    // Indexed before parsing: an entry that is no event must not shift the ids after it
+    // (events are journaled as the scripts wrote them, see `Locks::publish_reply_events`).
+    let Ok(all) = serde_json::from_str::<Vec<serde_json::Value>>(batch) else {
+        return;
+    };
+    for (i, event) in all.into_iter().enumerate() {
+        let Ok(mut event) = serde_json::from_value::<LockEvent>(event) else {
+            continue;
+        };
         let Some(id) = EventId::parse(&format!("{entry}.{i}")) else {
             continue;
         };
@@ -213,5 +221,19 @@ mod tests {
         assert_eq!(events.len(), 1, "the empty object is no event");
         assert_eq!(events[0].detail_str("event_id"), Some("5-0.0"));
         assert!(message.contains(r#"{"event_id":"5-0.1"}"#));
+    }
+
+    #[test]
+    fn an_entry_that_is_no_event_keeps_the_ids_after_it() {
+        let fields = [
+            "b".to_owned(),
+            r#"[{"type":"acquired","lock":"a","at_ms":1},{"lock":"a"},{"type":"released","lock":"a","at_ms":2}]"#
+                .to_owned(),
+        ];
+        let mut out = Vec::new();
+        push_entry(&mut out, "5-0", &fields, None);
+        let ids: Vec<String> = out.iter().map(|(id, _)| id.to_string()).collect();
+        assert_eq!(ids, ["5-0.0", "5-0.2"]);
+        assert_eq!(out[1].1.kind, "released");
     }
 }

@@ -166,33 +166,59 @@ impl Locks {
     }
 
     /// Publishes the events a function's reply carries (`"ev": [...]`: what it recorded in
-    /// the history, and expiries it noticed).
+    /// the history, and expiries it noticed). Each goes out as the script wrote it, with the
+    /// lock's name added: parsing it into a [`LockEvent`] only to write it out again cost
+    /// about 5 % of the server's time per lock operation.
     fn publish_reply_events(&self, name: &LockName, raw: &str) {
         if !raw.contains("\"ev\":[") {
             return;
         }
         #[derive(serde::Deserialize)]
-        struct WithEvents {
-            #[serde(default)]
-            ev: Vec<serde_json::Map<String, serde_json::Value>>,
+        struct WithEvents<'a> {
+            #[serde(default, borrow)]
+            ev: Vec<&'a serde_json::value::RawValue>,
         }
-        let Ok(with) = serde_json::from_str::<WithEvents>(raw) else {
+        let Ok(with) = serde_json::from_str::<WithEvents<'_>>(raw) else {
             return;
         };
-        for mut fields in with.ev {
-            fields.insert("lock".into(), name.as_str().into());
-            let Ok(event) = serde_json::from_value::<LockEvent>(fields.into()) else {
-                continue;
-            };
+        let lock = serde_json::Value::from(name.as_str()).to_string();
+        for event in with.ev {
+            let event = event.get();
             // A grant rolled back because its client went away was never answered, so its
             // `acquired` event was never published: it goes out now, before its end.
-            if event.detail_str("reason") == Some("client_gone")
-                && let Some(begun) = event.beginning()
-            {
-                self.publish(&begun);
+            if event.contains("\"client_gone\"") {
+                self.publish_rolled_back(name, event);
+                continue;
             }
-            self.publish(&event);
+            // An object with at least one member (`type`); anything else is no event.
+            let Some(members) = event.strip_prefix('{').filter(|m| m.starts_with('"')) else {
+                continue;
+            };
+            self.inner.publisher.send_json(
+                &self.inner.events_channel,
+                format!("{{\"lock\":{lock},{members}"),
+            );
         }
+    }
+
+    /// Publishes an event that may end a grant its client never received: the grant's own
+    /// beginning first (see [`Self::publish_reply_events`]).
+    fn publish_rolled_back(&self, name: &LockName, event: &str) {
+        let Ok(mut fields) =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(event)
+        else {
+            return;
+        };
+        fields.insert("lock".into(), name.as_str().into());
+        let Ok(event) = serde_json::from_value::<LockEvent>(fields.into()) else {
+            return;
+        };
+        if event.detail_str("reason") == Some("client_gone")
+            && let Some(begun) = event.beginning()
+        {
+            self.publish(&begun);
+        }
+        self.publish(&event);
     }
 
     /// Requests currently waiting for a lock or semaphore in this process.

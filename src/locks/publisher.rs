@@ -46,13 +46,16 @@ impl Default for Publisher {
 impl Publisher {
     /// Queues one event for the next PUBLISH on `channel`.
     pub fn send(&self, channel: &Arc<str>, event: &LockEvent) {
-        let Ok(json) = serde_json::to_string(event) else {
-            return;
-        };
+        if let Ok(json) = serde_json::to_string(event) {
+            self.send_json(channel, json);
+        }
+    }
+
+    /// Queues one event, already written as a JSON object, for the next PUBLISH on `channel`.
+    pub fn send_json(&self, channel: &Arc<str>, json: String) {
         if self.tx.try_send((channel.clone(), json)).is_err() {
             tracing::warn!(
-                kind = %event.kind,
-                lock = %event.lock,
+                channel = %channel,
                 "event queue full (or publisher stopped): a live event was dropped"
             );
         }
