@@ -170,19 +170,18 @@ impl Locks {
     /// lock's name added: parsing it into a [`LockEvent`] only to write it out again cost
     /// about 5 % of the server's time per lock operation.
     fn publish_reply_events(&self, name: &LockName, raw: &str) {
-        if !raw.contains("\"ev\":[") {
+        use serde::Deserialize as _;
+        // Only the array is read, from where its key is: the text `"ev":[` cannot occur
+        // inside a JSON string (a quote there is escaped), so the first one is the key.
+        let Some(at) = raw.find("\"ev\":[") else {
             return;
-        }
-        #[derive(serde::Deserialize)]
-        struct WithEvents<'a> {
-            #[serde(default, borrow)]
-            ev: Vec<&'a serde_json::value::RawValue>,
-        }
-        let Ok(with) = serde_json::from_str::<WithEvents<'_>>(raw) else {
+        };
+        let mut array = serde_json::Deserializer::from_str(&raw[at + "\"ev\":".len()..]);
+        let Ok(events) = Vec::<&serde_json::value::RawValue>::deserialize(&mut array) else {
             return;
         };
         let lock = serde_json::Value::from(name.as_str()).to_string();
-        for event in with.ev {
+        for event in events {
             let event = event.get();
             // A grant rolled back because its client went away was never answered, so its
             // `acquired` event was never published: it goes out now, before its end.
