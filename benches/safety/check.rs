@@ -1074,10 +1074,18 @@ fn semantics(ops: &[Op], report: &mut Report) {
                     released: rb,
                 },
             ) => a == b && ra == rb,
-            // A lease granted (or re-entered) first may have run out before the retry came:
-            // a replay answers for the lease as it is now, so "lost" is its honest answer then.
+            // A lease granted (or re-entered) first may have run out before the retry came, or
+            // an operator may have force-released its lock in between: a replay answers for
+            // the lease as it is now, so "lost" is its honest answer then (a replayed grant
+            // would tell the client it holds a lock it does not).
             (Outcome::Granted { ttl_ms, .. }, Outcome::Lost { .. }) => {
                 op.recv >= prev.send + ttl_ms * 1_000
+                    || ops.iter().any(|f| {
+                        f.name == op.name
+                            && matches!(f.request, Request::ForceRelease { .. })
+                            && f.send < op.recv
+                            && f.recv > prev.send
+                    })
             }
             // A failed first try may have happened or not; anything goes for the retry.
             (Outcome::Failed { .. }, _) | (_, Outcome::Failed { .. }) => true,

@@ -418,6 +418,40 @@ async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
 }
 
 #[tokio::test]
+async fn a_retry_after_a_force_release_is_told_the_lease_is_lost() {
+    // Found by the safety harness's full tier: a reentry answered, the lock force-released,
+    // then the reentry's retry. A replayed grant would tell the client it holds a lock it
+    // does not; the retry answers for the lease as it is now.
+    let app = spawn_app().await;
+    let new = || {
+        app.http
+            .post(app.url("/v1/locks/jobs/leases"))
+            .json(&json!({}))
+    };
+    let first = app.send_with_key(new(), "new-2").await;
+    first.assert_status(201);
+    let lease = Lease::from_reply("jobs", &first);
+    let reenter = || {
+        app.http
+            .post(app.url("/v1/locks/jobs/leases"))
+            .bearer_auth(&lease.token)
+            .json(&json!({}))
+    };
+    app.send_with_key(reenter(), "again-2")
+        .await
+        .assert_status(200);
+    app.force_release("jobs", Some(ADMIN_TOKEN))
+        .await
+        .assert_status(200);
+    app.send_with_key(reenter(), "again-2")
+        .await
+        .assert_problem(410, "lease_lost");
+    app.send_with_key(new(), "new-2")
+        .await
+        .assert_problem(410, "lease_lost");
+}
+
+#[tokio::test]
 async fn fences_keep_growing_when_redis_loses_its_data() {
     let mut app = spawn_app().await;
     let before = app.lease("jobs", json!({})).await;
