@@ -75,16 +75,48 @@ def main():
         a, r = rb.get(("acquire", c)), rb.get(("release", c))
         return a[key] + r[key] if a and r else None
 
-    costs = {r["kind"]: r for r in rows if r.get("scenario") == "redis_cost"}
+    # Each kind ran in several interleaved rounds: its median round (by script µs) stands for it,
+    # and the rounds' range is shown beside it.
+    cost_rounds = {}
+    for r in rows:
+        if r.get("scenario") == "redis_cost":
+            cost_rounds.setdefault(r["kind"], []).append(r)
+    costs = {}
+    for kind, runs in cost_rounds.items():
+        runs.sort(key=lambda r: r["script_us_per_cycle"])
+        costs[kind] = runs[(len(runs) - 1) // 2]
     base = minimal.get(1)
     base_us = base and base["redis_us_per_pair"]
     base_cpu = base and base.get("redis_cpu_us_per_pair")
     reentrant = costs.get("reentrant")
-    wrk = {r["connections"]: r["wrk"] for r in rows
-           if r.get("stack") == "wrk-acquire-release" and "server_threads" not in r}
-    wrk_all_cores = {r["connections"]: r for r in rows
-                     if r.get("stack") == "wrk-acquire-release" and "server_threads" in r}
-    unc = {r["connections"]: r for r in rows if r.get("scenario") == "uncontended" and "peer" not in r}
+    # The end-to-end loops ran in rounds too: the median round by cycles/s stands for each, and
+    # the rounds' range is shown beside it.
+    def rounds_of(pick, key):
+        by = {}
+        for r in rows:
+            if pick(r):
+                by.setdefault(r["connections"], []).append(r)
+        for runs in by.values():
+            runs.sort(key=key)
+        return by
+
+    def medians(by):
+        return {c: runs[(len(runs) - 1) // 2] for c, runs in by.items()}
+
+    def spread(runs, key, fmt):
+        vals = sorted(key(r) for r in runs)
+        return f" ({fmt(vals[0])}–{fmt(vals[-1])})" if len(vals) > 1 else ""
+
+    def wrk_cps(r):
+        return r["wrk"].get("cycles_per_s") or 0
+
+    wrk_rounds = rounds_of(lambda r: r.get("stack") == "wrk-acquire-release" and "server_threads" not in r, wrk_cps)
+    wrk = {c: r["wrk"] for c, r in medians(wrk_rounds).items()}
+    all_cores_rounds = rounds_of(lambda r: r.get("stack") == "wrk-acquire-release" and "server_threads" in r, wrk_cps)
+    wrk_all_cores = medians(all_cores_rounds)
+    unc_rounds = rounds_of(lambda r: r.get("scenario") == "uncontended" and "peer" not in r,
+                           lambda r: r["cycles_per_s"])
+    unc = medians(unc_rounds)
     parked = {r["protocol"]: r for r in rows if r.get("scenario") == "parked"}
     h1, h2 = parked.get("http/1.1"), parked.get("h2c")
 
@@ -108,10 +140,12 @@ def main():
         cps = wrk[16].get("cycles_per_s")
         r = cps / rb_pairs(16)
         w(f"| cycles/s at 16 connections ≥ 0.3× the minimal pair's pairs/s (wrk vs redis-benchmark) "
-          f"| {before.get('cycles_16', '–')} | {num(cps)} vs {num(rb_pairs(16))} = {r:.2f}× | {yes(r >= 0.3)} |")
+          f"| {before.get('cycles_16', '–')} | {num(cps)}{spread(wrk_rounds[16], wrk_cps, num)} vs "
+          f"{num(rb_pairs(16))} = {r:.2f}× | {yes(r >= 0.3)} |")
     if 64 in unc:
         p99 = unc[64]["acquire_ms"]["p99"]
-        w(f"| acquire p99 at 64 connections < 5 ms | {before.get('acquire_p99_64', '–')} | {ms(p99)} ms | {yes(p99 < 5)} |")
+        w(f"| acquire p99 at 64 connections < 5 ms | {before.get('acquire_p99_64', '–')} | {ms(p99)} ms"
+          f"{spread(unc_rounds[64], lambda r: r['acquire_ms']['p99'], ms)} | {yes(p99 < 5)} |")
     def whole(p):
         # A run where not every waiter parked, or some failed, measures something else.
         return p["parked"] >= p["waiters"] and p["failures"] == 0
@@ -183,16 +217,18 @@ def main():
     if costs:
         w("## 2. What one Leasehold cycle costs Redis, per kind\n")
         n = next(iter(costs.values()))["cycles"]
+        rounds = max(len(v) for v in cost_rounds.values())
         w(f"{n:,} uncontended cycles (acquire + release over HTTP, one at a time) per kind on a "
-          "fresh lock name. Script µs = the FCALL time in `INFO commandstats` (it includes the "
+          "fresh lock name" + (f", in {rounds} rounds that take the kinds in turn; each kind's median "
+          "round is shown, with the range of its rounds" if rounds > 1 else "") + ". Script µs = the FCALL time in `INFO commandstats` (it includes the "
           "commands a function calls, which commandstats also lists under their own names, so "
           "they are not added again); Redis CPU = `used_cpu_user + used_cpu_sys` over the run, "
           "everything Redis did for those cycles (the events' PUBLISH from the server too). "
           "Baseline: the minimal pair one at a time (`redis-minimal`, 1 connection: "
           f"{'–' if base_us is None else f'{base_us:.1f}'} µs script, "
           f"{'–' if base_cpu is None else f'{base_cpu:.1f}'} µs CPU per pair).\n")
-        w("| kind | script µs per cycle | × minimal pair | × reentrant | Redis CPU µs per cycle | × minimal pair | commands per cycle (calls, nested ones included) |")
-        w("|---|---|---|---|---|---|---|")
+        w("| kind | script µs per cycle | rounds | × minimal pair | × reentrant | Redis CPU µs per cycle | × minimal pair | commands per cycle (calls, nested ones included) |")
+        w("|---|---|---|---|---|---|---|---|")
         for kind in ("reentrant", "exclusive", "fair", "read", "write", "semaphore"):
             c = costs.get(kind)
             if not c:
@@ -200,7 +236,9 @@ def main():
             us, cpu = c["script_us_per_cycle"], c["redis_cpu_us_per_cycle"]
             cmds = sorted(c["commands"].items(), key=lambda kv: -kv[1]["calls_per_cycle"])
             cmd_text = ", ".join(f"{k} {v['calls_per_cycle']:.1f}" for k, v in cmds if v["calls_per_cycle"] >= 0.05)
-            w(f"| {kind} | {us:.1f} | {ratio(us, base_us)} | {ratio(us, reentrant and reentrant['script_us_per_cycle'])} | "
+            round_us = [r["script_us_per_cycle"] for r in cost_rounds[kind]]
+            spread_text = f"{round_us[0]:.1f}–{round_us[-1]:.1f}" if len(round_us) > 1 else "–"
+            w(f"| {kind} | {us:.1f} | {spread_text} | {ratio(us, base_us)} | {ratio(us, reentrant and reentrant['script_us_per_cycle'])} | "
               f"{cpu:.1f} | {ratio(cpu, base_cpu)} | {cmd_text} |")
         w("")
 
@@ -210,7 +248,11 @@ def main():
       "`wrk` (C, light on these shared cores) gives the throughput; the Rust client "
       "(`scenarios uncontended`) gives per-operation latency. Ratios: against the minimal pair's "
       "pairs/s with as many connections, from redis-benchmark (§1) and from true pairs "
-      "(redis-minimal).\n")
+      "(redis-minimal)."
+      + (f" Each loop ran in {max(len(v) for v in wrk_rounds.values())} rounds (a fresh server each); "
+         "the round with the median cycles/s is shown, with the range of the rounds' cycles/s and "
+         "acquire p99 in brackets." if wrk_rounds and max(len(v) for v in wrk_rounds.values()) > 1 else "")
+      + "\n")
     w("| connections | wrk cycles/s | ÷ redis-benchmark pairs/s | ÷ true pairs/s | wrk p50 / p99 ms (requests) | Rust client cycles/s | acquire p50 / p99 / p999 ms | release p50 / p99 / p999 ms |")
     w("|---|---|---|---|---|---|---|---|")
     for c in (1, 16, 64):
@@ -219,11 +261,14 @@ def main():
             continue
         cps = wk and wk.get("cycles_per_s")
         m = minimal.get(c)
-        cells = [str(c), num(cps), ratio(cps, rb_pairs(c)), ratio(cps, m and m["pairs_per_s"]),
+        cells = [str(c), num(cps) + (spread(wrk_rounds[c], wrk_cps, num) if wk else ""),
+                 ratio(cps, rb_pairs(c)), ratio(cps, m and m["pairs_per_s"]),
                  f"{ms(wk['p50_ms'])} / {ms(wk['p99_ms'])}" if wk else "–"]
         if u:
             a, rl = u["acquire_ms"], u["release_ms"]
-            cells += [num(u["cycles_per_s"]), f"{ms(a['p50'])} / {ms(a['p99'])} / {ms(a['p999'])}",
+            p99_range = spread(unc_rounds[c], lambda r: r["acquire_ms"]["p99"], ms)
+            cells += [num(u["cycles_per_s"]) + spread(unc_rounds[c], lambda r: r["cycles_per_s"], num),
+                      f"{ms(a['p50'])} / {ms(a['p99'])}{p99_range} / {ms(a['p999'])}",
                       f"{ms(rl['p50'])} / {ms(rl['p99'])} / {ms(rl['p999'])}"]
         else:
             cells += ["–", "–", "–"]
@@ -242,10 +287,10 @@ def main():
         for c in sorted(wrk_all_cores):
             alt, ours = wrk_all_cores[c], wrk.get(c)
             if ours:
-                w(f"| {c} | {threads} | {num(ours.get('cycles_per_s'))} | "
+                w(f"| {c} | {threads} | {num(ours.get('cycles_per_s'))}{spread(wrk_rounds[c], wrk_cps, num)} | "
                   f"{ms(ours['p50_ms'])} / {ms(ours['p99_ms'])} |")
             aw = alt["wrk"]
-            w(f"| {c} | {alt['server_threads']} | {num(aw.get('cycles_per_s'))} | "
+            w(f"| {c} | {alt['server_threads']} | {num(aw.get('cycles_per_s'))}{spread(all_cores_rounds[c], wrk_cps, num)} | "
               f"{ms(aw['p50_ms'])} / {ms(aw['p99_ms'])} |")
     w("")
     def peer_p50(peer, n, hold=5):
