@@ -366,14 +366,22 @@ async fn an_instance_shutting_down_mid_poll_keeps_the_ticket_in_line() {
     app.poll_ticket(&at, &token, 5_000).await.assert_status(201);
 }
 
+/// A new lease on `lock`, built afresh for each retry of it.
+fn acquire_request(app: &TestApp, lock: &str, body: Value) -> reqwest::RequestBuilder {
+    app.http
+        .post(app.url(&format!("/v1/locks/{lock}/leases")))
+        .json(&body)
+}
+
+/// One more level of `lease`, built afresh for each retry of it.
+fn reentry_request(app: &TestApp, lease: &Lease) -> reqwest::RequestBuilder {
+    acquire_request(app, &lease.lock, json!({})).bearer_auth(&lease.token)
+}
+
 #[tokio::test]
 async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
     let app = spawn_app().await;
-    let new = || {
-        app.http
-            .post(app.url("/v1/locks/jobs/leases"))
-            .json(&json!({"holder": "a"}))
-    };
+    let new = || acquire_request(&app, "jobs", json!({"holder": "a"}));
     let first = app.send_with_key(new(), "new-1").await;
     first.assert_status(201);
     let retry = app.send_with_key(new(), "new-1").await;
@@ -383,12 +391,7 @@ async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
         assert_eq!(retry.body[field], first.body[field], "{field}");
     }
     let lease = Lease::from_reply("jobs", &first);
-    let reenter = || {
-        app.http
-            .post(app.url("/v1/locks/jobs/leases"))
-            .bearer_auth(&lease.token)
-            .json(&json!({}))
-    };
+    let reenter = || reentry_request(&app, &lease);
     let once = app.send_with_key(reenter(), "again-1").await;
     let twice = app.send_with_key(reenter(), "again-1").await;
     assert_eq!(once.body["reentry_count"], 2);
@@ -423,20 +426,11 @@ async fn a_retry_after_a_force_release_is_told_the_lease_is_lost() {
     // then the reentry's retry. A replayed grant would tell the client it holds a lock it
     // does not; the retry answers for the lease as it is now.
     let app = spawn_app().await;
-    let new = || {
-        app.http
-            .post(app.url("/v1/locks/jobs/leases"))
-            .json(&json!({}))
-    };
+    let new = || acquire_request(&app, "jobs", json!({}));
     let first = app.send_with_key(new(), "new-2").await;
     first.assert_status(201);
     let lease = Lease::from_reply("jobs", &first);
-    let reenter = || {
-        app.http
-            .post(app.url("/v1/locks/jobs/leases"))
-            .bearer_auth(&lease.token)
-            .json(&json!({}))
-    };
+    let reenter = || reentry_request(&app, &lease);
     app.send_with_key(reenter(), "again-2")
         .await
         .assert_status(200);
