@@ -299,6 +299,9 @@ end
 
 -- A JSON list of events (entries) for the reply's `ev`.
 local function ev(events)
-  if #events == 0 then return '' end
+  local n = #events
+  if n == 0 then return '' end
+  -- (One event, the usual case, is not copied into a string of its own first.)
+  if n == 1 then return ',"ev":[' .. events[1] .. ']' end
   return ',"ev":[' .. table.concat(events, ',') .. ']'
 end
