@@ -17,7 +17,8 @@
 -- A(11): this request's nonce: only a rollback naming it may take back a grant made here,
 --        and only until another request has answered with that grant
 -- A(12): sha256 hex of the request's Idempotency-Key, or ""
--- A(13): sha256 hex of what the request asks (checked against the key's first request)
+-- A(13): sha256 hex of what the request asks (checked against the key's first request), or
+--        "" without a key
 -- A(14): the new lease's token sealed under the Idempotency-Key (hex), or ""
 -- Returns: JSON with status = acquired | reentered | held | queued | lease_lost |
 --   unknown_token | ticket_token | unknown_lease | forbidden | ticket_expired | kind_conflict |

@@ -12,7 +12,7 @@
 -- A(5): read/write leases: which hold to release, "read", "write" or "" (write first)
 -- A(6): client_gone: the nonce of the request that made the grant
 -- A(7): sha256 hex of the request's Idempotency-Key, or ""
--- A(8): sha256 hex of what the request asks
+-- A(8): sha256 hex of what the request asks, or "" without a key
 -- Returns: JSON with status = released | still_held | mode_not_held | lease_lost | queued |
 --   forbidden | unknown_lease | not_rolled_back | idempotency_mismatch | too_late; released
 --   carries the lease's kind and held_ms, its age (ms), and in `ev` the lease's history

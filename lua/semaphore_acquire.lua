@@ -9,7 +9,7 @@
 -- A(6): permits wanted
 -- A(7): this request's nonce (see acquire.lua)
 -- A(8): sha256 hex of the request's Idempotency-Key, or ""
--- A(9): sha256 hex of what the request asks
+-- A(9): sha256 hex of what the request asks, or "" without a key
 -- A(10): the new token sealed under the Idempotency-Key (hex), or ""
 -- Returns: JSON with status = acquired | held (with pttl: when the next permit expires) |
 --   limit_mismatch | kind_conflict | lease_lost | idempotency_mismatch | too_late; a retried

@@ -6,7 +6,7 @@
 -- A(3): why: "released", or "client_gone" to roll back an undelivered grant
 -- A(4): client_gone: the nonce of the request that made the grant
 -- A(5): sha256 hex of the request's Idempotency-Key, or ""
--- A(6): sha256 hex of what the request asks
+-- A(6): sha256 hex of what the request asks, or "" without a key
 -- Returns: JSON with status = released | lease_lost | forbidden | unknown_lease |
 --   not_rolled_back | idempotency_mismatch | too_late; released carries kind = semaphore and
 --   held_ms, the lease's age (ms), and in `ev` its history entry

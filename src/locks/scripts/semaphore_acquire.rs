@@ -25,15 +25,19 @@ impl Script for SemaphoreAcquire<'_> {
             .as_ref()
             .map(Metadata::to_json)
             .unwrap_or_default();
-        let fp = fingerprint(&[
-            "acquire_permits",
-            &r.ttl.as_millis().to_string(),
-            holder,
-            &metadata,
-            &r.limit.to_string(),
-            &r.permits.to_string(),
-        ]);
         let key = r.idempotency.as_ref();
+        // (Only with a key, as for a lock's acquire.)
+        let fp = match key {
+            Some(_) => fingerprint(&[
+                "acquire_permits",
+                &r.ttl.as_millis().to_string(),
+                holder,
+                &metadata,
+                &r.limit.to_string(),
+                &r.permits.to_string(),
+            ]),
+            None => String::new(),
+        };
         cmd.arg(r.ttl.as_millis())
             .arg(self.id.to_string())
             .arg(holder)
