@@ -305,14 +305,15 @@ if op == 'reenter' then
   if not reads then return string.sub(refusal, 1, -2) .. ev(events) .. '}' end
   if rec.kind == 'exclusive' then return '{"status":"not_reentrant"}' end
   if ttl == '0' then ttl = rec.ttl end
-  local count
+  local count, w
   if is_rw(kind) then
     local n, why = rw_enter(kind, true, false)
     if not n then
       if why == 'upgrade' then return '{"status":"upgrade_refused"}' end
       return held()
     end
-    local r, w = held_levels(rec)
+    local r
+    r, w = held_levels(rec)
     refresh_rw(h, ttl, r, w)
     count = r + w
   else
@@ -320,6 +321,7 @@ if op == 'reenter' then
     redis.call('PEXPIRE', L, ttl)
   end
   local ttl_n = tonumber(ttl)
+  wake_if_sooner(rec, ttl_n, rec.expires, w or 0, st.q)
   rec.ttl, rec.expires = ttl, d(NOW + ttl_n)
   save(rec)
   flush_state(NOW + ttl_n + TOMB, st.sexp)

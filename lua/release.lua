@@ -77,11 +77,13 @@ if is_rw(rec.kind) then
     elseif drop_reads > 0 then
       redis.call('HDEL', L, h)
     end
+    local woken = false
     if writes == 0 and drop_writes > 0 then
       -- The write hold is gone: our read holds remain (a downgrade), or other readers'; either
       -- way other readers may now join.
       redis.call('HSET', L, 'mode', 'read')
       redis.call('PUBLISH', rw_channel(), '0')
+      woken = true
     end
     if left == 0 then
       -- The other holders may all be readers that stopped heartbeating (their timeout keys
@@ -92,7 +94,15 @@ if is_rw(rec.kind) then
     end
     if redis.call('HGET', L, 'mode') == 'read' then
       local longest = max_read_ttl()
-      if longest > 0 then redis.call('PEXPIRE', L, longest) end
+      if longest > 0 then
+        -- A refused waiter sleeps until the expiry its refusal named (at most). When this
+        -- release brings the lock's expiry forward (the longest read hold let go, shorter ones
+        -- left), that sleep would outlast the holds: wake the waiters to look again, or a writer
+        -- parks while the lock is free, until its own wait ends.
+        local before = redis.call('PTTL', L)
+        redis.call('PEXPIRE', L, longest)
+        if not woken and longest < before then redis.call('PUBLISH', rw_channel(), '0') end
+      end
     end
   end
 else

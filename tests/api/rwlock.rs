@@ -270,3 +270,32 @@ async fn kinds_do_not_mix_on_one_name() {
     reply.assert_problem(409, "kind_conflict");
     assert_eq!(reply.body["held_as"], "reentrant");
 }
+
+/// A refused writer sleeps until the expiry its refusal named. When a release brings the lock's
+/// expiry forward (the longest read hold let go, a shorter one left that then runs out), the
+/// writer is woken to look again: it gets the lock when the last hold ends, not when its own
+/// wait does. (Found by the safety harness: a writer parked 412 ms while the lock was free.)
+#[tokio::test]
+async fn a_release_that_brings_the_expiry_forward_wakes_a_waiting_writer() {
+    let app = spawn_app().await;
+    let long = read(&app, "doc").await;
+    // A reader that stops heartbeating: its hold runs out 300 ms after its grant.
+    app.lease("doc", json!({"kind": "read", "ttl_ms": 300}))
+        .await;
+    let writer = app.spawn_post(
+        "/v1/locks/doc/leases?wait_ms=10000",
+        json!({"kind": "write", "ttl_ms": 60_000}),
+    );
+    app.wait_for_waiters(1).await;
+    let released_at = std::time::Instant::now();
+    app.release(&long, true).await.assert_status(200);
+    let reply = writer.await.expect("writer task");
+    reply.assert_status(201);
+    // Without the wake-up it slept until its 10 s wait ran out (the long hold's 60 s expiry
+    // was what its refusal named).
+    assert!(
+        released_at.elapsed() < Duration::from_secs(5),
+        "granted {:?} after the release",
+        released_at.elapsed()
+    );
+}

@@ -214,3 +214,29 @@ async fn instances_sharing_a_redis_wake_each_others_waiters() {
     let lease = crate::helpers::Lease::from_reply("jobs", &reply);
     app.heartbeat(&lease, json!({})).await.assert_status(200);
 }
+
+/// A waiter sleeps until the expiry its refusal named (at most). A heartbeat that shortens the
+/// holder's TTL wakes it to look again, so a holder that then stops (crashes, no release) holds
+/// the waiter up until the new expiry, not the old one.
+#[tokio::test]
+async fn a_heartbeat_that_shortens_the_ttl_wakes_the_waiters() {
+    let app = spawn_app().await;
+    let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    let waiter = app.spawn_waiter("jobs", 10_000);
+    app.wait_for_waiters(1).await;
+    let shortened_at = Instant::now();
+    app.heartbeat(&holder, json!({"ttl_ms": 300}))
+        .await
+        .assert_status(200);
+    // The holder stops here: it neither heartbeats again nor releases.
+    let reply = waiter.await.expect("waiter task");
+    reply.assert_status(201);
+    assert!(reply.u64("fencing_token") > holder.fencing_token);
+    // Without the wake-up it slept until its 10 s wait ran out (the 60 s expiry was what its
+    // refusal named).
+    assert!(
+        shortened_at.elapsed() < Duration::from_secs(5),
+        "granted {:?} after the heartbeat",
+        shortened_at.elapsed()
+    );
+}
