@@ -19,7 +19,7 @@ if $quick; then secs=${1:-3}; else secs=${1:-10}; fi
 out=bench-out
 mkdir -p "$out"
 : > "$out/results.jsonl"
-packages=(redis-server redis-tools wrk python3-venv)
+packages=(redis-server redis-tools wrk python3-venv valgrind)
 $quick || packages+=(etcd-server etcd-client)
 .ci/ensure-packages "${packages[@]}"
 nice -n 10 cargo build --release --locked -q
@@ -130,6 +130,54 @@ for round in 1 2 3; do
       | with_round "$round" | record
   done
 done
+
+# The same comparison in instructions: Redis under callgrind counts what it executes, which does
+# not depend on what else these shared cores are doing (the µs above do). Cycles of every kind
+# over HTTP and the minimal pair, on one callgrind-run Redis; see instructions.py.
+echo "== instructions per cycle under callgrind (every kind; the minimal pair)" >&2
+if command -v valgrind >/dev/null && command -v callgrind_control >/dev/null; then
+  cgsock=$work/cg.sock
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" redis-server --port 0 \
+    --unixsocket "$cgsock" --save "" --appendonly no --dir "$work" >/dev/null 2>&1 &
+  cgpid=$!
+  pids+=("$cgpid")
+  until redis-cli -s "$cgsock" ping >/dev/null 2>&1; do sleep 0.2; done
+  cgport=$(free_port)
+  RUST_LOG=warn target/release/leasehold serve --listen "127.0.0.1:$cgport" --redis-url "redis+unix://$cgsock" \
+    --worker-threads "$threads" &
+  cgserver=$!
+  pids+=("$cgserver")
+  until curl -sf "http://127.0.0.1:$cgport/readyz" >/dev/null; do sleep 0.2; done
+  if $quick; then cgcycles=100; else cgcycles=300; fi
+  cg_dump() { callgrind_control -d "$cgpid" >/dev/null; sleep 1; ls -t "$work"/cg.out.* | head -1; }
+  # Every kind, the reentrant one (the target's) first; each on its own name, warmed first.
+  kinds=()
+  for kind in reentrant exclusive fair read write semaphore; do
+    "$bench" --url "http://127.0.0.1:$cgport" --redis-url "redis+unix://$cgsock" redis-cost --kind "$kind" --cycles 20 >/dev/null
+    callgrind_control -z "$cgpid" >/dev/null
+    # (redis-cost runs one warm-up cycle of its own before the counted ones: cgcycles + 1 in all.)
+    "$bench" --url "http://127.0.0.1:$cgport" --redis-url "redis+unix://$cgsock" redis-cost --kind "$kind" --cycles "$cgcycles" >/dev/null
+    kinds+=("$kind=$(python3 benches/instructions.py "$(cg_dump)" fcallCommand)")
+  done
+  kill "$cgserver"; wait "$cgserver" 2>/dev/null || true
+  callgrind_control -z "$cgpid" >/dev/null
+  "$bench" --redis-url "redis+unix://$cgsock" --url - --seconds "$secs" redis-minimal --connections 1 >/dev/null
+  minimal=$(python3 benches/instructions.py "$(cg_dump)" evalShaCommand)
+  pairs=$(( $(redis-cli -s "$cgsock" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p') / 2 ))
+  python3 -c 'import json,sys
+m, c, p = json.loads(sys.argv[1]), int(sys.argv[2]) + 1, int(sys.argv[3])
+kinds = {k: json.loads(v) for k, v in (a.split("=", 1) for a in sys.argv[4:])}
+o = kinds["reentrant"]
+print(json.dumps({"scenario": "instructions", "cycles": c, "pairs": p,
+  "script_per_cycle": o["instructions"] / c, "redis_per_cycle": o["total"] / c,
+  "minimal_script_per_pair": m["instructions"] / p, "minimal_redis_per_pair": m["total"] / p,
+  "kinds": {k: {"script_per_cycle": v["instructions"] / c, "redis_per_cycle": v["total"] / c}
+            for k, v in kinds.items()}}))' \
+    "$minimal" "$cgcycles" "$pairs" "${kinds[@]}" | record
+  redis-cli -s "$cgsock" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+else
+  note instructions "valgrind is not installed"
+fi
 
 echo "== Leasehold: uncontended cycles end to end" >&2
 start_server
