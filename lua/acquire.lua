@@ -321,7 +321,7 @@ if op == 'reenter' then
     redis.call('PEXPIRE', L, ttl)
   end
   local ttl_n = tonumber(ttl)
-  wake_if_sooner(rec, ttl_n, rec.expires, w or 0, st.q)
+  wake_if_sooner(rec, ttl_n, w or 0, st.q)
   rec.ttl, rec.expires = ttl, d(NOW + ttl_n)
   save(rec)
   flush_state(NOW + ttl_n + TOMB, st.sexp)

@@ -172,10 +172,10 @@ end
 -- A holder's lease now ends sooner than it did (a heartbeat or reentry with a shorter TTL): a
 -- waiter refused before sleeps until the expiry it was told (at most), and would sleep past
 -- this one. Wakes the waiters to look again: the fair queue's head alone (as wake_next), the
--- others on the lock's channel. `old_expires`: the lease's expiry before (text, ms); a
--- read/write lease moves the lock's expiry only while it writes (`writes` > 0: refresh_rw).
-local function wake_if_sooner(rec, ttl_n, old_expires, writes, q)
-  if NOW + ttl_n >= (tonumber(old_expires) or 0) then return end
+-- others on the lock's channel. Call it before `rec.expires` (the expiry before) is updated;
+-- a read/write lease moves the lock's expiry only while it writes (`writes` > 0: refresh_rw).
+local function wake_if_sooner(rec, ttl_n, writes, q)
+  if NOW + ttl_n >= (tonumber(rec.expires) or 0) then return end
   if is_rw(rec.kind) then
     if writes > 0 then redis.call('PUBLISH', rw_channel(), '0') end
     return

@@ -23,7 +23,7 @@ else
 end
 local slack = (tonumber(rec.expires) or NOW) - NOW
 local ttl_n = tonumber(ttl)
-wake_if_sooner(rec, ttl_n, rec.expires, writes, st.q)
+wake_if_sooner(rec, ttl_n, writes, st.q)
 rec.ttl, rec.expires = ttl, d(NOW + ttl_n)
 save(rec)
 flush_state(NOW + ttl_n + TOMB, st.sexp)

@@ -207,8 +207,13 @@ impl fmt::Debug for IdempotencyKey {
     }
 }
 
-/// SHA-256 (hex) of what a request asks, so a key reused for another request is refused.
-pub(crate) fn fingerprint(parts: &[&str]) -> String {
+/// SHA-256 (hex) of what a request asks, so a key reused for another request is refused; ""
+/// for a request without a key (the scripts read it only with one, and every byte of an
+/// argument costs Redis's Lua a hash).
+pub(crate) fn fingerprint(key: Option<&IdempotencyKey>, parts: &[&str]) -> String {
+    if key.is_none() {
+        return String::new();
+    }
     let mut hash = Sha256::new();
     for part in parts {
         hash.update(part.as_bytes());

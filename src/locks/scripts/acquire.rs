@@ -62,11 +62,10 @@ impl Script for Acquire<'_> {
         let kind = self.kind.map_or("", LeaseKind::as_str);
         // What a retry must repeat for its key to replay: for a reentry, the lease it proves;
         // for a new lease, everything the lease is made of.
-        // (Only with a key: without one the script never reads it, and every byte of an
-        // argument costs Redis's Lua a hash.)
         let lease = self.id.to_string();
-        let fp = match self.idempotency {
-            Some(_) => fingerprint(&[
+        let fp = fingerprint(
+            self.idempotency,
+            &[
                 "acquire",
                 self.op.as_str(),
                 kind,
@@ -75,9 +74,8 @@ impl Script for Acquire<'_> {
                 &metadata,
                 self.policy.as_str(),
                 if self.op == Op::Reenter { &lease } else { "" },
-            ]),
-            None => String::new(),
-        };
+            ],
+        );
         // A new lease's token, sealed under the key, so that a retry can be handed it.
         let sealed = match (self.idempotency, self.op) {
             (Some(key), Op::New) => key.seal(self.token),

@@ -43,17 +43,16 @@ impl ReleaseHow<'_> {
         };
         let all = if all { "all" } else { "one" };
         let mode = mode.map_or("", RwMode::as_str);
-        // (Only with a key, as for an acquire.)
-        let fp = match key {
-            Some(_) => fingerprint(&[
+        let fp = fingerprint(
+            key,
+            &[
                 "release",
                 &lease.to_string(),
                 all,
                 mode,
                 &token.digest().hex(),
-            ]),
-            None => String::new(),
-        };
+            ],
+        );
         [
             all.to_owned(),
             self.reason().to_owned(),

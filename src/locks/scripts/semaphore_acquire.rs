@@ -26,18 +26,17 @@ impl Script for SemaphoreAcquire<'_> {
             .map(Metadata::to_json)
             .unwrap_or_default();
         let key = r.idempotency.as_ref();
-        // (Only with a key, as for a lock's acquire.)
-        let fp = match key {
-            Some(_) => fingerprint(&[
+        let fp = fingerprint(
+            key,
+            &[
                 "acquire_permits",
                 &r.ttl.as_millis().to_string(),
                 holder,
                 &metadata,
                 &r.limit.to_string(),
                 &r.permits.to_string(),
-            ]),
-            None => String::new(),
-        };
+            ],
+        );
         cmd.arg(r.ttl.as_millis())
             .arg(self.id.to_string())
             .arg(holder)
