@@ -187,6 +187,41 @@ async fn an_http2_connection_carries_at_most_its_stream_cap_at_once() {
     assert!(elapsed >= Duration::from_millis(1150), "{elapsed:?}");
 }
 
+#[tokio::test]
+async fn a_connections_protocol_is_told_from_first_bytes_that_trickle_in() {
+    let app = spawn_app_with(AppOptions::default()).await;
+    // HTTP/2 with prior knowledge, its preface split with a pause in the middle: the server
+    // waits for the rest and answers as HTTP/2 (its first frame is SETTINGS, type 4).
+    let mut h2 = TcpStream::connect(app.addr).await.expect("connect");
+    h2.write_all(b"PRI * HTTP/2.0\r\n").await.expect("write");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    h2.write_all(b"\r\nSM\r\n\r\n").await.expect("write");
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    h2.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
+        .await
+        .expect("write");
+    let mut frame = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(5), h2.read_exact(&mut frame))
+        .await
+        .expect("an answer within 5 s")
+        .expect("read");
+    assert_eq!(frame[3], 4, "first frame {frame:?}");
+
+    // HTTP/1.1 one byte at a time, starting with the same letter as the preface.
+    let mut h1 = TcpStream::connect(app.addr).await.expect("connect");
+    let request = "POST /v1/locks/trickle/leases HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                   Content-Type: application/json\r\nContent-Length: 2\r\n\
+                   Connection: close\r\n\r\n{}";
+    for (i, byte) in request.bytes().enumerate() {
+        h1.write_all(&[byte]).await.expect("write");
+        if i < 4 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let (received, _) = read_until_closed(&mut h1, Instant::now()).await;
+    assert!(received.starts_with("HTTP/1.1 201"), "{received}");
+}
+
 fn limited(clients: ClientLimits) -> AppOptions {
     AppOptions {
         clients,
