@@ -3,7 +3,9 @@
 //! after the header timeout, a connection with no request in flight is closed after the idle
 //! timeout, an HTTP/2 connection carries a bounded number of streams, and the number of
 //! connections is capped: past the cap a connection gets one `503 too_many_connections`
-//! answer and is closed (past twice the cap it is closed at once).
+//! answer and is closed (past twice the cap it is closed at once). A cleartext connection's
+//! protocol is told from its first bytes (HTTP/2's preface or not), a TLS one's by ALPN. Every
+//! connection's task is kept small: a parked waiter holds one for as long as it waits.
 
 use std::convert::Infallible;
 use std::future::Future;
