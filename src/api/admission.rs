@@ -143,6 +143,20 @@ impl Admission {
         self.give_back().await;
     }
 
+    /// The acquire re-entered lease `id` of this caller's, which now lasts until `until`: its
+    /// quota entry follows.
+    pub async fn renewed(mut self, id: LeaseId, until: Timestamp) {
+        self.settled = true;
+        self.give_back().await;
+        if let Err(e) = self
+            .ledger
+            .extend(&self.leases, &id.to_string(), until.0)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot extend a lease in its caller's quota");
+        }
+    }
+
     /// The acquire ended without a new lease.
     pub async fn done(mut self) {
         self.settled = true;

@@ -64,76 +64,85 @@ where
 {
     type Rejection = Problem;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            });
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| match e {
-            BytesRejection::FailedToBufferBody(_) if e.status().as_u16() == 413 => Problem::new(
-                ProblemKind::PayloadTooLarge,
-                "request bodies are limited to 64 KiB",
-            ),
-            other if timed_out(&other) => Problem::new(
-                ProblemKind::BodyTimeout,
-                "the request body did not arrive in time (--body-timeout-ms)",
-            ),
-            other => Problem::new(ProblemKind::MalformedJson, other.body_text()),
-        })?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Self(T::default()));
-        }
-        match content_type.as_deref() {
-            None | Some("application/json" | "application/x-www-form-urlencoded") => {}
-            Some(ct) if ct.ends_with("+json") => {}
-            Some(other) => {
-                return Err(Problem::new(
-                    ProblemKind::UnsupportedMediaType,
-                    format!("send the body as application/json, not {other}"),
-                ));
+    // Boxed: the handler future axum allocates per request is as large as its largest step,
+    // and a parked waiter keeps it whole; unboxed, reading the body would be that step.
+    fn from_request(
+        req: Request,
+        state: &S,
+    ) -> impl Future<Output = Result<Self, Self::Rejection>> + Send {
+        Box::pin(async move {
+            let content_type = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| {
+                    v.split(';')
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_ascii_lowercase()
+                });
+            let bytes = Bytes::from_request(req, state).await.map_err(|e| match e {
+                BytesRejection::FailedToBufferBody(_) if e.status().as_u16() == 413 => {
+                    Problem::new(
+                        ProblemKind::PayloadTooLarge,
+                        "request bodies are limited to 64 KiB",
+                    )
+                }
+                other if timed_out(&other) => Problem::new(
+                    ProblemKind::BodyTimeout,
+                    "the request body did not arrive in time (--body-timeout-ms)",
+                ),
+                other => Problem::new(ProblemKind::MalformedJson, other.body_text()),
+            })?;
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Self(T::default()));
             }
-        }
-        let form = content_type.as_deref() == Some("application/x-www-form-urlencoded");
-        let syntax_error = |e: serde_json::Error| {
-            let mut detail = format!("the body is not JSON: {}", plain(&e.to_string()));
-            if form {
-                detail.push_str(
-                    "; it came as application/x-www-form-urlencoded (curl -d's default), but \
+            match content_type.as_deref() {
+                None | Some("application/json" | "application/x-www-form-urlencoded") => {}
+                Some(ct) if ct.ends_with("+json") => {}
+                Some(other) => {
+                    return Err(Problem::new(
+                        ProblemKind::UnsupportedMediaType,
+                        format!("send the body as application/json, not {other}"),
+                    ));
+                }
+            }
+            let form = content_type.as_deref() == Some("application/x-www-form-urlencoded");
+            let syntax_error = |e: serde_json::Error| {
+                let mut detail = format!("the body is not JSON: {}", plain(&e.to_string()));
+                if form {
+                    detail.push_str(
+                        "; it came as application/x-www-form-urlencoded (curl -d's default), but \
                      Leasehold takes JSON: send an object like {\"ttl_ms\": 30000}, with \
                      content-type: application/json",
+                    );
+                }
+                Problem::new(ProblemKind::MalformedJson, detail)
+            };
+            // A struct would also read from a JSON array (by position): only objects are bodies.
+            let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+            if first != Some(&b'{') {
+                return Err(
+                    match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                        Ok(_) => Problem::new(
+                            ProblemKind::InvalidBody,
+                            "the body must be a JSON object ({...})",
+                        ),
+                        Err(e) => syntax_error(e),
+                    },
                 );
             }
-            Problem::new(ProblemKind::MalformedJson, detail)
-        };
-        // A struct would also read from a JSON array (by position): only objects are bodies.
-        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-        if first != Some(&b'{') {
-            return Err(
-                match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-                    Ok(_) => Problem::new(
+            serde_json::from_slice(&bytes)
+                .map(Self)
+                .map_err(|e| match e.classify() {
+                    serde_json::error::Category::Data => Problem::new(
                         ProblemKind::InvalidBody,
-                        "the body must be a JSON object ({...})",
+                        format!("invalid body: {}", plain(&e.to_string())),
                     ),
-                    Err(e) => syntax_error(e),
-                },
-            );
-        }
-        serde_json::from_slice(&bytes)
-            .map(Self)
-            .map_err(|e| match e.classify() {
-                serde_json::error::Category::Data => Problem::new(
-                    ProblemKind::InvalidBody,
-                    format!("invalid body: {}", plain(&e.to_string())),
-                ),
-                _ => syntax_error(e),
-            })
+                    _ => syntax_error(e),
+                })
+        })
     }
 }
 

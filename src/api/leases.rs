@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
+use futures_util::future::{self, Either};
 
 use super::admission::{self, Admission, Ask};
 use super::bodies::{self, grant_response, refused_after, ticket_response};
@@ -15,7 +16,7 @@ use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, LeasePath, NamePa
 use crate::auth::{Caller, ClientRole, Principal, ReaderRole};
 use crate::locks::{
     AcquireRequest, Acquired, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken,
-    LockError, LockName, Locks, Metadata, Resource, RwMode, Ttl,
+    LockError, LockName, Locks, Metadata, Resource, RwMode, RwPolicy, Ttl,
 };
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -50,9 +51,12 @@ use crate::wire::{
 /// `POST /v1/locks/{name}/leases[?wait_ms=N]`: 201 with a new lease, 200 on reentry (with the
 /// lease's token as bearer), 409 when held by another after the wait.
 ///
-/// Not an `async fn`: an async fn keeps its arguments twice (as captured and as moved-in
-/// locals) for as long as it runs, and a parked waiter's request runs for its whole wait.
-/// Only what the wait and the answer need crosses into the future.
+/// Not an `async fn`, and shaped for the parked waiter, whose request future lives for its
+/// whole wait and is allocated at the size of its largest step:
+/// - the lock's waiting future is made (and boxed) before the rest, and owns the request: an
+///   async fn or block keeps what it captures for its whole run, also once moved on;
+/// - the steps before and after the wait are boxed, so only the wait sets the size;
+/// - the caller is let go once admitted.
 #[allow(clippy::too_many_arguments)] // One extractor per part of the request.
 pub fn acquire(
     caller: Caller<ClientRole>,
@@ -63,20 +67,57 @@ pub fn acquire(
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, Problem>> + Send {
-    let asked = acquire_request(&state, &caller, &name, &bearer, idempotency, body);
     let wait = state.limits.wait(query.wait_ms);
-    async move {
-        let (request, ttl) = asked?;
-        let (kind, policy, token) = (request.kind, request.policy, request.token.clone());
-        let locks = state.locks_for(&caller);
+    let (request, ttl) = match acquire_request(&state, &caller, &name, &bearer, idempotency, body) {
+        Ok(asked) => asked,
+        Err(problem) => return Either::Left(future::ready(Err(problem))),
+    };
+    let (kind, policy, token) = (request.kind, request.policy, request.token.clone());
+    let locks = state.locks_for(&caller);
+    // The wait runs from here: admission is part of it.
+    let acquiring = Box::pin(locks.acquire(&name, request, ttl, wait));
+    Either::Right(async move {
         let ask = Ask {
             name: &name,
             new_lease: token.is_none(),
             joins_queue: token.is_none() && kind == Some(LeaseKind::Fair),
             wait,
         };
-        let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
-        let acquired = locks.acquire(&name, request, ttl, wait).await;
+        let admission = Box::pin(Admission::acquire(&state, &caller, &locks, ask)).await?;
+        drop(caller);
+        let acquired = acquiring.await;
+        let acquisition = Acquisition {
+            state: &state,
+            locks: &locks,
+            name: &name,
+            kind,
+            policy,
+            token: token.as_ref(),
+            wait,
+        };
+        Box::pin(acquisition.answer(admission, acquired)).await
+    })
+}
+
+/// An acquire request once its wait is over.
+struct Acquisition<'a> {
+    state: &'a AppState,
+    locks: &'a Locks,
+    name: &'a LockName,
+    kind: Option<LeaseKind>,
+    policy: RwPolicy,
+    /// The bearer's token: a reentry.
+    token: Option<&'a LeaseToken>,
+    wait: Duration,
+}
+
+impl Acquisition<'_> {
+    /// Settles the caller's accounts and answers.
+    async fn answer(
+        self,
+        admission: Admission,
+        acquired: Result<Acquired, LockError>,
+    ) -> Result<Response, Problem> {
         match &acquired {
             Ok(Acquired::Granted(grant)) if grant.new_lease => {
                 admission.granted(grant.lease_id, grant.expires_at).await;
@@ -85,26 +126,26 @@ pub fn acquire(
                 admission.granted(ticket.lease_id, ticket.poll_by).await;
             }
             Ok(Acquired::Granted(grant)) => {
-                admission.done().await;
-                admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
+                admission.renewed(grant.lease_id, grant.expires_at).await;
             }
             Err(_) => admission.done().await,
         }
         let acquired = match acquired {
             Ok(acquired) => acquired,
             Err(e) => {
-                let problem = contention::explain(&locks, &name, kind, policy, e).await;
-                return Err(problem.waited(wait));
+                let problem =
+                    contention::explain(self.locks, self.name, self.kind, self.policy, e).await;
+                return Err(problem.waited(self.wait));
             }
         };
-        if let (Acquired::Granted(grant), Some(token)) = (&acquired, &token) {
-            limit_reentry(&state, &locks, &name, grant, token).await?;
+        if let (Acquired::Granted(grant), Some(token)) = (&acquired, self.token) {
+            limit_reentry(self.state, self.locks, self.name, grant, token).await?;
         }
         Ok(acquired_response(
-            &name,
+            self.name,
             acquired,
-            state.limits.ticket_timeout_ms,
-            wait,
+            self.state.limits.ticket_timeout_ms,
+            self.wait,
         ))
     }
 }

@@ -371,7 +371,8 @@ impl Requirement for AdminRole {
 
 /// A caller holding the role `R` needs, counted against its rate.
 pub struct Caller<R> {
-    pub principal: Principal,
+    /// Boxed: a parked waiter's request future holds its caller, and can let it go.
+    pub principal: Box<Principal>,
     role: PhantomData<R>,
 }
 
@@ -391,17 +392,24 @@ where
 {
     type Rejection = Problem;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+    // Boxed, as `JsonBody`'s: resolving a key would otherwise set the size of every parked
+    // waiter's request future.
+    fn from_request_parts(
+        parts: &mut Parts,
+        state: &S,
+    ) -> impl Future<Output = Result<Self, Self::Rejection>> + Send {
         let access = Arc::<Access>::from_ref(state);
-        let peer = peer_addr(parts);
-        let principal = access.resolve::<R>(&parts.headers, peer).await?;
-        access.authorize::<R>(&principal).await?;
-        if principal.quotas.rate_limited {
-            access.count(&principal.owner())?;
-        }
-        Ok(Self {
-            principal,
-            role: PhantomData,
+        Box::pin(async move {
+            let peer = peer_addr(parts);
+            let principal = access.resolve::<R>(&parts.headers, peer).await?;
+            access.authorize::<R>(&principal).await?;
+            if principal.quotas.rate_limited {
+                access.count(&principal.owner())?;
+            }
+            Ok(Self {
+                principal: Box::new(principal),
+                role: PhantomData,
+            })
         })
     }
 }

@@ -8,8 +8,10 @@
 //! the waiting-writers line is left. A ticket's poll that fails on Redis or shutdown keeps the
 //! ticket's place: its client still has the ticket and polls again.
 
+use std::pin::pin;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use tokio::time::Instant;
 
 use super::error::LockError;
@@ -33,9 +35,11 @@ enum Target<'a> {
         kind: Option<LeaseKind>,
         policy: RwPolicy,
         ttl: Option<Ttl>,
-        holder: Option<&'a HolderLabel>,
-        metadata: Option<&'a Metadata>,
-        idempotency: Option<&'a IdempotencyKey>,
+        /// Owned, not borrowed from the request: the waiting future is then the one place
+        /// a parked waiter keeps them.
+        holder: Option<HolderLabel>,
+        metadata: Option<Metadata>,
+        idempotency: Option<IdempotencyKey>,
     },
     Semaphore(&'a PermitRequest),
 }
@@ -69,7 +73,7 @@ impl Target<'_> {
         match self {
             Self::Lock { holder, .. } => Wanted {
                 kind: self.kind(),
-                holder: holder.map(HolderLabel::as_str),
+                holder: holder.as_ref().map(HolderLabel::as_str),
                 permits: None,
             },
             Self::Semaphore(p) => Wanted {
@@ -133,49 +137,49 @@ impl MayHold {
 
 impl Locks {
     /// Acquires `name` for a new lease of `request.kind`, or re-enters the lease
-    /// `request.token` proves, waiting up to `wait` while the lock is taken. A fair lock
-    /// still queued when the wait ends answers with a [`Ticket`] that keeps its place.
+    /// `request.token` proves, waiting up to `wait` (from this call) while the lock is taken.
+    /// A fair lock still queued when the wait ends answers with a [`Ticket`] that keeps its
+    /// place.
     ///
-    /// Not an `async fn`, so that `request` is kept once for the whole wait (an async fn
-    /// keeps its arguments twice).
+    /// Not an `async fn`: `request` goes whole into the waiting future, which is the only
+    /// future here (an async fn would keep its arguments beside it for the whole wait), and
+    /// borrows nothing, so a caller can make it ahead and box it.
     pub fn acquire(
         &self,
         name: &LockName,
         request: AcquireRequest,
         ttl: Ttl,
         wait: Duration,
-    ) -> impl Future<Output = Result<Acquired, LockError>> + Send {
-        let (op, token, ttl) = match request.token.clone() {
+    ) -> impl Future<Output = Result<Acquired, LockError>> + Send + use<> {
+        let (op, token, ttl) = match request.token {
             // The script finds the lease from the token.
             Some(token) => (Op::Reenter, token, request.ttl),
             None => (Op::New, LeaseToken::generate(), Some(ttl)),
         };
         let id = token.lease_id();
-        async move {
-            let target = Target::Lock {
-                op,
-                kind: request
-                    .kind
-                    .or((op == Op::New).then_some(LeaseKind::Reentrant)),
-                policy: request.policy,
-                ttl,
-                holder: request.holder.as_ref(),
-                metadata: request.metadata.as_ref(),
-                idempotency: request.idempotency.as_ref(),
-            };
-            self.acquire_waiting(name, target, id, token, wait).await
-        }
+        let target = Target::Lock {
+            op,
+            kind: request
+                .kind
+                .or((op == Op::New).then_some(LeaseKind::Reentrant)),
+            policy: request.policy,
+            ttl,
+            holder: request.holder,
+            metadata: request.metadata,
+            idempotency: request.idempotency,
+        };
+        Self::acquire_waiting(self.clone(), name.clone(), target, id, token, wait)
     }
 
     /// A fair-queue ticket tries again, waiting up to `wait`: the lease (also when it was
     /// granted before: the same grant again), or the ticket still queued.
-    pub async fn poll_ticket(
-        &self,
-        name: &LockName,
+    pub fn poll_ticket<'a>(
+        &'a self,
+        name: &'a LockName,
         ticket: LeaseId,
         token: LeaseToken,
         wait: Duration,
-    ) -> Result<Acquired, LockError> {
+    ) -> impl Future<Output = Result<Acquired, LockError>> + Send + 'a {
         let target = Target::Lock {
             op: Op::Poll,
             kind: Some(LeaseKind::Fair),
@@ -185,199 +189,221 @@ impl Locks {
             metadata: None,
             idempotency: None,
         };
-        self.acquire_waiting(name, target, ticket, token, wait)
-            .await
+        Self::acquire_waiting(self.clone(), name.clone(), target, ticket, token, wait)
     }
 
     /// Takes `request.permits` permits of semaphore `name` for a new lease, waiting up to
     /// `wait` for permits to free up (released, or expired).
-    pub async fn acquire_permits(
-        &self,
-        name: &LockName,
-        request: &PermitRequest,
+    pub fn acquire_permits<'a>(
+        &'a self,
+        name: &'a LockName,
+        request: &'a PermitRequest,
         wait: Duration,
-    ) -> Result<Grant, LockError> {
+    ) -> impl Future<Output = Result<Grant, LockError>> + Send + 'a {
         let target = Target::Semaphore(request);
         let token = LeaseToken::generate();
         let id = token.lease_id();
-        match self.acquire_waiting(name, target, id, token, wait).await? {
-            Acquired::Granted(grant) => Ok(grant),
-            Acquired::Queued(_) => Err(LockError::BadReply("a semaphore queued a ticket".into())),
-        }
+        // `map`, not an async block: the waiting future is kept once, not also as a capture.
+        Self::acquire_waiting(self.clone(), name.clone(), target, id, token, wait).map(|acquired| {
+            match acquired? {
+                Acquired::Granted(grant) => Ok(grant),
+                Acquired::Queued(_) => {
+                    Err(LockError::BadReply("a semaphore queued a ticket".into()))
+                }
+            }
+        })
     }
 
     /// Tries to acquire `target` as lease `id` until granted, queued past the deadline (fair
     /// locks: a ticket), or refused at the deadline.
-    async fn acquire_waiting(
-        &self,
-        name: &LockName,
-        mut target: Target<'_>,
+    ///
+    /// Not an `async fn`: an async fn keeps each argument twice (as passed, and as its own
+    /// local) for as long as it runs, and a parked waiter runs for its whole wait.
+    fn acquire_waiting<'a>(
+        locks: Locks,
+        name: LockName,
+        mut target: Target<'a>,
         id: LeaseId,
         token: LeaseToken,
         wait: Duration,
-    ) -> Result<Acquired, LockError> {
+    ) -> impl Future<Output = Result<Acquired, LockError>> + Send + 'a {
         let deadline = Instant::now() + wait;
         // A ticket issued by this request shows its token; a polled one's client has it.
         let mut issues_ticket = target.op() == Some(Op::New);
+        // Made here, not in the future: what the future captures it keeps for its whole run,
+        // so anything moved from a capture into a local there would be kept twice.
         let mut request = InFlight {
-            locks: self.clone(),
-            name: name.clone(),
+            locks,
+            name,
             resource: target.resource(),
             id,
             token,
             nonce: request_nonce(),
             may_hold: MayHold::Nothing,
         };
-        let mut report = Report::new(target.kind());
-        let mut arrived_ms = 0;
-        let mut registration: Option<(LeaseId, Registration)> = None;
-        let mut listed: Option<Listed> = None;
-        loop {
-            // Registered before the attempt, so a wake-up right after a refusal is not lost.
-            if !wait.is_zero()
-                && registration
-                    .as_ref()
-                    .is_none_or(|(rid, _)| *rid != request.id)
-            {
-                let wake_key = self.wake_key(name, &target, request.id);
-                registration = Some((request.id, self.inner.waiters.register(&wake_key)));
-            }
-            let notified = registration.as_ref().map(|(_, r)| r.notified());
-            let ticket_timeout = Duration::from_millis(self.inner.settings.ticket_timeout_ms);
-            let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
-            // Until the script answers, it may have granted (reentries are never rolled back:
-            // the lease is the client's already).
-            if target.op() != Some(Op::Reenter) {
-                request.may_hold = request.may_hold.and_grant();
-            }
-            // In a block: the attempt's reply and the refusal it carries are done with once
-            // the retry time is known, and must not stay in the parked waiter's future.
-            let retry = {
-                // Boxed: the attempt's future (script arguments, the Redis call) is large and lives
-                // only while it runs; inline, every parked waiter would keep room for it.
-                let attempt =
-                    Box::pin(self.attempt(name, &target, &request, liveness, arrived_ms)).await;
-                let outcome = match attempt {
-                    Ok(outcome) => {
-                        request.may_hold = request.may_hold.answered();
-                        outcome
-                    }
-                    Err(e) => {
-                        self.observe_refusal(request.id, &e);
-                        if e.unavailable() && target.op() == Some(Op::Poll) && !issues_ticket {
-                            // The ticket's client polls again: it gets any grant this attempt
-                            // made, and keeps its place.
-                            request.may_hold = MayHold::Nothing;
-                        } else if !e.unavailable() {
+        async move {
+            // Used whole, through a reference: the future then owns the whole request (never
+            // its fields apart), and drops it when it ends, seeing every change made here.
+            let request = &mut request;
+            // The request owns them: its drop (the client gone) needs them.
+            let (locks, name) = (&request.locks, &request.name);
+            let mut report = Report::new(target.kind());
+            let mut arrived_ms = 0;
+            let mut registration: Option<(LeaseId, Registration)> = None;
+            let mut listed: Option<Listed> = None;
+            loop {
+                // Registered before the attempt, so a wake-up right after a refusal is not lost.
+                if !wait.is_zero()
+                    && registration
+                        .as_ref()
+                        .is_none_or(|(rid, _)| *rid != request.id)
+                {
+                    let wake_key = locks.wake_key(name, &target, request.id);
+                    registration = Some((request.id, locks.inner.waiters.register(&wake_key)));
+                }
+                // Pinned in place: the wait below polls it through a reference, so a parked
+                // waiter keeps it once.
+                let mut notified = pin!(registration.as_ref().map(|(_, r)| r.notified()));
+                let ticket_timeout = Duration::from_millis(locks.inner.settings.ticket_timeout_ms);
+                let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
+                // Until the script answers, it may have granted (reentries are never rolled back:
+                // the lease is the client's already).
+                if target.op() != Some(Op::Reenter) {
+                    request.may_hold = request.may_hold.and_grant();
+                }
+                // A first refusal puts the request on the waiting list (after the block below).
+                let mut enlist = false;
+                // In a block: the attempt's reply and the refusal it carries are done with once
+                // the retry time is known, and must not stay in the parked waiter's future.
+                let retry = {
+                    // Boxed: the attempt's future (script arguments, the Redis call) is large and lives
+                    // only while it runs; inline, every parked waiter would keep room for it.
+                    let attempt =
+                        Box::pin(locks.attempt(name, &target, request, liveness, arrived_ms)).await;
+                    let outcome = match attempt {
+                        Ok(outcome) => {
                             request.may_hold = request.may_hold.answered();
+                            outcome
                         }
-                        let outcome = if e.unavailable() {
-                            AcquireOutcome::Failed
-                        } else {
-                            AcquireOutcome::Refused
-                        };
-                        self.report(name, report.end(outcome));
-                        return Err(e);
+                        Err(e) => {
+                            locks.observe_refusal(request.id, &e);
+                            if e.unavailable() && target.op() == Some(Op::Poll) && !issues_ticket {
+                                // The ticket's client polls again: it gets any grant this attempt
+                                // made, and keeps its place.
+                                request.may_hold = MayHold::Nothing;
+                            } else if !e.unavailable() {
+                                request.may_hold = request.may_hold.answered();
+                            }
+                            let outcome = if e.unavailable() {
+                                AcquireOutcome::Failed
+                            } else {
+                                AcquireOutcome::Refused
+                            };
+                            locks.report(name, report.end(outcome));
+                            return Err(e);
+                        }
+                    };
+                    match outcome {
+                        Outcome::Granted(grant) => {
+                            locks
+                                .inner
+                                .observer
+                                .lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
+                            let outcome = if grant.new_lease {
+                                AcquireOutcome::Granted
+                            } else {
+                                AcquireOutcome::Reentered
+                            };
+                            report.kind = Some(grant.kind);
+                            locks.report(name, report.end(outcome));
+                            return Ok(Acquired::Granted(grant));
+                        }
+                        Outcome::Queued {
+                            ticket,
+                            token,
+                            position,
+                            retry,
+                            poll_by,
+                        } => {
+                            if ticket != request.id {
+                                // A retried Idempotency-Key: go on as the first request's ticket.
+                                request.id = ticket;
+                                issues_ticket = true;
+                            }
+                            if let Some(token) = token {
+                                request.token = token;
+                            }
+                            if let Target::Lock { op, .. } = &mut target {
+                                *op = Op::Poll;
+                            }
+                            request.may_hold = MayHold::Place;
+                            if Instant::now() >= deadline || notified.is_none() {
+                                // The ticket keeps its place for the client to poll.
+                                request.may_hold = MayHold::Nothing;
+                                locks.report(name, report.end(AcquireOutcome::Queued));
+                                return Ok(Acquired::Queued(Ticket {
+                                    lease_id: request.id,
+                                    token: issues_ticket.then(|| request.token.clone()),
+                                    position,
+                                    poll_by,
+                                }));
+                            }
+                            retry
+                        }
+                        Outcome::Held {
+                            contention,
+                            arrived_ms: arrived,
+                        } => {
+                            arrived_ms = arrived;
+                            // A waiting writer stands in line (fifo policy) until it leaves.
+                            if target.kind().is_some_and(LeaseKind::stands_in_line) {
+                                request.may_hold = MayHold::Place;
+                            }
+                            if Instant::now() >= deadline || notified.is_none() {
+                                let outcome = if notified.is_none() {
+                                    AcquireOutcome::Contended
+                                } else {
+                                    AcquireOutcome::TimedOut
+                                };
+                                locks.report(name, report.end(outcome));
+                                return Err(LockError::Held(contention));
+                            }
+                            enlist = listed.is_none();
+                            contention.retry_after
+                        }
                     }
                 };
-                match outcome {
-                    Outcome::Granted(grant) => {
-                        self.inner
-                            .observer
-                            .lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
-                        let outcome = if grant.new_lease {
-                            AcquireOutcome::Granted
-                        } else {
-                            AcquireOutcome::Reentered
-                        };
-                        report.kind = Some(grant.kind);
-                        self.report(name, report.end(outcome));
-                        return Ok(Acquired::Granted(grant));
-                    }
-                    Outcome::Queued {
-                        ticket,
-                        token,
-                        position,
-                        retry,
-                        poll_by,
-                    } => {
-                        if ticket != request.id {
-                            // A retried Idempotency-Key: go on as the first request's ticket.
-                            request.id = ticket;
-                            issues_ticket = true;
-                        }
-                        if let Some(token) = token {
-                            request.token = token;
-                        }
-                        if let Target::Lock { op, .. } = &mut target {
-                            *op = Op::Poll;
-                        }
-                        request.may_hold = MayHold::Place;
-                        if Instant::now() >= deadline || notified.is_none() {
-                            // The ticket keeps its place for the client to poll.
+                if enlist {
+                    // Boxed for the same reason as the attempt: inline, its future would set the
+                    // size of every parked waiter's. Out of the block above, so that the
+                    // attempt's reply is not kept beside it.
+                    listed = Some(
+                        Box::pin(locks.enlist(name, target.wanted(), request.id, deadline)).await,
+                    );
+                }
+                // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
+                // through pub/sub: retry then as well.
+                let now = Instant::now();
+                let retry_at = retry.map_or(deadline, |d| {
+                    (now + d + Duration::from_millis(1)).min(deadline)
+                });
+                let Some(notified) = notified.as_mut().as_pin_mut() else {
+                    unreachable!("a request that does not wait returned above")
+                };
+                let wake = tokio::select! {
+                    () = notified => Wake::Message,
+                    () = tokio::time::sleep_until(retry_at) => Wake::Timer,
+                    () = locks.inner.shutdown.cancelled() => {
+                        if target.op() == Some(Op::Poll) && !issues_ticket {
+                            // The client polls its ticket again elsewhere: keep its place.
                             request.may_hold = MayHold::Nothing;
-                            self.report(name, report.end(AcquireOutcome::Queued));
-                            return Ok(Acquired::Queued(Ticket {
-                                lease_id: request.id,
-                                token: issues_ticket.then(|| request.token.clone()),
-                                position,
-                                poll_by,
-                            }));
                         }
-                        retry
+                        locks.report(name, report.end(AcquireOutcome::Failed));
+                        return Err(LockError::ShuttingDown);
                     }
-                    Outcome::Held {
-                        contention,
-                        arrived_ms: arrived,
-                    } => {
-                        arrived_ms = arrived;
-                        // A waiting writer stands in line (fifo policy) until it leaves.
-                        if target.kind().is_some_and(LeaseKind::stands_in_line) {
-                            request.may_hold = MayHold::Place;
-                        }
-                        if Instant::now() >= deadline || notified.is_none() {
-                            let outcome = if notified.is_none() {
-                                AcquireOutcome::Contended
-                            } else {
-                                AcquireOutcome::TimedOut
-                            };
-                            self.report(name, report.end(outcome));
-                            return Err(LockError::Held(contention));
-                        }
-                        if listed.is_none() {
-                            // Boxed for the same reason as the attempt: inline, its future would
-                            // set the size of every parked waiter's.
-                            listed = Some(
-                                Box::pin(self.enlist(name, target.wanted(), request.id, deadline))
-                                    .await,
-                            );
-                        }
-                        contention.retry_after
-                    }
-                }
-            };
-            // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
-            // through pub/sub: retry then as well.
-            let now = Instant::now();
-            let retry_at = retry.map_or(deadline, |d| {
-                (now + d + Duration::from_millis(1)).min(deadline)
-            });
-            let Some(notified) = notified else {
-                unreachable!("a request that does not wait returned above")
-            };
-            let wake = tokio::select! {
-                () = notified => Wake::Message,
-                () = tokio::time::sleep_until(retry_at) => Wake::Timer,
-                () = self.inner.shutdown.cancelled() => {
-                    if target.op() == Some(Op::Poll) && !issues_ticket {
-                        // The client polls its ticket again elsewhere: keep its place.
-                        request.may_hold = MayHold::Nothing;
-                    }
-                    self.report(name, report.end(AcquireOutcome::Failed));
-                    return Err(LockError::ShuttingDown);
-                }
-            };
-            report.woke = Some((Instant::now(), wake));
+                };
+                report.woke = Some((Instant::now(), wake));
+            }
         }
     }
 
@@ -425,16 +451,16 @@ impl Locks {
                     ttl: *ttl,
                     id,
                     token,
-                    holder: *holder,
-                    metadata: *metadata,
+                    holder: holder.as_ref(),
+                    metadata: metadata.as_ref(),
                     kind: *kind,
                     policy: *policy,
                     liveness_ms: millis(liveness),
                     arrived_ms,
                     nonce: &request.nonce,
-                    idempotency: *idempotency,
+                    idempotency: idempotency.as_ref(),
                 };
-                (self.call(name, &script).await?, *idempotency)
+                (self.call(name, &script).await?, idempotency.as_ref())
             }
             Target::Semaphore(permits) => {
                 let script = SemaphoreAcquire {
