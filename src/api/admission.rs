@@ -32,7 +32,11 @@ pub struct Ask<'a> {
 /// Dropped unsettled (the client went away), it gives its reservations back on its own.
 pub struct Admission {
     ledger: Ledger,
-    leases: Account,
+    /// The caller's account of live leases, if it has a cap.
+    leases: Option<Account>,
+    /// The capped accounts this request holds a place in, and the place (`pending`). An
+    /// unlimited caller (the default) has none: its waiting request allocates nothing here,
+    /// and every parked waiter keeps its admission for its whole wait.
     reserved: Vec<Account>,
     pending: String,
     _waiting: Option<Slot>,
@@ -82,16 +86,23 @@ impl Admission {
                 })?;
             Some(slot)
         };
-        let owner = caller.owner();
-        let leases = state.ledger.leases(&owner, caller.quotas.leases);
-        let mut reserved = Vec::new();
-        if ask.new_lease {
-            reserved.push(leases.clone());
-        }
-        if !ask.wait.is_zero() {
-            reserved.push(state.ledger.waiters(&owner, caller.quotas.waiters));
-        }
-        let pending = format!("pending:{}", Uuid::now_v7());
+        let quotas = &caller.quotas;
+        let counts_waiters = !ask.wait.is_zero() && quotas.waiters < u64::MAX;
+        let (leases, reserved, pending) = if quotas.leases == u64::MAX && !counts_waiters {
+            (None, Vec::new(), String::new())
+        } else {
+            let owner = caller.owner();
+            let leases =
+                (quotas.leases < u64::MAX).then(|| state.ledger.leases(&owner, quotas.leases));
+            let mut reserved = Vec::with_capacity(2);
+            if let Some(leases) = leases.as_ref().filter(|_| ask.new_lease) {
+                reserved.push(leases.clone());
+            }
+            if counts_waiters {
+                reserved.push(state.ledger.waiters(&owner, quotas.waiters));
+            }
+            (leases, reserved, format!("pending:{}", Uuid::now_v7()))
+        };
         let until = now_ms() + millis(ask.wait + PENDING_SLACK);
         let admission = Self {
             ledger: state.ledger.clone(),
@@ -108,7 +119,7 @@ impl Admission {
         {
             Ok(Ok(())) => Ok(admission),
             Ok(Err(Full { index, retry_after })) => {
-                let (what, cap) = if admission.reserved.get(index) == Some(&admission.leases) {
+                let (what, cap) = if admission.reserved.get(index) == admission.leases.as_ref() {
                     ("live leases", caller.quotas.leases)
                 } else {
                     ("waiting requests", caller.quotas.waiters)
@@ -133,10 +144,8 @@ impl Admission {
     /// The acquire granted (or queued, for a ticket) lease `id` until `until`.
     pub async fn granted(mut self, id: LeaseId, until: Timestamp) {
         self.settled = true;
-        if let Err(e) = self
-            .ledger
-            .record(&self.leases, &id.to_string(), until.0)
-            .await
+        if let Some(leases) = &self.leases
+            && let Err(e) = self.ledger.record(leases, &id.to_string(), until.0).await
         {
             tracing::warn!(error = %e, "cannot record a lease in its caller's quota");
         }
@@ -148,10 +157,8 @@ impl Admission {
     pub async fn renewed(mut self, id: LeaseId, until: Timestamp) {
         self.settled = true;
         self.give_back().await;
-        if let Err(e) = self
-            .ledger
-            .extend(&self.leases, &id.to_string(), until.0)
-            .await
+        if let Some(leases) = &self.leases
+            && let Err(e) = self.ledger.extend(leases, &id.to_string(), until.0).await
         {
             tracing::warn!(error = %e, "cannot extend a lease in its caller's quota");
         }
@@ -192,6 +199,9 @@ impl Drop for Admission {
 
 /// A lease of `caller` was renewed until `until`: its quota entry follows.
 pub async fn renewed(state: &AppState, caller: &Principal, id: LeaseId, until: Timestamp) {
+    if caller.quotas.leases == u64::MAX {
+        return;
+    }
     let account = state.ledger.leases(&caller.owner(), caller.quotas.leases);
     if let Err(e) = state
         .ledger
@@ -204,6 +214,9 @@ pub async fn renewed(state: &AppState, caller: &Principal, id: LeaseId, until: T
 
 /// A lease of `caller` ended (released, lost, left): it stops counting.
 pub async fn ended(state: &AppState, caller: &Principal, id: LeaseId) {
+    if caller.quotas.leases == u64::MAX {
+        return;
+    }
     let account = state.ledger.leases(&caller.owner(), caller.quotas.leases);
     if let Err(e) = state.ledger.remove(&[account], &id.to_string()).await {
         tracing::warn!(error = %e, "cannot remove a lease from its caller's quota");

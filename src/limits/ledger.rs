@@ -11,6 +11,7 @@
 //! (its instance died, its lease was force-released) stops counting when its time is up, so
 //! the ledger heals by itself. The `<owner>` is `key:<id>`, `addr:<ip>` or `admin`.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionManager;
@@ -36,7 +37,8 @@ pub struct Full {
 #[derive(Clone)]
 pub struct Ledger {
     conn: ConnectionManager,
-    prefix: String,
+    /// Shared, not copied: every admitted request keeps a clone of the ledger.
+    prefix: Arc<str>,
 }
 
 impl Ledger {
@@ -44,7 +46,7 @@ impl Ledger {
     pub fn new(conn: ConnectionManager, base: &str) -> Self {
         Self {
             conn,
-            prefix: format!("{base}leasehold:quota:"),
+            prefix: format!("{base}leasehold:quota:").into(),
         }
     }
 
