@@ -557,6 +557,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_REDIS_TIMEOUT_MS", default_value_t = 1_000)]
     pub redis_timeout_ms: u64,
 
+    /// Lock operations this instance sends to Redis at once, at most; more wait for their turn
+    /// (at most --redis-timeout-ms, then 503), holding less memory than a call in flight.
+    #[arg(long, env = "LEASEHOLD_MAX_REDIS_CALLS", default_value = "256")]
+    pub max_redis_calls: NonZeroUsize,
+
     /// Log format.
     #[arg(long, env = "LEASEHOLD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -604,6 +604,11 @@ impl From<LockError> for Problem {
                 "Redis answered too late, so nothing was changed; try again",
             )
             .retry_after(Duration::from_secs(1)),
+            LockError::Busy => Problem::new(
+                ProblemKind::RedisUnavailable,
+                "Redis is too busy to take this request in time, so nothing was changed; try again",
+            )
+            .retry_after(Duration::from_secs(1)),
             LockError::ShuttingDown => Problem::new(
                 ProblemKind::ShuttingDown,
                 "this instance is shutting down; retry on another",

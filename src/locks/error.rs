@@ -62,6 +62,9 @@ pub enum LockError {
     /// Redis ran the script after its deadline, so it changed nothing.
     #[error("Redis answered too late; nothing was changed")]
     TooLate,
+    /// Redis is so far behind that this call did not get its turn to be sent in time.
+    #[error("Redis is too busy; nothing was sent")]
+    Busy,
     #[error("Redis gave an answer this version does not understand: {0}")]
     BadReply(String),
     #[error("the service is shutting down")]
@@ -84,6 +87,7 @@ impl LockError {
             Self::Unavailable(_)
                 | Self::Script(_)
                 | Self::TooLate
+                | Self::Busy
                 | Self::ShuttingDown
                 | Self::BadReply(_)
         )

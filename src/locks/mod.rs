@@ -46,6 +46,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use census::Census;
@@ -74,6 +75,14 @@ pub struct LockSettings {
     /// How long one Redis command may take; a script that changes state refuses to run later
     /// than this after it was sent (see `clock`).
     pub redis_timeout: Duration,
+    /// The requests' script calls that wait on Redis at once, at most, in this process (of
+    /// every key space; the sweeper's are apart). Beyond that a call waits for its turn
+    /// holding nothing but its place, for at most `redis_timeout`. Sent at once, each waiting
+    /// call would hold its command, the client's boxed future and room for its reply (about
+    /// 2 KB): a burst of requests (10,000 waiters parking at once) held them all together,
+    /// about 20 MB, which the allocator then kept as free memory. Redis runs one call at a
+    /// time; a few hundred queued keep it busy.
+    pub calls_in_flight: usize,
 }
 
 /// Cheap to clone; every clone shares one Redis connection and one waiter registry.
@@ -92,10 +101,16 @@ struct Inner {
     observer: Arc<dyn Observer>,
     clock: Arc<clock::RedisClock>,
     publisher: Arc<publisher::Publisher>,
+    waitlist: Arc<waitlist::Writer>,
+    /// Turns for the requests' script calls (see [`LockSettings::calls_in_flight`]).
+    calls: Arc<Semaphore>,
 }
 
 /// How many queued waiters an inspection lists.
 const QUEUE_LISTED: u64 = 100;
+
+/// A turn to send one script call to Redis.
+type Turn<'a> = tokio::sync::SemaphorePermit<'a>;
 
 impl Locks {
     pub fn new(
@@ -117,13 +132,15 @@ impl Locks {
                 observer,
                 clock: Arc::default(),
                 publisher: Arc::default(),
+                waitlist: Arc::default(),
+                calls: Arc::new(Semaphore::new(settings.calls_in_flight.max(1))),
             }),
         }
     }
 
     /// The same handle acting in another key space (a tenant's): every key, channel and
     /// event of the returned handle lives under `keys`, while the Redis connection, the
-    /// waiter registry, the clock, the event publisher and the observer stay shared. Cheap enough per request.
+    /// waiter registry, the clock, the event publisher, the waiting lists' writer and the observer stay shared. Cheap enough per request.
     /// The one subscriber still wakes its waiters as long as `keys`'s prefix starts with the
     /// subscriber's (its patterns are `<channel>{<prefix>*`).
     pub fn in_space(&self, keys: KeySpace) -> Self {
@@ -139,6 +156,8 @@ impl Locks {
                 observer: inner.observer.clone(),
                 clock: inner.clock.clone(),
                 publisher: inner.publisher.clone(),
+                waitlist: inner.waitlist.clone(),
+                calls: inner.calls.clone(),
             }),
         }
     }
@@ -157,6 +176,13 @@ impl Locks {
     pub fn spawn_publisher(&self) -> tokio::task::JoinHandle<()> {
         self.inner
             .publisher
+            .spawn(self.inner.conn.clone(), self.inner.shutdown.clone())
+    }
+
+    /// Writes the waiting lists of this process's requests (of every key space) until shutdown.
+    pub fn spawn_waitlist_writer(&self) -> tokio::task::JoinHandle<()> {
+        self.inner
+            .waitlist
             .spawn(self.inner.conn.clone(), self.inner.shutdown.clone())
     }
 
@@ -246,6 +272,33 @@ impl Locks {
     /// published. The observer times every call. A Redis that lost the library gets it again
     /// and the call is retried once.
     async fn call<S: Script>(&self, name: &LockName, script: &S) -> Result<S::Reply, LockError> {
+        let turn = self.turn().await?;
+        self.call_in_turn(&turn, name, script).await
+    }
+
+    /// A turn to send one script call (see [`LockSettings::calls_in_flight`]). Not had within the Redis
+    /// timeout, Redis is too far behind: the call is refused, and nothing was sent.
+    async fn turn(&self) -> Result<Turn<'_>, LockError> {
+        let turn = tokio::time::timeout(
+            self.inner.settings.redis_timeout,
+            self.inner.calls.acquire(),
+        )
+        .await;
+        match turn {
+            Ok(Ok(turn)) => Ok(turn),
+            Ok(Err(_)) => Err(LockError::ShuttingDown),
+            Err(_) => Err(LockError::Busy),
+        }
+    }
+
+    /// [`Self::call`] in a turn already taken (the waiting loop takes its turn before it makes
+    /// the attempt's future).
+    async fn call_in_turn<S: Script>(
+        &self,
+        _turn: &Turn<'_>,
+        name: &LockName,
+        script: &S,
+    ) -> Result<S::Reply, LockError> {
         self.call_on(self.inner.conn.clone(), name, script).await
     }
 

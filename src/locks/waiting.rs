@@ -25,7 +25,7 @@ use super::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
 use super::scripts::non_empty;
 use super::scripts::semaphore_acquire::SemaphoreAcquire;
 use super::waiters::Registration;
-use super::waitlist::{Listed, Wanted};
+use super::waitlist::Wanted;
 use super::{FencingToken, LockEvent, Locks};
 
 /// What is being acquired.
@@ -240,6 +240,7 @@ impl Locks {
             token,
             nonce: request_nonce(),
             may_hold: MayHold::Nothing,
+            listed: None,
         };
         async move {
             // Used whole, through a reference: the future then owns the whole request (never
@@ -250,7 +251,6 @@ impl Locks {
             let mut report = Report::new(target.kind());
             let mut arrived_ms = 0;
             let mut registration: Option<(LeaseId, Registration)> = None;
-            let mut listed: Option<Listed> = None;
             loop {
                 // Registered before the attempt, so a wake-up right after a refusal is not lost.
                 if !wait.is_zero()
@@ -266,20 +266,29 @@ impl Locks {
                 let mut notified = pin!(registration.as_ref().map(|(_, r)| r.notified()));
                 let ticket_timeout = Duration::from_millis(locks.inner.settings.ticket_timeout_ms);
                 let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
-                // Until the script answers, it may have granted (reentries are never rolled back:
-                // the lease is the client's already).
-                if target.op() != Some(Op::Reenter) {
-                    request.may_hold = request.may_hold.and_grant();
-                }
                 // A first refusal puts the request on the waiting list (after the block below).
                 let mut enlist = false;
                 // In a block: the attempt's reply and the refusal it carries are done with once
                 // the retry time is known, and must not stay in the parked waiter's future.
                 let retry = {
-                    // Boxed: the attempt's future (script arguments, the Redis call) is large and lives
-                    // only while it runs; inline, every parked waiter would keep room for it.
-                    let attempt =
-                        Box::pin(locks.attempt(name, &target, request, liveness, arrived_ms)).await;
+                    // The turn to call Redis first, then the attempt's future: in a burst, a
+                    // request waiting for its turn holds nothing but its place.
+                    let attempt = match locks.turn().await {
+                        Ok(turn) => {
+                            // Until the script answers, it may have granted (reentries are never
+                            // rolled back: the lease is the client's already).
+                            if target.op() != Some(Op::Reenter) {
+                                request.may_hold = request.may_hold.and_grant();
+                            }
+                            // Boxed: the attempt's future (script arguments, the Redis call) is
+                            // large and lives only while it runs; inline, every parked waiter
+                            // would keep room for it.
+                            let attempt =
+                                locks.attempt(name, &target, request, liveness, arrived_ms, &turn);
+                            Box::pin(attempt).await
+                        }
+                        Err(e) => Err(e),
+                    };
                     let outcome = match attempt {
                         Ok(outcome) => {
                             request.may_hold = request.may_hold.answered();
@@ -368,18 +377,14 @@ impl Locks {
                                 locks.report(name, report.end(outcome));
                                 return Err(LockError::Held(contention));
                             }
-                            enlist = listed.is_none();
+                            enlist = request.listed.is_none();
                             contention.retry_after
                         }
                     }
                 };
                 if enlist {
-                    // Boxed for the same reason as the attempt: inline, its future would set the
-                    // size of every parked waiter's. Out of the block above, so that the
-                    // attempt's reply is not kept beside it.
-                    listed = Some(
-                        Box::pin(locks.enlist(name, target.wanted(), request.id, deadline)).await,
-                    );
+                    locks.enlist(name, target.wanted(), request.id, deadline);
+                    request.listed = Some(request.id);
                 }
                 // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
                 // through pub/sub: retry then as well.
@@ -434,6 +439,7 @@ impl Locks {
         request: &InFlight,
         liveness: Duration,
         arrived_ms: u64,
+        turn: &super::Turn<'_>,
     ) -> Result<Outcome, LockError> {
         let (id, token) = (request.id, &request.token);
         let (reply, idempotency) = match target {
@@ -460,7 +466,10 @@ impl Locks {
                     nonce: &request.nonce,
                     idempotency: idempotency.as_ref(),
                 };
-                (self.call(name, &script).await?, idempotency.as_ref())
+                (
+                    self.call_in_turn(turn, name, &script).await?,
+                    idempotency.as_ref(),
+                )
             }
             Target::Semaphore(permits) => {
                 let script = SemaphoreAcquire {
@@ -470,7 +479,7 @@ impl Locks {
                     nonce: &request.nonce,
                 };
                 (
-                    self.call(name, &script).await?,
+                    self.call_in_turn(turn, name, &script).await?,
                     permits.idempotency.as_ref(),
                 )
             }
@@ -659,10 +668,16 @@ struct InFlight {
     /// Names the grants this request makes: only they may be rolled back by it.
     nonce: String,
     may_hold: MayHold,
+    /// The id this request is on its lock's waiting list as, if it is: it leaves the list
+    /// when it ends, however it ends (the client gone too).
+    listed: Option<LeaseId>,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        if let Some(id) = self.listed.take() {
+            self.locks.unlist(&self.name, id);
+        }
         if self.may_hold == MayHold::Nothing {
             return;
         }

@@ -4,19 +4,23 @@
 //!
 //! The in-process registry ([`super::waiters`]) says whom to wake; this list says who waits,
 //! to people. A request enters it when its first attempt finds the name taken and it is going
-//! to wait ([`Locks::enlist`]), and leaves it when the request ends, however it ends (the guard
-//! [`Listed`] drops). Fair tickets are not listed here: the fair queue already lists them in
+//! to wait ([`Locks::enlist`]), and leaves it when the request ends, however it ends
+//! ([`Locks::unlist`], from the request's drop). One [`Writer`] per process writes both, in
+//! batches. Fair tickets are not listed here: the fair queue already lists them in
 //! order ([`super::LockView::queue`]).
 //!
 //! Redis 7.0 has no per-field expiry, so each entry carries `until_ms` (its request's wait
 //! deadline plus slack): an entry a crashed instance left behind is ignored once past it, and
 //! the hash itself expires after the latest such deadline.
 
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::kind::LeaseKind;
 use super::{LeaseId, LockError, LockName, Locks, Timestamp};
@@ -87,24 +91,192 @@ impl WaiterView {
     }
 }
 
-/// A waiting request's entry in the list; dropping it removes the entry.
-pub struct Listed {
-    conn: redis::aio::ConnectionManager,
-    key: String,
-    field: String,
+/// Changes waiting to be written, at most. Beyond that a new entry is not listed (the list is
+/// best effort), and a removal is sent on its own instead of queued.
+const QUEUE_CAPACITY: usize = 16_384;
+/// Changes per round trip at most.
+const BATCH: usize = 64;
+/// After shutdown, how long the writer waits for more changes (the waiters answered at
+/// shutdown leave the list) before it stops, and how long it goes on at most.
+const SHUTDOWN_QUIET: Duration = Duration::from_millis(200);
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(2);
+
+/// One change to a waiting list.
+enum Change {
+    /// Enters `field` into the hash `key`, which must last at least `ttl_ms` from now.
+    List {
+        key: String,
+        field: String,
+        json: String,
+        ttl_ms: u64,
+    },
+    /// Takes `field` out of the hash `key`.
+    Unlist { key: String, field: String },
 }
 
-impl Drop for Listed {
-    fn drop(&mut self) {
+/// Writes the waiting lists for every request of the process, in batches: one pipeline for
+/// whatever changes are queued (an HSET or HDEL each, and one pair of PEXPIREs per hash),
+/// rather than a round trip per waiter. A burst of waiters (10,000 parking at once) then
+/// costs Redis a few hundred pipelines, not 10,000, and the server keeps one queued change
+/// per waiter (a few hundred bytes), not a Redis call in flight (the pipeline, its boxed
+/// future, its buffers: about 2 KB, all of them at once, behind the attempts in Redis).
+/// One writer on one connection: a request's removal is written after its entry.
+pub(super) struct Writer {
+    tx: mpsc::Sender<Change>,
+    rx: Mutex<Option<mpsc::Receiver<Change>>>,
+}
+
+impl Default for Writer {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        Self {
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+}
+
+impl Writer {
+    /// Writes queued changes until shutdown, and then those of the requests that shutdown
+    /// ends (bounded). Only the first call starts a writer.
+    pub fn spawn(
+        &self,
+        mut conn: redis::aio::ConnectionManager,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let rx = self.rx.lock().ok().and_then(|mut rx| rx.take());
+        tokio::spawn(async move {
+            let Some(mut rx) = rx else { return };
+            let mut batch = Vec::with_capacity(BATCH);
+            let stop_by = async {
+                shutdown.cancelled().await;
+                tokio::time::sleep(SHUTDOWN_LIMIT).await;
+            };
+            tokio::pin!(stop_by);
+            loop {
+                let received = if shutdown.is_cancelled() {
+                    tokio::select! {
+                        n = rx.recv_many(&mut batch, BATCH) => n,
+                        () = tokio::time::sleep(SHUTDOWN_QUIET) => 0,
+                        () = &mut stop_by => 0,
+                    }
+                } else {
+                    tokio::select! {
+                        n = rx.recv_many(&mut batch, BATCH) => n,
+                        () = shutdown.cancelled() => continue,
+                    }
+                };
+                if received == 0 {
+                    return;
+                }
+                write(&mut conn, &batch).await;
+                batch.clear();
+            }
+        })
+    }
+}
+
+/// Writes one batch of changes, in order.
+async fn write(conn: &mut redis::aio::ConnectionManager, batch: &[Change]) {
+    let mut pipe = redis::pipe();
+    // Each hash lives as long as its longest entry may: PEXPIRE GT keeps a later expiry
+    // another waiter set (Redis 7.0); NX gives a new hash its first.
+    let mut lives: HashMap<&str, u64> = HashMap::new();
+    for change in batch {
+        match change {
+            Change::List {
+                key,
+                field,
+                json,
+                ttl_ms,
+            } => {
+                pipe.hset(key, field, json).ignore();
+                let life = lives.entry(key).or_default();
+                *life = (*life).max(*ttl_ms);
+            }
+            Change::Unlist { key, field } => {
+                pipe.hdel(key, field).ignore();
+            }
+        }
+    }
+    for (key, ttl_ms) in lives {
+        pipe.cmd("PEXPIRE")
+            .arg(key)
+            .arg(ttl_ms)
+            .arg("GT")
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(key)
+            .arg(ttl_ms)
+            .arg("NX")
+            .ignore();
+    }
+    if let Err(e) = pipe.query_async::<()>(conn).await {
+        tracing::debug!(error = %e, changes = batch.len(), "could not write waiting lists (their entries lapse)");
+    }
+}
+
+impl Locks {
+    /// The key of `name`'s waiting list: `{L}:leasehold:waiting`.
+    fn waiting_key(&self, name: &LockName) -> String {
+        format!("{}:waiting", self.inner.keys.lock(name).state())
+    }
+
+    /// Lists request `id` as waiting for `name` until `deadline`: queued for the writer, so
+    /// the request does not wait for it. Best effort: a waiter missing from the list must not
+    /// fail its request. The request takes itself off with [`Self::unlist`] when it ends.
+    pub(super) fn enlist(
+        &self,
+        name: &LockName,
+        wanted: Wanted<'_>,
+        id: LeaseId,
+        deadline: Instant,
+    ) {
+        let field = id.to_string();
+        let now = self.inner.clock.now_ms();
+        let left = deadline.saturating_duration_since(Instant::now()) + SLACK;
+        let ttl_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        let view = WaiterView {
+            lease_id: field.clone(),
+            holder: wanted.holder.map(str::to_owned),
+            kind: wanted.kind.map(|k| k.as_str().to_owned()),
+            permits: wanted.permits,
+            since_ms: now,
+            instance: INSTANCE.clone(),
+            until_ms: now.saturating_add(ttl_ms),
+        };
+        let Ok(json) = serde_json::to_string(&view) else {
+            return;
+        };
+        let change = Change::List {
+            key: self.waiting_key(name),
+            field,
+            json,
+            ttl_ms,
+        };
+        if self.inner.waitlist.tx.try_send(change).is_err() {
+            tracing::debug!(lock = %name, "waiting-list queue full: a waiter is not listed");
+        }
+    }
+
+    /// Takes request `id` off `name`'s waiting list (after its entry, if that was written).
+    pub(super) fn unlist(&self, name: &LockName, id: LeaseId) {
+        let change = Change::Unlist {
+            key: self.waiting_key(name),
+            field: id.to_string(),
+        };
+        let Err(refused) = self.inner.waitlist.tx.try_send(change) else {
+            return;
+        };
+        // The queue is full (or the writer gone): sent on its own, so that no entry stays
+        // listed for a request that ended.
+        let (mpsc::error::TrySendError::Full(change) | mpsc::error::TrySendError::Closed(change)) =
+            refused;
+        let (Change::Unlist { key, field } | Change::List { key, field, .. }) = change;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let mut conn = self.conn.clone();
-        let (key, field) = (
-            std::mem::take(&mut self.key),
-            std::mem::take(&mut self.field),
-        );
-        // Sent after the entry's HSET on the same connection, so it lands after it.
+        let mut conn = self.inner.conn.clone();
         runtime.spawn(async move {
             let removed: redis::RedisResult<()> = redis::cmd("HDEL")
                 .arg(&key)
@@ -115,69 +287,6 @@ impl Drop for Listed {
                 tracing::debug!(error = %e, "could not remove a waiter's entry (it lapses)");
             }
         });
-    }
-}
-
-impl Locks {
-    /// The key of `name`'s waiting list: `{L}:leasehold:waiting`.
-    fn waiting_key(&self, name: &LockName) -> String {
-        format!("{}:waiting", self.inner.keys.lock(name).state())
-    }
-
-    /// Lists request `id` as waiting for `name` until `deadline`. Best effort: a Redis that fails here fails the attempt after it anyway, and a
-    /// waiter missing from the list must not fail its request.
-    pub(super) async fn enlist(
-        &self,
-        name: &LockName,
-        wanted: Wanted<'_>,
-        id: LeaseId,
-        deadline: Instant,
-    ) -> Listed {
-        let key = self.waiting_key(name);
-        let field = id.to_string();
-        let now = self.inner.clock.now_ms();
-        let left = deadline.saturating_duration_since(Instant::now()) + SLACK;
-        let until_ms = now.saturating_add(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
-        let view = WaiterView {
-            lease_id: field.clone(),
-            holder: wanted.holder.map(str::to_owned),
-            kind: wanted.kind.map(|k| k.as_str().to_owned()),
-            permits: wanted.permits,
-            since_ms: now,
-            instance: INSTANCE.clone(),
-            until_ms,
-        };
-        let mut conn = self.inner.conn.clone();
-        let listed = Listed {
-            conn: conn.clone(),
-            key,
-            field,
-        };
-        let Ok(json) = serde_json::to_string(&view) else {
-            return listed;
-        };
-        // The hash lives as long as its longest entry may: PEXPIRE GT keeps a later expiry
-        // another waiter set (Redis 7.0); NX gives a new hash its first.
-        let mut pipe = redis::pipe();
-        pipe.cmd("HSET")
-            .arg(&listed.key)
-            .arg(&listed.field)
-            .arg(json)
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&listed.key)
-            .arg(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
-            .arg("GT")
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&listed.key)
-            .arg(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
-            .arg("NX")
-            .ignore();
-        if let Err(e) = pipe.query_async::<()>(&mut conn).await {
-            tracing::debug!(lock = %name, error = %e, "could not list a waiter");
-        }
-        listed
     }
 
     /// Who waits for `name` (every instance's requests, fair tickets aside), oldest first: at

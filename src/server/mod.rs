@@ -94,6 +94,7 @@ impl ServerConfig {
                 tombstone_ms: 60_000,
                 ticket_timeout_ms: 5_000,
                 redis_timeout: Duration::from_secs(1),
+                calls_in_flight: 256,
             },
             limits: ApiLimits {
                 ttl: TtlPolicy {
@@ -132,6 +133,7 @@ impl ServerConfig {
                 tombstone_ms: args.tombstone_ms,
                 ticket_timeout_ms: args.ticket_timeout_ms,
                 redis_timeout: Duration::from_millis(args.redis_timeout_ms),
+                calls_in_flight: args.max_redis_calls.get(),
             },
             limits: ApiLimits {
                 ttl: TtlPolicy {
@@ -281,6 +283,7 @@ pub async fn run(
     load_functions(&locks).await?;
     let clock_task = locks.spawn_clock_sync();
     let publisher_task = locks.spawn_publisher();
+    let waitlist_task = locks.spawn_waitlist_writer();
     let sweeper_task = locks.spawn_sweeper(expired);
     let rates = Arc::new(RateLimits::new(
         config.clients.rate_per_second,
@@ -342,6 +345,7 @@ pub async fn run(
     shutdown.cancel();
     let _ = clock_task.await;
     let _ = publisher_task.await;
+    let _ = waitlist_task.await;
     let _ = sweeper_task.await;
     let _ = rates_task.await;
     if let Err(e) = subscriber_task.await {

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{AppOptions, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn redis_stopped_mid_test_gives_503_then_recovers() {
@@ -77,4 +77,44 @@ async fn a_redis_that_stops_answering_gives_503_in_about_a_second() {
         took >= Duration::from_millis(900) && took < Duration::from_secs(3),
         "took {took:?}"
     );
+}
+
+#[tokio::test]
+async fn calls_beyond_the_cap_wait_their_turn_and_are_refused_when_redis_is_too_far_behind() {
+    // Two calls in flight at most: with Redis frozen, two requests wait on it, two more wait
+    // for their turn until the first two give up (1 s), and the last two cannot get a turn
+    // before their own second is up.
+    let app = spawn_app_with(AppOptions {
+        calls_in_flight: 2,
+        ..AppOptions::default()
+    })
+    .await;
+    app.lease("warm", json!({})).await;
+    app.redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    let started = Instant::now();
+    let app = &app;
+    let replies = futures_util::future::join_all(
+        (0..6).map(|i| async move { app.acquire(&format!("flood-{i}"), json!({})).await }),
+    )
+    .await;
+    let took = started.elapsed();
+    app.redis.signal(nix::sys::signal::Signal::SIGCONT);
+    for reply in &replies {
+        reply.assert_problem(503, "redis_unavailable");
+        assert!(reply.header("retry-after").is_some());
+    }
+    let too_busy = replies
+        .iter()
+        .filter(|r| {
+            r.body["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("too busy"))
+        })
+        .count();
+    assert!(too_busy >= 2, "{too_busy} refused as too busy: {replies:?}");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    // Nothing was sent for them: once Redis is back, the names are free.
+    for i in 0..6 {
+        app.lease(&format!("flood-{i}"), json!({})).await;
+    }
 }

@@ -102,3 +102,42 @@ async fn a_semaphore_waiter_is_listed_with_the_permits_it_wants() {
     let list = app.get("/v1/locks").await;
     assert_eq!(list.body["locks"][0]["waiting"], 1, "{}", list.body);
 }
+
+#[tokio::test]
+async fn many_waiters_are_listed_together_with_an_expiring_list_and_all_leave_when_served() {
+    let app = spawn_app().await;
+    let first = app.lease("jobs", json!({})).await;
+    let waiters: Vec<_> = (0..20).map(|_| app.spawn_waiter("jobs", 20_000)).collect();
+    let lock = until(&app, "/v1/locks/jobs", |b| b["waiting_count"] == 20).await;
+    let mut ids: Vec<&str> = waiting(&lock.body)
+        .iter()
+        .filter_map(|w| w["lease_id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 20, "each waiter listed once: {}", lock.body);
+    // The list's hash lives as long as its longest entry may: the wait (20 s) and 5 s slack.
+    let mut redis = app.redis.conn().await;
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("{jobs}:leasehold:waiting")
+        .query_async(&mut redis)
+        .await
+        .expect("pttl");
+    assert!((15_000..=25_000).contains(&pttl), "pttl {pttl}");
+
+    app.release(&first, false).await.assert_status(200);
+    let mut pending = waiters;
+    while !pending.is_empty() {
+        let (reply, _, rest) = futures_util::future::select_all(pending).await;
+        pending = rest;
+        let lease = crate::helpers::Lease::from_reply("jobs", &reply.expect("task"));
+        app.release(&lease, false).await.assert_status(200);
+    }
+    until(&app, "/v1/locks/jobs", |b| b["waiting_count"] == 0).await;
+    let left: bool = redis::cmd("EXISTS")
+        .arg("{jobs}:leasehold:waiting")
+        .query_async(&mut redis)
+        .await
+        .expect("exists");
+    assert!(!left, "every entry left the list");
+}

@@ -155,6 +155,8 @@ pub struct AppOptions {
     /// Serve HTTPS with these files.
     pub tls: Option<TlsFiles>,
     pub max_watches: usize,
+    /// Lock operations sent to Redis at once, at most (`--max-redis-calls`).
+    pub calls_in_flight: usize,
 }
 
 impl Default for AppOptions {
@@ -174,6 +176,7 @@ impl Default for AppOptions {
             body_timeout: Duration::from_secs(10),
             tls: None,
             max_watches: 10_000,
+            calls_in_flight: 256,
         }
     }
 }
@@ -217,6 +220,7 @@ fn config_for(redis: &RedisServer, options: AppOptions) -> ServerConfig {
     config.body_timeout = options.body_timeout;
     config.tls = options.tls;
     config.limits.max_watches = options.max_watches;
+    config.locks.calls_in_flight = options.calls_in_flight;
     config
 }
 
