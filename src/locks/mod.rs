@@ -272,22 +272,20 @@ impl Locks {
     /// published. The observer times every call. A Redis that lost the library gets it again
     /// and the call is retried once.
     async fn call<S: Script>(&self, name: &LockName, script: &S) -> Result<S::Reply, LockError> {
-        let turn = self.turn().await?;
+        let turn = self.turn().await.ok_or(LockError::Busy)?;
         self.call_in_turn(&turn, name, script).await
     }
 
-    /// A turn to send one script call (see [`LockSettings::calls_in_flight`]). Not had within the Redis
-    /// timeout, Redis is too far behind: the call is refused, and nothing was sent.
-    async fn turn(&self) -> Result<Turn<'_>, LockError> {
-        let turn = tokio::time::timeout(
-            self.inner.settings.redis_timeout,
-            self.inner.calls.acquire(),
-        )
-        .await;
-        match turn {
-            Ok(Ok(turn)) => Ok(turn),
-            Ok(Err(_)) => Err(LockError::ShuttingDown),
-            Err(_) => Err(LockError::Busy),
+    /// A turn to send one script call (see [`LockSettings::calls_in_flight`]). `None`: not had
+    /// within the Redis timeout, so Redis is too far behind; the call is refused
+    /// ([`LockError::Busy`]) and nothing is sent. (An `Option`, not a `Result`: the waiting
+    /// loop keeps the answer while its attempt runs, and a `LockError` is 88 bytes.)
+    async fn turn(&self) -> Option<Turn<'_>> {
+        let turn = self.inner.calls.acquire();
+        // The semaphore is never closed.
+        match tokio::time::timeout(self.inner.settings.redis_timeout, turn).await {
+            Ok(Ok(turn)) => Some(turn),
+            Ok(Err(_)) | Err(_) => None,
         }
     }
 

@@ -272,9 +272,10 @@ impl Locks {
                 // the retry time is known, and must not stay in the parked waiter's future.
                 let retry = {
                     // The turn to call Redis first, then the attempt's future: in a burst, a
-                    // request waiting for its turn holds nothing but its place.
-                    let attempt = match locks.turn().await {
-                        Ok(turn) => {
+                    // request waiting for its turn holds nothing but its place. Boxed too: its
+                    // timer, inline, would grow every parked waiter's future.
+                    let attempt = match Box::pin(locks.turn()).await {
+                        Some(turn) => {
                             // Until the script answers, it may have granted (reentries are never
                             // rolled back: the lease is the client's already).
                             if target.op() != Some(Op::Reenter) {
@@ -287,7 +288,7 @@ impl Locks {
                                 locks.attempt(name, &target, request, liveness, arrived_ms, &turn);
                             Box::pin(attempt).await
                         }
-                        Err(e) => Err(e),
+                        None => Err(LockError::Busy),
                     };
                     let outcome = match attempt {
                         Ok(outcome) => {
