@@ -33,6 +33,7 @@ mod listing;
 pub mod model;
 pub mod observer;
 mod publisher;
+mod queue;
 mod scripts;
 pub mod sweeper;
 mod tenure;

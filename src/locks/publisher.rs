@@ -7,12 +7,12 @@
 //! listener that must not miss anything re-reads the history on `Resync`. One publisher
 //! serves every key space of the process (each tenant's events go to its own channel).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::history::LockEvent;
+use super::queue::Queue;
 
 /// Events waiting to be published, at most; beyond that new events are dropped (and counted
 /// in the log) rather than holding up lock operations.
@@ -29,16 +29,13 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 type Queued = (Arc<str>, String);
 
 pub(super) struct Publisher {
-    tx: mpsc::Sender<Queued>,
-    rx: Mutex<Option<mpsc::Receiver<Queued>>>,
+    queue: Queue<Queued>,
 }
 
 impl Default for Publisher {
     fn default() -> Self {
-        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         Self {
-            tx,
-            rx: Mutex::new(Some(rx)),
+            queue: Queue::new(QUEUE_CAPACITY),
         }
     }
 }
@@ -53,7 +50,7 @@ impl Publisher {
 
     /// Queues one event, already written as a JSON object, for the next PUBLISH on `channel`.
     pub fn send_json(&self, channel: &Arc<str>, json: String) {
-        if self.tx.try_send((channel.clone(), json)).is_err() {
+        if self.queue.try_send((channel.clone(), json)).is_err() {
             tracing::warn!(
                 channel = %channel,
                 "event queue full (or publisher stopped): a live event was dropped"
@@ -68,7 +65,7 @@ impl Publisher {
         mut conn: redis::aio::ConnectionManager,
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
-        let rx = self.rx.lock().ok().and_then(|mut rx| rx.take());
+        let rx = self.queue.take_receiver();
         tokio::spawn(async move {
             let Some(mut rx) = rx else { return };
             let mut batch = Vec::with_capacity(BATCH);

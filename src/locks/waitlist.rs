@@ -14,15 +14,15 @@
 //! the hash itself expires after the latest such deadline.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::kind::LeaseKind;
+use super::queue::Queue;
 use super::{LeaseId, LockError, LockName, Locks, Timestamp};
 
 /// How long past its wait deadline an entry stays valid: its request may still be finishing
@@ -122,16 +122,13 @@ enum Change {
 /// future, its buffers: about 2 KB, all of them at once, behind the attempts in Redis).
 /// One writer on one connection: a request's removal is written after its entry.
 pub(super) struct Writer {
-    tx: mpsc::Sender<Change>,
-    rx: Mutex<Option<mpsc::Receiver<Change>>>,
+    queue: Queue<Change>,
 }
 
 impl Default for Writer {
     fn default() -> Self {
-        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         Self {
-            tx,
-            rx: Mutex::new(Some(rx)),
+            queue: Queue::new(QUEUE_CAPACITY),
         }
     }
 }
@@ -144,7 +141,7 @@ impl Writer {
         mut conn: redis::aio::ConnectionManager,
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
-        let rx = self.rx.lock().ok().and_then(|mut rx| rx.take());
+        let rx = self.queue.take_receiver();
         tokio::spawn(async move {
             let Some(mut rx) = rx else { return };
             let mut batch = Vec::with_capacity(BATCH);
@@ -254,7 +251,7 @@ impl Locks {
             json,
             ttl_ms,
         };
-        if self.inner.waitlist.tx.try_send(change).is_err() {
+        if self.inner.waitlist.queue.try_send(change).is_err() {
             tracing::debug!(lock = %name, "waiting-list queue full: a waiter is not listed");
         }
     }
@@ -265,13 +262,11 @@ impl Locks {
             key: self.waiting_key(name),
             field: id.to_string(),
         };
-        let Err(refused) = self.inner.waitlist.tx.try_send(change) else {
+        let Err(change) = self.inner.waitlist.queue.try_send(change) else {
             return;
         };
         // The queue is full (or the writer gone): sent on its own, so that no entry stays
         // listed for a request that ended.
-        let (mpsc::error::TrySendError::Full(change) | mpsc::error::TrySendError::Closed(change)) =
-            refused;
         let (Change::Unlist { key, field } | Change::List { key, field, .. }) = change;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
