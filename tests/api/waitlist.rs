@@ -141,3 +141,24 @@ async fn many_waiters_are_listed_together_with_an_expiring_list_and_all_leave_wh
         .expect("exists");
     assert!(!left, "every entry left the list");
 }
+
+#[tokio::test]
+async fn a_waiter_whose_client_goes_away_leaves_the_list() {
+    let app = spawn_app().await;
+    let _held = app.lease("jobs", json!({})).await;
+    let impatient = leasehold::client::http_builder().build().expect("client");
+    let url = app.url("/v1/locks/jobs/leases?wait_ms=20000");
+    let gone = tokio::spawn(async move { impatient.post(url).send().await });
+    until(&app, "/v1/locks/jobs", |b| b["waiting_count"] == 1).await;
+    // The client goes away mid-wait: its request (and connection) are dropped.
+    gone.abort();
+    let _ = gone.await;
+    app.wait_for_waiters(0).await;
+    until(&app, "/v1/locks/jobs", |b| b["waiting_count"] == 0).await;
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("{jobs}:leasehold:waiting")
+        .query_async(&mut app.redis.conn().await)
+        .await
+        .expect("exists");
+    assert!(!exists, "its entry was removed, not left to lapse");
+}
