@@ -7,60 +7,32 @@
 -- A(3): the lease id: the one the new token proves (new), the presented token proves
 --       (reenter), or the ticket's (poll)
 -- A(4): "1" when the presented token proves A(3) (always for new and reenter)
--- ARGV[7]: holder label ("" for none)
--- ARGV[8]: metadata as JSON text ("" for none)
--- A(7): kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
--- A(8): read/write policy: readers_first | fifo
--- A(9): how long a queue place (fair waiter, waiting writer) lasts without a further attempt
+-- A(5): kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
+-- A(6): read/write policy: readers_first | fifo
+-- A(7): how long a queue place (fair waiter, waiting writer) lasts without a further attempt
 --       (ms)
--- A(10): when this request first tried (ms, from an earlier reply), or "0" for now
--- A(11): this request's nonce: only a rollback naming it may take back a grant made here,
---        and only until another request has answered with that grant
--- A(12): sha256 hex of the request's Idempotency-Key, or ""
--- A(13): sha256 hex of what the request asks (checked against the key's first request), or
---        "" without a key
--- A(14): the new lease's token sealed under the Idempotency-Key (hex), or ""
+-- A(8): when this request first tried (ms, from an earlier reply), or "0" for now
+-- A(9): this request's nonce: only a rollback naming it may take back a grant made here,
+--       and only until another request has answered with that grant
+-- The optional ones follow; the caller leaves out those at the end that are "" (none):
+-- A(10): holder label
+-- A(11): metadata as JSON text
+-- A(12): sha256 hex of the request's Idempotency-Key
+-- A(13): sha256 hex of what the request asks (checked against the key's first request)
+-- A(14): the new lease's token sealed under the Idempotency-Key (hex)
 -- Returns: JSON with status = acquired | reentered | held | queued | lease_lost |
 --   unknown_token | ticket_token | unknown_lease | forbidden | ticket_expired | kind_conflict |
 --   not_reentrant | upgrade_refused | idempotency_mismatch | too_late. A grant answered again
 --   (a ticket polled after its grant, a retried Idempotency-Key) carries replayed = true, and,
 --   for a new lease replayed by its key, `sealed`: the first token sealed under the key.
 --   `ev`: events of other leases this call recorded (an expiry it noticed), to publish.
-if not lock_begin(KEYS, ARGV) then return TOO_LATE end
--- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
-local ttl, op, id, proven = ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1'
-local kind, policy = ARGV[9], ARGV[10]
-local liveness, arrival = ARGV[11], ARGV[12]
-local nonce, idem, fp, sealed = ARGV[13], ARGV[14], ARGV[15], ARGV[16]
-if arrival == '0' then arrival = NOW_S end
-local events = {}
-
--- A retry with the same Idempotency-Key gets the first answer, as long as it still holds.
-if idem ~= '' then
-  local first, first_lease, first_sealed = idem_find(idem, fp)
-  if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
-  if first then
-    local rec, st = load(first_lease)
-    if rec and rec.state == 'held' then
-      local levels = check_held(first_lease, rec, st.hexp, events)
-      if not levels then
-        return '{"status":"lease_lost","state":"' .. rec.state .. '"' .. ev(events) .. '}'
-      end
-      rec.nonce = ''
-      save(rec)
-    elseif rec == nil and first_lease ~= '' then
-      local ended = find_ended(first_lease)
-      if ended then return '{"status":"lease_lost","state":"' .. ended.state .. '"}' end
-    elseif rec and rec.state ~= 'queued' then
-      return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
-    end
-    return idem_replay(first, first_sealed)
-  end
-end
-
--- A new lease's id comes from a token made for this request: it has no record yet.
-local rec, st = load(op == 'new' and '' or id)
-local h = holder_id(id)
+-- Made once, when the library loads: the values of the call being served (every call sets
+-- them first, below the marker: Redis runs one function at a time), and the helpers that use
+-- them. Helpers made inside the function, as closures over its locals, cost ~10,000 Redis
+-- instructions per acquire (counted with callgrind: each captured local is an allocation).
+local ttl, op, id, proven, kind, policy, liveness, arrival, nonce
+local label, meta, idem, fp, sealed
+local events, st, h
 
 -- A grant's answer (numbers as text). `expires`: when the lease expires, for a grant
 -- answered again.
@@ -83,9 +55,9 @@ local function grant(count, ticket)
     if prev and prev.state == 'held' then observe_expiry(prev, st.hexp, events) end
   end
   local fence = next_fence(st.fence)
-  local holder, meta = ARGV[7], ARGV[8]
+  local holder, metadata = label, meta
   if ticket then
-    holder, meta = ticket.holder, ticket.meta
+    holder, metadata = ticket.holder, ticket.meta
     redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
   end
   -- A request that waited (its first try was at `arrival`, from an earlier refusal): its
@@ -96,110 +68,12 @@ local function grant(count, ticket)
       st.hexp)
   end
   local ttl_n = ttl + 0
-  create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, meta, shared)
+  create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, metadata, shared)
   set_state('fence', fence)
   if not shared then set_state('kind', family(kind)) end
   flush_state(NOW + ttl_n + TOMB, st.sexp)
   return idem_answer(idem, fp, acquired('acquired', count, fence, NOW_S, holder), id, sealed,
     TOMB + ttl_n)
-end
-
-local ticket
-if op == 'poll' then
-  if not proven then return not_yours(id, rec) end
-  if not rec then
-    local ended = find_ended(id)
-    if ended and ended.kind == 'fair' then
-      if ended.state == 'expired' and (tonumber(ended.fence) or 0) == 0 then
-        -- It lost its place in the queue before it was granted.
-        return '{"status":"ticket_expired"}'
-      end
-      return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
-    end
-    return '{"status":"unknown_lease"}'
-  end
-  if rec.kind ~= 'fair' then return '{"status":"unknown_lease"}' end
-  if rec.state == 'held' then
-    -- Granted before: polled again in a row, or by two connections at once. The same grant
-    -- again, never a release; answered now, so no rollback may take it back.
-    kind, ttl = rec.kind, rec.ttl
-    local reads = held_levels(rec)
-    if reads > 0 then
-      rec.nonce = ''
-      save(rec)
-      return acquired('acquired', d(reads), rec.fence, rec.since, rec.holder, rec.expires)
-    end
-    return '{"status":"lease_lost","state":"' .. observe_expiry(rec, st.hexp, events) .. '"'
-      .. ev(events) .. '}'
-  end
-  if rec.state ~= 'queued' then
-    return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
-  end
-  local deadline = redis.call('ZSCORE', timeouts_key(), h)
-  if not deadline or tonumber(deadline) <= NOW then
-    redis.call('LREM', queue_key(), 0, h)
-    redis.call('ZREM', timeouts_key(), h)
-    events[#events + 1] = finish(rec, 'expired', st.hexp, nil, deadline or NOW_S)
-    return '{"status":"ticket_expired"' .. ev(events) .. '}'
-  end
-  kind = 'fair'
-  if ttl == '0' then ttl = rec.ttl end
-  ticket = rec
-end
-
--- A new lease or a polled ticket: the name must not be used as another kind. Fair tickets
--- and free exclusive locks are settled here, before the helpers of the paths that re-enter,
--- share or wait are made (a function made on every call costs ~1 µs).
-local free
-if op ~= 'reenter' then
-  local conflict, now_as, t = conflict_with(st, kind, events)
-  if conflict then
-    return '{"status":"kind_conflict","held_as":"' .. conflict .. '"' .. ev(events) .. '}'
-  end
-  free = t == 'none'
-
-  if kind == 'fair' then
-    local head = st.q and prune_queue(events, st.hexp) or nil
-    if free and (not head or head == h) then
-      if head then redis.call('LPOP', queue_key()) end
-      if ticket then redis.call('ZREM', timeouts_key(), h) end
-      redis.call('HSET', L, h, '1')
-      redis.call('PEXPIRE', L, ttl)
-      return grant('1', ticket)
-    end
-    local known = ticket and redis.call('ZSCORE', timeouts_key(), h)
-    local until_s = d(NOW + tonumber(liveness))
-    redis.call('ZADD', timeouts_key(), until_s, h)
-    if not known then
-      redis.call('RPUSH', queue_key(), h)
-      set_state('q', '1')
-      if not ticket then
-        create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
-          expires = '0', fence = '0', holder = ARGV[7], meta = ARGV[8], shared = true})
-      end
-    end
-    flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)
-    -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
-    -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
-    local pttl = redis.call('PTTL', L)
-    if head and head ~= h then
-      local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
-      pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
-    end
-    local reply = '{"status":"queued","lease_id":"' .. id .. '","position":'
-      .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
-      .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":'
-      .. jsn(ticket and ticket.holder or ARGV[7]) .. (ticket and '' or ',"new":true') .. ev(events)
-      .. '}'
-    if ticket then return reply end
-    return idem_answer(idem, fp, reply, id, sealed, tonumber(liveness) + TOMB + tonumber(ttl))
-  end
-
-  if free and not is_rw(kind) then
-    redis.call('HSET', L, h, '1')
-    redis.call('PEXPIRE', L, ttl)
-    return grant('1')
-  end
 end
 
 -- Who holds the lock, for a refused acquirer (never read out of another program's key).
@@ -285,6 +159,145 @@ local function rw_enter(want, holding, free)
   redis.call('ZADD', writers_key(), 'NX', arrival, id)
   redis.call('ZADD', writers_key() .. ':until', d(NOW + tonumber(liveness)), id)
   return nil, 'blocked', redis.call('PTTL', L)
+end
+
+-- The lines above run once, when the library loads; those below on every call
+-- (src/locks/scripts/library.rs splits the file here).
+-- @per-call
+if not lock_begin(KEYS, ARGV) then return TOO_LATE end
+-- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
+ttl, op, id, proven = ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1'
+kind, policy = ARGV[7], ARGV[8]
+liveness, arrival, nonce = ARGV[9], ARGV[10], ARGV[11]
+label, meta = ARGV[12] or '', ARGV[13] or ''
+idem, fp, sealed = ARGV[14] or '', ARGV[15] or '', ARGV[16] or ''
+if arrival == '0' then arrival = NOW_S end
+events = {}
+st, h = nil, holder_id(id)
+
+
+-- A retry with the same Idempotency-Key gets the first answer, as long as it still holds.
+if idem ~= '' then
+  local first, first_lease, first_sealed = idem_find(idem, fp)
+  if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
+  if first then
+    local rec, st = load(first_lease)
+    if rec and rec.state == 'held' then
+      local levels = check_held(first_lease, rec, st.hexp, events)
+      if not levels then
+        return '{"status":"lease_lost","state":"' .. rec.state .. '"' .. ev(events) .. '}'
+      end
+      rec.nonce = ''
+      save(rec)
+    elseif rec == nil and first_lease ~= '' then
+      local ended = find_ended(first_lease)
+      if ended then return '{"status":"lease_lost","state":"' .. ended.state .. '"}' end
+    elseif rec and rec.state ~= 'queued' then
+      return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
+    end
+    return idem_replay(first, first_sealed)
+  end
+end
+
+-- A new lease's id comes from a token made for this request: it has no record yet.
+local rec
+rec, st = load(op == 'new' and '' or id)
+
+local ticket
+if op == 'poll' then
+  if not proven then return not_yours(id, rec) end
+  if not rec then
+    local ended = find_ended(id)
+    if ended and ended.kind == 'fair' then
+      if ended.state == 'expired' and (tonumber(ended.fence) or 0) == 0 then
+        -- It lost its place in the queue before it was granted.
+        return '{"status":"ticket_expired"}'
+      end
+      return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
+    end
+    return '{"status":"unknown_lease"}'
+  end
+  if rec.kind ~= 'fair' then return '{"status":"unknown_lease"}' end
+  if rec.state == 'held' then
+    -- Granted before: polled again in a row, or by two connections at once. The same grant
+    -- again, never a release; answered now, so no rollback may take it back.
+    kind, ttl = rec.kind, rec.ttl
+    local reads = held_levels(rec)
+    if reads > 0 then
+      rec.nonce = ''
+      save(rec)
+      return acquired('acquired', d(reads), rec.fence, rec.since, rec.holder, rec.expires)
+    end
+    return '{"status":"lease_lost","state":"' .. observe_expiry(rec, st.hexp, events) .. '"'
+      .. ev(events) .. '}'
+  end
+  if rec.state ~= 'queued' then
+    return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
+  end
+  local deadline = redis.call('ZSCORE', timeouts_key(), h)
+  if not deadline or tonumber(deadline) <= NOW then
+    redis.call('LREM', queue_key(), 0, h)
+    redis.call('ZREM', timeouts_key(), h)
+    events[#events + 1] = finish(rec, 'expired', st.hexp, nil, deadline or NOW_S)
+    return '{"status":"ticket_expired"' .. ev(events) .. '}'
+  end
+  kind = 'fair'
+  if ttl == '0' then ttl = rec.ttl end
+  ticket = rec
+end
+
+-- A new lease or a polled ticket: the name must not be used as another kind. Fair tickets
+-- and free exclusive locks are settled here.
+local free
+if op ~= 'reenter' then
+  local conflict, now_as, t = conflict_with(st, kind, events)
+  if conflict then
+    return '{"status":"kind_conflict","held_as":"' .. conflict .. '"' .. ev(events) .. '}'
+  end
+  free = t == 'none'
+
+  if kind == 'fair' then
+    local head = st.q and prune_queue(events, st.hexp) or nil
+    if free and (not head or head == h) then
+      if head then redis.call('LPOP', queue_key()) end
+      if ticket then redis.call('ZREM', timeouts_key(), h) end
+      redis.call('HSET', L, h, '1')
+      redis.call('PEXPIRE', L, ttl)
+      return grant('1', ticket)
+    end
+    local known = ticket and redis.call('ZSCORE', timeouts_key(), h)
+    local until_s = d(NOW + tonumber(liveness))
+    redis.call('ZADD', timeouts_key(), until_s, h)
+    if not known then
+      redis.call('RPUSH', queue_key(), h)
+      set_state('q', '1')
+      if not ticket then
+        create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
+          expires = '0', fence = '0', holder = label, meta = meta, shared = true})
+      end
+    end
+    flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)
+    -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
+    -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
+    local pttl = redis.call('PTTL', L)
+    if head and head ~= h then
+      local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
+      pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
+    end
+    local reply = '{"status":"queued","lease_id":"' .. id .. '","position":'
+      .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
+      .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":'
+      .. jsn(ticket and ticket.holder or label) .. (ticket and '' or ',"new":true') .. ev(events)
+      .. '}'
+    if ticket then return reply end
+    return idem_answer(idem, fp, reply, id, sealed, tonumber(liveness) + TOMB + tonumber(ttl))
+  end
+
+  if free and not is_rw(kind) then
+    redis.call('HSET', L, h, '1')
+    redis.call('PEXPIRE', L, ttl)
+    return grant('1')
+  end
 end
 
 if op == 'reenter' then

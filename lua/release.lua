@@ -9,18 +9,27 @@
 -- A(2): "1" when the presented token proves the lease id
 -- A(3): "all" to release every level (of both modes, unless A(5) names one), "one"
 -- A(4): why: "released", or "client_gone" to roll back an undelivered grant
--- A(5): read/write leases: which hold to release, "read", "write" or "" (write first)
+-- The optional ones follow; the caller leaves out those at the end that are "" (none):
+-- A(5): read/write leases: which hold to release, "read" or "write" ("": write first)
 -- A(6): client_gone: the nonce of the request that made the grant
--- A(7): sha256 hex of the request's Idempotency-Key, or ""
--- A(8): sha256 hex of what the request asks, or "" without a key
+-- A(7): sha256 hex of the request's Idempotency-Key
+-- A(8): sha256 hex of what the request asks
 -- Returns: JSON with status = released | still_held | mode_not_held | lease_lost | queued |
 --   forbidden | unknown_lease | not_rolled_back | idempotency_mismatch | too_late; released
 --   carries the lease's kind and held_ms, its age (ms), and in `ev` the lease's history
 --   entry (and any other event this call recorded), to publish; still_held carries holder.
+-- A released lease's history entry ends with one of these (made once, not on every call).
+local ENDED_BY = {
+  released = ',"reentry_count":0,"reason":"released"',
+  client_gone = ',"reentry_count":0,"reason":"client_gone"',
+}
+-- The lines above run once, when the library loads; those below on every call
+-- (src/locks/scripts/library.rs splits the file here).
+-- @per-call
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 -- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
-local id, proven, all, reason, which = ARGV[3], ARGV[4] == '1', ARGV[5] == 'all', ARGV[6], ARGV[7]
-local idem, fp = ARGV[9], ARGV[10]
+local id, proven, all, reason = ARGV[3], ARGV[4] == '1', ARGV[5] == 'all', ARGV[6]
+local which, nonce, idem, fp = ARGV[7] or '', ARGV[8] or '', ARGV[9] or '', ARGV[10] or ''
 
 if idem ~= '' then
   local first = idem_find(idem, fp)
@@ -33,14 +42,14 @@ if not proven then return not_yours(id, rec) end
 local events = {}
 local reads, writes = check_held(id, rec, st.hexp, events)
 if not reads then return string.sub(writes, 1, -2) .. ev(events) .. '}' end
-if reason == 'client_gone' and (rec.nonce == '' or rec.nonce ~= ARGV[8]) then
+if reason == 'client_gone' and (rec.nonce == '' or rec.nonce ~= nonce) then
   -- Another request answered with this grant (or another request made it): it stays.
   return '{"status":"not_rolled_back"' .. ev(events) .. '}'
 end
 
-local h = holder_id(id)
 local left
 if is_rw(rec.kind) then
+  local h = holder_id(id)
   local w = h .. ':write'
   local drop_writes, drop_reads = 0, 0
   if all and which == '' then
@@ -111,7 +120,7 @@ else
     redis.call('DEL', L)
     wake_next(st.q, events, st.hexp)
   else
-    left = redis.call('HINCRBY', L, h, -1)
+    left = redis.call('HINCRBY', L, holder_id(id), -1)
     redis.call('PEXPIRE', L, rec.ttl)
   end
 end
@@ -124,7 +133,17 @@ if left > 0 then
     .. ',"holder":' .. jsn(rec.holder) .. ev(events) .. '}', id, '', TOMB)
 end
 local since = rec.since
-events[#events + 1] = finish(rec, 'released', st.hexp,
-  ',"reentry_count":0,"reason":"' .. reason .. '"')
-return idem_answer(idem, fp, '{"status":"released","kind":"' .. rec.kind .. '","held_ms":'
-  .. d(NOW - since) .. ev(events) .. '}', id, '', TOMB)
+local entry = finish(rec, 'released', st.hexp,
+  ENDED_BY[reason] or (',"reentry_count":0,"reason":"' .. reason .. '"'))
+-- (The usual reply, with this lease's entry alone in `ev`, is made in one piece: every string
+-- Redis's Lua makes is hashed byte by byte, and the entry is most of the reply.)
+local reply
+if #events == 0 then
+  reply = '{"status":"released","kind":"' .. rec.kind .. '","held_ms":' .. d(NOW - since)
+    .. ',"ev":[' .. entry .. ']}'
+else
+  events[#events + 1] = entry
+  reply = '{"status":"released","kind":"' .. rec.kind .. '","held_ms":' .. d(NOW - since)
+    .. ev(events) .. '}'
+end
+return idem_answer(idem, fp, reply, id, '', TOMB)

@@ -85,20 +85,17 @@ impl Script for Acquire<'_> {
             .arg(self.op.as_str())
             .arg(lease)
             .arg(super::proven(self.token, self.id))
-            .arg(holder)
-            .arg(metadata)
             .arg(kind)
             .arg(self.policy.as_str())
             .arg(self.liveness_ms)
             .arg(self.arrived_ms)
-            .arg(self.nonce)
-            .arg(
-                self.idempotency
-                    .map(IdempotencyKey::digest_hex)
-                    .unwrap_or_default(),
-            )
-            .arg(fp)
-            .arg(sealed);
+            .arg(self.nonce);
+        // The optional ones last, so that most calls send none of them.
+        let key = self
+            .idempotency
+            .map(IdempotencyKey::digest_hex)
+            .unwrap_or_default();
+        super::args_trimmed(cmd, &[holder, &metadata, &key, &fp, &sealed]);
     }
 }
 

@@ -90,12 +90,17 @@ fn build() -> Library {
     // made on every call cost about 6,000 Redis instructions per cycle, counted with
     // callgrind), so that its `return` ends only it: what it queued for STATE is then written
     // (flush_state), whichever way it returned.
+    //
+    // An operation's file may start with what its function shares between calls (the values
+    // of the call being served, and helpers that use them), made once too: that part ends at
+    // the line `-- @per-call`. Each operation is a `do` block, so those names are its own.
     let mut body = HELPERS.join("\n");
     for (op, source) in OPERATIONS {
+        let (once, per_call) = split_once_part(source);
         body.push_str(&format!(
-            "\nlocal function op_{op}(KEYS, ARGV)\n{source}\nend\n\
+            "\ndo\n{once}\nlocal function op_{op}(KEYS, ARGV)\n{per_call}\nend\n\
              redis.register_function('lh_{{V}}_{op}', function(KEYS, ARGV)\n\
-             local reply = op_{op}(KEYS, ARGV)\nflush_state()\nreturn reply\nend)\n"
+             local reply = op_{op}(KEYS, ARGV)\nflush_state()\nreturn reply\nend)\nend\n"
         ));
     }
     let hash = hex::encode(&Sha256::digest(body.as_bytes())[..6]);
@@ -113,6 +118,15 @@ fn build() -> Library {
         text,
         functions,
     }
+}
+
+/// The line that ends the part of an operation's file made once (see `build`).
+const PER_CALL_MARKER: &str = "\n-- @per-call\n";
+
+/// An operation's file as (made once, run on every call); without the marker, all of it runs
+/// on every call.
+fn split_once_part(source: &str) -> (&str, &str) {
+    source.split_once(PER_CALL_MARKER).unwrap_or(("", source))
 }
 
 /// Whether a Redis error says the library's functions are not there (so: load it and retry).
@@ -150,5 +164,23 @@ mod tests {
             assert!(lib.text.contains(&format!("register_function('{f}'")));
         }
         assert!(!lib.text.contains("{V}"));
+    }
+
+    #[test]
+    fn the_part_before_the_marker_is_made_once_outside_the_function() {
+        let (once, per_call) = split_once_part("local x\n-- @per-call\nx = 1\n");
+        assert_eq!((once, per_call), ("local x", "x = 1\n"));
+        assert_eq!(split_once_part("return 1\n"), ("", "return 1\n"));
+        let lib = build();
+        let acquire = lib
+            .text
+            .find("local function op_acquire(")
+            .expect("acquire");
+        let shared = lib.text.find("local function grant(").expect("grant");
+        assert!(
+            shared < acquire,
+            "acquire's helpers are made once, before its function"
+        );
+        assert!(!lib.text.contains(PER_CALL_MARKER));
     }
 }

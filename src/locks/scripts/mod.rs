@@ -127,6 +127,19 @@ pub(super) fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.is_empty())
 }
 
+/// Adds `parts` to a function's ARGV without its trailing empty ones: the function reads a
+/// missing argument as "". Every argument costs Redis a Lua string (hashed byte by byte) and a
+/// table slot on each call, and the optional ones at the end are empty on most calls.
+pub(super) fn args_trimmed<S: AsRef<str>>(cmd: &mut redis::Cmd, parts: &[S]) {
+    let used = parts
+        .iter()
+        .rposition(|p| !p.as_ref().is_empty())
+        .map_or(0, |last| last + 1);
+    for part in &parts[..used] {
+        cmd.arg(part.as_ref());
+    }
+}
+
 /// The "proven" argument every lease-bound function takes: "1" when the presented token proves
 /// the lease id in the path (the id is derived from the token), "" when it does not.
 pub(in crate::locks) fn proven(token: &LeaseToken, id: LeaseId) -> &'static str {

@@ -77,9 +77,7 @@ impl Script for Release<'_> {
     fn args(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.lease.to_string())
             .arg(super::proven(self.token, self.lease));
-        for part in self.how.parts(self.lease, self.token) {
-            cmd.arg(part);
-        }
+        super::args_trimmed(cmd, &self.how.parts(self.lease, self.token));
     }
 }
 
