@@ -272,9 +272,13 @@ impl Locks {
                 // the retry time is known, and must not stay in the parked waiter's future.
                 let retry = {
                     // The turn to call Redis first, then the attempt's future: in a burst, a
-                    // request waiting for its turn holds nothing but its place. Boxed too: its
-                    // timer, inline, would grow every parked waiter's future.
-                    let attempt = match Box::pin(locks.turn()).await {
+                    // request waiting for its turn holds nothing but its place. Waiting for it
+                    // is boxed: its timer, inline, would grow every parked waiter's future.
+                    let turn = match locks.free_turn() {
+                        Some(turn) => Some(turn),
+                        None => Box::pin(locks.turn()).await,
+                    };
+                    let attempt = match turn {
                         Some(turn) => {
                             // Until the script answers, it may have granted (reentries are never
                             // rolled back: the lease is the client's already).
