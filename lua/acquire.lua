@@ -68,9 +68,10 @@ local function grant(count, ticket)
       st.hexp)
   end
   local ttl_n = ttl + 0
-  create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, metadata, shared)
+  create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, metadata, shared, nil,
+    st.raw)
   set_state('fence', fence)
-  if not shared then set_state('kind', family(kind)) end
+  if not shared and st.kind ~= family(kind) then set_state('kind', family(kind)) end
   flush_state(NOW + ttl_n + TOMB, st.sexp)
   return idem_answer(idem, fp, acquired('acquired', count, fence, NOW_S, holder), id, sealed,
     TOMB + ttl_n)
@@ -199,9 +200,10 @@ if idem ~= '' then
   end
 end
 
--- A new lease's id comes from a token made for this request: it has no record yet.
+-- A new lease's id comes from a token made for this request: it has no record yet. (The
+-- metadata in the fixed fields is read too: a grant need not clear it when it is empty.)
 local rec
-rec, st = load(op == 'new' and '' or id)
+rec, st = load(op == 'new' and '' or id, 'meta')
 
 local ticket
 if op == 'poll' then

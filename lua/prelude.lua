@@ -171,12 +171,23 @@ end
 -- may have waiters), `sexp` (the state's recorded expiry), `hexp` (when the history's expiry
 -- is due for a refresh), and with `all`, `limit` (a semaphore's size). Every field read costs
 -- (about a microsecond each, in Redis), so the rarely needed ones come only with `all`: the
--- limit, and the metadata of the lease in the fixed fields (a shared record is read whole, in
--- a second read, only when the lease is not the one in the fixed fields).
--- `id` "" reads only what every function needs (a new lease has no record yet).
-local function load(id, all)
+-- limit, and the metadata of the lease in the fixed fields (`all` = 'meta': that alone); a
+-- shared record is read whole, in a second read, only when the lease is not the one in the
+-- fixed fields. `id` "" reads only what every function needs (a new lease has no record
+-- yet). `shared`: the lease's record is a shared one (a semaphore's leases always are), read
+-- in the same HMGET rather than a second one (where `all` reads meta and limit).
+local function load(id, all, shared)
   local v
-  if all then
+  local r1, r2, r3
+  if shared and id ~= '' then
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
+      'hexp', 'r:' .. id, 'h:' .. id, 'm:' .. id)
+    -- (Read where `all` reads meta and limit: neither is read, so those slots are emptied.)
+    r1, r2, r3, v[9], v[10], v[11] = v[9], v[10], v[11], nil, nil, nil
+  elseif all == 'meta' then
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
+      'hexp', 'meta')
+  elseif all then
     v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
       'hexp', 'meta', 'limit')
   else
@@ -190,6 +201,8 @@ local function load(id, all)
   if v[1] == id then
     rec = unpack_rec(id, v[2], v[3], v[9], false)
     st.cur = rec
+  elseif shared then
+    if r1 then rec = unpack_rec(id, r1, r2, r3, true) end
   elseif id ~= '' then
     local r = redis.call('HMGET', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
     if r[1] then rec = unpack_rec(id, r[1], r[2], r[3], true) end
@@ -220,16 +233,23 @@ local function save(rec)
 end
 
 -- Queues a new lease's whole record (`packed`): exclusive (the fixed fields) or shared.
-local function create_packed(id, packed, holder, meta, shared)
+-- An empty holder label or metadata is not written where it changes nothing: a shared
+-- record's fields are its own (never reused, removed when it ends); the fixed fields are
+-- left as they are when `known` (what load() read of STATE, its `raw`) shows them empty.
+local function create_packed(id, packed, holder, meta, shared, known)
+  holder, meta = holder or '', meta or ''
   if shared then
     set_state('r:' .. id, packed)
-    set_state('h:' .. id, holder or '')
-    set_state('m:' .. id, meta or '')
+    if holder ~= '' then set_state('h:' .. id, holder) end
+    if meta ~= '' then set_state('m:' .. id, meta) end
   else
     set_state('lease', id)
     set_state('rec', packed)
-    set_state('holder', holder or '')
-    set_state('meta', meta or '')
+    -- (HMGET answers false for a missing field: nil means not read.)
+    if holder ~= '' or not known or (known[3] or '') ~= '' then set_state('holder', holder) end
+    if meta ~= '' or not known or known[9] == nil or known[9] ~= false and known[9] ~= '' then
+      set_state('meta', meta)
+    end
   end
 end
 
@@ -238,9 +258,10 @@ local function create(rec)
 end
 
 -- Queues the record of a lease granted now (no table to build, as create takes).
-local function create_held(id, kind, ttl, exp, fence, nonce, holder, meta, shared, permits)
+local function create_held(id, kind, ttl, exp, fence, nonce, holder, meta, shared, permits,
+  known)
   create_packed(id, pack('held', kind, ttl, NOW_S, exp, fence, nonce, nil, permits), holder,
-    meta, shared)
+    meta, shared, known)
 end
 
 -- A lease's (or ticket's) history entry, when it ends: the whole hold in one entry.

@@ -3,21 +3,24 @@
 -- trySetPermits); later ones must name the same. KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1): ttl (ms)
 -- A(2): the new lease id (the one the new token proves)
--- A(3): holder label ("" for none)
--- A(4): metadata as JSON text ("" for none)
--- A(5): the limit the caller expects
--- A(6): permits wanted
--- A(7): this request's nonce (see acquire.lua)
--- A(8): sha256 hex of the request's Idempotency-Key, or ""
--- A(9): sha256 hex of what the request asks, or "" without a key
--- A(10): the new token sealed under the Idempotency-Key (hex), or ""
+-- A(3): the limit the caller expects
+-- A(4): permits wanted
+-- A(5): this request's nonce (see acquire.lua)
+-- The optional ones follow; the caller leaves out those at the end that are "" (none):
+-- A(6): holder label
+-- A(7): metadata as JSON text
+-- A(8): sha256 hex of the request's Idempotency-Key
+-- A(9): sha256 hex of what the request asks (checked against the key's first request)
+-- A(10): the new token sealed under the Idempotency-Key (hex)
 -- Returns: JSON with status = acquired | held (with pttl: when the next permit expires) |
 --   limit_mismatch | kind_conflict | lease_lost | idempotency_mismatch | too_late; a retried
 --   key's answer carries replayed = true and sealed; `ev`: events to publish (expiries noticed)
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
-local ttl, id = A(1), A(2)
-local limit, wanted = tonumber(A(5)), tonumber(A(6))
-local nonce, idem, fp, sealed = A(7), A(8), A(9), A(10)
+-- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
+local ttl, id, limit_s, wanted_s, nonce = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local label, meta = ARGV[8] or '', ARGV[9] or ''
+local idem, fp, sealed = ARGV[10] or '', ARGV[11] or '', ARGV[12] or ''
+local limit, wanted = tonumber(limit_s), tonumber(wanted_s)
 local events = {}
 
 local first, first_lease, first_sealed = idem_find(idem, fp)
@@ -52,11 +55,11 @@ else
     redis.call('SET', L, d(limit - live_permits()))
     redis.call('PERSIST', STATE)
     redis.call('HDEL', STATE, 'sexp')
-    set_state('limit', A(5))
+    set_state('limit', limit_s)
     known = limit
   else
     known = limit_of(st)
-    if known == limit then set_state('limit', A(5)) end
+    if known == limit then set_state('limit', limit_s) end
   end
   available = tonumber(redis.call('GET', L))
 end
@@ -76,23 +79,25 @@ if available < wanted then
   return '{"status":"held","pttl":' .. d(pttl) .. ',"available":' .. d(available) .. ev(events)
     .. '}'
 end
-redis.call('DECRBY', L, A(6))
+redis.call('DECRBY', L, wanted_s)
 local expiry = d(NOW + tonumber(ttl))
-local args = {}
-for _, pid in ipairs(permit_ids(id, wanted)) do
-  args[#args + 1] = expiry
-  args[#args + 1] = pid
+if wanted == 1 then
+  redis.call('ZADD', TIMEOUT, expiry, permit_id(id, 1))
+else
+  local args = {}
+  for i = 1, wanted do
+    args[2 * i - 1], args[2 * i] = expiry, permit_id(id, i)
+  end
+  chunked('ZADD', TIMEOUT, {}, args)
 end
-chunked('ZADD', TIMEOUT, {}, args)
 redis.call('ZADD', HOLDERS, expiry, id)
 local fence = next_fence(st.fence)
-create({id = id, state = 'held', kind = 'semaphore', ttl = ttl, since = NOW_S, expires = expiry,
-  fence = fence, nonce = nonce, permits = A(6), holder = A(3), meta = A(4), shared = true})
+create_held(id, 'semaphore', ttl, expiry, fence, nonce, label, meta, true, wanted_s)
 set_state('fence', fence)
 flush_state()
 local json = '{"status":"acquired","lease_id":"' .. id .. '","kind":"semaphore","reentry_count":'
-  .. A(6) .. ',"fencing_token":' .. fence .. ',"ttl_ms":' .. ttl .. ',"now_ms":' .. NOW_S
+  .. wanted_s .. ',"fencing_token":' .. fence .. ',"ttl_ms":' .. ttl .. ',"now_ms":' .. NOW_S
   .. ',"now_us":' .. NOW_US_S .. ',"created_ms":' .. NOW_S .. ',"available":'
-  .. d(available - wanted) .. ',"holder":' .. jsn(A(3)) .. ev(events) .. '}'
+  .. d(available - wanted) .. ',"holder":' .. jsn(label) .. ev(events) .. '}'
 if idem ~= '' then idem_store(idem, fp, json, id, sealed, tonumber(ttl) + TOMB) end
 return json

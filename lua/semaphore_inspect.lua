@@ -35,7 +35,7 @@ local result = {known = limit ~= nil, limit = limit, used = used,
 if want ~= '' then
   if described and described.kind == 'semaphore' then
     local s = described.state
-    local score = tonumber(redis.call('ZSCORE', TIMEOUT, permit_ids(want, 1)[1]))
+    local score = tonumber(redis.call('ZSCORE', TIMEOUT, permit_id(want, 1)))
     local expires = tonumber(described.expires)
     local ended = tonumber(described.ended)
     if s == 'held' and (score == nil or score <= NOW or expires <= NOW) then

@@ -4,19 +4,22 @@
 -- A(1): lease id
 -- A(2): "1" when the presented token proves the lease id
 -- A(3): why: "released", or "client_gone" to roll back an undelivered grant
+-- The optional ones follow; the caller leaves out those at the end that are "" (none):
 -- A(4): client_gone: the nonce of the request that made the grant
--- A(5): sha256 hex of the request's Idempotency-Key, or ""
--- A(6): sha256 hex of what the request asks, or "" without a key
+-- A(5): sha256 hex of the request's Idempotency-Key
+-- A(6): sha256 hex of what the request asks
 -- Returns: JSON with status = released | lease_lost | forbidden | unknown_lease |
 --   not_rolled_back | idempotency_mismatch | too_late; released carries kind = semaphore and
 --   held_ms, the lease's age (ms), and in `ev` its history entry
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
-local id, proven, reason, idem, fp = A(1), A(2) == '1', A(3), A(5), A(6)
+-- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
+local id, proven, reason = ARGV[3], ARGV[4] == '1', ARGV[5]
+local nonce, idem, fp = ARGV[6] or '', ARGV[7] or '', ARGV[8] or ''
 local first = idem_find(idem, fp)
 if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
 if first then return idem_replay(first, '') end
 
-local rec, st = load(id)
+local rec, st = load(id, false, true)
 if not proven then
   if rec or find_ended(id) then return '{"status":"forbidden"}' end
   return '{"status":"unknown_lease"}'
@@ -24,10 +27,16 @@ end
 local events = {}
 local ok, refusal = check_permits(id, rec, st.hexp, events)
 if not ok then return string.sub(refusal, 1, -2) .. ev(events) .. '}' end
-if reason == 'client_gone' and (rec.nonce == '' or rec.nonce ~= A(4)) then
+if reason == 'client_gone' and (rec.nonce == '' or rec.nonce ~= nonce) then
   return '{"status":"not_rolled_back"}'
 end
-local freed = chunked('ZREM', TIMEOUT, {}, permit_ids(id, tonumber(rec.permits)))
+local permits = tonumber(rec.permits)
+local freed
+if permits == 1 then
+  freed = redis.call('ZREM', TIMEOUT, permit_id(id, 1))
+else
+  freed = chunked('ZREM', TIMEOUT, {}, permit_ids(id, permits))
+end
 redis.call('ZREM', HOLDERS, id)
 local available = redis.call('INCRBY', L, d(freed))
 if available > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(available)) end

@@ -6,7 +6,7 @@
 -- Returns: JSON with status = renewed | lease_lost | forbidden | unknown_lease | too_late
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
 local id, proven, ttl = A(1), A(2) == '1', A(3)
-local rec, st = load(id)
+local rec, st = load(id, false, true)
 if not proven then
   if rec or find_ended(id) then return '{"status":"forbidden"}' end
   return '{"status":"unknown_lease"}'

@@ -466,6 +466,49 @@ async fn semaphores_use_redissons_permit_expirable_layout() {
 }
 
 #[tokio::test]
+async fn permit_ids_keep_the_layout_past_the_first_byte_of_their_number() {
+    // A lease's permit ids are its UUID's first 12 bytes and the permit's number, 4 bytes
+    // big-endian: also past 64 (made on the spot, not looked up) and past 255 (two bytes).
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    let reply = app
+        .acquire_permits(
+            "big-pool",
+            0,
+            json!({"limit": 400, "permits": 300, "ttl_ms": 20_000}),
+        )
+        .await;
+    let lease = crate::helpers::Lease::from_reply("big-pool", &reply);
+    let uuid = uuid::Uuid::parse_str(&lease.id).expect("lease id");
+    let mut ids: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+        .arg("{big-pool}:timeout")
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .expect("ZRANGE");
+    ids.sort();
+    let expected: Vec<Vec<u8>> = (1..=300u32)
+        .map(|n| [&uuid.as_bytes()[..12], &n.to_be_bytes()[..]].concat())
+        .collect();
+    assert_eq!(ids, expected);
+    // The release finds every one of them again.
+    app.release(&lease, false).await.assert_status(200);
+    let left: u64 = redis::cmd("ZCARD")
+        .arg("{big-pool}:timeout")
+        .query_async(&mut conn)
+        .await
+        .expect("ZCARD");
+    assert_eq!(left, 0);
+    let available: String = redis::cmd("GET")
+        .arg("big-pool")
+        .query_async(&mut conn)
+        .await
+        .expect("GET");
+    assert_eq!(available, "400");
+}
+
+#[tokio::test]
 async fn expired_permits_are_reclaimed_by_either_side() {
     let app = spawn_app().await;
     let mut conn = app.redis.conn().await;

@@ -39,13 +39,11 @@ impl Script for SemaphoreAcquire<'_> {
         );
         cmd.arg(r.ttl.as_millis())
             .arg(self.id.to_string())
-            .arg(holder)
-            .arg(metadata)
             .arg(r.limit)
             .arg(r.permits)
-            .arg(self.nonce)
-            .arg(key.map(IdempotencyKey::digest_hex).unwrap_or_default())
-            .arg(fp)
-            .arg(key.map(|k| k.seal(self.token)).unwrap_or_default());
+            .arg(self.nonce);
+        let digest = key.map(IdempotencyKey::digest_hex).unwrap_or_default();
+        let sealed = key.map(|k| k.seal(self.token)).unwrap_or_default();
+        super::args_trimmed(cmd, &[holder, &metadata, &digest, &fp, &sealed]);
     }
 }

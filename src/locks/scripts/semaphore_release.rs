@@ -18,8 +18,6 @@ impl Script for SemaphoreRelease<'_> {
     fn args(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.lease.to_string())
             .arg(super::proven(self.token, self.lease));
-        for part in semaphore_parts(self.how, self.lease, self.token) {
-            cmd.arg(part);
-        }
+        super::args_trimmed(cmd, &semaphore_parts(self.how, self.lease, self.token));
     }
 }
