@@ -33,6 +33,8 @@
 local ttl, op, id, proven, kind, policy, liveness, arrival, nonce
 local label, meta, idem, fp, sealed
 local events, st, h
+-- One events table for every call, emptied first (a new table per call is garbage to collect).
+local EVENTS = {}
 
 -- A grant's answer (numbers as text). `expires`: when the lease expires, for a grant
 -- answered again.
@@ -68,13 +70,14 @@ local function grant(count, ticket)
       st.hexp)
   end
   local ttl_n = ttl + 0
+  local keep = ttl_n + TOMB
   create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, metadata, shared, nil,
     st.raw)
   set_state('fence', fence)
   if not shared and st.kind ~= family(kind) then set_state('kind', family(kind)) end
-  flush_state(NOW + ttl_n + TOMB, st.sexp)
+  flush_state(NOW + keep, st.sexp)
   return idem_answer(idem, fp, acquired('acquired', count, fence, NOW_S, holder), id, sealed,
-    TOMB + ttl_n)
+    keep)
 end
 
 -- Who holds the lock, for a refused acquirer (never read out of another program's key).
@@ -173,7 +176,8 @@ liveness, arrival, nonce = ARGV[9], ARGV[10], ARGV[11]
 label, meta = ARGV[12] or '', ARGV[13] or ''
 idem, fp, sealed = ARGV[14] or '', ARGV[15] or '', ARGV[16] or ''
 if arrival == '0' then arrival = NOW_S end
-events = {}
+for i = #EVENTS, 1, -1 do EVENTS[i] = nil end
+events = EVENTS
 st, h = nil, holder_id(id)
 
 
