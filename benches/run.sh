@@ -25,6 +25,11 @@ $quick || packages+=(etcd-server etcd-client)
 nice -n 10 cargo build --release --locked -q
 nice -n 10 cargo bench --locked --bench scenarios --no-run -q 2>/dev/null
 bench=$(ls -t target/release/deps/scenarios-* | grep -v '\.d$' | head -1)
+# Python with redis-py (and requests, for the peers): the replay below and the Python peer.
+venv=target/bench-venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -c 'import redis, requests' 2>/dev/null || "$venv/bin/pip" install -q redis requests
+py="$venv/bin/python"
 
 work=$(mktemp -d)
 sock=$work/r.sock
@@ -130,6 +135,12 @@ for round in 1 2 3; do
       | with_round "$round" | record
   done
 done
+
+# The same cycle with Redis busy: the server's own FCALLs of one cycle, captured, replayed back to
+# back beside the minimal pair replayed the same way (warm caches on both sides); see replay.py.
+echo "== Leasehold's FCALLs and the minimal pair, replayed back to back" >&2
+if $quick; then replay_names=200; else replay_names=500; fi
+"$py" benches/replay.py "$sock" "$url" "$replay_names" 5 | record || note replay "failed"
 
 # The same comparison in instructions: Redis under callgrind counts what it executes, which does
 # not depend on what else these shared cores are doing (the µs above do). Cycles of every kind
@@ -244,10 +255,6 @@ if ! $quick; then
   start_server
   "$bench" --url "$url" dashboard --locks 10000 | record || note dashboard "failed"
 
-  venv=target/bench-venv
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -c 'import redis, requests' 2>/dev/null || "$venv/bin/pip" install -q redis requests
-  py="$venv/bin/python"
   echo "== Python redis Lock" >&2
   rcli FLUSHALL >/dev/null
   "$py" benches/peers/python_lock.py --socket "$sock" --mode uncontended --threads 16 --seconds "$secs" | record || note python-lock "uncontended failed"
