@@ -428,7 +428,9 @@ fn lease_hold(
                             end = end.min(op.send);
                         } else {
                             // Levels remain: like Redisson's unlock, the release renews the
-                            // lease (and the lock key) for the lease's TTL.
+                            // lease (and the lock key) for the lease's TTL. `count` levels
+                            // are left: a later release that fails may have ended the lease.
+                            writes = *count;
                             exp_at = op.send;
                             ub_exp = ub_exp.max(op.recv + exp_ttl * 1000);
                         }
@@ -1206,4 +1208,107 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         }
     }
     out
+}
+
+/// Known histories run through the checkers (`--self-check`): each must be judged as stated,
+/// so a checker that stops seeing a violation, or starts seeing one that is not, shows here.
+/// Returns (history, passed) pairs.
+pub fn self_check() -> Vec<(&'static str, bool)> {
+    let lease = |id: &str| id.to_owned();
+    let op = |seq, client, send, recv, request, outcome| Op {
+        seq,
+        client,
+        instance: 0,
+        name: "re-0".to_owned(),
+        family: Family::Reentrant,
+        send,
+        recv,
+        request,
+        outcome,
+    };
+    let acquire = |reentry_of: Option<String>| Request::Acquire {
+        kind: "reentrant",
+        ttl_ms: Some(500),
+        wait_ms: 0,
+        reentry_of,
+        idempotency: None,
+        gave_up_ms: None,
+    };
+    let granted = |id: &str, count, status| Outcome::Granted {
+        status,
+        lease: id.to_owned(),
+        fence: 10,
+        ttl_ms: 500,
+        count,
+        kind: "reentrant".to_owned(),
+    };
+    let release = |id: &str| Request::Release {
+        lease: lease(id),
+        all: false,
+        mode: None,
+        semaphore: false,
+        idempotency: None,
+    };
+    let failed = || Outcome::Failed {
+        status: Some(503),
+        what: "redis_unavailable".to_owned(),
+    };
+    // Lease A: granted, re-entered (2 levels), one level released (1 left), then a release
+    // of the last level fails (503: it may have happened), and lease B is granted 100 ms
+    // later, within A's TTL. `partial`: whether the one-level release came first.
+    let history = |partial: bool| {
+        let mut ops = vec![
+            op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
+            op(
+                1,
+                0,
+                2_000,
+                3_000,
+                acquire(Some(lease("a"))),
+                granted("a", 2, 200),
+            ),
+        ];
+        if partial {
+            ops.push(op(
+                2,
+                0,
+                4_000,
+                5_000,
+                release("a"),
+                Outcome::Released {
+                    released: false,
+                    count: 1,
+                },
+            ));
+        }
+        let n = ops.len();
+        ops.push(op(n, 0, 6_000, 2_006_000, release("a"), failed()));
+        ops.push(op(
+            n + 1,
+            1,
+            100_000,
+            101_000,
+            acquire(None),
+            Outcome::Granted {
+                status: 201,
+                lease: lease("b"),
+                fence: 11,
+                ttl_ms: 500,
+                count: 1,
+                kind: "reentrant".to_owned(),
+            },
+        ));
+        ops
+    };
+    let judged = |ops: &[Op]| check(ops, &[], &[], 1_500).overlaps;
+    vec![
+        (
+            "a failed release of a lease's last level may have ended it: no overlap",
+            judged(&history(true)) == 0,
+        ),
+        (
+            "a failed release of one of two levels leaves the lease held: an overlap",
+            judged(&history(false)) == 1,
+        ),
+    ]
 }

@@ -98,6 +98,10 @@ struct Args {
     /// Write each run's whole history to history.txt in its directory (kept).
     #[arg(long)]
     dump: bool,
+    /// Only run the checkers on known histories (no Redis, no server), then exit. Every run
+    /// does this first.
+    #[arg(long)]
+    self_check: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -124,6 +128,19 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<bool> {
+    // The checkers first, on histories whose verdict is known: a checker that misjudges them
+    // would make the run's verdict worthless.
+    let mut checkers_ok = true;
+    for (history, passed) in check::self_check() {
+        println!(
+            "safety self-check: {history} => {}",
+            if passed { "ok" } else { "MISJUDGED" }
+        );
+        checkers_ok &= passed;
+    }
+    if args.self_check || !checkers_ok {
+        return Ok(checkers_ok);
+    }
     let families: Vec<Family> = args
         .kinds
         .split(',')
