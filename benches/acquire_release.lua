@@ -1,5 +1,8 @@
 -- wrk script: every thread owns one connection (run with -t N -c N) and one lock name, and
--- loops acquire (POST .../leases) then release (DELETE .../leases/{id}) on it.
+-- loops acquire (POST .../leases) then release (DELETE .../leases/{id}) on it. A run stops
+-- between the two as often as not, leaving its locks held for their TTL: each run names its
+-- locks after its first argument (`wrk ... -s acquire_release.lua URL -- <run>`, the start time
+-- by default), or a later run's connections would find them held and spin on refusals.
 local threads = {}
 
 function setup(thread)
@@ -8,7 +11,7 @@ function setup(thread)
 end
 
 function init(args)
-  name = "bench-" .. id
+  name = "bench-" .. (args[1] or tostring(os.time())) .. "-" .. id
   phase = "acquire"
   failures = 0
   cycles = 0

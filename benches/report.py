@@ -333,6 +333,14 @@ def main():
         else:
             cells += ["–", "–", "–"]
         w("| " + " | ".join(cells) + " |")
+    # A refused acquire or failed release (each run's locks are its own: see acquire_release.lua).
+    wrk_runs = [r for r in rows if r.get("stack") == "wrk-acquire-release"]
+    failed = [(r["connections"], r.get("round"), r["wrk"]["failures"]) for r in wrk_runs
+              if r["wrk"].get("failures")]
+    if wrk_runs and "failures" in wrk_runs[0]["wrk"]:
+        w("\nwrk requests answered other than 201 (acquire) or 200 (release): "
+          + ("none, in every run." if not failed else
+             "; ".join(f"{n} at {c} connections (round {rd})" for c, rd, n in failed) + "."))
     hz = find(rows, stack="http-healthz")
     if hz:
         w(f"\nA bare HTTP round trip on the same server stack (`GET /healthz`, wrk, 64 connections): "

@@ -203,6 +203,8 @@ p={q: ms(re.search(r"\s%s%%\s+(\S+)"%q,t).group(1)) for q in ["50","99"]}
 extra={}
 m=re.search(r"cycles_per_s=(\d+)",t)
 if m: extra["cycles_per_s"]=float(m.group(1))
+m=re.search(r"failures=(\d+)",t)
+if m: extra["failures"]=int(m.group(1))
 print(json.dumps(dict(requests_per_s=rps, p50_ms=p["50"], p99_ms=p["99"], **extra)))'; }
 # Rounds, as for the Redis cost above: the report takes each figure's median round. Each round
 # also runs the wrk loop on a server with one thread per core (tokio's default), Redis still
@@ -211,7 +213,7 @@ if $quick; then rounds=1; else rounds=3; fi
 for round in $(seq "$rounds"); do
   [ "$round" = 1 ] || start_server
   for c in 1 16 64; do
-    w=$(wrk -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" | wrk_json)
+    w=$(wrk -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" -- "r$round-c$c" | wrk_json)
     echo "{\"stack\": \"wrk-acquire-release\", \"connections\": $c, \"round\": $round, \"wrk\": $w}" | record
   done
   for c in 1 16 64; do
@@ -220,7 +222,7 @@ for round in $(seq "$rounds"); do
   if [ "$cores" -gt "$threads" ]; then
     start_server "$cores"
     for c in 16 64; do
-      w=$(wrk -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" | wrk_json)
+      w=$(wrk -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" -- "r$round-c$c-all" | wrk_json)
       echo "{\"stack\": \"wrk-acquire-release\", \"connections\": $c, \"server_threads\": $cores, \"round\": $round, \"wrk\": $w}" | record
     done
   fi
