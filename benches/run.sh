@@ -205,7 +205,14 @@ m=re.search(r"cycles_per_s=(\d+)",t)
 if m: extra["cycles_per_s"]=float(m.group(1))
 m=re.search(r"failures=(\d+)",t)
 if m: extra["failures"]=int(m.group(1))
+# The CPU wrk used, from the shell builtin `times` after it (its last line: children'"'"'s user and
+# system time), per request.
+m=re.search(r"(\d+)m([\d.]+)s (\d+)m([\d.]+)s\s*$",t)
+total=int(re.search(r"(\d+) requests in",t).group(1))
+if m and total: extra["client_cpu_us_per_request"]=(60*int(m.group(1))+float(m.group(2))+60*int(m.group(3))+float(m.group(4)))*1e6/total
 print(json.dumps(dict(requests_per_s=rps, p50_ms=p["50"], p99_ms=p["99"], **extra)))'; }
+# wrk, then the CPU it used (see wrk_json).
+wrk_timed() { { wrk "$@"; times; } | wrk_json; }
 # Rounds, as for the Redis cost above: the report takes each figure's median round. Each round
 # also runs the wrk loop on a server with one thread per core (tokio's default), Redis still
 # beside it, to compare with this run's thread count (on one core there is nothing to compare).
@@ -213,7 +220,7 @@ if $quick; then rounds=1; else rounds=3; fi
 for round in $(seq "$rounds"); do
   [ "$round" = 1 ] || start_server
   for c in 1 16 64; do
-    w=$(wrk -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" -- "r$round-c$c" | wrk_json)
+    w=$(wrk_timed -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" -- "r$round-c$c")
     echo "{\"stack\": \"wrk-acquire-release\", \"connections\": $c, \"round\": $round, \"wrk\": $w}" | record
   done
   for c in 1 16 64; do
@@ -222,14 +229,14 @@ for round in $(seq "$rounds"); do
   if [ "$cores" -gt "$threads" ]; then
     start_server "$cores"
     for c in 16 64; do
-      w=$(wrk -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" -- "r$round-c$c-all" | wrk_json)
+      w=$(wrk_timed -t"$c" -c"$c" -d"${secs}s" --latency -s benches/acquire_release.lua "$url" -- "r$round-c$c-all")
       echo "{\"stack\": \"wrk-acquire-release\", \"connections\": $c, \"server_threads\": $cores, \"round\": $round, \"wrk\": $w}" | record
     done
   fi
 done
 start_server
 $quick || {
-  w=$(wrk -t2 -c64 -d"${secs}s" --latency "$url/healthz" | wrk_json)
+  w=$(wrk_timed -t2 -c64 -d"${secs}s" --latency "$url/healthz")
   echo "{\"stack\": \"http-healthz\", \"connections\": 64, \"wrk\": $w}" | record
 }
 

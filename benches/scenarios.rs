@@ -10,6 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+
+#[path = "scenarios/light_client.rs"]
+mod light_client;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
@@ -31,6 +34,7 @@ struct Args {
 #[derive(Subcommand)]
 enum Scenario {
     /// Each connection acquires and releases its own lock name in a loop.
+    /// Driven by a light client on one thread (`scenarios/light_client.rs`).
     Uncontended {
         #[arg(long)]
         connections: usize,
@@ -127,9 +131,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let result = match &args.scenario {
-        Scenario::Uncontended { connections } => {
-            uncontended(&args.url, *connections, deadline).await?
-        }
+        Scenario::Uncontended { connections } => uncontended(&args.url, *connections, deadline)?,
         Scenario::Contended {
             clients,
             kind,
@@ -466,36 +468,28 @@ async fn release(http: &reqwest::Client, url: &str, held: &Held) -> anyhow::Resu
     Ok(())
 }
 
-async fn uncontended(url: &str, connections: usize, deadline: Instant) -> anyhow::Result<Value> {
+/// The uncontended loop, driven by the light client (`scenarios/light_client.rs`) on a thread of its
+/// own. Its CPU time is reported, so that the report can set what the load cost beside what
+/// it measured.
+fn uncontended(url: &str, connections: usize, deadline: Instant) -> anyhow::Result<Value> {
+    let authority = light_client::authority(url)?;
+    let (_, cpu_before) = process_stats(std::process::id())?;
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..connections {
-        let url = url.to_owned();
-        tasks.push(tokio::spawn(async move {
-            let http = client();
-            let (mut acq, mut rel) = (Vec::new(), Vec::new());
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let held =
-                    acquire(&http, &url, &format!("u-{i}"), json!({"ttl_ms": 30000}), 0).await?;
-                let t1 = Instant::now();
-                release(&http, &url, &held).await?;
-                acq.push(t1 - t0);
-                rel.push(t1.elapsed());
-            }
-            anyhow::Ok((acq, rel))
-        }));
-    }
-    let (mut acq, mut rel) = (Vec::new(), Vec::new());
-    for task in tasks {
-        let (a, r) = task.await??;
-        acq.extend(a);
-        rel.extend(r);
-    }
+    let (mut acq, mut rel) = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(light_client::cycle_loop(&authority, connections, deadline))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
     let secs = started.elapsed().as_secs_f64();
+    let (_, cpu_after) = process_stats(std::process::id())?;
+    let requests = 2 * acq.len();
     Ok(json!({
         "scenario": "uncontended", "connections": connections, "seconds": secs,
         "cycles": acq.len(), "cycles_per_s": acq.len() as f64 / secs,
+        "client_cpu_us_per_request": (cpu_after - cpu_before) * 1e6 / requests.max(1) as f64,
         "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
     }))
 }
@@ -760,34 +754,32 @@ async fn parked(url: &str, redis_url: Option<&str>, setup: &Waiting) -> anyhow::
             .await?,
         );
     }
-    // HTTP/2: the server allows 200 concurrent streams per connection, and a reqwest client
-    // keeps one connection per host, so spread the waiters over enough clients.
-    let pools: Vec<reqwest::Client> = if http2 {
-        (0..waiters.div_ceil(150))
-            .map(|_| {
-                leasehold::client::http_builder()
-                    .timeout(Duration::from_secs(120))
-                    .http2_prior_knowledge()
-                    .build()
-            })
-            .collect::<Result<_, _>>()?
-    } else {
-        vec![
-            leasehold::client::http_builder()
-                .timeout(Duration::from_secs(120))
-                .build()?,
-        ]
-    };
+    // The waiters use the light client (`scenarios/light_client.rs`): each one's release is
+    // part of the drain measured. HTTP/2: the server allows 200 concurrent streams per
+    // connection, so the waiters are spread over connections of 150.
+    let authority = light_client::authority(url)?;
+    let mut shared = Vec::new();
+    if http2 {
+        for _ in 0..waiters.div_ceil(150) {
+            shared.push(light_client::Conn::open_h2(&authority).await?);
+        }
+    }
     let answered = Arc::new(Mutex::new(Vec::<Instant>::new()));
     let mut tasks = Vec::new();
     for w in 0..waiters {
-        let pool = pools[w % pools.len()].clone();
-        let (url, answered) = (url.to_owned(), answered.clone());
+        let conn = shared
+            .get(w % shared.len().max(1))
+            .and_then(light_client::Conn::share);
+        let (authority, answered) = (authority.clone(), answered.clone());
         tasks.push(tokio::spawn(async move {
+            let mut conn = match conn {
+                Some(conn) => conn,
+                None => light_client::Conn::open(&authority).await?,
+            };
             let lock = format!("parked-{}", w % locks);
-            let held = acquire(&pool, &url, &lock, json!({"ttl_ms": 30000}), 110_000).await?;
+            let held = conn.acquire(&lock, r#"{"ttl_ms":30000}"#, 110_000).await?;
             answered.lock().expect("answered").push(Instant::now());
-            release(&pool, &url, &held).await
+            conn.release(&held).await
         }));
     }
     // Everyone parked (bounded).
@@ -847,7 +839,7 @@ async fn parked(url: &str, redis_url: Option<&str>, setup: &Waiting) -> anyhow::
     let drained = answers.iter().max().copied();
     Ok(json!({
         "scenario": "parked", "protocol": if http2 { "h2c" } else { "http/1.1" },
-        "client_connections": if http2 { pools.len() } else { waiters },
+        "client_connections": if http2 { shared.len() } else { waiters },
         "waiters": waiters, "locks": locks, "parked": parked,
         "parking_seconds": parking_secs,
         "rss_mb_before": rss_before, "rss_mb_parked": rss_parked,
