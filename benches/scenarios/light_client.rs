@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use hyper::client::conn::{http1, http2};
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde::Deserialize;
@@ -23,7 +24,9 @@ enum Sender {
 /// One simulated client: its own HTTP/1.1 connection, or a handle on a shared h2c one.
 pub struct Conn {
     send: Sender,
+    /// host:port, and the same as the HTTP/1.1 Host header, parsed once per connection.
     host: String,
+    host_header: HeaderValue,
 }
 
 /// A new lease as the loops need it: where to release it, and the token that proves it.
@@ -59,10 +62,7 @@ impl Conn {
     pub async fn open(authority: &str) -> anyhow::Result<Self> {
         let (send, conn) = http1::handshake(connect(authority).await?).await?;
         tokio::spawn(conn);
-        Ok(Self {
-            send: Sender::H1(send),
-            host: authority.to_owned(),
-        })
+        Self::new(Sender::H1(send), authority)
     }
 
     /// A new h2c connection (HTTP/2 with prior knowledge) to `authority`; clone it for each
@@ -71,9 +71,14 @@ impl Conn {
         let (send, conn) =
             http2::handshake(TokioExecutor::new(), connect(authority).await?).await?;
         tokio::spawn(conn);
+        Self::new(Sender::H2(send), authority)
+    }
+
+    fn new(send: Sender, authority: &str) -> anyhow::Result<Self> {
         Ok(Self {
-            send: Sender::H2(send),
+            send,
             host: authority.to_owned(),
+            host_header: HeaderValue::from_str(authority)?,
         })
     }
 
@@ -83,6 +88,7 @@ impl Conn {
             Sender::H2(send) => Some(Self {
                 send: Sender::H2(send.clone()),
                 host: self.host.clone(),
+                host_header: self.host_header.clone(),
             }),
             Sender::H1(_) => None,
         }
@@ -135,7 +141,9 @@ impl Conn {
         let exchange = async {
             let reply = match &mut self.send {
                 Sender::H1(send) => {
-                    request.headers_mut().insert("host", self.host.parse()?);
+                    request
+                        .headers_mut()
+                        .insert(hyper::header::HOST, self.host_header.clone());
                     send.ready().await?;
                     send.send_request(request).await?
                 }
