@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What one Leasehold cycle costs Redis when Redis is busy: the server's own acquire and release
 FCALLs, captured with MONITOR from one cycle over HTTP, replayed back to back (pipelined, on
-fresh lock names and lease ids) beside Redisson's minimal pair replayed the same way. Script µs
-per cycle from INFO commandstats, per round. Used by benches/run.sh.
+fresh lock names and lease ids) beside Redisson's minimal pair and the features floor
+(benches/floor/, see floor.py) replayed the same way. Script µs per cycle from INFO
+commandstats, per round. Used by benches/run.sh.
 
 One at a time over HTTP (§2 of BENCHMARKS.md), Redis waits for the server between calls, and
 the server's work on the same cores leaves Redis's caches cold; replayed back to back, both sides
@@ -17,6 +18,8 @@ import urllib.request
 import uuid
 
 import redis
+
+import floor
 
 sock, url = sys.argv[1], sys.argv[2]
 names = int(sys.argv[3]) if len(sys.argv) > 3 else 500
@@ -101,6 +104,18 @@ def minimal_round(k):
     p.execute()
 
 
+def floor_round(k):
+    p = r.pipeline(transaction=False)
+    cycles = [floor.calls(f"replay-floor-{k}-{i}", str(uuid.uuid4())) for i in range(names)]
+    for acquire, _ in cycles:
+        p.execute_command(*acquire)
+    for _, release in cycles:
+        p.execute_command(*release)
+    replies = p.execute()
+    if not all(b'"status":"released"' in x for x in replies[names:]):
+        sys.exit("replay.py: a replayed floor cycle was not granted and released")
+
+
 def usec_per_cycle(run, command, k):
     r.config_resetstat()
     run(k)
@@ -108,12 +123,16 @@ def usec_per_cycle(run, command, k):
     return stats.get("usec", 0) / (stats.get("calls", 0) / 2)
 
 
-# A warm-up round each, then the rounds, taking the two sides in turn.
+# A warm-up round each, then the rounds, taking the three in turn.
+floor.load(r)
 leasehold_round(0)
 minimal_round(0)
-ours, minimal = [], []
+floor_round(0)
+ours, minimal, floors = [], [], []
 for k in range(1, rounds + 1):
     ours.append(usec_per_cycle(leasehold_round, "fcall", k))
     minimal.append(usec_per_cycle(minimal_round, "evalsha", k))
+    floors.append(usec_per_cycle(floor_round, "fcall", k))
 print(json.dumps({"scenario": "replay", "names": names, "rounds": rounds,
-                  "script_us_per_cycle": ours, "minimal_us_per_pair": minimal}))
+                  "script_us_per_cycle": ours, "minimal_us_per_pair": minimal,
+                  "floor_us_per_cycle": floors}))

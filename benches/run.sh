@@ -144,8 +144,9 @@ if $quick; then replay_names=200; else replay_names=500; fi
 
 # The same comparison in instructions: Redis under callgrind counts what it executes, which does
 # not depend on what else these shared cores are doing (the µs above do). Cycles of every kind
-# over HTTP and the minimal pair, on one callgrind-run Redis; see instructions.py.
-echo "== instructions per cycle under callgrind (every kind; the minimal pair)" >&2
+# over HTTP, the minimal pair and the features floor, on one callgrind-run Redis; see
+# instructions.py and floor.py.
+echo "== instructions per cycle under callgrind (every kind; the minimal pair; the features floor)" >&2
 if command -v valgrind >/dev/null && command -v callgrind_control >/dev/null; then
   cgsock=$work/cg.sock
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" redis-server --port 0 \
@@ -175,16 +176,23 @@ if command -v valgrind >/dev/null && command -v callgrind_control >/dev/null; th
   "$bench" --redis-url "redis+unix://$cgsock" --url - --seconds "$secs" redis-minimal --connections 1 >/dev/null
   minimal=$(python3 benches/instructions.py "$(cg_dump)" evalShaCommand)
   pairs=$(( $(redis-cli -s "$cgsock" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p') / 2 ))
+  # The features floor (benches/floor/): as many cycles as each kind, one at a time, warmed first.
+  "$py" benches/floor.py "$cgsock" 20
+  callgrind_control -z "$cgpid" >/dev/null
+  "$py" benches/floor.py "$cgsock" "$cgcycles"
+  floor=$(python3 benches/instructions.py "$(cg_dump)" fcallCommand)
   python3 -c 'import json,sys
-m, c, p = json.loads(sys.argv[1]), int(sys.argv[2]) + 1, int(sys.argv[3])
-kinds = {k: json.loads(v) for k, v in (a.split("=", 1) for a in sys.argv[4:])}
+m, c, p, f = json.loads(sys.argv[1]), int(sys.argv[2]) + 1, int(sys.argv[3]), json.loads(sys.argv[4])
+kinds = {k: json.loads(v) for k, v in (a.split("=", 1) for a in sys.argv[5:])}
 o = kinds["reentrant"]
 print(json.dumps({"scenario": "instructions", "cycles": c, "pairs": p,
   "script_per_cycle": o["instructions"] / c, "redis_per_cycle": o["total"] / c,
   "minimal_script_per_pair": m["instructions"] / p, "minimal_redis_per_pair": m["total"] / p,
+  "floor_cycles": c - 1, "floor_script_per_cycle": f["instructions"] / (c - 1),
+  "floor_redis_per_cycle": f["total"] / (c - 1),
   "kinds": {k: {"script_per_cycle": v["instructions"] / c, "redis_per_cycle": v["total"] / c}
             for k, v in kinds.items()}}))' \
-    "$minimal" "$cgcycles" "$pairs" "${kinds[@]}" | record
+    "$minimal" "$cgcycles" "$pairs" "$floor" "${kinds[@]}" | record
   redis-cli -s "$cgsock" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 else
   note instructions "valgrind is not installed"
