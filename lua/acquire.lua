@@ -180,6 +180,32 @@ for i = #EVENTS, 1, -1 do EVENTS[i] = nil end
 events = EVENTS
 st, h = nil, holder_id(id)
 
+-- The usual request: a new lease of a kind that never shares, on a name nobody uses, without
+-- an Idempotency-Key, not after a wait. It is granted here with what the general path below
+-- would write, but reading seven fields of the state rather than nine and building no
+-- tables (callgrind, 500 calls: 102.7k Redis instructions per call here, 120.7k on the
+-- general path). Whatever else it finds (a fair queue, a lease whose record still says held:
+-- it ran out unnoticed, and its expiry must be recorded) goes on to the general path, which
+-- reads what it needs itself.
+if op == 'new' and idem == '' and arrival == NOW_S
+  and (kind == 'reentrant' or kind == 'exclusive' or kind == 'fair')
+  and redis.call('EXISTS', L) == 0 then
+  local v = redis.call('HMGET', STATE, 'rec', 'fence', 'q', 'sexp', 'holder', 'meta', 'kind')
+  if not v[3] and string.sub(v[1] or '', 1, 5) ~= 'held|' then
+    redis.call('HSET', L, h, '1')
+    redis.call('PEXPIRE', L, ttl)
+    local fence = next_fence(v[2])
+    local ttl_n = ttl + 0
+    set_state('lease', id)
+    set_state('rec', pack('held', kind, ttl, NOW_S, d(NOW + ttl_n), fence, nonce))
+    if label ~= '' or (v[5] or '') ~= '' then set_state('holder', label) end
+    if meta ~= '' or (v[6] or '') ~= '' then set_state('meta', meta) end
+    set_state('fence', fence)
+    if v[7] ~= kind then set_state('kind', kind) end
+    flush_state(NOW + ttl_n + TOMB, v[4])
+    return acquired('acquired', '1', fence, NOW_S, label)
+  end
+end
 
 -- A retry with the same Idempotency-Key gets the first answer, as long as it still holds.
 if idem ~= '' then

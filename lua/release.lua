@@ -31,6 +31,35 @@ if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 local id, proven, all, reason = ARGV[3], ARGV[4] == '1', ARGV[5] == 'all', ARGV[6]
 local which, nonce, idem, fp = ARGV[7] or '', ARGV[8] or '', ARGV[9] or '', ARGV[10] or ''
 
+-- The usual request: the last level of a lease held in the fixed fields (reentrant, exclusive,
+-- fair with nobody queued), released by its own token without an Idempotency-Key. It ends
+-- here with what the general path below would write, reading five fields of the state rather
+-- than eight and building no tables (callgrind, 500 calls: 111.2k Redis instructions per call
+-- here, 139.1k on the general path). Anything else (a shared lease, a queue to wake, a level
+-- left, a lease lost, a rollback) goes on to the general path.
+if proven and reason == 'released' and idem == '' and which == '' then
+  local v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'q', 'hexp')
+  local kind, ttl, since, expires, fence
+  if v[1] == id and not v[4] then
+    kind, ttl, since, expires, fence =
+      string.match(v[2], '^held|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|[^|]*||$')
+  end
+  -- (redis.pcall: L may have become some other type of key; that is the general path's case.)
+  local count = (kind == 'reentrant' or kind == 'exclusive' or kind == 'fair')
+    and tonumber(redis.pcall('HGET', L, holder_id(id)))
+  if count and (count == 1 or all and count > 1) then
+    redis.call('DEL', L)
+    redis.call('PUBLISH', channel(), '0')
+    local entry = '{"type":"released","lease_id":"' .. id .. '","holder":' .. jsn(v[3])
+      .. ',"kind":"' .. kind .. '","fencing_token":' .. fence .. ',"since_ms":' .. since
+      .. ',"at_ms":' .. NOW_S .. ENDED_BY.released .. '}'
+    append_history(entry, v[5])
+    set_state('rec', pack('released', kind, ttl, since, expires, fence, '', NOW_S))
+    return '{"status":"released","kind":"' .. kind .. '","held_ms":' .. d(NOW - since)
+      .. ',"ev":[' .. entry .. ']}'
+  end
+end
+
 if idem ~= '' then
   local first = idem_find(idem, fp)
   if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
