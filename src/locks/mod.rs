@@ -58,7 +58,7 @@ pub use kind::{HeldAs, LeaseKind, Resource};
 pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
 pub use model::*;
 pub use observer::Observer;
-use scripts::{Script, parse};
+use scripts::Script;
 pub use tenure::held_for;
 use waiters::Waiters;
 pub use waitlist::WaiterView;
@@ -353,7 +353,7 @@ impl Locks {
         }
         let raw = result?;
         self.publish_reply_events(name, &raw);
-        parse(&raw)
+        S::parse(&raw)
     }
 
     /// Tells the observer what a refused lease call says about its lease.

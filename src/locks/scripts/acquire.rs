@@ -3,7 +3,8 @@
 
 use serde::Deserialize;
 
-use super::{Refusal, Script};
+use super::{Refusal, Script, parse, status_of};
+use crate::locks::error::LockError;
 use crate::locks::kind::LeaseKind;
 use crate::locks::model::{
     HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, RwPolicy, Ttl, fingerprint,
@@ -54,6 +55,10 @@ pub(in crate::locks) struct Acquire<'a> {
 impl Script for Acquire<'_> {
     const FILE: &'static str = "acquire";
     type Reply = AcquireReply;
+
+    fn parse(raw: &str) -> Result<AcquireReply, LockError> {
+        AcquireReply::read(raw)
+    }
 
     fn args(&self, cmd: &mut redis::Cmd) {
         let ttl_ms = self.ttl.map_or(0, Ttl::as_millis).to_string();
@@ -138,6 +143,18 @@ pub(in crate::locks) enum AcquireReply {
     IdempotencyMismatch,
     #[serde(untagged)]
     Refused(Refusal),
+}
+
+impl AcquireReply {
+    /// Reads a reply: a grant (most replies) straight into [`Granted`], anything else by its
+    /// tag (see [`status_of`]).
+    pub(in crate::locks) fn read(raw: &str) -> Result<Self, LockError> {
+        match status_of(raw) {
+            Some("acquired") => parse(raw).map(Self::Acquired),
+            Some("reentered") => parse(raw).map(Self::Reentered),
+            _ => parse(raw),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

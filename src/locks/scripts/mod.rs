@@ -40,6 +40,11 @@ pub(super) trait Script {
 
     /// This function's own ARGV, after the two every function takes.
     fn args(&self, cmd: &mut redis::Cmd);
+
+    /// Reads the function's reply.
+    fn parse(raw: &str) -> Result<Self::Reply, LockError> {
+        parse(raw)
+    }
 }
 
 /// Why a script refused to touch a lease on behalf of a token.
@@ -120,6 +125,14 @@ where
 /// Parses a function's JSON reply.
 pub(super) fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, LockError> {
     serde_json::from_str(raw).map_err(|e| LockError::BadReply(format!("{e}: {raw}")))
+}
+
+/// The `status` a function's reply opens with (every function writes it first), for the
+/// replies parsed by status: a reply enum tagged by `status` is read by serde into a buffer
+/// of every member first, which cost about 9 % of the server's instructions per cycle
+/// (callgrind, 300 cycles), while the usual grant or release needs only one variant's struct.
+pub(super) fn status_of(raw: &str) -> Option<&str> {
+    raw.strip_prefix(r#"{"status":""#)?.split('"').next()
 }
 
 /// Empty strings are how scripts store "none".

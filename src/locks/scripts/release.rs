@@ -3,7 +3,8 @@
 
 use serde::Deserialize;
 
-use super::{Refusal, Script};
+use super::{Refusal, Script, parse, status_of};
+use crate::locks::error::LockError;
 use crate::locks::kind::LeaseKind;
 use crate::locks::model::{IdempotencyKey, LeaseId, LeaseToken, RwMode, fingerprint};
 
@@ -43,16 +44,21 @@ impl ReleaseHow<'_> {
         };
         let all = if all { "all" } else { "one" };
         let mode = mode.map_or("", RwMode::as_str);
-        let fp = fingerprint(
-            key,
-            &[
-                "release",
-                &lease.to_string(),
-                all,
-                mode,
-                &token.digest().hex(),
-            ],
-        );
+        // (Only with a key: the parts cost a hash of the token.)
+        let fp = if key.is_some() {
+            fingerprint(
+                key,
+                &[
+                    "release",
+                    &lease.to_string(),
+                    all,
+                    mode,
+                    &token.digest().hex(),
+                ],
+            )
+        } else {
+            String::new()
+        };
         [
             all.to_owned(),
             self.reason().to_owned(),
@@ -74,6 +80,10 @@ impl Script for Release<'_> {
     const FILE: &'static str = "release";
     type Reply = ReleaseReply;
 
+    fn parse(raw: &str) -> Result<ReleaseReply, LockError> {
+        ReleaseReply::read(raw)
+    }
+
     fn args(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.lease.to_string())
             .arg(super::proven(self.token, self.lease));
@@ -94,11 +104,7 @@ pub(in crate::locks) fn semaphore_parts(
 #[derive(Debug, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub(in crate::locks) enum ReleaseReply {
-    Released {
-        /// The lease's age at release (for the hold-time metric).
-        held_ms: Option<u64>,
-        kind: Option<LeaseKind>,
-    },
+    Released(Released),
     StillHeld {
         reentry_count: u64,
         holder: Option<String>,
@@ -108,4 +114,23 @@ pub(in crate::locks) enum ReleaseReply {
     IdempotencyMismatch,
     #[serde(untagged)]
     Refused(Refusal),
+}
+
+/// A lease let go entirely.
+#[derive(Debug, Deserialize)]
+pub(in crate::locks) struct Released {
+    /// The lease's age at release (for the hold-time metric).
+    pub held_ms: Option<u64>,
+    pub kind: Option<LeaseKind>,
+}
+
+impl ReleaseReply {
+    /// Reads a reply: a release (most replies) straight into [`Released`], anything else by
+    /// its tag (see [`status_of`]).
+    pub(in crate::locks) fn read(raw: &str) -> Result<Self, LockError> {
+        match status_of(raw) {
+            Some("released") => parse(raw).map(Self::Released),
+            _ => parse(raw),
+        }
+    }
 }

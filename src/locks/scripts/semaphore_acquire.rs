@@ -17,6 +17,10 @@ impl Script for SemaphoreAcquire<'_> {
     const FILE: &'static str = "semaphore_acquire";
     type Reply = AcquireReply;
 
+    fn parse(raw: &str) -> Result<AcquireReply, crate::locks::error::LockError> {
+        AcquireReply::read(raw)
+    }
+
     fn args(&self, cmd: &mut redis::Cmd) {
         let r = self.request;
         let holder = r.holder.as_ref().map_or("", HolderLabel::as_str);

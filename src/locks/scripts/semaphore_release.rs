@@ -15,6 +15,10 @@ impl Script for SemaphoreRelease<'_> {
     const FILE: &'static str = "semaphore_release";
     type Reply = ReleaseReply;
 
+    fn parse(raw: &str) -> Result<ReleaseReply, crate::locks::error::LockError> {
+        ReleaseReply::read(raw)
+    }
+
     fn args(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.lease.to_string())
             .arg(super::proven(self.token, self.lease));
