@@ -128,9 +128,10 @@ pub(super) fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, LockError> {
 }
 
 /// The `status` a function's reply opens with (every function writes it first), for the
-/// replies parsed by status: a reply enum tagged by `status` is read by serde into a buffer
-/// of every member first, which cost about 9 % of the server's instructions per cycle
-/// (callgrind, 300 cycles), while the usual grant or release needs only one variant's struct.
+/// replies parsed by status: serde reads an enum tagged by `status` into a buffer of every
+/// member first. Read that way, the replies cost 8.7 % of the server's instructions per
+/// lock cycle; the usual grant and release read straight into their struct, 4.1 %
+/// (callgrind, 300 cycles over HTTP).
 pub(super) fn status_of(raw: &str) -> Option<&str> {
     raw.strip_prefix(r#"{"status":""#)?.split('"').next()
 }
@@ -157,4 +158,46 @@ pub(super) fn args_trimmed<S: AsRef<str>>(cmd: &mut redis::Cmd, parts: &[S]) {
 /// the lease id in the path (the id is derived from the token), "" when it does not.
 pub(in crate::locks) fn proven(token: &LeaseToken, id: LeaseId) -> &'static str {
     if token.proves(id) { "1" } else { "" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::acquire::AcquireReply;
+    use super::release::ReleaseReply;
+    use super::status_of;
+
+    #[test]
+    fn the_status_is_read_from_the_front_of_a_reply() {
+        assert_eq!(
+            status_of(r#"{"status":"acquired","x":1}"#),
+            Some("acquired")
+        );
+        assert_eq!(status_of(r#"{"x":1,"status":"acquired"}"#), None);
+        assert_eq!(status_of(""), None);
+    }
+
+    #[test]
+    fn grants_and_releases_read_directly_and_the_rest_by_their_tag() {
+        let granted = r#"{"status":"acquired","lease_id":"l","kind":"reentrant","reentry_count":1,"fencing_token":7,"ttl_ms":100,"now_ms":5,"now_us":5000,"created_ms":5,"holder":null,"ev":[{"type":"acquired"}]}"#;
+        match AcquireReply::read(granted) {
+            Ok(AcquireReply::Acquired(g)) => assert_eq!((g.fencing_token, g.ttl_ms), (7, 100)),
+            other => panic!("{other:?}"),
+        }
+        let held = r#"{"status":"held","pttl":40,"holder_id":null,"lease_id":null,"holder":null,"arrived_ms":5}"#;
+        assert!(matches!(
+            AcquireReply::read(held),
+            Ok(AcquireReply::Held { pttl: 40, .. })
+        ));
+        // A grant missing a field is a bad reply, not some other variant.
+        assert!(AcquireReply::read(r#"{"status":"acquired","lease_id":"l"}"#).is_err());
+        let released = r#"{"status":"released","kind":"reentrant","held_ms":12,"ev":[]}"#;
+        assert!(matches!(
+            ReleaseReply::read(released),
+            Ok(ReleaseReply::Released(r)) if r.held_ms == Some(12)
+        ));
+        assert!(matches!(
+            ReleaseReply::read(r#"{"status":"lease_lost","state":"expired"}"#),
+            Ok(ReleaseReply::Refused(_))
+        ));
+    }
 }
