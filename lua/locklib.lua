@@ -223,7 +223,9 @@ end
 
 -- Removes read holders whose every timeout key expired: they stopped heartbeating while
 -- other readers kept the lock hash alive. Each such lease is recorded as expired.
--- Returns the set of lease ids it recorded as expired.
+-- Returns the set of lease ids it recorded as expired, and, when it changed nothing in a
+-- read/write lock, the fields it read (HGETALL: name, value, ...), which callers use rather
+-- than read L again (two fewer commands per shared release).
 local function prune_dead_readers(events, hexp)
   local expired = {}
   local ok, flat = pcall(redis.call, 'HGETALL', L)
@@ -252,7 +254,24 @@ local function prune_dead_readers(events, hexp)
     redis.call('DEL', L)
     redis.call('PUBLISH', rw_channel(), '0')
   end
-  return expired
+  if removed then return expired end
+  return expired, flat
+end
+
+-- A holder's levels (read, write) in `flat`, a read of L's fields (HGETALL) that is still
+-- current: what held_levels would read again.
+local function levels_in(flat, field)
+  local w = field .. ':write'
+  local reads, writes = 0, 0
+  for i = 1, #flat, 2 do
+    local f = flat[i]
+    if f == field then
+      reads = tonumber(flat[i + 1]) or 0
+    elseif f == w then
+      writes = tonumber(flat[i + 1]) or 0
+    end
+  end
+  return reads, writes
 end
 
 -- The longest remaining read hold, or -1.
@@ -294,19 +313,28 @@ local function lost_or_unknown(id)
 end
 
 -- Checks that lease `id` (whose record `rec` the caller read) still holds the lock. Returns
--- its levels (reads, writes), or nil and the refusal (JSON) to return.
+-- its levels (reads, writes) and, for a read/write lease, L's fields as prune_dead_readers
+-- read them (or nil); or nil and the refusal (JSON) to return.
 local function check_held(id, rec, hexp, events)
   if not rec then return nil, lost_or_unknown(id) end
   if rec.kind == 'semaphore' then return nil, '{"status":"unknown_lease"}' end
   if rec.state == 'queued' then return nil, '{"status":"queued"}' end
-  if is_rw(rec.kind) and prune_dead_readers(events, hexp)[id] then
-    return nil, '{"status":"lease_lost","state":"expired"}'
+  local flat
+  if is_rw(rec.kind) then
+    local expired
+    expired, flat = prune_dead_readers(events, hexp)
+    if expired[id] then return nil, '{"status":"lease_lost","state":"expired"}' end
   end
-  local reads, writes = held_levels(rec)
+  local reads, writes
+  if flat then
+    reads, writes = levels_in(flat, holder_id(id))
+  else
+    reads, writes = held_levels(rec)
+  end
   if rec.state ~= 'held' or reads + writes == 0 then
     return nil, '{"status":"lease_lost","state":"' .. observe_expiry(rec, hexp, events) .. '"}'
   end
-  return reads, writes
+  return reads, writes, flat
 end
 
 -- A token that does not prove lease `id`: forbidden if the lease exists (or existed), else
