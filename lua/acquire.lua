@@ -165,21 +165,15 @@ local function rw_enter(want, holding, free)
   return nil, 'blocked', redis.call('PTTL', L)
 end
 
--- A new read or write lease on a name nobody uses (the usual request, see below), granted
--- with what rw_enter and grant write for it there (a shared lease's record is its own, and
--- the name's kind is not recorded for it); nil when the state shows a fair queue, which the
--- general path looks at. (A function of its own: Lua allows a function 60 upvalues, and the
--- per-call part is near that.)
+-- A new read or write lease on a name nobody uses (the usual request, see below): rw_enter's
+-- hold, and what grant writes for it, without the general path's reads and tables (a shared
+-- lease's record is its own, and the name's kind is not recorded for it); nil when the state
+-- shows a fair queue, which the general path looks at. (A function of its own: Lua allows a
+-- function 60 upvalues, and the per-call part is near that.)
 local function grant_free_rw()
   local v = redis.call('HMGET', STATE, 'fence', 'q', 'sexp')
   if v[2] then return nil end
-  if kind == 'read' then
-    redis.call('HSET', L, 'mode', 'read', h, '1')
-    redis.call('SET', rw_timeout_key(h, 1), '1', 'PX', ttl)
-  else
-    redis.call('HSET', L, 'mode', 'write', h .. ':write', '1')
-  end
-  redis.call('PEXPIRE', L, ttl)
+  rw_enter(kind, false, true)
   local fence = next_fence(v[1])
   local ttl_n = ttl + 0
   create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, label, meta, true)
