@@ -213,11 +213,23 @@ pub enum ServerError {
     Http(#[source] std::io::Error),
     #[error(transparent)]
     Durability(#[from] DurabilityError),
-    #[error(
-        "this Redis refused Leasehold's function library ({0}); Leasehold needs Redis 7.0 or \
-         later (Redis Functions)"
-    )]
+    #[error("this Redis does not know Redis Functions ({0}); Leasehold needs Redis 7.0 or later")]
+    NoFunctions(String),
+    #[error("this Redis refused Leasehold's function library: {0}")]
     Functions(String),
+}
+
+impl ServerError {
+    /// A refusal of the function library: a Redis older than 7.0 does not know FUNCTION at
+    /// all (the version is then the fix), anything else (a script error, ACL, out of memory)
+    /// is told as Redis said it, without blaming the version.
+    fn functions_refused(message: String) -> Self {
+        if message.to_ascii_lowercase().contains("unknown command") {
+            Self::NoFunctions(message)
+        } else {
+            Self::Functions(message)
+        }
+    }
 }
 
 /// Serves the API and the dashboard until `shutdown` is cancelled, then stops every task it
@@ -435,7 +447,7 @@ async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
             tracing::warn!(error = %e, "could not load the function library yet");
             Ok(())
         }
-        Err(e) => Err(ServerError::Functions(e.to_string())),
+        Err(e) => Err(ServerError::functions_refused(e.to_string())),
     }
 }
 
@@ -480,5 +492,27 @@ mod tests {
             ..bare
         };
         assert!(!exposed(public, &open, Some(false)), "asked for");
+    }
+
+    #[test]
+    fn only_a_redis_without_functions_is_told_to_upgrade() {
+        let old = ServerError::functions_refused(
+            "An error was signalled by the server - ResponseError: unknown command 'FUNCTION', \
+             with args beginning with: 'LOAD'"
+                .into(),
+        );
+        assert!(matches!(old, ServerError::NoFunctions(_)), "{old:?}");
+        assert!(old.to_string().contains("needs Redis 7.0"), "{old}");
+        let refused = ServerError::functions_refused(
+            "Error compiling function: user_function:1066: function at line 1066 has more \
+             than 60 upvalues"
+                .into(),
+        );
+        assert!(matches!(refused, ServerError::Functions(_)), "{refused:?}");
+        let text = refused.to_string();
+        assert!(
+            text.contains("60 upvalues") && !text.contains("7.0"),
+            "{text}"
+        );
     }
 }
