@@ -8,13 +8,14 @@
 --       (reenter), or the ticket's (poll)
 -- A(4): "1" when the presented token proves A(3) (always for new and reenter)
 -- A(5): kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
--- A(6): read/write policy: readers_first | fifo
--- A(7): how long a queue place (fair waiter, waiting writer) lasts without a further attempt
---       (ms)
--- A(8): when this request first tried (ms, from an earlier reply), or "0" for now
--- A(9): this request's nonce: only a rollback naming it may take back a grant made here,
+-- A(6): this request's nonce: only a rollback naming it may take back a grant made here,
 --       and only until another request has answered with that grant
--- The optional ones follow; the caller leaves out those at the end that are "" (none):
+-- The rest are optional; the caller leaves out those at the end that are "" (a new
+-- reentrant, exclusive or read lease on its first try sends none of them):
+-- A(7): when this request first tried (ms, from an earlier reply), or "" for now
+-- A(8): read/write policy: "fifo", or "" (readers_first)
+-- A(9): how long a queue place (fair waiter, waiting writer) lasts without a further attempt
+--       (ms); "" where no queue place can be taken: a new reentrant, exclusive or read lease
 -- A(10): holder label
 -- A(11): metadata as JSON text
 -- A(12): sha256 hex of the request's Idempotency-Key
@@ -188,11 +189,11 @@ end
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 -- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
 ttl, op, id, proven = ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1'
-kind, policy = ARGV[7], ARGV[8]
-liveness, arrival, nonce = ARGV[9], ARGV[10], ARGV[11]
+kind, nonce = ARGV[7], ARGV[8]
+arrival, policy, liveness = ARGV[9] or '', ARGV[10] or '', ARGV[11] or ''
 label, meta = ARGV[12] or '', ARGV[13] or ''
 idem, fp, sealed = ARGV[14] or '', ARGV[15] or '', ARGV[16] or ''
-if arrival == '0' then arrival = NOW_S end
+if arrival == '' then arrival = NOW_S end
 for i = #EVENTS, 1, -1 do EVENTS[i] = nil end
 events = EVENTS
 st, h = nil, holder_id(id)
@@ -207,7 +208,9 @@ st, h = nil, holder_id(id)
 if op == 'new' and idem == '' and arrival == NOW_S and redis.call('EXISTS', L) == 0 then
   if kind == 'reentrant' or kind == 'exclusive' or kind == 'fair' then
     local v = redis.call('HMGET', STATE, 'rec', 'fence', 'q', 'sexp', 'holder', 'meta', 'kind')
-    if not v[3] and string.sub(v[1] or '', 1, 5) ~= 'held|' then
+    -- (104 is "h": of the states a record can be in, only "held" starts with it; string.byte
+    -- answers with a number, where string.sub would make a string for Redis's Lua to hash.)
+    if not v[3] and string.byte(v[1] or '') ~= 104 then
       redis.call('HSET', L, h, '1')
       redis.call('PEXPIRE', L, ttl)
       local fence = next_fence(v[2])

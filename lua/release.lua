@@ -7,17 +7,20 @@
 -- KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1): lease id
 -- A(2): "1" when the presented token proves the lease id
--- A(3): "all" to release every level (of both modes, unless A(5) names one), "one"
--- A(4): why: "released", or "client_gone" to roll back an undelivered grant
--- The optional ones follow; the caller leaves out those at the end that are "" (none):
+-- The rest are optional; the caller leaves out those at the end that are "" (the usual
+-- release sends none of them):
+-- A(3): "all" to release every level (of both modes, unless A(5) names one), "" for one
+-- A(4): why: "" (released), or "client_gone" to roll back an undelivered grant
 -- A(5): read/write leases: which hold to release, "read" or "write" ("": write first)
 -- A(6): client_gone: the nonce of the request that made the grant
 -- A(7): sha256 hex of the request's Idempotency-Key
 -- A(8): sha256 hex of what the request asks
 -- Returns: JSON with status = released | still_held | mode_not_held | lease_lost | queued |
 --   forbidden | unknown_lease | not_rolled_back | idempotency_mismatch | too_late; released
---   carries the lease's kind and held_ms, its age (ms), and in `ev` the lease's history
---   entry (and any other event this call recorded), to publish; still_held carries holder.
+--   carries the lease's kind, since_ms and now_ms (its age is their difference: the server
+--   works it out, as formatting a number here costs more than the rest of the reply), and in
+--   `ev` the lease's history entry (and any other event this call recorded), to publish;
+--   still_held carries holder.
 -- A released lease's history entry ends with one of these (made once, not on every call).
 local ENDED_BY = {
   released = ',"reentry_count":0,"reason":"released"',
@@ -28,8 +31,9 @@ local ENDED_BY = {
 -- @per-call
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 -- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
-local id, proven, all, reason = ARGV[3], ARGV[4] == '1', ARGV[5] == 'all', ARGV[6]
+local id, proven, all, reason = ARGV[3], ARGV[4] == '1', ARGV[5] == 'all', ARGV[6] or ''
 local which, nonce, idem, fp = ARGV[7] or '', ARGV[8] or '', ARGV[9] or '', ARGV[10] or ''
+if reason == '' then reason = 'released' end
 
 -- The usual request: the last level of a lease held in the fixed fields (reentrant, exclusive,
 -- fair with nobody queued), released by its own token without an Idempotency-Key. It ends
@@ -43,17 +47,20 @@ local shared_read = false
 if proven and reason == 'released' and idem == '' and which == '' then
   local v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'q', 'hexp')
   shared_read = v[1] ~= id
-  local rec, kind, since, fence, nonce_at = v[2]
+  local rec, fields, kind, since, fence = v[2]
   -- A held record with no end and no permits (see pack): its fields up to the fence are
   -- matched, the rest checked by its last two characters (a nonce is hex): a pattern over
-  -- the whole record cost ~5,000 Redis instructions more per call.
-  if v[1] == id and not v[4] and rec and string.sub(rec, -2) == '||' then
-    kind, since, fence, nonce_at = string.match(rec, '^held|(%l+)|%d+|(%d+)|%d+|(%d+)|()')
+  -- the whole record cost ~5,000 Redis instructions more per call. (string.find answers
+  -- with a number: string.sub would make a string, which Redis's Lua hashes.)
+  if v[1] == id and not v[4] and rec and string.find(rec, '||', -2, true) then
+    fields, kind, since, fence = string.match(rec, '^held(|(%l+)|%d+|(%d+)|%d+|(%d+)|)')
   end
-  -- (redis.pcall: L may have become some other type of key; that is the general path's case.)
+  -- The holder's count in L: the last level is "1", compared as text (a conversion to a
+  -- number costs more than the comparison). (redis.pcall: L may have become some other type
+  -- of key; that is the general path's case, as is a count that is not a number.)
   local count = (kind == 'reentrant' or kind == 'exclusive' or kind == 'fair')
-    and tonumber(redis.pcall('HGET', L, holder_id(id)))
-  if count and (count == 1 or all and count > 1) then
+    and redis.pcall('HGET', L, holder_id(id))
+  if count == '1' or all and type(count) == 'string' and (tonumber(count) or 0) > 1 then
     redis.call('DEL', L)
     redis.call('PUBLISH', channel(), '0')
     local entry = '{"type":"released","lease_id":"' .. id .. '","holder":' .. jsn(v[3])
@@ -61,9 +68,9 @@ if proven and reason == 'released' and idem == '' and which == '' then
       .. ',"at_ms":' .. NOW_S .. ENDED_BY.released .. '}'
     append_history(entry, v[5])
     -- (What pack('released', ..., fence, '', NOW_S) makes of the held record's fields.)
-    set_state('rec', 'released' .. string.sub(rec, 5, nonce_at - 1) .. '|' .. NOW_S .. '|')
-    return '{"status":"released","kind":"' .. kind .. '","held_ms":' .. d(NOW - since)
-      .. ',"ev":[' .. entry .. ']}'
+    set_state('rec', 'released' .. fields .. '|' .. NOW_S .. '|')
+    return '{"status":"released","kind":"' .. kind .. '","since_ms":' .. since .. ',"now_ms":'
+      .. NOW_S .. ',"ev":[' .. entry .. ']}'
   end
 end
 
@@ -176,11 +183,11 @@ local entry = finish(rec, 'released', st.hexp,
 -- Redis's Lua makes is hashed byte by byte, and the entry is most of the reply.)
 local reply
 if #events == 0 then
-  reply = '{"status":"released","kind":"' .. rec.kind .. '","held_ms":' .. d(NOW - since)
-    .. ',"ev":[' .. entry .. ']}'
+  reply = '{"status":"released","kind":"' .. rec.kind .. '","since_ms":' .. jt(since)
+    .. ',"now_ms":' .. NOW_S .. ',"ev":[' .. entry .. ']}'
 else
   events[#events + 1] = entry
-  reply = '{"status":"released","kind":"' .. rec.kind .. '","held_ms":' .. d(NOW - since)
-    .. ev(events) .. '}'
+  reply = '{"status":"released","kind":"' .. rec.kind .. '","since_ms":' .. jt(since)
+    .. ',"now_ms":' .. NOW_S .. ev(events) .. '}'
 end
 return idem_answer(idem, fp, reply, id, '', TOMB)

@@ -3,18 +3,20 @@
 -- client went away (see release.lua). KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1): lease id
 -- A(2): "1" when the presented token proves the lease id
--- A(3): why: "released", or "client_gone" to roll back an undelivered grant
--- The optional ones follow; the caller leaves out those at the end that are "" (none):
+-- The rest are optional; the caller leaves out those at the end that are "" (the usual
+-- release sends none of them):
+-- A(3): why: "" (released), or "client_gone" to roll back an undelivered grant
 -- A(4): client_gone: the nonce of the request that made the grant
 -- A(5): sha256 hex of the request's Idempotency-Key
 -- A(6): sha256 hex of what the request asks
 -- Returns: JSON with status = released | lease_lost | forbidden | unknown_lease |
---   not_rolled_back | idempotency_mismatch | too_late; released carries kind = semaphore and
---   held_ms, the lease's age (ms), and in `ev` its history entry
+--   not_rolled_back | idempotency_mismatch | too_late; released carries kind = semaphore,
+--   since_ms and now_ms (the lease's age is their difference), and in `ev` its history entry
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
 -- (A(n) is ARGV[n + 2], read directly here: a function call per argument adds up.)
-local id, proven, reason = ARGV[3], ARGV[4] == '1', ARGV[5]
+local id, proven, reason = ARGV[3], ARGV[4] == '1', ARGV[5] or ''
 local nonce, idem, fp = ARGV[6] or '', ARGV[7] or '', ARGV[8] or ''
+if reason == '' then reason = 'released' end
 local first = idem_find(idem, fp)
 if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
 if first then return idem_replay(first, '') end
@@ -42,7 +44,7 @@ local available = redis.call('INCRBY', L, d(freed))
 if available > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(available)) end
 local since = rec.since
 events[#events + 1] = finish(rec, 'released', st.hexp, ',"reason":"' .. reason .. '"')
-local json = '{"status":"released","kind":"semaphore","held_ms":' .. d(NOW - tonumber(since))
-  .. ev(events) .. '}'
+local json = '{"status":"released","kind":"semaphore","since_ms":' .. jt(since) .. ',"now_ms":'
+  .. NOW_S .. ev(events) .. '}'
 if idem ~= '' then idem_store(idem, fp, json, id, '', TOMB) end
 return json

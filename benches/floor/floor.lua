@@ -97,6 +97,6 @@ redis.register_function('floor_release', function(KEYS, ARGV)
   else
     redis.call('HSET', STATE, 'rec', rec)
   end
-  return '{"status":"released","kind":"' .. kind .. '","held_ms":'
-    .. string.format('%d', now - since) .. ',"ev":[' .. entry .. ']}'
+  return '{"status":"released","kind":"' .. kind .. '","since_ms":' .. since .. ',"now_ms":'
+    .. ns .. ',"ev":[' .. entry .. ']}'
 end)

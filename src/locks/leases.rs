@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::kind::Resource;
 use super::scripts::inspect_lease::InspectLease;
 use super::scripts::leave::{Leave, LeaveReply};
-use super::scripts::release::{Release as ReleaseScript, ReleaseHow, ReleaseReply, Released};
+use super::scripts::release::{Release as ReleaseScript, ReleaseHow, ReleaseReply};
 use super::scripts::renew::{Renew, RenewReply};
 use super::scripts::semaphore_inspect::SemaphoreInspect;
 use super::scripts::semaphore_release::SemaphoreRelease;
@@ -138,12 +138,12 @@ impl Locks {
             }
         };
         let released = match reply {
-            ReleaseReply::Released(Released { held_ms, kind }) => {
+            ReleaseReply::Released(released) => {
                 // Hold times count releases their holders asked for, not rollbacks.
                 let held = matches!(how, ReleaseHow::Asked { .. })
-                    .then(|| held_ms.map(Duration::from_millis))
+                    .then(|| released.held())
                     .flatten();
-                self.inner.observer.released(lease_id, kind, held);
+                self.inner.observer.released(lease_id, released.kind, held);
                 Ok(Release {
                     lease_id,
                     reentry_count: 0,

@@ -91,16 +91,47 @@ impl Script for Acquire<'_> {
             .arg(lease)
             .arg(super::proven(self.token, self.id))
             .arg(kind)
-            .arg(self.policy.as_str())
-            .arg(self.liveness_ms)
-            .arg(self.arrived_ms)
             .arg(self.nonce);
-        // The optional ones last, so that most calls send none of them.
+        // The optional ones last, and "" where they change nothing, so that the usual first
+        // try for a new lease sends none of them: a request's first try arrives now; the
+        // read/write policy is readers_first unless it says fifo; and a new reentrant,
+        // exclusive or read lease never stands in a queue (fair tickets and waiting writers
+        // do), so it has no use for a queue place's lifetime.
+        let arrived = match self.arrived_ms {
+            0 => String::new(),
+            ms => ms.to_string(),
+        };
+        let policy = match self.policy {
+            RwPolicy::ReadersFirst => "",
+            RwPolicy::Fifo => self.policy.as_str(),
+        };
+        let queueless = self.op == Op::New
+            && matches!(
+                self.kind,
+                Some(LeaseKind::Reentrant | LeaseKind::Exclusive | LeaseKind::Read)
+            );
+        let liveness = if queueless {
+            String::new()
+        } else {
+            self.liveness_ms.to_string()
+        };
         let key = self
             .idempotency
             .map(IdempotencyKey::digest_hex)
             .unwrap_or_default();
-        super::args_trimmed(cmd, &[holder, &metadata, &key, &fp, &sealed]);
+        super::args_trimmed(
+            cmd,
+            &[
+                arrived.as_str(),
+                policy,
+                &liveness,
+                holder,
+                &metadata,
+                &key,
+                &fp,
+                &sealed,
+            ],
+        );
     }
 }
 

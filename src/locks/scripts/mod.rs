@@ -190,10 +190,11 @@ mod tests {
         ));
         // A grant missing a field is a bad reply, not some other variant.
         assert!(AcquireReply::read(r#"{"status":"acquired","lease_id":"l"}"#).is_err());
-        let released = r#"{"status":"released","kind":"reentrant","held_ms":12,"ev":[]}"#;
+        let released =
+            r#"{"status":"released","kind":"reentrant","since_ms":30,"now_ms":42,"ev":[]}"#;
         assert!(matches!(
             ReleaseReply::read(released),
-            Ok(ReleaseReply::Released(r)) if r.held_ms == Some(12)
+            Ok(ReleaseReply::Released(r)) if r.held() == Some(std::time::Duration::from_millis(12))
         ));
         assert!(matches!(
             ReleaseReply::read(r#"{"status":"lease_lost","state":"expired"}"#),

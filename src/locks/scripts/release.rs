@@ -1,6 +1,8 @@
 //! Twin of `lua/release.lua`: one level of a lease (or all of them) let go, or an undelivered
 //! grant rolled back.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
 use super::{Refusal, Script, parse, status_of};
@@ -32,7 +34,8 @@ impl ReleaseHow<'_> {
 
     /// The ARGV a release script takes after the lease and its token: all, reason, mode,
     /// nonce, idempotency key digest, fingerprint (`lua/release.lua`; the semaphore's takes
-    /// the same minus all and mode).
+    /// the same minus all and mode). The usual values are sent as "" (all: one level; reason:
+    /// released), so that a plain release sends none of them (see `args_trimmed`).
     fn parts(self, lease: LeaseId, token: &LeaseToken) -> [String; 6] {
         let (all, mode, nonce, key) = match self {
             Self::Asked {
@@ -59,9 +62,13 @@ impl ReleaseHow<'_> {
         } else {
             String::new()
         };
+        let reason = match self {
+            Self::Asked { .. } => "",
+            Self::Rollback { .. } => self.reason(),
+        };
         [
-            all.to_owned(),
-            self.reason().to_owned(),
+            if all == "all" { all } else { "" }.to_owned(),
+            reason.to_owned(),
             mode.to_owned(),
             nonce.to_owned(),
             key.map(IdempotencyKey::digest_hex).unwrap_or_default(),
@@ -119,9 +126,21 @@ pub(in crate::locks) enum ReleaseReply {
 /// A lease let go entirely.
 #[derive(Debug, Deserialize)]
 pub(in crate::locks) struct Released {
-    /// The lease's age at release (for the hold-time metric).
-    pub held_ms: Option<u64>,
+    /// When the lease was granted and when it was let go (Redis's clock, ms): its age, for
+    /// the hold-time metric, is worked out here rather than in Lua, where formatting a
+    /// number costs Redis more than the rest of the reply.
+    pub since_ms: Option<u64>,
+    pub now_ms: Option<u64>,
     pub kind: Option<LeaseKind>,
+}
+
+impl Released {
+    /// How long the lease was held, when the reply says.
+    pub(in crate::locks) fn held(&self) -> Option<Duration> {
+        Some(Duration::from_millis(
+            self.now_ms?.saturating_sub(self.since_ms?),
+        ))
+    }
 }
 
 impl ReleaseReply {
