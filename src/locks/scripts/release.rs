@@ -37,15 +37,15 @@ impl ReleaseHow<'_> {
     /// the same minus all and mode). The usual values are sent as "" (all: one level; reason:
     /// released), so that a plain release sends none of them (see `args_trimmed`).
     fn parts(self, lease: LeaseId, token: &LeaseToken) -> [String; 6] {
-        let (all, mode, nonce, key) = match self {
+        // (reason: "" for released, see above.)
+        let (all, reason, mode, nonce, key) = match self {
             Self::Asked {
                 all,
                 mode,
                 idempotency,
-            } => (all, mode, "", idempotency),
-            Self::Rollback { nonce } => (true, None, nonce, None),
+            } => (all, "", mode, "", idempotency),
+            Self::Rollback { nonce } => (true, self.reason(), None, nonce, None),
         };
-        let all = if all { "all" } else { "one" };
         let mode = mode.map_or("", RwMode::as_str);
         // (Only with a key: the parts cost a hash of the token.)
         let fp = if key.is_some() {
@@ -54,7 +54,7 @@ impl ReleaseHow<'_> {
                 &[
                     "release",
                     &lease.to_string(),
-                    all,
+                    if all { "all" } else { "one" },
                     mode,
                     &token.digest().hex(),
                 ],
@@ -62,12 +62,8 @@ impl ReleaseHow<'_> {
         } else {
             String::new()
         };
-        let reason = match self {
-            Self::Asked { .. } => "",
-            Self::Rollback { .. } => self.reason(),
-        };
         [
-            if all == "all" { all } else { "" }.to_owned(),
+            if all { "all" } else { "" }.to_owned(),
             reason.to_owned(),
             mode.to_owned(),
             nonce.to_owned(),
