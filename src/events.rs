@@ -1,9 +1,13 @@
-//! The one Redis subscriber of this process. It listens on every channel of our key prefix that
-//! can free a lock or a permit, with one PSUBSCRIBE per channel family: Redisson's
-//! `redisson_lock__channel:{..}` (RLock, and RFairLock's per-waiter `{L}:<holder>` channels),
-//! `redisson_rwlock:{..}` and `redisson_sc:{..}`, so a Redisson client's unlock wakes our
-//! waiters too; and it fans each message out to the local waiters. Thousands of waiting
-//! requests therefore cost one connection and three pattern subscriptions.
+//! The one Redis subscriber of this process. While a request of this process waits for an
+//! unlock, it listens on every channel of our key prefix that can free a lock or a permit,
+//! with one PSUBSCRIBE per channel family: Redisson's `redisson_lock__channel:{..}` (RLock,
+//! and RFairLock's per-waiter `{L}:<holder>` channels), `redisson_rwlock:{..}` and
+//! `redisson_sc:{..}`, so a Redisson client's unlock wakes our waiters too; and it fans each
+//! message out to the local waiters. Thousands of waiting requests therefore cost one
+//! connection and three pattern subscriptions. Those are taken when a request first needs
+//! them and dropped when no request has needed them for [`DISARM_AFTER`] (see
+//! [`crate::locks::waiters`]): every release publishes, and a process that nobody waits in
+//! would otherwise receive every release of every lock.
 //!
 //! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`, where
 //! every instance publishes its events in batches: JSON arrays), PSUBSCRIBEs to every
@@ -38,6 +42,9 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 const PING_EVERY: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How long the unlock patterns stay subscribed after the last request that relied on them:
+/// a lock that is waited for now and then keeps them, instead of subscribing for each wait.
+pub const DISARM_AFTER: Duration = Duration::from_secs(10);
 
 /// How many events a slow listener may fall behind before it is told to resync.
 const FEED_CAPACITY: usize = 1024;
@@ -152,8 +159,7 @@ async fn run(
         ..
     } = routes;
     let keys = KeySpace::new(base.clone());
-    let mut patterns = keys.wake_patterns();
-    patterns.push(Tenant::events_pattern(base));
+    let patterns = [Tenant::events_pattern(base)];
     let channels = [keys.events_channel(), routes.expiries.channel.clone()];
     let mut backoff = BACKOFF_MIN;
     let mut ever_connected = false;
@@ -170,12 +176,17 @@ async fn run(
                 ever_connected = true;
                 backoff = BACKOFF_MIN;
                 status.connected.store(true, Ordering::Relaxed);
-                tracing::info!(?patterns, "subscribed to unlock messages");
+                tracing::info!(
+                    ?patterns,
+                    ?channels,
+                    "subscribed to events and expiries (to unlock messages while requests wait)"
+                );
                 // Anything published while we were away is lost: everyone re-checks now.
                 waiters.wake_all();
                 feed.send(FeedMessage::Resync);
                 let stopped = listen(pubsub, &routes, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
+                waiters.set_lost();
                 waiters.wake_all();
                 if stopped {
                     return;
@@ -222,6 +233,7 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
         expiries,
     } = routes;
     let keys = KeySpace::new(base.as_str());
+    let wake_patterns = keys.wake_patterns();
     let (mut sink, mut stream) = pubsub.split();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
@@ -254,10 +266,29 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
                 }
                 None => return false,
             },
+            () = waiters.arm_requested() => {
+                if !waiters.is_armed() {
+                    let done =
+                        tokio::time::timeout(IO_TIMEOUT, sink.psubscribe(&wake_patterns)).await;
+                    if !matches!(done, Ok(Ok(()))) {
+                        return false;
+                    }
+                    tracing::debug!(patterns = ?wake_patterns, "listening for unlock messages");
+                    waiters.set_armed();
+                }
+            }
             _ = ping.tick() => {
                 let pong = tokio::time::timeout(IO_TIMEOUT, sink.ping::<redis::Value>()).await;
                 if !matches!(pong, Ok(Ok(_))) {
                     return false;
+                }
+                if waiters.disarm_if_idle(DISARM_AFTER) {
+                    let done =
+                        tokio::time::timeout(IO_TIMEOUT, sink.punsubscribe(&wake_patterns)).await;
+                    if !matches!(done, Ok(Ok(()))) {
+                        return false;
+                    }
+                    tracing::debug!("no request waits: stopped listening for unlock messages");
                 }
             }
             () = shutdown.cancelled() => return true,

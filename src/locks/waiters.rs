@@ -5,6 +5,16 @@
 //! is per lock key; a subscriber reconnect wakes everyone, since messages sent while it was
 //! away are lost.
 //!
+//! The subscriber listens for unlock messages only while some request of this process waits
+//! for one ([`Waiters::arm`]): every release publishes one (Redisson's waiters need it), and
+//! a process that listened all the time would receive, and Redis would deliver to every
+//! instance, one message per release of every lock even when nobody waits. A wait may rely
+//! on a message only if the subscription was on, without a break, from before its last
+//! attempt until it parks ([`Waiters::epoch`], [`Waiters::rely`]); otherwise it arms the
+//! subscription and tries again first. The subscription is dropped again once no request has
+//! relied on it for a while ([`Waiters::disarm_if_idle`]), and it cannot be dropped while one
+//! does.
+//!
 //! Lease watches (`GET .../watch`) register apart from waiters ([`Waiters::watch`]): every
 //! wake-up of a lock also wakes its watches, but a wake-up meant for one waiter
 //! ([`Waiters::wake_one`]) is never taken by a watch, and watches are not counted as waiting
@@ -12,8 +22,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// How long a request waits at most for the subscription to be armed before it waits without
+/// it (the subscriber is down: it retries on the holder's TTL then, as after any lost message).
+const ARM_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default)]
 pub struct Waiters {
@@ -21,6 +37,48 @@ pub struct Waiters {
     /// Lease watches, by lock key (never a fair waiter's own key). Locked after `by_lock`
     /// when both are.
     watches: Mutex<HashMap<Arc<str>, Slot>>,
+    /// Whether the subscriber listens for unlock messages, and who relies on it.
+    gate: Mutex<Gate>,
+    /// A request asks the subscriber to listen (a stored permit when it is busy).
+    arm_wanted: Notify,
+    /// The subscription was armed.
+    armed: Notify,
+}
+
+/// The unlock-message subscription's state. Every change of `armed` bumps `generation`, so a
+/// request can tell whether it stayed on since it looked.
+#[derive(Debug, Default)]
+struct Gate {
+    armed: bool,
+    generation: u64,
+    /// Parked requests (and watches) that rely on the subscription: it is not dropped while
+    /// there are any.
+    relying: usize,
+    /// Since when nobody relies on it (armed with nobody yet: since it was armed).
+    idle_since: Option<Instant>,
+}
+
+/// What a request saw of the subscription before an attempt (see [`Waiters::rely`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WakeEpoch {
+    armed: bool,
+    generation: u64,
+}
+
+/// A parked request's claim on the subscription: it stays armed until this drops.
+#[derive(Debug)]
+pub struct Reliance {
+    waiters: Arc<Waiters>,
+}
+
+impl Drop for Reliance {
+    fn drop(&mut self) {
+        let mut gate = self.waiters.gate();
+        gate.relying -= 1;
+        if gate.relying == 0 {
+            gate.idle_since = Some(Instant::now());
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -30,6 +88,98 @@ struct Slot {
 }
 
 impl Waiters {
+    fn gate(&self) -> std::sync::MutexGuard<'_, Gate> {
+        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The subscription as it is now: take it before an attempt, and hand it to
+    /// [`Waiters::rely`] after the attempt was refused.
+    pub fn epoch(&self) -> WakeEpoch {
+        let gate = self.gate();
+        WakeEpoch {
+            armed: gate.armed,
+            generation: gate.generation,
+        }
+    }
+
+    /// A claim on the subscription for a request about to park, if it has been armed without
+    /// a break since `epoch` was taken (before the attempt that was refused): only then does
+    /// an unlock after that attempt reach this process. `None`: arm it ([`Waiters::arm`]) and
+    /// try again before waiting.
+    pub fn rely(self: &Arc<Self>, epoch: WakeEpoch) -> Option<Reliance> {
+        let mut gate = self.gate();
+        if !(epoch.armed && gate.armed && gate.generation == epoch.generation) {
+            return None;
+        }
+        gate.relying += 1;
+        Some(Reliance {
+            waiters: self.clone(),
+        })
+    }
+
+    /// Asks the subscriber to listen for unlock messages and waits until it does, until
+    /// `deadline` or for a short while at most (false: it does not listen yet; the subscriber
+    /// is reconnecting). Once it listens, try again before waiting: the attempt before it was
+    /// made unheard.
+    pub async fn arm(&self, deadline: Instant) -> bool {
+        let deadline = deadline.min(Instant::now() + ARM_TIMEOUT);
+        let armed = self.armed.notified();
+        tokio::pin!(armed);
+        armed.as_mut().enable();
+        if self.gate().armed {
+            return true;
+        }
+        self.arm_wanted.notify_one();
+        tokio::time::timeout_at(deadline, armed).await.is_ok() && self.gate().armed
+    }
+
+    /// For the subscriber: completes when a request asked it to listen.
+    pub async fn arm_requested(&self) {
+        self.arm_wanted.notified().await;
+    }
+
+    /// For the subscriber: whether it listens for unlock messages.
+    pub fn is_armed(&self) -> bool {
+        self.gate().armed
+    }
+
+    /// For the subscriber: it listens now (its pattern subscription was confirmed).
+    pub fn set_armed(&self) {
+        {
+            let mut gate = self.gate();
+            if gate.armed {
+                return;
+            }
+            gate.armed = true;
+            gate.generation += 1;
+            gate.idle_since = Some(Instant::now());
+        }
+        self.armed.notify_waiters();
+    }
+
+    /// For the subscriber: it no longer listens (the connection was lost). Whoever relied on
+    /// it is woken by the reconnect ([`Waiters::wake_all`]) and arms it again if need be.
+    pub fn set_lost(&self) {
+        let mut gate = self.gate();
+        if gate.armed {
+            gate.armed = false;
+            gate.generation += 1;
+        }
+    }
+
+    /// For the subscriber: stops listening (true: drop the subscription now) if it is armed,
+    /// nobody relies on it, and nobody has for `after`.
+    pub fn disarm_if_idle(&self, after: Duration) -> bool {
+        let mut gate = self.gate();
+        let idle = gate.relying == 0 && gate.idle_since.is_none_or(|t| t.elapsed() >= after);
+        if !(gate.armed && idle) {
+            return false;
+        }
+        gate.armed = false;
+        gate.generation += 1;
+        true
+    }
+
     /// Registers interest in `lock_key` until the returned guard drops.
     pub fn register(self: &Arc<Self>, lock_key: &str) -> Registration {
         let key: Arc<str> = Arc::from(lock_key);
@@ -234,6 +384,60 @@ mod tests {
             .expect("the watch woke on a fair waiter's channel");
         drop(watch);
         assert!(waiters.watches.lock().expect("lock").is_empty());
+    }
+
+    #[test]
+    fn a_wait_relies_on_the_subscription_only_if_it_listened_since_before_the_attempt() {
+        let waiters = Arc::new(Waiters::default());
+        let unheard = waiters.epoch();
+        waiters.set_armed();
+        assert!(
+            waiters.rely(unheard).is_none(),
+            "an attempt made before the subscription was armed was not heard"
+        );
+        let heard = waiters.epoch();
+        assert!(waiters.rely(heard).is_some());
+        waiters.set_lost();
+        waiters.set_armed();
+        assert!(
+            waiters.rely(heard).is_none(),
+            "the subscription broke since the attempt: a message may have been lost"
+        );
+    }
+
+    #[test]
+    fn the_subscription_is_kept_while_a_wait_relies_on_it_and_for_a_while_after() {
+        let waiters = Arc::new(Waiters::default());
+        assert!(!waiters.disarm_if_idle(Duration::ZERO), "nothing to drop");
+        waiters.set_armed();
+        let reliance = waiters.rely(waiters.epoch()).expect("armed");
+        assert!(!waiters.disarm_if_idle(Duration::ZERO));
+        drop(reliance);
+        assert!(
+            !waiters.disarm_if_idle(Duration::from_secs(60)),
+            "kept for a while after the last wait"
+        );
+        assert!(waiters.disarm_if_idle(Duration::ZERO));
+        assert!(!waiters.is_armed());
+    }
+
+    #[tokio::test]
+    async fn arming_asks_the_subscriber_and_gives_up_when_it_does_not_answer() {
+        let waiters = Arc::new(Waiters::default());
+        let soon = Instant::now() + Duration::from_millis(50);
+        assert!(!waiters.arm(soon).await, "nobody listened");
+        // The request above is kept for the subscriber (a permit): it arms when it comes.
+        let subscriber = tokio::spawn({
+            let waiters = waiters.clone();
+            async move {
+                waiters.arm_requested().await;
+                waiters.set_armed();
+            }
+        });
+        let later = Instant::now() + Duration::from_secs(5);
+        assert!(waiters.arm(later).await);
+        subscriber.await.expect("the subscriber task");
+        assert!(waiters.arm(soon).await, "armed already: no wait");
     }
 
     #[tokio::test]

@@ -264,6 +264,8 @@ impl Locks {
                 // Pinned in place: the wait below polls it through a reference, so a parked
                 // waiter keeps it once.
                 let mut notified = pin!(registration.as_ref().map(|(_, r)| r.notified()));
+                // Whether this process hears unlock messages from here on (see `rely` below).
+                let epoch = locks.inner.waiters.epoch();
                 let ticket_timeout = Duration::from_millis(locks.inner.settings.ticket_timeout_ms);
                 let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
                 // A first refusal puts the request on the waiting list (after the block below).
@@ -391,6 +393,24 @@ impl Locks {
                     locks.enlist(name, target.wanted(), request.id, deadline);
                     request.listed = Some(request.id);
                 }
+                // A wait relies on an unlock message only if this process has listened since
+                // before the attempt; if not, it listens now and tries again first (an unlock
+                // in between was not heard). Boxed: a parked waiter keeps no room for it.
+                let _reliance = match locks.inner.waiters.rely(epoch) {
+                    Some(reliance) => Some(reliance),
+                    None => {
+                        let armed = tokio::select! {
+                            armed = Box::pin(locks.inner.waiters.arm(deadline)) => armed,
+                            () = locks.inner.shutdown.cancelled() => false,
+                        };
+                        if armed {
+                            continue;
+                        }
+                        // Not listening yet (the subscriber reconnects): wait for the retry
+                        // time, as after any lost message; the reconnect wakes everyone.
+                        None
+                    }
+                };
                 // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
                 // through pub/sub: retry then as well.
                 let now = Instant::now();

@@ -98,6 +98,8 @@ impl LeaseWatch {
             let notified = self.registration.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            let waiters = &self.locks.inner.waiters;
+            let epoch = waiters.epoch();
             let retry_at = match self.read().await {
                 Ok(Read::Ended(end)) => return Ok(end),
                 Ok(Read::Held { expires }) => {
@@ -108,6 +110,21 @@ impl LeaseWatch {
                 }
                 Err(e) if e.unavailable() => Instant::now() + RETRY_AFTER_ERROR,
                 Err(e) => return Err(e),
+            };
+            // As a waiting request (see `acquire_waiting`): a message wakes the watch only if
+            // this process listened since before the read; if not, listen and read again.
+            let _reliance = match waiters.rely(epoch) {
+                Some(reliance) => Some(reliance),
+                None => {
+                    let armed = tokio::select! {
+                        armed = waiters.arm(retry_at) => armed,
+                        () = shutdown.cancelled() => return Err(LockError::ShuttingDown),
+                    };
+                    if armed {
+                        continue;
+                    }
+                    None
+                }
             };
             tokio::select! {
                 () = notified => {}

@@ -240,3 +240,59 @@ async fn a_heartbeat_that_shortens_the_ttl_wakes_the_waiters() {
         shortened_at.elapsed()
     );
 }
+
+/// Every release publishes an unlock message (Redisson's waiters need it); an instance listens
+/// for them only while one of its requests waits, so Redis does not deliver every release of
+/// every lock to every instance. The first waiter arms the subscription and is still woken by
+/// the release; some time after the last wait it is dropped again.
+#[tokio::test]
+async fn unlock_messages_are_listened_for_only_while_requests_wait() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    let mut patterns = async || -> u64 {
+        redis::cmd("PUBSUB")
+            .arg("NUMPAT")
+            .query_async(&mut conn)
+            .await
+            .expect("PUBSUB NUMPAT")
+    };
+    // Settle: the subscriber's own patterns (every tenant's events) are there.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while patterns().await == 0 {
+        assert!(Instant::now() < deadline, "the subscriber never subscribed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let quiet = patterns().await;
+    let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    app.release(&holder, false).await.assert_status(200);
+    assert_eq!(patterns().await, quiet, "nobody waits: no unlock patterns");
+
+    let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    let waiter = app.spawn_waiter("jobs", 20_000);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while patterns().await != quiet + 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the waiter did not arm the unlock patterns"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let released_at = Instant::now();
+    app.release(&holder, false).await.assert_status(200);
+    let reply = waiter.await.expect("waiter task");
+    reply.assert_status(201);
+    assert!(
+        released_at.elapsed() < Duration::from_secs(5),
+        "woken by the unlock message, not the 60 s TTL"
+    );
+
+    // Dropped within the linger (10 s) plus the subscriber's check interval (5 s).
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while patterns().await != quiet {
+        assert!(
+            Instant::now() < deadline,
+            "the unlock patterns outlived the last wait"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
