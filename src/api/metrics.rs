@@ -37,6 +37,7 @@ pub async fn scrape(_: Caller<ReaderRole>, State(state): State<AppState>) -> Res
     state.metrics.sampled.record(
         redis_up,
         state.subscriber.is_connected(),
+        state.locks.hears_unlocks(),
         census.as_ref(),
         state.metrics.lock_names(),
         now_ms(),

@@ -252,6 +252,12 @@ impl Locks {
         self.inner.waiters.count()
     }
 
+    /// Whether this process listens for unlock messages now (a request of it waits, or did
+    /// lately: see [`waiters`]).
+    pub fn hears_unlocks(&self) -> bool {
+        self.inner.waiters.is_armed()
+    }
+
     /// Checks that Redis answers.
     pub async fn ping(&self) -> Result<(), LockError> {
         let mut conn = self.inner.conn.clone();

@@ -36,6 +36,7 @@ struct BuildLabels {
 pub struct Sampled {
     redis_up: Gauge,
     subscriber_connected: Gauge,
+    subscriber_unlock_patterns: Gauge,
     live_locks: Gauge,
     census_truncated: Gauge,
     oldest_hold: Gauge<f64, AtomicU64>,
@@ -52,6 +53,7 @@ impl Sampled {
         let s = Self {
             redis_up: Gauge::default(),
             subscriber_connected: Gauge::default(),
+            subscriber_unlock_patterns: Gauge::default(),
             live_locks: Gauge::default(),
             census_truncated: Gauge::default(),
             oldest_hold: Gauge::default(),
@@ -77,6 +79,12 @@ impl Sampled {
             "subscriber_connected",
             "1 while this instance's unlock and events subscription is connected, else 0",
             s.subscriber_connected.clone(),
+        );
+        registry.register(
+            "subscriber_unlock_patterns",
+            "1 while this instance's subscriber listens for unlock messages (a request of this \
+             instance waits, or did in the last 10 s), else 0",
+            s.subscriber_unlock_patterns.clone(),
         );
         registry.register(
             "live_locks",
@@ -125,12 +133,14 @@ impl Sampled {
         true
     }
 
-    /// The scrape's readings: Redis's and the subscriber's state, and a census when one was
-    /// taken (`per_lock`: with lock names as labels).
+    /// The scrape's readings: Redis's and the subscriber's state (connected; listening for
+    /// unlock messages), and a census when one was taken (`per_lock`: with lock names as
+    /// labels).
     pub fn record(
         &self,
         redis_up: bool,
         subscriber_connected: bool,
+        unlock_patterns: bool,
         census: Option<&Census>,
         per_lock: bool,
         now_ms: u64,
@@ -138,6 +148,8 @@ impl Sampled {
         self.redis_up.set(i64::from(redis_up));
         self.subscriber_connected
             .set(i64::from(subscriber_connected));
+        self.subscriber_unlock_patterns
+            .set(i64::from(unlock_patterns));
         let Some(census) = census else {
             return;
         };

@@ -244,6 +244,11 @@ async fn operator_metrics_cover_redis_the_subscriber_the_oldest_hold_and_every_w
     assert_eq!(sample(&text, "leasehold_redis_up", &[]), 1.0, "{text}");
     assert_eq!(sample(&text, "leasehold_subscriber_connected", &[]), 1.0);
     assert_eq!(
+        sample(&text, "leasehold_subscriber_unlock_patterns", &[]),
+        0.0,
+        "nobody waits: no unlock patterns"
+    );
+    assert_eq!(
         sample(
             &text,
             "leasehold_build_info",
@@ -266,9 +271,28 @@ async fn operator_metrics_cover_redis_the_subscriber_the_oldest_hold_and_every_w
         .await;
     let _waiter = app.spawn_waiter("jobs", 20_000);
     app.wait_for_waiters(1).await;
+    // The waiter's instance listens for unlock messages now (it arms them as it parks).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sample(
+        &scrape(&app).await,
+        "leasehold_subscriber_unlock_patterns",
+        &[],
+    ) != 1.0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the waiter's instance never listened for unlock messages"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // A census is taken at most every 10 s: a fresh instance on the same Redis takes one now.
     let peer = app.spawn_peer().await;
     let text = scrape(&peer).await;
+    assert_eq!(
+        sample(&text, "leasehold_subscriber_unlock_patterns", &[]),
+        0.0,
+        "nobody waits on the peer"
+    );
     assert!(
         sample(&text, "leasehold_oldest_hold_age_seconds", &[]) > 0.0,
         "{text}"
