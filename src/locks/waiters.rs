@@ -6,11 +6,11 @@
 //! away are lost.
 //!
 //! The subscriber listens for unlock messages only while some request of this process waits
-//! for one ([`Waiters::arm`]): every release publishes one (Redisson's waiters need it), and
+//! for one: every release publishes one (Redisson's waiters need it), and
 //! a process that listened all the time would receive, and Redis would deliver to every
 //! instance, one message per release of every lock even when nobody waits. A wait may rely
 //! on a message only if the subscription was on, without a break, from before its last
-//! attempt until it parks ([`Waiters::epoch`], [`Waiters::rely`]); otherwise it arms the
+//! attempt until it parks ([`Waiters::epoch`], [`Waiters::park`]); otherwise it arms the
 //! subscription and tries again first. The subscription is dropped again once no request has
 //! relied on it for a while ([`Waiters::disarm_if_idle`]), and it cannot be dropped while one
 //! does.
@@ -58,11 +58,24 @@ struct Gate {
     idle_since: Option<Instant>,
 }
 
-/// What a request saw of the subscription before an attempt (see [`Waiters::rely`]).
+/// What a request saw of the subscription before an attempt (see [`Waiters::park`]).
 #[derive(Debug, Clone, Copy)]
 pub struct WakeEpoch {
     armed: bool,
     generation: u64,
+}
+
+/// What a refused request does next (see [`Waiters::park`]).
+#[derive(Debug)]
+pub enum Parking {
+    /// Park: an unlock message reaches it (the claim keeps the subscription until it drops).
+    Heard(Reliance),
+    /// The subscription was armed just now: try again before parking (the refused attempt
+    /// was made unheard).
+    Armed,
+    /// Not listening (the subscriber reconnects): park until the retry time alone, as after a
+    /// lost message; the reconnect wakes everyone.
+    Unheard,
 }
 
 /// A parked request's claim on the subscription: it stays armed until this drops.
@@ -93,7 +106,7 @@ impl Waiters {
     }
 
     /// The subscription as it is now: take it before an attempt, and hand it to
-    /// [`Waiters::rely`] after the attempt was refused.
+    /// [`Waiters::park`] after the attempt was refused.
     pub fn epoch(&self) -> WakeEpoch {
         let gate = self.gate();
         WakeEpoch {
@@ -106,7 +119,7 @@ impl Waiters {
     /// a break since `epoch` was taken (before the attempt that was refused): only then does
     /// an unlock after that attempt reach this process. `None`: arm it ([`Waiters::arm`]) and
     /// try again before waiting.
-    pub fn rely(self: &Arc<Self>, epoch: WakeEpoch) -> Option<Reliance> {
+    fn rely(self: &Arc<Self>, epoch: WakeEpoch) -> Option<Reliance> {
         let mut gate = self.gate();
         if !(epoch.armed && gate.armed && gate.generation == epoch.generation) {
             return None;
@@ -117,11 +130,25 @@ impl Waiters {
         })
     }
 
+    /// For a request whose attempt (made after `epoch` was taken) was refused and that would
+    /// wait until `deadline`: whether it may park on an unlock message, or must try again
+    /// first (the subscription is armed now), or waits unheard.
+    pub async fn park(self: &Arc<Self>, epoch: WakeEpoch, deadline: Instant) -> Parking {
+        if let Some(reliance) = self.rely(epoch) {
+            return Parking::Heard(reliance);
+        }
+        if self.arm(deadline).await {
+            Parking::Armed
+        } else {
+            Parking::Unheard
+        }
+    }
+
     /// Asks the subscriber to listen for unlock messages and waits until it does, until
     /// `deadline` or for a short while at most (false: it does not listen yet; the subscriber
     /// is reconnecting). Once it listens, try again before waiting: the attempt before it was
     /// made unheard.
-    pub async fn arm(&self, deadline: Instant) -> bool {
+    async fn arm(&self, deadline: Instant) -> bool {
         let deadline = deadline.min(Instant::now() + ARM_TIMEOUT);
         let armed = self.armed.notified();
         tokio::pin!(armed);
@@ -434,10 +461,20 @@ mod tests {
                 waiters.set_armed();
             }
         });
+        let unheard = waiters.epoch();
         let later = Instant::now() + Duration::from_secs(5);
-        assert!(waiters.arm(later).await);
+        assert!(matches!(waiters.park(unheard, later).await, Parking::Armed));
         subscriber.await.expect("the subscriber task");
         assert!(waiters.arm(soon).await, "armed already: no wait");
+        assert!(matches!(
+            waiters.park(waiters.epoch(), soon).await,
+            Parking::Heard(_)
+        ));
+        waiters.set_lost();
+        assert!(matches!(
+            waiters.park(waiters.epoch(), soon).await,
+            Parking::Unheard
+        ));
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use super::observer::{AcquireOutcome, AcquireReport, Wake};
 use super::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
 use super::scripts::non_empty;
 use super::scripts::semaphore_acquire::SemaphoreAcquire;
-use super::waiters::Registration;
+use super::waiters::{Parking, Registration};
 use super::waitlist::Wanted;
 use super::{FencingToken, LockEvent, Locks};
 
@@ -396,20 +396,14 @@ impl Locks {
                 // A wait relies on an unlock message only if this process has listened since
                 // before the attempt; if not, it listens now and tries again first (an unlock
                 // in between was not heard). Boxed: a parked waiter keeps no room for it.
-                let _reliance = match locks.inner.waiters.rely(epoch) {
-                    Some(reliance) => Some(reliance),
-                    None => {
-                        let armed = tokio::select! {
-                            armed = Box::pin(locks.inner.waiters.arm(deadline)) => armed,
-                            () = locks.inner.shutdown.cancelled() => false,
-                        };
-                        if armed {
-                            continue;
-                        }
-                        // Not listening yet (the subscriber reconnects): wait for the retry
-                        // time, as after any lost message; the reconnect wakes everyone.
-                        None
-                    }
+                let parking = tokio::select! {
+                    parking = Box::pin(locks.inner.waiters.park(epoch, deadline)) => parking,
+                    () = locks.inner.shutdown.cancelled() => Parking::Unheard,
+                };
+                let _reliance = match parking {
+                    Parking::Heard(reliance) => Some(reliance),
+                    Parking::Armed => continue,
+                    Parking::Unheard => None,
                 };
                 // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
                 // through pub/sub: retry then as well.

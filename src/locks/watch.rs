@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::kind::Resource;
-use super::waiters::WatchRegistration;
+use super::waiters::{Parking, WatchRegistration};
 use super::{LeaseId, LeaseState, LeaseToken, LockError, LockName, Locks, Timestamp};
 
 /// How long to wait before reading the lease again after Redis failed to answer (a
@@ -113,18 +113,14 @@ impl LeaseWatch {
             };
             // As a waiting request (see `acquire_waiting`): a message wakes the watch only if
             // this process listened since before the read; if not, listen and read again.
-            let _reliance = match waiters.rely(epoch) {
-                Some(reliance) => Some(reliance),
-                None => {
-                    let armed = tokio::select! {
-                        armed = waiters.arm(retry_at) => armed,
-                        () = shutdown.cancelled() => return Err(LockError::ShuttingDown),
-                    };
-                    if armed {
-                        continue;
-                    }
-                    None
-                }
+            let parking = tokio::select! {
+                parking = waiters.park(epoch, retry_at) => parking,
+                () = shutdown.cancelled() => return Err(LockError::ShuttingDown),
+            };
+            let _reliance = match parking {
+                Parking::Heard(reliance) => Some(reliance),
+                Parking::Armed => continue,
+                Parking::Unheard => None,
             };
             tokio::select! {
                 () = notified => {}
