@@ -10,10 +10,11 @@
 //! would otherwise receive every release of every lock.
 //!
 //! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`, where
-//! every instance publishes its events in batches: JSON arrays), PSUBSCRIBEs to every
-//! tenant's (`<prefix>*/leasehold:events`, see [`crate::tenant`]) and fans each event out
-//! in-process through a broadcast channel ([`EventFeed`]), tagged with its tenant, so any
-//! number of dashboard tabs and `GET /v1/events` clients cost no extra Redis subscription.
+//! every instance publishes its events in batches: JSON arrays), and, while a named tenant's
+//! live stream is open here, PSUBSCRIBEs to every tenant's (`<prefix>*/leasehold:events`, see
+//! [`crate::tenant`] and [`EventFeed::listen`]); it fans each event out in-process through a
+//! broadcast channel ([`EventFeed`]), tagged with its tenant, so any number of dashboard tabs
+//! and `GET /v1/events` clients cost no extra Redis subscription.
 //! Tenants' unlock channels already match the wake patterns, whose prefix is the start of
 //! every tenant's. It also SUBSCRIBEs to Redis's expired-key notifications
 //! (`__keyevent@<db>__:expired`) and hands each key to the expiry sweeper
@@ -22,12 +23,12 @@
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
 //! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{Notify, broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +49,10 @@ pub const DISARM_AFTER: Duration = Duration::from_secs(10);
 
 /// How many events a slow listener may fall behind before it is told to resync.
 const FEED_CAPACITY: usize = 1024;
+/// How long a new listener of a named tenant waits at most for the tenants' pattern to be
+/// subscribed before its stream starts anyway (the subscriber is reconnecting: its reconnect
+/// then tells every listener to resync).
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What listeners of the in-process event feed receive.
 #[derive(Debug, Clone)]
@@ -66,19 +71,46 @@ pub enum FeedMessage {
 #[derive(Debug, Clone)]
 pub struct EventFeed {
     tx: broadcast::Sender<FeedMessage>,
+    tenants: Arc<TenantsGate>,
 }
 
 impl Default for EventFeed {
     fn default() -> Self {
         Self {
             tx: broadcast::channel(FEED_CAPACITY).0,
+            tenants: Arc::default(),
         }
     }
 }
 
+/// A listener of the feed (see [`EventFeed::listen`]).
+#[derive(Debug)]
+pub struct Listener {
+    rx: broadcast::Receiver<FeedMessage>,
+    _claim: Option<TenantsClaim>,
+}
+
+impl Listener {
+    pub async fn recv(&mut self) -> Result<FeedMessage, broadcast::error::RecvError> {
+        self.rx.recv().await
+    }
+}
+
 impl EventFeed {
-    pub fn subscribe(&self) -> broadcast::Receiver<FeedMessage> {
-        self.tx.subscribe()
+    /// A listener for `tenant`'s events, from now on: read anything older (the journal) after
+    /// this returns, and nothing falls between. A named tenant's events reach this process only
+    /// while one of its streams is open here (their pattern is costly to hold): the first one
+    /// waits until
+    /// they do, for [`LISTEN_TIMEOUT`] at most (the subscriber is reconnecting then, and its
+    /// reconnect sends [`FeedMessage::Resync`]).
+    pub async fn listen(&self, tenant: &Tenant) -> Listener {
+        let rx = self.tx.subscribe();
+        let claim = if tenant.is_default() {
+            None
+        } else {
+            Some(self.tenants.claim(LISTEN_TIMEOUT).await)
+        };
+        Listener { rx, _claim: claim }
     }
 
     /// Listeners right now (open SSE streams).
@@ -89,6 +121,105 @@ impl EventFeed {
     fn send(&self, message: FeedMessage) {
         // No listener is fine: nobody is watching.
         let _ = self.tx.send(message);
+    }
+}
+
+/// Whether the subscriber holds the tenants' events pattern (`<prefix>*/leasehold:events`).
+/// Redis matches every PUBLISH on the server against every pattern subscribed, and a pattern
+/// that starts with `*` is tried at every position of the channel's name: ~4,000 instructions
+/// (callgrind) for each unlock message of every release, Redisson clients' too, per instance
+/// holding it, where Redisson's whole minimal lock + unlock pair costs ~60,000. Unlike the default
+/// tenant's one channel (an exact lookup), it is therefore held only while a named tenant's
+/// stream is open in this process, and for [`DISARM_AFTER`] after the last one closes.
+#[derive(Debug, Default)]
+struct TenantsGate {
+    state: Mutex<TenantsState>,
+    /// A listener asks the subscriber to subscribe (a stored permit when it is busy).
+    wanted: Notify,
+    /// The pattern was subscribed.
+    armed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct TenantsState {
+    armed: bool,
+    /// Open streams of named tenants: the pattern is not dropped while there are any.
+    claims: usize,
+    /// Since when no stream claims it (armed with none yet: since it was armed).
+    idle_since: Option<tokio::time::Instant>,
+}
+
+/// A named tenant's stream's claim on the tenants' pattern: it stays until this drops.
+#[derive(Debug)]
+struct TenantsClaim {
+    gate: Arc<TenantsGate>,
+}
+
+impl Drop for TenantsClaim {
+    fn drop(&mut self) {
+        let mut state = self.gate.state();
+        state.claims -= 1;
+        if state.claims == 0 {
+            state.idle_since = Some(tokio::time::Instant::now());
+        }
+    }
+}
+
+impl TenantsGate {
+    fn state(&self) -> std::sync::MutexGuard<'_, TenantsState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A claim on the pattern, once it is subscribed (or after `timeout`).
+    async fn claim(self: &Arc<Self>, timeout: Duration) -> TenantsClaim {
+        let armed = self.armed.notified();
+        tokio::pin!(armed);
+        armed.as_mut().enable();
+        let was_armed = {
+            let mut state = self.state();
+            state.claims += 1;
+            state.armed
+        };
+        let claim = TenantsClaim { gate: self.clone() };
+        if !was_armed {
+            self.wanted.notify_one();
+            let _ = tokio::time::timeout(timeout, armed).await;
+        }
+        claim
+    }
+
+    /// For the subscriber: whether a stream needs the pattern and it is not subscribed.
+    fn wanted(&self) -> bool {
+        let state = self.state();
+        state.claims > 0 && !state.armed
+    }
+
+    /// For the subscriber: the pattern is subscribed now (confirmed).
+    fn set_armed(&self) {
+        {
+            let mut state = self.state();
+            state.armed = true;
+            state.idle_since = Some(tokio::time::Instant::now());
+        }
+        self.armed.notify_waiters();
+    }
+
+    /// For the subscriber: the connection was lost (it subscribes again on reconnect if a
+    /// stream still needs it; the reconnect sends every listener a resync).
+    fn set_lost(&self) {
+        self.state().armed = false;
+    }
+
+    /// For the subscriber: drops the pattern (true: unsubscribe now) if it is subscribed and
+    /// no stream has claimed it for `after`.
+    fn disarm_if_idle(&self, after: Duration) -> bool {
+        let mut state = self.state();
+        let idle = state.claims == 0 && state.idle_since.is_none_or(|t| t.elapsed() >= after);
+        if !(state.armed && idle) {
+            return false;
+        }
+        state.armed = false;
+        true
     }
 }
 
@@ -159,13 +290,12 @@ async fn run(
         ..
     } = routes;
     let keys = KeySpace::new(base.clone());
-    let patterns = [Tenant::events_pattern(base)];
     let channels = [keys.events_channel(), routes.expiries.channel.clone()];
     let mut backoff = BACKOFF_MIN;
     let mut ever_connected = false;
     loop {
         let connected = tokio::select! {
-            c = subscribe(&client, patterns.as_slice(), &channels) => c,
+            c = subscribe(&client, &channels) => c,
             () = shutdown.cancelled() => return,
         };
         match connected {
@@ -177,9 +307,9 @@ async fn run(
                 backoff = BACKOFF_MIN;
                 status.connected.store(true, Ordering::Relaxed);
                 tracing::info!(
-                    ?patterns,
                     ?channels,
-                    "subscribed to events and expiries (to unlock messages while requests wait)"
+                    "subscribed to events and expiries (to unlock messages while requests wait, \
+                     to other tenants' events while they are streamed)"
                 );
                 // Anything published while we were away is lost: everyone re-checks now.
                 waiters.wake_all();
@@ -187,6 +317,7 @@ async fn run(
                 let stopped = listen(pubsub, &routes, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
                 waiters.set_lost();
+                feed.tenants.set_lost();
                 waiters.wake_all();
                 if stopped {
                     return;
@@ -205,12 +336,10 @@ async fn run(
 
 async fn subscribe(
     client: &redis::Client,
-    patterns: &[String],
     channels: &[String],
 ) -> redis::RedisResult<redis::aio::PubSub> {
     let attempt = async {
         let mut pubsub = client.get_async_pubsub().await?;
-        pubsub.psubscribe(patterns).await?;
         pubsub.subscribe(channels).await?;
         Ok(pubsub)
     };
@@ -234,10 +363,25 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
     } = routes;
     let keys = KeySpace::new(base.as_str());
     let wake_patterns = keys.wake_patterns();
+    let tenants_pattern = Tenant::events_pattern(base);
     let (mut sink, mut stream) = pubsub.split();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
+    // Streams of named tenants that stayed open across a reconnect need the pattern again.
+    let mut tenants_wanted = feed.tenants.wanted();
     loop {
+        if tenants_wanted {
+            tenants_wanted = false;
+            if feed.tenants.wanted() {
+                let done =
+                    tokio::time::timeout(IO_TIMEOUT, sink.psubscribe(&tenants_pattern)).await;
+                if !matches!(done, Ok(Ok(()))) {
+                    return false;
+                }
+                tracing::debug!(pattern = %tenants_pattern, "listening for other tenants' events");
+                feed.tenants.set_armed();
+            }
+        }
         tokio::select! {
             msg = stream.next() => match msg {
                 Some(msg) => {
@@ -266,6 +410,7 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
                 }
                 None => return false,
             },
+            () = feed.tenants.wanted.notified() => tenants_wanted = true,
             () = waiters.arm_requested() => {
                 if !waiters.is_armed() {
                     let done =
@@ -290,8 +435,113 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
                     }
                     tracing::debug!("no request waits: stopped listening for unlock messages");
                 }
+                if feed.tenants.disarm_if_idle(DISARM_AFTER) {
+                    let done =
+                        tokio::time::timeout(IO_TIMEOUT, sink.punsubscribe(&tenants_pattern))
+                            .await;
+                    if !matches!(done, Ok(Ok(()))) {
+                        return false;
+                    }
+                    tracing::debug!("no other tenant's stream: stopped listening for their events");
+                }
             }
             () = shutdown.cancelled() => return true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[tokio::test]
+    async fn a_named_tenants_first_listener_waits_until_the_subscriber_listens() {
+        let feed = EventFeed::default();
+        let default = tokio::time::timeout(SECOND, feed.listen(&Tenant::default()))
+            .await
+            .expect("the default tenant's channel is always subscribed: no wait");
+        assert!(
+            !feed.tenants.wanted(),
+            "the default tenant needs no pattern"
+        );
+        drop(default);
+
+        let tenant = Tenant::parse("team-a").expect("a tenant name");
+        let first = tokio::spawn({
+            let feed = feed.clone();
+            async move { feed.listen(&tenant).await }
+        });
+        // The subscriber's side: asked, it subscribes and says so.
+        tokio::time::timeout(SECOND, feed.tenants.wanted.notified())
+            .await
+            .expect("the listener asked for the pattern");
+        assert!(feed.tenants.wanted());
+        assert!(
+            !first.is_finished(),
+            "it waits until the pattern is subscribed"
+        );
+        feed.tenants.set_armed();
+        let first = tokio::time::timeout(SECOND, first)
+            .await
+            .expect("armed: the listener goes on")
+            .expect("listener task");
+        // A second listener finds it subscribed.
+        let second = tokio::time::timeout(
+            SECOND,
+            feed.listen(&Tenant::parse("team-b").expect("a tenant name")),
+        )
+        .await
+        .expect("already subscribed: no wait");
+        drop((first, second));
+    }
+
+    #[tokio::test]
+    async fn without_a_subscriber_a_listener_starts_after_the_timeout() {
+        let feed = EventFeed::default();
+        let started = tokio::time::Instant::now();
+        let claim = feed.tenants.claim(Duration::from_millis(50)).await;
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert!(
+            feed.tenants.wanted(),
+            "still wanted when the subscriber comes back"
+        );
+        drop(claim);
+        assert!(!feed.tenants.wanted());
+    }
+
+    #[tokio::test]
+    async fn the_pattern_is_kept_while_a_stream_is_open_and_for_the_linger_after() {
+        let gate = Arc::new(TenantsGate::default());
+        let linger = Duration::from_millis(100);
+        let claim = {
+            let gate = gate.clone();
+            tokio::spawn(async move { gate.claim(SECOND).await })
+        };
+        tokio::time::timeout(SECOND, gate.wanted.notified())
+            .await
+            .expect("asked");
+        gate.set_armed();
+        let claim = claim.await.expect("claim task");
+        tokio::time::sleep(linger * 2).await;
+        assert!(!gate.disarm_if_idle(linger), "a stream is open");
+        drop(claim);
+        assert!(
+            !gate.disarm_if_idle(linger),
+            "the last stream closed just now"
+        );
+        tokio::time::sleep(linger * 2).await;
+        assert!(
+            gate.disarm_if_idle(linger),
+            "nobody for longer than the linger"
+        );
+        assert!(!gate.disarm_if_idle(linger), "dropped once");
+        // A lost connection drops it too: a stream still open asks again on reconnect.
+        gate.set_armed();
+        let again = gate.claim(SECOND).await;
+        gate.set_lost();
+        assert!(gate.wanted());
+        drop(again);
     }
 }

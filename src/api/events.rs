@@ -74,9 +74,9 @@ pub async fn stream(
     let tenant = caller.tenant.clone();
     let patterns = caller.patterns.clone();
     let visible = move |lock: &str| prefix.matches(lock) && patterns.allows(lock);
-    // Subscribed before the journal is read: nothing falls between the two. The journal read
+    // Listening before the journal is read: nothing falls between the two. The journal read
     // is the caller's tenant's (`locks_for`).
-    let rx = state.feed.subscribe();
+    let rx = state.feed.listen(&tenant).await;
     let (first, last) = backlog::first(&state.locks_for(&caller), &headers, count, &visible).await;
     let seen = move |event_tenant: &crate::tenant::Tenant, lock: &str| {
         *event_tenant == tenant && visible(lock)

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use eventsource_stream::{Event, Eventsource as _};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
@@ -128,4 +130,62 @@ async fn a_backlog_holds_the_callers_tenants_events_only() {
         quiet.is_err(),
         "no tenant's event in the default backlog: {quiet:?}"
     );
+}
+
+/// Named tenants' events channels match only a pattern that starts with `*`, which Redis tries
+/// at every position of every channel anything publishes to (every release's unlock message):
+/// an instance holds it only while one of those tenants' streams is open there. The stream's
+/// first live event still arrives (the pattern is subscribed before the stream starts), and
+/// some time after the last such stream closes the pattern is dropped again.
+#[tokio::test]
+async fn other_tenants_events_are_listened_for_only_while_streamed() {
+    let app = spawn_app().await;
+    app.wait_until_ready().await;
+    let mut conn = app.redis.conn().await;
+    let mut patterns = async || -> u64 {
+        redis::cmd("PUBSUB")
+            .arg("NUMPAT")
+            .query_async(&mut conn)
+            .await
+            .expect("PUBSUB NUMPAT")
+    };
+    let key =
+        |tenant: &str| json!({"name": "svc", "tenant": tenant, "roles": ["client", "reader"]});
+    let a = app.with_key(&app.create_key(key("a")).await.1);
+    let operator = app.with_key(&app.create_key(key("")).await.1);
+    let mut default_live = open(&operator, "", None).await;
+    operator.lease("operator-lock", json!({})).await;
+    assert_eq!(
+        data(&next(&mut default_live).await)["lock"],
+        "operator-lock"
+    );
+    assert_eq!(
+        patterns().await,
+        0,
+        "the default tenant's stream needs no pattern"
+    );
+
+    let mut live_a = open(&a, "", None).await;
+    assert_eq!(
+        patterns().await,
+        1,
+        "a's stream subscribed the tenants' pattern"
+    );
+    a.lease("mine-a", json!({})).await;
+    assert_eq!(data(&next(&mut live_a).await)["lock"], "mine-a");
+    drop(live_a);
+
+    // Dropped within the linger (10 s) plus the subscriber's check interval (5 s).
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while patterns().await != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the tenants' pattern outlived the last stream"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A new stream subscribes it again, and hears its tenant at once.
+    let mut live_a = open(&a, "", None).await;
+    a.lease("again-a", json!({})).await;
+    assert_eq!(data(&next(&mut live_a).await)["lock"], "again-a");
 }

@@ -256,13 +256,11 @@ async fn unlock_messages_are_listened_for_only_while_requests_wait() {
             .await
             .expect("PUBSUB NUMPAT")
     };
-    // Settle: the subscriber's own patterns (every tenant's events) are there.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while patterns().await == 0 {
-        assert!(Instant::now() < deadline, "the subscriber never subscribed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Settle: the subscriber is connected (with no other tenant's stream open, it holds no
+    // pattern at all).
+    app.wait_until_ready().await;
     let quiet = patterns().await;
+    assert_eq!(quiet, 0, "nobody waits and no tenant streams: no pattern");
     let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
     app.release(&holder, false).await.assert_status(200);
     assert_eq!(patterns().await, quiet, "nobody waits: no unlock patterns");
