@@ -141,14 +141,7 @@ async fn a_backlog_holds_the_callers_tenants_events_only() {
 async fn other_tenants_events_are_listened_for_only_while_streamed() {
     let app = spawn_app().await;
     app.wait_until_ready().await;
-    let mut conn = app.redis.conn().await;
-    let mut patterns = async || -> u64 {
-        redis::cmd("PUBSUB")
-            .arg("NUMPAT")
-            .query_async(&mut conn)
-            .await
-            .expect("PUBSUB NUMPAT")
-    };
+    let patterns = async || app.redis.pattern_subscriptions().await;
     let key =
         |tenant: &str| json!({"name": "svc", "tenant": tenant, "roles": ["client", "reader"]});
     let a = app.with_key(&app.create_key(key("a")).await.1);

@@ -248,14 +248,7 @@ async fn a_heartbeat_that_shortens_the_ttl_wakes_the_waiters() {
 #[tokio::test]
 async fn unlock_messages_are_listened_for_only_while_requests_wait() {
     let app = spawn_app().await;
-    let mut conn = app.redis.conn().await;
-    let mut patterns = async || -> u64 {
-        redis::cmd("PUBSUB")
-            .arg("NUMPAT")
-            .query_async(&mut conn)
-            .await
-            .expect("PUBSUB NUMPAT")
-    };
+    let patterns = async || app.redis.pattern_subscriptions().await;
     // Settle: the subscriber is connected (with no other tenant's stream open, it holds no
     // pattern at all).
     app.wait_until_ready().await;

@@ -76,6 +76,16 @@ impl RedisServer {
             .expect("redis connection")
     }
 
+    /// How many pattern subscriptions the server has (`PUBSUB NUMPAT`): what every PUBLISH
+    /// on it is matched against.
+    pub async fn pattern_subscriptions(&self) -> u64 {
+        redis::cmd("PUBSUB")
+            .arg("NUMPAT")
+            .query_async(&mut self.conn().await)
+            .await
+            .expect("PUBSUB NUMPAT")
+    }
+
     /// Freezes (SIGSTOP) or thaws (SIGCONT) the server: a Redis that accepts bytes and never
     /// answers, as under a long fork or a swap storm.
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
