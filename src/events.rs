@@ -100,9 +100,8 @@ impl EventFeed {
     /// A listener for `tenant`'s events, from now on: read anything older (the journal) after
     /// this returns, and nothing falls between. A named tenant's events reach this process only
     /// while one of its streams is open here (their pattern is costly to hold): the first one
-    /// waits until
-    /// they do, for [`LISTEN_TIMEOUT`] at most (the subscriber is reconnecting then, and its
-    /// reconnect sends [`FeedMessage::Resync`]).
+    /// waits until they do, for [`LISTEN_TIMEOUT`] at most (the subscriber is reconnecting
+    /// then, and its reconnect sends [`FeedMessage::Resync`]).
     pub async fn listen(&self, tenant: &Tenant) -> Listener {
         let rx = self.tx.subscribe();
         let claim = if tenant.is_default() {
@@ -126,11 +125,12 @@ impl EventFeed {
 
 /// Whether the subscriber holds the tenants' events pattern (`<prefix>*/leasehold:events`).
 /// Redis matches every PUBLISH on the server against every pattern subscribed, and a pattern
-/// that starts with `*` is tried at every position of the channel's name: ~4,000 instructions
-/// (callgrind) for each unlock message of every release, Redisson clients' too, per instance
-/// holding it, where Redisson's whole minimal lock + unlock pair costs ~60,000. Unlike the default
-/// tenant's one channel (an exact lookup), it is therefore held only while a named tenant's
-/// stream is open in this process, and for [`DISARM_AFTER`] after the last one closes.
+/// that starts with `*` is tried at every position of the channel's name: ~3,000 instructions
+/// (callgrind, a short lock name; more for longer ones) for each unlock message of every
+/// release, Redisson clients' too, per instance holding it, where Redisson's whole minimal
+/// lock + unlock pair costs ~60,000. Unlike the default tenant's one channel (an exact
+/// lookup), it is therefore held only while a named tenant's stream is open in this process,
+/// and for [`DISARM_AFTER`] after the last one closes.
 #[derive(Debug, Default)]
 struct TenantsGate {
     state: Mutex<TenantsState>,
