@@ -23,15 +23,17 @@
 //! Pub/sub is at-most-once: after any reconnect every waiter is woken to re-check, and waiters
 //! also retry when the holder's TTL runs out, so a lost message costs latency, never a hang.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use tokio::sync::{Notify, broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::locks::gate::{Claim, SubscriptionGate};
 use crate::locks::keys::Wakes;
 use crate::locks::waiters::Waiters;
 use crate::locks::{KeySpace, LockEvent};
@@ -71,7 +73,15 @@ pub enum FeedMessage {
 #[derive(Debug, Clone)]
 pub struct EventFeed {
     tx: broadcast::Sender<FeedMessage>,
-    tenants: Arc<TenantsGate>,
+    /// Whether the subscriber holds the tenants' events pattern (`<prefix>*/leasehold:events`).
+    /// Redis matches every PUBLISH on the server against every pattern subscribed, and a
+    /// pattern that starts with `*` is tried at every position of the channel's name: ~3,000
+    /// instructions (callgrind, a short lock name; more for longer ones) for each unlock
+    /// message of every release, Redisson clients' too, per instance holding it, where
+    /// Redisson's whole minimal lock + unlock pair costs ~60,000. Unlike the default tenant's
+    /// one channel (an exact lookup), it is therefore held only while a named tenant's stream
+    /// is open in this process, and for [`DISARM_AFTER`] after the last one closes.
+    tenants: Arc<SubscriptionGate>,
 }
 
 impl Default for EventFeed {
@@ -87,7 +97,7 @@ impl Default for EventFeed {
 #[derive(Debug)]
 pub struct Listener {
     rx: broadcast::Receiver<FeedMessage>,
-    _claim: Option<TenantsClaim>,
+    _claim: Option<Claim>,
 }
 
 impl Listener {
@@ -107,7 +117,9 @@ impl EventFeed {
         let claim = if tenant.is_default() {
             None
         } else {
-            Some(self.tenants.claim(LISTEN_TIMEOUT).await)
+            let claim = self.tenants.claim();
+            self.tenants.arm(Instant::now() + LISTEN_TIMEOUT).await;
+            Some(claim)
         };
         Listener { rx, _claim: claim }
     }
@@ -120,106 +132,6 @@ impl EventFeed {
     fn send(&self, message: FeedMessage) {
         // No listener is fine: nobody is watching.
         let _ = self.tx.send(message);
-    }
-}
-
-/// Whether the subscriber holds the tenants' events pattern (`<prefix>*/leasehold:events`).
-/// Redis matches every PUBLISH on the server against every pattern subscribed, and a pattern
-/// that starts with `*` is tried at every position of the channel's name: ~3,000 instructions
-/// (callgrind, a short lock name; more for longer ones) for each unlock message of every
-/// release, Redisson clients' too, per instance holding it, where Redisson's whole minimal
-/// lock + unlock pair costs ~60,000. Unlike the default tenant's one channel (an exact
-/// lookup), it is therefore held only while a named tenant's stream is open in this process,
-/// and for [`DISARM_AFTER`] after the last one closes.
-#[derive(Debug, Default)]
-struct TenantsGate {
-    state: Mutex<TenantsState>,
-    /// A listener asks the subscriber to subscribe (a stored permit when it is busy).
-    wanted: Notify,
-    /// The pattern was subscribed.
-    armed: Notify,
-}
-
-#[derive(Debug, Default)]
-struct TenantsState {
-    armed: bool,
-    /// Open streams of named tenants: the pattern is not dropped while there are any.
-    claims: usize,
-    /// Since when no stream claims it (armed with none yet: since it was armed).
-    idle_since: Option<tokio::time::Instant>,
-}
-
-/// A named tenant's stream's claim on the tenants' pattern: it stays until this drops.
-#[derive(Debug)]
-struct TenantsClaim {
-    gate: Arc<TenantsGate>,
-}
-
-impl Drop for TenantsClaim {
-    fn drop(&mut self) {
-        let mut state = self.gate.state();
-        state.claims -= 1;
-        if state.claims == 0 {
-            state.idle_since = Some(tokio::time::Instant::now());
-        }
-    }
-}
-
-impl TenantsGate {
-    fn state(&self) -> std::sync::MutexGuard<'_, TenantsState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A claim on the pattern, once it is subscribed (or after `timeout`).
-    async fn claim(self: &Arc<Self>, timeout: Duration) -> TenantsClaim {
-        let armed = self.armed.notified();
-        tokio::pin!(armed);
-        armed.as_mut().enable();
-        let was_armed = {
-            let mut state = self.state();
-            state.claims += 1;
-            state.armed
-        };
-        let claim = TenantsClaim { gate: self.clone() };
-        if !was_armed {
-            self.wanted.notify_one();
-            let _ = tokio::time::timeout(timeout, armed).await;
-        }
-        claim
-    }
-
-    /// For the subscriber: whether a stream needs the pattern and it is not subscribed.
-    fn wanted(&self) -> bool {
-        let state = self.state();
-        state.claims > 0 && !state.armed
-    }
-
-    /// For the subscriber: the pattern is subscribed now (confirmed).
-    fn set_armed(&self) {
-        {
-            let mut state = self.state();
-            state.armed = true;
-            state.idle_since = Some(tokio::time::Instant::now());
-        }
-        self.armed.notify_waiters();
-    }
-
-    /// For the subscriber: the connection was lost (it subscribes again on reconnect if a
-    /// stream still needs it; the reconnect sends every listener a resync).
-    fn set_lost(&self) {
-        self.state().armed = false;
-    }
-
-    /// For the subscriber: drops the pattern (true: unsubscribe now) if it is subscribed and
-    /// no stream has claimed it for `after`.
-    fn disarm_if_idle(&self, after: Duration) -> bool {
-        let mut state = self.state();
-        let idle = state.claims == 0 && state.idle_since.is_none_or(|t| t.elapsed() >= after);
-        if !(state.armed && idle) {
-            return false;
-        }
-        state.armed = false;
-        true
     }
 }
 
@@ -316,7 +228,7 @@ async fn run(
                 feed.send(FeedMessage::Resync);
                 let stopped = listen(pubsub, &routes, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
-                waiters.set_lost();
+                waiters.unlocks().set_lost();
                 feed.tenants.set_lost();
                 waiters.wake_all();
                 if stopped {
@@ -368,11 +280,11 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
     // Streams of named tenants that stayed open across a reconnect need the pattern again.
-    let mut tenants_wanted = feed.tenants.wanted();
+    let mut tenants_wanted = feed.tenants.is_wanted();
     loop {
         if tenants_wanted {
             tenants_wanted = false;
-            if feed.tenants.wanted() {
+            if feed.tenants.is_wanted() {
                 let done =
                     tokio::time::timeout(IO_TIMEOUT, sink.psubscribe(&tenants_pattern)).await;
                 if !matches!(done, Ok(Ok(()))) {
@@ -410,16 +322,16 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
                 }
                 None => return false,
             },
-            () = feed.tenants.wanted.notified() => tenants_wanted = true,
-            () = waiters.arm_requested() => {
-                if !waiters.is_armed() {
+            () = feed.tenants.requested() => tenants_wanted = true,
+            () = waiters.unlocks().requested() => {
+                if !waiters.unlocks().is_armed() {
                     let done =
                         tokio::time::timeout(IO_TIMEOUT, sink.psubscribe(&wake_patterns)).await;
                     if !matches!(done, Ok(Ok(()))) {
                         return false;
                     }
                     tracing::debug!(patterns = ?wake_patterns, "listening for unlock messages");
-                    waiters.set_armed();
+                    waiters.unlocks().set_armed();
                 }
             }
             _ = ping.tick() => {
@@ -427,7 +339,7 @@ async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &Cancella
                 if !matches!(pong, Ok(Ok(_))) {
                     return false;
                 }
-                if waiters.disarm_if_idle(DISARM_AFTER) {
+                if waiters.unlocks().disarm_if_idle(DISARM_AFTER) {
                     let done =
                         tokio::time::timeout(IO_TIMEOUT, sink.punsubscribe(&wake_patterns)).await;
                     if !matches!(done, Ok(Ok(()))) {
@@ -463,7 +375,7 @@ mod tests {
             .await
             .expect("the default tenant's channel is always subscribed: no wait");
         assert!(
-            !feed.tenants.wanted(),
+            !feed.tenants.is_wanted(),
             "the default tenant needs no pattern"
         );
         drop(default);
@@ -474,10 +386,10 @@ mod tests {
             async move { feed.listen(&tenant).await }
         });
         // The subscriber's side: asked, it subscribes and says so.
-        tokio::time::timeout(SECOND, feed.tenants.wanted.notified())
+        tokio::time::timeout(SECOND, feed.tenants.requested())
             .await
             .expect("the listener asked for the pattern");
-        assert!(feed.tenants.wanted());
+        assert!(feed.tenants.is_wanted());
         assert!(
             !first.is_finished(),
             "it waits until the pattern is subscribed"
@@ -495,53 +407,5 @@ mod tests {
         .await
         .expect("already subscribed: no wait");
         drop((first, second));
-    }
-
-    #[tokio::test]
-    async fn without_a_subscriber_a_listener_starts_after_the_timeout() {
-        let feed = EventFeed::default();
-        let started = tokio::time::Instant::now();
-        let claim = feed.tenants.claim(Duration::from_millis(50)).await;
-        assert!(started.elapsed() >= Duration::from_millis(50));
-        assert!(
-            feed.tenants.wanted(),
-            "still wanted when the subscriber comes back"
-        );
-        drop(claim);
-        assert!(!feed.tenants.wanted());
-    }
-
-    #[tokio::test]
-    async fn the_pattern_is_kept_while_a_stream_is_open_and_for_the_linger_after() {
-        let gate = Arc::new(TenantsGate::default());
-        let linger = Duration::from_millis(100);
-        let claim = {
-            let gate = gate.clone();
-            tokio::spawn(async move { gate.claim(SECOND).await })
-        };
-        tokio::time::timeout(SECOND, gate.wanted.notified())
-            .await
-            .expect("asked");
-        gate.set_armed();
-        let claim = claim.await.expect("claim task");
-        tokio::time::sleep(linger * 2).await;
-        assert!(!gate.disarm_if_idle(linger), "a stream is open");
-        drop(claim);
-        assert!(
-            !gate.disarm_if_idle(linger),
-            "the last stream closed just now"
-        );
-        tokio::time::sleep(linger * 2).await;
-        assert!(
-            gate.disarm_if_idle(linger),
-            "nobody for longer than the linger"
-        );
-        assert!(!gate.disarm_if_idle(linger), "dropped once");
-        // A lost connection drops it too: a stream still open asks again on reconnect.
-        gate.set_armed();
-        let again = gate.claim(SECOND).await;
-        gate.set_lost();
-        assert!(gate.wanted());
-        drop(again);
     }
 }

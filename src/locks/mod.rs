@@ -24,6 +24,7 @@ mod census;
 mod clock;
 pub mod error;
 mod eviction;
+pub mod gate;
 mod history;
 pub mod journal;
 pub mod keys;
@@ -255,7 +256,7 @@ impl Locks {
     /// Whether this process listens for unlock messages now (a request of it waits, or did
     /// lately: see [`waiters`]).
     pub fn hears_unlocks(&self) -> bool {
-        self.inner.waiters.is_armed()
+        self.inner.waiters.unlocks().is_armed()
     }
 
     /// Checks that Redis answers.

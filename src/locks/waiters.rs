@@ -12,8 +12,7 @@
 //! on a message only if the subscription was on, without a break, from before its last
 //! attempt until it parks ([`Waiters::epoch`], [`Waiters::park`]); otherwise it arms the
 //! subscription and tries again first. The subscription is dropped again once no request has
-//! relied on it for a while ([`Waiters::disarm_if_idle`]), and it cannot be dropped while one
-//! does.
+//! relied on it for a while, and it cannot be dropped while one does ([`super::gate`]).
 //!
 //! Lease watches (`GET .../watch`) register apart from waiters ([`Waiters::watch`]): every
 //! wake-up of a lock also wakes its watches, but a wake-up meant for one waiter
@@ -27,6 +26,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::gate::{Claim, Epoch, SubscriptionGate};
+
 /// How long a request waits at most for the subscription to be armed before it waits without
 /// it (the subscriber is down: it retries on the holder's TTL then, as after any lost message).
 const ARM_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,60 +39,23 @@ pub struct Waiters {
     /// when both are.
     watches: Mutex<HashMap<Arc<str>, Slot>>,
     /// Whether the subscriber listens for unlock messages, and who relies on it.
-    gate: Mutex<Gate>,
-    /// A request asks the subscriber to listen (a stored permit when it is busy).
-    arm_wanted: Notify,
-    /// The subscription was armed.
-    armed: Notify,
-}
-
-/// The unlock-message subscription's state. Every change of `armed` bumps `generation`, so a
-/// request can tell whether it stayed on since it looked.
-#[derive(Debug, Default)]
-struct Gate {
-    armed: bool,
-    generation: u64,
-    /// Parked requests (and watches) that rely on the subscription: it is not dropped while
-    /// there are any.
-    relying: usize,
-    /// Since when nobody relies on it (armed with nobody yet: since it was armed).
-    idle_since: Option<Instant>,
+    unlocks: Arc<SubscriptionGate>,
 }
 
 /// What a request saw of the subscription before an attempt (see [`Waiters::park`]).
-#[derive(Debug, Clone, Copy)]
-pub struct WakeEpoch {
-    armed: bool,
-    generation: u64,
-}
+pub type WakeEpoch = Epoch;
 
 /// What a refused request does next (see [`Waiters::park`]).
 #[derive(Debug)]
 pub enum Parking {
     /// Park: an unlock message reaches it (the claim keeps the subscription until it drops).
-    Heard(Reliance),
+    Heard(Claim),
     /// The subscription was armed just now: try again before parking (the refused attempt
     /// was made unheard).
     Armed,
     /// Not listening (the subscriber reconnects): park until the retry time alone, as after a
     /// lost message; the reconnect wakes everyone.
     Unheard,
-}
-
-/// A parked request's claim on the subscription: it stays armed until this drops.
-#[derive(Debug)]
-pub struct Reliance {
-    waiters: Arc<Waiters>,
-}
-
-impl Drop for Reliance {
-    fn drop(&mut self) {
-        let mut gate = self.waiters.gate();
-        gate.relying -= 1;
-        if gate.relying == 0 {
-            gate.idle_since = Some(Instant::now());
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -101,110 +65,35 @@ struct Slot {
 }
 
 impl Waiters {
-    fn gate(&self) -> std::sync::MutexGuard<'_, Gate> {
-        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The unlock-message subscription, for the subscriber (it arms, loses and drops it).
+    pub fn unlocks(&self) -> &Arc<SubscriptionGate> {
+        &self.unlocks
     }
 
     /// The subscription as it is now: take it before an attempt, and hand it to
     /// [`Waiters::park`] after the attempt was refused.
     pub fn epoch(&self) -> WakeEpoch {
-        let gate = self.gate();
-        WakeEpoch {
-            armed: gate.armed,
-            generation: gate.generation,
-        }
-    }
-
-    /// A claim on the subscription for a request about to park, if it has been armed without
-    /// a break since `epoch` was taken (before the attempt that was refused): only then does
-    /// an unlock after that attempt reach this process. `None`: arm it ([`Waiters::arm`]) and
-    /// try again before waiting.
-    fn rely(self: &Arc<Self>, epoch: WakeEpoch) -> Option<Reliance> {
-        let mut gate = self.gate();
-        if !(epoch.armed && gate.armed && gate.generation == epoch.generation) {
-            return None;
-        }
-        gate.relying += 1;
-        Some(Reliance {
-            waiters: self.clone(),
-        })
+        self.unlocks.epoch()
     }
 
     /// For a request whose attempt (made after `epoch` was taken) was refused and that would
-    /// wait until `deadline`: whether it may park on an unlock message, or must try again
-    /// first (the subscription is armed now), or waits unheard.
-    pub async fn park(self: &Arc<Self>, epoch: WakeEpoch, deadline: Instant) -> Parking {
-        if let Some(reliance) = self.rely(epoch) {
-            return Parking::Heard(reliance);
+    /// wait until `deadline`: whether it may park on an unlock message (only if the
+    /// subscription has been armed without a break since `epoch`: only then does an unlock
+    /// after that attempt reach this process), or must try again first (it asked for the
+    /// subscription, which is armed now), or waits unheard.
+    pub async fn park(&self, epoch: WakeEpoch, deadline: Instant) -> Parking {
+        if let Some(claim) = self.unlocks.claim_since(epoch) {
+            return Parking::Heard(claim);
         }
-        if self.arm(deadline).await {
+        if self
+            .unlocks
+            .arm(deadline.min(Instant::now() + ARM_TIMEOUT))
+            .await
+        {
             Parking::Armed
         } else {
             Parking::Unheard
         }
-    }
-
-    /// Asks the subscriber to listen for unlock messages and waits until it does, until
-    /// `deadline` or for a short while at most (false: it does not listen yet; the subscriber
-    /// is reconnecting). Once it listens, try again before waiting: the attempt before it was
-    /// made unheard.
-    async fn arm(&self, deadline: Instant) -> bool {
-        let deadline = deadline.min(Instant::now() + ARM_TIMEOUT);
-        let armed = self.armed.notified();
-        tokio::pin!(armed);
-        armed.as_mut().enable();
-        if self.gate().armed {
-            return true;
-        }
-        self.arm_wanted.notify_one();
-        tokio::time::timeout_at(deadline, armed).await.is_ok() && self.gate().armed
-    }
-
-    /// For the subscriber: completes when a request asked it to listen.
-    pub async fn arm_requested(&self) {
-        self.arm_wanted.notified().await;
-    }
-
-    /// For the subscriber: whether it listens for unlock messages.
-    pub fn is_armed(&self) -> bool {
-        self.gate().armed
-    }
-
-    /// For the subscriber: it listens now (its pattern subscription was confirmed).
-    pub fn set_armed(&self) {
-        {
-            let mut gate = self.gate();
-            if gate.armed {
-                return;
-            }
-            gate.armed = true;
-            gate.generation += 1;
-            gate.idle_since = Some(Instant::now());
-        }
-        self.armed.notify_waiters();
-    }
-
-    /// For the subscriber: it no longer listens (the connection was lost). Whoever relied on
-    /// it is woken by the reconnect ([`Waiters::wake_all`]) and arms it again if need be.
-    pub fn set_lost(&self) {
-        let mut gate = self.gate();
-        if gate.armed {
-            gate.armed = false;
-            gate.generation += 1;
-        }
-    }
-
-    /// For the subscriber: stops listening (true: drop the subscription now) if it is armed,
-    /// nobody relies on it, and nobody has for `after`.
-    pub fn disarm_if_idle(&self, after: Duration) -> bool {
-        let mut gate = self.gate();
-        let idle = gate.relying == 0 && gate.idle_since.is_none_or(|t| t.elapsed() >= after);
-        if !(gate.armed && idle) {
-            return false;
-        }
-        gate.armed = false;
-        gate.generation += 1;
-        true
     }
 
     /// Registers interest in `lock_key` until the returned guard drops.
@@ -413,64 +302,47 @@ mod tests {
         assert!(waiters.watches.lock().expect("lock").is_empty());
     }
 
-    #[test]
-    fn a_wait_relies_on_the_subscription_only_if_it_listened_since_before_the_attempt() {
-        let waiters = Arc::new(Waiters::default());
-        let unheard = waiters.epoch();
-        waiters.set_armed();
-        assert!(
-            waiters.rely(unheard).is_none(),
-            "an attempt made before the subscription was armed was not heard"
-        );
-        let heard = waiters.epoch();
-        assert!(waiters.rely(heard).is_some());
-        waiters.set_lost();
-        waiters.set_armed();
-        assert!(
-            waiters.rely(heard).is_none(),
-            "the subscription broke since the attempt: a message may have been lost"
-        );
-    }
-
-    #[test]
-    fn the_subscription_is_kept_while_a_wait_relies_on_it_and_for_a_while_after() {
-        let waiters = Arc::new(Waiters::default());
-        assert!(!waiters.disarm_if_idle(Duration::ZERO), "nothing to drop");
-        waiters.set_armed();
-        let reliance = waiters.rely(waiters.epoch()).expect("armed");
-        assert!(!waiters.disarm_if_idle(Duration::ZERO));
-        drop(reliance);
-        assert!(
-            !waiters.disarm_if_idle(Duration::from_secs(60)),
-            "kept for a while after the last wait"
-        );
-        assert!(waiters.disarm_if_idle(Duration::ZERO));
-        assert!(!waiters.is_armed());
-    }
-
     #[tokio::test]
-    async fn arming_asks_the_subscriber_and_gives_up_when_it_does_not_answer() {
+    async fn a_refused_request_parks_on_a_message_only_if_it_was_listened_for_since_its_attempt() {
         let waiters = Arc::new(Waiters::default());
+        let unlocks = waiters.unlocks().clone();
         let soon = Instant::now() + Duration::from_millis(50);
-        assert!(!waiters.arm(soon).await, "nobody listened");
+        assert!(
+            matches!(waiters.park(waiters.epoch(), soon).await, Parking::Unheard),
+            "nobody listened"
+        );
         // The request above is kept for the subscriber (a permit): it arms when it comes.
         let subscriber = tokio::spawn({
-            let waiters = waiters.clone();
+            let unlocks = unlocks.clone();
             async move {
-                waiters.arm_requested().await;
-                waiters.set_armed();
+                unlocks.requested().await;
+                unlocks.set_armed();
             }
         });
         let unheard = waiters.epoch();
         let later = Instant::now() + Duration::from_secs(5);
         assert!(matches!(waiters.park(unheard, later).await, Parking::Armed));
         subscriber.await.expect("the subscriber task");
-        assert!(waiters.arm(soon).await, "armed already: no wait");
-        assert!(matches!(
-            waiters.park(waiters.epoch(), soon).await,
-            Parking::Heard(_)
-        ));
-        waiters.set_lost();
+        assert!(
+            matches!(waiters.park(unheard, soon).await, Parking::Armed),
+            "an attempt made before the subscription was armed was not heard"
+        );
+        let heard = waiters.epoch();
+        let Parking::Heard(claim) = waiters.park(heard, soon).await else {
+            panic!("armed since the attempt: it parks on the message");
+        };
+        assert!(
+            !unlocks.disarm_if_idle(Duration::ZERO),
+            "not dropped while a wait relies on it"
+        );
+        drop(claim);
+        unlocks.set_lost();
+        unlocks.set_armed();
+        assert!(
+            matches!(waiters.park(heard, soon).await, Parking::Armed),
+            "the subscription broke since the attempt: a message may have been lost"
+        );
+        unlocks.set_lost();
         assert!(matches!(
             waiters.park(waiters.epoch(), soon).await,
             Parking::Unheard

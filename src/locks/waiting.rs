@@ -264,7 +264,7 @@ impl Locks {
                 // Pinned in place: the wait below polls it through a reference, so a parked
                 // waiter keeps it once.
                 let mut notified = pin!(registration.as_ref().map(|(_, r)| r.notified()));
-                // Whether this process hears unlock messages from here on (see `rely` below).
+                // Whether this process hears unlock messages from here on (see `park` below).
                 let epoch = locks.inner.waiters.epoch();
                 let ticket_timeout = Duration::from_millis(locks.inner.settings.ticket_timeout_ms);
                 let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
