@@ -45,8 +45,9 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 const PING_EVERY: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// How long the unlock patterns stay subscribed after the last request that relied on them:
-/// a lock that is waited for now and then keeps them, instead of subscribing for each wait.
+/// How long a gated pattern (the unlock patterns, the tenants' events pattern) stays
+/// subscribed after its last claim: a lock waited for now and then, or a stream reopened,
+/// keeps it, instead of subscribing each time.
 pub const DISARM_AFTER: Duration = Duration::from_secs(10);
 
 /// How many events a slow listener may fall behind before it is told to resync.
