@@ -57,6 +57,8 @@ def main():
       "Load generators, Redis, etcd and the server share the same cores, on loopback; every "
       "figure below comes from this one run and is set beside its ceiling or peer from the same "
       "run. Reproduce with `benches/run.sh` (`--quick` for a shorter run while iterating). "
+      "The server and the Rust load generators are built with Cargo's release profile (fat LTO, "
+      "one codegen unit: see `Cargo.toml`). "
       f"The server runs with `--worker-threads {machine.get('server_threads', '?')}`: Redis shares "
       "these cores, so the server leaves it one, as the README advises (§3 compares one thread "
       "per core).\n")
