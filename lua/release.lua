@@ -42,11 +42,13 @@ if reason == '' then reason = 'released' end
 -- here, 139.1k on the general path). Anything else (a shared lease, a queue to wake, a level
 -- left, a lease lost, a rollback) goes on to the general path.
 -- A lease the fixed fields do not record (a shared one, a fair ticket, one that ended) is
--- looked for in its own fields, read with the rest on the general path (shared_read).
-local shared_read = false
+-- looked for in its own fields on the general path (shared_read), which reads only the fields
+-- of the state this first read did not (`probed`).
+local shared_read, probed = false, nil
 if proven and reason == 'released' and idem == '' and which == '' then
   local v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'q', 'hexp')
   shared_read = v[1] ~= id
+  probed = v
   local rec, fields, kind, since, fence = v[2]
   -- A held record with no end and no permits (see pack): its fields up to the fence are
   -- matched, the rest checked by its last two characters (a nonce is hex): a pattern over
@@ -80,7 +82,7 @@ if idem ~= '' then
   if first then return idem_replay(first, '') end
 end
 
-local rec, st = load(id, nil, shared_read)
+local rec, st = load(id, nil, shared_read, shared_read and probed or nil)
 if not proven then return not_yours(id, rec) end
 local events = {}
 local reads, writes, flat = check_held(id, rec, st.hexp, events)
