@@ -15,19 +15,19 @@ local function lock_begin(keys, argv)
 end
 
 local function channel()
-  if not CHANNEL then CHANNEL = 'redisson_lock__channel:' .. TAG end
+  if not CHANNEL then CHANNEL = 'redisson_lock__channel:{' .. L .. '}' end
   return CHANNEL
 end
 local function rw_channel()
-  if not RW_CHANNEL then RW_CHANNEL = 'redisson_rwlock:' .. TAG end
+  if not RW_CHANNEL then RW_CHANNEL = 'redisson_rwlock:' .. tag() end
   return RW_CHANNEL
 end
 local function queue_key()
-  if not QUEUE then QUEUE = 'redisson_lock_queue:' .. TAG end
+  if not QUEUE then QUEUE = 'redisson_lock_queue:' .. tag() end
   return QUEUE
 end
 local function timeouts_key()
-  if not TIMEOUTS then TIMEOUTS = 'redisson_lock_timeout:' .. TAG end
+  if not TIMEOUTS then TIMEOUTS = 'redisson_lock_timeout:' .. tag() end
   return TIMEOUTS
 end
 
@@ -39,12 +39,12 @@ local function family(kind)
   return kind
 end
 
-local function writers_key() return TAG .. ':leasehold:writers' end
-local function rw_timeout_key(field, n) return TAG .. ':' .. field .. ':rwlock_timeout:' .. n end
+local function writers_key() return tag() .. ':leasehold:writers' end
+local function rw_timeout_key(field, n) return tag() .. ':' .. field .. ':rwlock_timeout:' .. n end
 
 -- A semaphore of the same name (Redisson's RPermitExpirableSemaphore: L is its permit
 -- counter, {L}:timeout its held permits).
-local function sem_timeout_key() return TAG .. ':timeout' end
+local function sem_timeout_key() return tag() .. ':timeout' end
 
 local function lock_shaped() return hash_is_lock(L) end
 
@@ -225,10 +225,12 @@ end
 -- other readers kept the lock hash alive. Each such lease is recorded as expired.
 -- Returns the set of lease ids it recorded as expired, and, when it changed nothing in a
 -- read/write lock, the fields it read (HGETALL: name, value, ...), which callers use rather
--- than read L again (two fewer commands per shared release).
-local function prune_dead_readers(events, hexp)
+-- than read L again (two fewer commands per shared release). `read`: those fields as this
+-- call read them already (nothing has changed L since), or nil.
+local function prune_dead_readers(events, hexp, read)
   local expired = {}
-  local ok, flat = pcall(redis.call, 'HGETALL', L)
+  local ok, flat = true, read
+  if not flat then ok, flat = pcall(redis.call, 'HGETALL', L) end
   if not ok then return expired end
   local has_mode = false
   for i = 1, #flat, 2 do
@@ -314,15 +316,16 @@ end
 
 -- Checks that lease `id` (whose record `rec` the caller read) still holds the lock. Returns
 -- its levels (reads, writes) and, for a read/write lease, L's fields as prune_dead_readers
--- read them (or nil); or nil and the refusal (JSON) to return.
-local function check_held(id, rec, hexp, events)
+-- read them (or nil); or nil and the refusal (JSON) to return. `read`: see
+-- prune_dead_readers.
+local function check_held(id, rec, hexp, events, read)
   if not rec then return nil, lost_or_unknown(id) end
   if rec.kind == 'semaphore' then return nil, '{"status":"unknown_lease"}' end
   if rec.state == 'queued' then return nil, '{"status":"queued"}' end
   local flat
   if is_rw(rec.kind) then
     local expired
-    expired, flat = prune_dead_readers(events, hexp)
+    expired, flat = prune_dead_readers(events, hexp, read)
     if expired[id] then return nil, '{"status":"lease_lost","state":"expired"}' end
   end
   local reads, writes

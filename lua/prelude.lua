@@ -7,8 +7,9 @@
 --
 -- Every function takes the same KEYS and the same first ARGV:
 -- KEYS[1]: the lock (or semaphore) key L, Redisson's layout
--- KEYS[2]: its state hash {L}:leasehold (fencing counter, lease records, limit); every other
---          key a function touches is built from L with the same hash tag, so in one slot
+-- KEYS[2]: its state hash {L}:leasehold (fencing counter, lease records, limit); every
+--          other key a function touches is built from L (or STATE) with the same hash tag,
+--          so in one slot
 -- ARGV[1]: the deadline (Redis time, ms) after which the function must change nothing, "0"
 --          for none: by then its request has been answered 503, so running it late (delayed
 --          by a partition, or queued in a frozen Redis) would act behind its client's back
@@ -36,8 +37,16 @@ local STATE_SLACK_MS = 600000
 
 local function A(n) return ARGS[n + 2] end
 
--- The lock's history stream (built when needed: making a string costs about a microsecond).
-local function history_key() return TAG .. ':leasehold:history' end
+-- The hash tag `{L}` every key of the name shares, made when a call first needs it: making a
+-- string costs about a microsecond, and the usual acquire needs none (begin() forgets it).
+local function tag()
+  if not TAG then TAG = '{' .. L .. '}' end
+  return TAG
+end
+
+-- The lock's history stream, {L}:leasehold:history (built when needed, from STATE, which is
+-- {L}:leasehold).
+local function history_key() return STATE .. ':history' end
 
 -- Numbers as text (JSON, Redis arguments): `..` would print large ones in exponent form.
 local function d(n) return string.format('%d', n) end
@@ -46,7 +55,7 @@ local function d(n) return string.format('%d', n) end
 -- (Text becomes a number with `+ 0`: tonumber() converts it twice.)
 local function begin(keys, argv)
   L, STATE, ARGS = keys[1], keys[2], argv
-  TAG = '{' .. L .. '}'
+  TAG = nil
   -- Time comes from Redis so that every Leasehold instance uses one clock.
   local t = redis.call('TIME')
   local us = t[2]
@@ -96,18 +105,27 @@ local function set_state(field, value)
   WN = WN + 2
 end
 
--- Writes the queued fields. `keep_until`: the state must stay at least until then (ms); its
--- expiry moves (with slack) only when that is later than the recorded one, so a busy lock
--- pays for it now and then. nil: no expiry (semaphores: Redisson's counter never expires,
--- and their limit lives here). `sexp`: the recorded expiry (from the call's first read).
+-- Queues the state's new expiry when `keep_until` (ms: the state must stay at least until
+-- then) is later than the recorded one, `sexp` (from the call's first read), with slack, so a
+-- busy lock pays for it now and then; returns the PEXPIRE's argument to send once the fields
+-- are written, or nil.
+local function renewal(keep_until, sexp)
+  if keep_until > (sexp and sexp + 0 or 0) then
+    set_state('sexp', d(keep_until + STATE_SLACK_MS))
+    return d(keep_until + STATE_SLACK_MS - NOW)
+  end
+  return nil
+end
+
+-- Writes the queued fields, and renews the state's expiry (see renewal). `keep_until` nil:
+-- no expiry (semaphores: Redisson's counter never expires, and their limit lives here).
 local function flush_state(keep_until, sexp)
-  local renew = keep_until and keep_until > (sexp and sexp + 0 or 0)
-  if renew then set_state('sexp', d(keep_until + STATE_SLACK_MS)) end
+  local pexpire = keep_until and renewal(keep_until, sexp)
   if WN > 0 then
     redis.call('HSET', STATE, unpack(W, 1, WN))
     WN = 0
   end
-  if renew then redis.call('PEXPIRE', STATE, d(keep_until + STATE_SLACK_MS - NOW)) end
+  if pexpire then redis.call('PEXPIRE', STATE, pexpire) end
 end
 
 -- The next fencing token after `last` (text), as text: one more, and never below Redis's
@@ -341,7 +359,7 @@ local function holder_id(id) return id .. ':1' end
 -- Idempotency records: a retry of a request (same Idempotency-Key, same request) gets the
 -- first answer instead of acting twice. `digest` is the sha256 of the client's key, so key
 -- names never carry it; `fp` the sha256 of what the request asked.
-local function idem_key(digest) return TAG .. ':leasehold:idem:' .. digest end
+local function idem_key(digest) return tag() .. ':leasehold:idem:' .. digest end
 
 -- The first answer to a key: (reply JSON, lease id, sealed token), or 'mismatch' when the
 -- key came with another request, or nil.

@@ -16,9 +16,9 @@ local TIMEOUT, HOLDERS, SEM_CHANNEL
 
 local function semaphore_begin(keys, argv)
   local ok = begin(keys, argv)
-  TIMEOUT = TAG .. ':timeout'
-  HOLDERS = TAG .. ':leasehold:holders'
-  SEM_CHANNEL = 'redisson_sc:' .. TAG
+  TIMEOUT = tag() .. ':timeout'
+  HOLDERS = tag() .. ':leasehold:holders'
+  SEM_CHANNEL = 'redisson_sc:' .. tag()
   return ok
 end
 
@@ -126,8 +126,8 @@ local function name_use(st)
   end
   if t ~= 'none' then return 'foreign' end
   -- A fair lock's queue of live waiters holds the name too.
-  local head = redis.call('LINDEX', 'redisson_lock_queue:' .. TAG, 0)
-  local deadline = head and tonumber(redis.call('ZSCORE', 'redisson_lock_timeout:' .. TAG, head))
+  local head = redis.call('LINDEX', 'redisson_lock_queue:' .. tag(), 0)
+  local deadline = head and tonumber(redis.call('ZSCORE', 'redisson_lock_timeout:' .. tag(), head))
   if deadline and deadline > NOW then return 'fair' end
   return 'none'
 end

@@ -9,7 +9,7 @@
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 if redis.call('EXISTS', STATE) == 0 then return '{"status":"swept","expired":0}' end
 local events = {}
-if redis.call('EXISTS', TAG .. ':leasehold:holders') == 1 then
+if redis.call('EXISTS', tag() .. ':leasehold:holders') == 1 then
   semaphore_begin(KEYS, ARGV)
   local _, st = load('')
   reclaim_expired(events, st.hexp)

@@ -299,3 +299,33 @@ async fn a_release_that_brings_the_expiry_forward_wakes_a_waiting_writer() {
         released_at.elapsed()
     );
 }
+
+/// A lone reader's release ends at once (the usual read release); one whose hold ran out
+/// while the lock hash stayed (its timeout key is gone) is told it lost the lock, and its
+/// expiry is recorded, rather than its release being taken as one.
+#[tokio::test]
+async fn a_lone_readers_release_frees_the_lock_unless_its_hold_ran_out() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    let reader = read(&app, "doc").await;
+    app.release(&reader, false).await.assert_status(200);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("doc")
+        .query_async(&mut conn)
+        .await
+        .expect("EXISTS");
+    assert_eq!(exists, 0, "the last reader's release deletes the lock hash");
+    assert_eq!(app.inspect_lease(&reader).await.body["state"], "released");
+
+    let lost = read(&app, "doc").await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{{doc}}:{}:1:rwlock_timeout:1", lost.id))
+        .query_async(&mut conn)
+        .await
+        .expect("DEL");
+    app.release(&lost, false)
+        .await
+        .assert_problem(410, "lease_lost");
+    assert_eq!(app.inspect_lease(&lost).await.body["state"], "expired");
+    write(&app, "doc").await;
+}

@@ -100,7 +100,7 @@ fn build() -> Library {
         body.push_str(&format!(
             "\ndo\n{once}\nlocal function op_{op}(KEYS, ARGV)\n{per_call}\nend\n\
              redis.register_function('lh_{{V}}_{op}', function(KEYS, ARGV)\n\
-             local reply = op_{op}(KEYS, ARGV)\nflush_state()\nreturn reply\nend)\nend\n"
+             local reply = op_{op}(KEYS, ARGV)\nif WN > 0 then flush_state() end\nreturn reply\nend)\nend\n"
         ));
     }
     let hash = hex::encode(&Sha256::digest(body.as_bytes())[..6]);
