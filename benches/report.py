@@ -362,8 +362,10 @@ def main():
     w("## 3. Uncontended acquire + release, end to end\n")
     w("Each connection acquires and releases its own lock name in a loop over HTTP/1.1 keep-alive. "
       "Two clients drive the same loop in turn. The light client (`scenarios uncontended`: "
-      "hyper's HTTP/1.1 connections, no pool, all on one thread, as redis-benchmark drives the "
-      "ceiling from one thread) gives cycles/s and per-operation latency. wrk runs it with one "
+      "HTTP/1.1 keep-alive connections it writes and reads itself, as redis-benchmark does with "
+      "RESP, all on one thread, as redis-benchmark drives the ceiling from one thread; its "
+      "answers are parsed with httparse, hyper's parser) gives cycles/s and per-operation "
+      "latency. wrk runs it with one "
       "thread and one Lua VM per connection (its script keeps each connection's lease). Both "
       "share these cores with the server and Redis, so what a client spends is taken from them: "
       "each client's CPU per request is shown. Ratios: the light client's cycles/s against the "
