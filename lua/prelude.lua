@@ -16,10 +16,11 @@
 -- ARGV[2]: how long an ended lease's idempotency record and state stay (ms)
 -- The function's own ARGV follow; `A(n)` is its n-th.
 
--- Per-call values, set by begin(). Times come as numbers and as text: Redis's Lua turns a
--- number into text slowly (about a microsecond each), so text that came from Redis or from
--- ARGV is passed on as text, and numbers are formatted only where arithmetic made them.
--- TOMB stays text too: arithmetic converts it where a call needs it (most do not).
+-- Per-call values, set by begin() (TAG: cleared by begin(), made on first use by tag()).
+-- Times come as numbers and as text: Redis's Lua turns a number into text slowly (about a
+-- microsecond each), so text that came from Redis or from ARGV is passed on as text, and
+-- numbers are formatted only where arithmetic made them. TOMB stays text too: arithmetic
+-- converts it where a call needs it (most do not).
 local L, STATE, TAG
 local TOMB, NOW, NOW_US_S, NOW_S
 local ARGS

@@ -26,6 +26,18 @@ local ENDED_BY = {
   released = ',"reentry_count":0,"reason":"released"',
   client_gone = ',"reentry_count":0,"reason":"client_gone"',
 }
+-- What an early release (the usual request, release_last_shared) ends with: the lease's
+-- history entry, appended, and the reply that carries it, each made in one piece (every
+-- string Redis's Lua makes is hashed byte by byte, and the entry is most of the reply).
+local function released_reply(id, holder, kind, since, fence, hexp)
+  local entry = '{"type":"released","lease_id":"' .. id .. '","holder":' .. jsn(holder)
+    .. ',"kind":"' .. kind .. '","fencing_token":' .. fence .. ',"since_ms":' .. since
+    .. ',"at_ms":' .. NOW_S .. ENDED_BY.released .. '}'
+  append_history(entry, hexp)
+  return '{"status":"released","kind":"' .. kind .. '","since_ms":' .. since .. ',"now_ms":'
+    .. NOW_S .. ',"ev":[' .. entry .. ']}'
+end
+
 -- The usual release of a read or write lease: its last hold, while it holds the lock alone (L
 -- is `mode` and its one hold), by its own token (see the usual request, below). It ends here
 -- with what the general path would write, without load's tables, the check of every reader's
@@ -58,12 +70,7 @@ local function release_last_shared(id, hexp)
   redis.call('DEL', L)
   redis.call('PUBLISH', rw_channel(), '0')
   redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
-  local entry = '{"type":"released","lease_id":"' .. id .. '","holder":' .. jsn(r[2])
-    .. ',"kind":"' .. kind .. '","fencing_token":' .. fence .. ',"since_ms":' .. since
-    .. ',"at_ms":' .. NOW_S .. ENDED_BY.released .. '}'
-  append_history(entry, hexp)
-  return '{"status":"released","kind":"' .. kind .. '","since_ms":' .. since .. ',"now_ms":'
-    .. NOW_S .. ',"ev":[' .. entry .. ']}'
+  return released_reply(id, r[2], kind, since, fence, hexp)
 end
 
 -- The lines above run once, when the library loads; those below on every call
@@ -105,17 +112,13 @@ if proven and ARGV[6] == nil then
   if count == '1' or all and type(count) == 'string' and (tonumber(count) or 0) > 1 then
     redis.call('DEL', L)
     redis.call('PUBLISH', channel(), '0')
-    local entry = '{"type":"released","lease_id":"' .. id .. '","holder":' .. jsn(v[3])
-      .. ',"kind":"' .. kind .. '","fencing_token":' .. fence .. ',"since_ms":' .. since
-      .. ',"at_ms":' .. NOW_S .. ENDED_BY.released .. '}'
-    append_history(entry, v[5])
+    local reply = released_reply(id, v[3], kind, since, fence, v[5])
     -- (What pack('released', ..., fence, '', NOW_S) makes of the held record's fields, and
-    -- what append_history queued, in one HSET.)
+    -- what released_reply's append_history queued, in one HSET.)
     redis.call('HSET', STATE, 'rec', 'released' .. fields .. '|' .. NOW_S .. '|',
       unpack(W, 1, WN))
     WN = 0
-    return '{"status":"released","kind":"' .. kind .. '","since_ms":' .. since .. ',"now_ms":'
-      .. NOW_S .. ',"ev":[' .. entry .. ']}'
+    return reply
   end
   if shared_read then
     local reply
