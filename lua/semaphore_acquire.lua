@@ -37,23 +37,21 @@ if first then
   return idem_replay(first, first_sealed)
 end
 
+-- The permits free: a number, or nil when L is not a semaphore's counter (yet).
+local ok, free = pcall(redis.call, 'GET', L)
+local available = ok and tonumber(free)
 -- The usual request: no Idempotency-Key, a semaphore Leasehold set up with this limit, and
 -- enough permits free. It reads the two fields of the state it needs (limit, fence), not
--- load's ten; anything else is looked at below, from the start, as before.
-local usual, available, last_fence = false, nil, nil
-if idem == '' then
+-- load's ten; anything else (a refusal, a first acquire, a Redisson-made semaphore, an
+-- idempotent retry) is looked at below, as before.
+local usual, last_fence = false, nil
+if idem == '' and available and available >= wanted then
   local v = redis.call('HMGET', STATE, 'limit', 'fence')
-  local ok, free = pcall(redis.call, 'GET', L)
-  free = ok and tonumber(free)
-  if free and free >= wanted and v[1] and tonumber(v[1]) == limit then
-    usual, available, last_fence = true, free, v[2]
-  end
+  usual, last_fence = v[1] and tonumber(v[1]) == limit, v[2]
 end
 if not usual then
   local _, st = load('', true)
   last_fence = st.fence
-  local ok, free = pcall(redis.call, 'GET', L)
-  available = ok and tonumber(free)
   local known
   if st.limit and available then
     known = st.limit
