@@ -165,7 +165,7 @@ pub fn check(
     mutual_exclusion(ops, &holds, &across_loss, &mut report);
     fencing(ops, &holds, resources, &across_loss, &mut report);
     liveness(ops, &holds, windows, ttl_max_ms, &mut report);
-    semantics(ops, &mut report);
+    semantics(ops, &across_loss, &mut report);
     report
 }
 
@@ -1008,10 +1008,16 @@ fn parked_while_free(
 
 /// What the API promises beyond the three properties: replays answer the first answer,
 /// `all=true` releases everything, and releasing one level of a reentrant or fair lease held
-/// several levels deep keeps the rest (its holder goes on working under them).
-fn semantics(ops: &[Op], report: &mut Report) {
+/// several levels deep keeps the rest (its holder goes on working under them). Not across a
+/// Redis data loss (`across_loss`, as for overlaps): what Redis lost (a re-entry, the first
+/// answer's idempotency record) is gone, as the README says of a Redis that loses writes.
+fn semantics(
+    ops: &[Op],
+    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
+    report: &mut Report,
+) {
     let mut first: HashMap<&str, &Op> = HashMap::new();
-    levels_kept(ops, report);
+    levels_kept(ops, across_loss, report);
     for op in ops {
         let key = match &op.request {
             Request::Acquire {
@@ -1053,6 +1059,9 @@ fn semantics(ops: &[Op], report: &mut Report) {
             first.insert(key, op);
             continue;
         };
+        if across_loss((prev.send, prev.recv), (op.send, op.recv)) {
+            continue;
+        }
         let same = match (&prev.outcome, &op.outcome) {
             (
                 Outcome::Granted {
@@ -1108,9 +1117,15 @@ fn semantics(ops: &[Op], report: &mut Report) {
 
 /// A release of one level answered "released" (the lock let go) while the lease was known to
 /// hold more levels. Levels are known from the answers (a grant's count, a partial release's
-/// count left); an answer that did not come (a failure) makes them unknown until the next.
-fn levels_kept(ops: &[Op], report: &mut Report) {
-    let mut levels: HashMap<&str, u64> = HashMap::new();
+/// count left); an answer that did not come (a failure) makes them unknown until the next, and
+/// so does a data loss between the answer that told them and the release.
+fn levels_kept(
+    ops: &[Op],
+    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
+    report: &mut Report,
+) {
+    // Lease -> its levels, and when the op that told them was sent and answered.
+    let mut levels: HashMap<&str, (u64, (u64, u64))> = HashMap::new();
     for op in ops {
         if !matches!(op.family, Family::Reentrant | Family::Fair) {
             continue;
@@ -1118,7 +1133,7 @@ fn levels_kept(ops: &[Op], report: &mut Report) {
         let Some(lease) = op.lease() else { continue };
         match (&op.request, &op.outcome) {
             (_, Outcome::Granted { count, .. }) => {
-                levels.insert(lease, *count);
+                levels.insert(lease, (*count, (op.send, op.recv)));
             }
             (_, Outcome::Failed { .. } | Outcome::Lost { .. }) => {
                 levels.remove(lease);
@@ -1131,7 +1146,10 @@ fn levels_kept(ops: &[Op], report: &mut Report) {
                 },
                 Outcome::Released { released, count },
             ) => {
-                let before = levels.remove(lease);
+                let before = levels
+                    .remove(lease)
+                    .filter(|&(_, told)| !across_loss(told, (op.send, op.recv)))
+                    .map(|(n, _)| n);
                 if *released && before.is_some_and(|n| n >= 2) {
                     report.semantic += 1;
                     report.violations.push(Violation {
@@ -1148,7 +1166,7 @@ fn levels_kept(ops: &[Op], report: &mut Report) {
                             .collect(),
                     });
                 } else if !*released {
-                    levels.insert(lease, *count);
+                    levels.insert(lease, (*count, (op.send, op.recv)));
                 }
             }
             _ => {}
@@ -1301,6 +1319,38 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         ops
     };
     let judged = |ops: &[Op]| check(ops, &[], &[], 1_500).overlaps;
+    // Lease A re-entered (2 levels), then a release of one level that let the lock go: what
+    // Redis answers when it lost the re-entry (a crash that cut its last second of writes).
+    let level_gone = [
+        op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
+        op(
+            1,
+            0,
+            2_000,
+            3_000,
+            acquire(Some(lease("a"))),
+            granted("a", 2, 200),
+        ),
+        op(
+            2,
+            0,
+            10_000,
+            11_000,
+            release("a"),
+            Outcome::Released {
+                released: true,
+                count: 0,
+            },
+        ),
+    ];
+    let crash = FaultWindow {
+        what: "redis-crash-aof-everysec".to_owned(),
+        start: 5_000,
+        end: 8_000,
+        data_loss: true,
+        exempt: true,
+    };
+    let semantic = |windows: &[FaultWindow]| check(&level_gone, windows, &[], 1_500).semantic;
     vec![
         (
             "a failed release of a lease's last level may have ended it: no overlap",
@@ -1309,6 +1359,14 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         (
             "a failed release of one of two levels leaves the lease held: an overlap",
             judged(&history(false)) == 1,
+        ),
+        (
+            "a release of one of two levels that let the lock go: a semantic violation",
+            semantic(&[]) == 1,
+        ),
+        (
+            "the same across a Redis data loss (the re-entry may be what Redis lost): excused",
+            semantic(std::slice::from_ref(&crash)) == 0,
         ),
     ]
 }
