@@ -315,20 +315,25 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
          clients over {} names per lock family). Every figure below is copied from that run. \"Overlapping holds\" counts \
          pairs of conflicting holds by conservative bounds (see `benches/safety/check.rs`); those \
          across a Redis data loss are listed apart, as the README's guarantees say they can \
-         happen.\n",
+         happen. \"Semantic\" counts broken promises of the API (a replay that is not the first \
+         answer, a release of one level that lets the lock go, `all=true` leaving levels), \
+         except across a data loss.\n",
         args.seed, args.clients, args.names, args.instances, args.clients, args.names
     );
     let _ = writeln!(
         md,
-        "| fault | what | ops | acquisitions | grants | overlapping holds | overlaps across data loss | fence regressions | lost updates | longest unavailability | waiters answered late | parked while free | result |"
+        "| fault | what | ops | acquisitions | grants | overlapping holds | overlaps across data loss | fence regressions | lost updates | longest unavailability | waiters answered late | parked while free | semantic | result |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for o in outcomes {
         match (&o.report, &o.skipped) {
             (Some(r), _) => {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} ({:.0} s) |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} | {} ({:.0} s) |",
                     o.fault.name(),
                     o.fault.describe(),
                     r.ops,
@@ -341,6 +346,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
                     r.longest_unavailable_us / 1000,
                     r.late_answers,
                     r.parked_while_free,
+                    r.semantic,
                     if r.failed() { "VIOLATIONS" } else { "ok" },
                     o.seconds
                 );
@@ -348,7 +354,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
             (None, why) => {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
+                    "| {} | {} | – | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
                     o.fault.name(),
                     o.fault.describe(),
                     why.as_deref().unwrap_or("?")
