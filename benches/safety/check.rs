@@ -1271,11 +1271,9 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         status: Some(503),
         what: "redis_unavailable".to_owned(),
     };
-    // Lease A: granted, re-entered (2 levels), one level released (1 left), then a release
-    // of the last level fails (503: it may have happened), and lease B is granted 100 ms
-    // later, within A's TTL. `partial`: whether the one-level release came first.
-    let history = |partial: bool| {
-        let mut ops = vec![
+    // Lease A granted (at 0-1 ms) and re-entered (at 2-3 ms): 2 levels.
+    let entered_twice = || {
+        vec![
             op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
             op(
                 1,
@@ -1285,7 +1283,13 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
                 acquire(Some(lease("a"))),
                 granted("a", 2, 200),
             ),
-        ];
+        ]
+    };
+    // Lease A: granted, re-entered (2 levels), one level released (1 left), then a release
+    // of the last level fails (503: it may have happened), and lease B is granted 100 ms
+    // later, within A's TTL. `partial`: whether the one-level release came first.
+    let history = |partial: bool| {
+        let mut ops = entered_twice();
         if partial {
             ops.push(op(
                 2,
@@ -1321,28 +1325,18 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
     let judged = |ops: &[Op]| check(ops, &[], &[], 1_500).overlaps;
     // Lease A re-entered (2 levels), then a release of one level that let the lock go: what
     // Redis answers when it lost the re-entry (a crash that cut its last second of writes).
-    let level_gone = [
-        op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
-        op(
-            1,
-            0,
-            2_000,
-            3_000,
-            acquire(Some(lease("a"))),
-            granted("a", 2, 200),
-        ),
-        op(
-            2,
-            0,
-            10_000,
-            11_000,
-            release("a"),
-            Outcome::Released {
-                released: true,
-                count: 0,
-            },
-        ),
-    ];
+    let mut level_gone = entered_twice();
+    level_gone.push(op(
+        2,
+        0,
+        10_000,
+        11_000,
+        release("a"),
+        Outcome::Released {
+            released: true,
+            count: 0,
+        },
+    ));
     let crash = FaultWindow {
         what: "redis-crash-aof-everysec".to_owned(),
         start: 5_000,
