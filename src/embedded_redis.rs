@@ -3,20 +3,32 @@
 //! an fsync before every answer so locks and fencing counters survive a crash, a `maxmemory`
 //! with `noeviction` (evicting keys would drop held locks: a full Redis refuses new writes
 //! instead, and Leasehold answers 503), stopped with SIGTERM on shutdown.
+//!
+//! Two Redis processes on one AOF would each append their own writes to it, so the child must
+//! not outlive leasehold, and a new leasehold must not start a second child while an old one
+//! still runs (leasehold killed with SIGKILL, or crashed, never runs its shutdown):
+//! - the child is started through util-linux's `setpriv --pdeathsig TERM`, so the kernel sends
+//!   it SIGTERM when leasehold dies, however it dies (it then writes its AOF and exits);
+//! - the child inherits the data dir's lock file, so the lock is held as long as either
+//!   process lives: a leasehold started meanwhile waits for it (bounded), then refuses.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 /// How long redis-server may take to answer after it starts.
 const START_LIMIT: Duration = Duration::from_secs(10);
-/// How long it may take to write its AOF and exit after SIGTERM.
+/// How long it may take to write its AOF and exit after SIGTERM; also how long a new start
+/// waits for the data dir's lock, which a stopping child (of a leasehold that died) still holds.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
+/// Starts a program with a parent-death signal (util-linux, Essential on Debian and Ubuntu).
+const SETPRIV: &str = "setpriv";
 /// Unix socket paths are limited to 108 bytes; stay clear of it.
 const MAX_SOCKET_PATH: usize = 100;
 
@@ -31,7 +43,9 @@ pub enum EmbeddedRedisError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("data directory {0} is in use by another leasehold process")]
+    #[error(
+        "data directory {0} is in use by another leasehold process or the redis-server it started (still running after {STOP_LIMIT:?})"
+    )]
     InUse(PathBuf),
     #[error("socket path {0} is too long for a Unix socket; use a shorter --data-dir")]
     SocketPathTooLong(PathBuf),
@@ -47,7 +61,7 @@ pub struct EmbeddedRedis {
     child: Child,
     socket: PathBuf,
     /// Held open for the child's lifetime: the exclusive lock that keeps a second process off
-    /// the same AOF.
+    /// the same AOF (the child holds it too: see the module's comment).
     _dir_lock: File,
 }
 
@@ -62,15 +76,26 @@ impl EmbeddedRedis {
         std::fs::create_dir_all(data_dir).map_err(dir_error)?;
         let dir = std::fs::canonicalize(data_dir).map_err(dir_error)?;
         let dir_lock = File::create(dir.join("leasehold.lock")).map_err(dir_error)?;
-        if dir_lock.try_lock().is_err() {
-            return Err(EmbeddedRedisError::InUse(dir));
-        }
+        lock_dir(&dir_lock, &dir).await?;
         let socket = dir.join("redis.sock");
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(EmbeddedRedisError::SocketPathTooLong(socket));
         }
         let log = dir.join("redis.log");
-        let child = Command::new("redis-server")
+        let version = redis_version().await?;
+        let mut command = if setpriv_available().await {
+            let mut c = Command::new(SETPRIV);
+            c.args(["--pdeathsig", "TERM", "--", "redis-server"]);
+            c
+        } else {
+            tracing::warn!(
+                "{SETPRIV} (util-linux) is not installed: if leasehold is killed with SIGKILL, \
+                the embedded redis-server keeps running, and the data dir stays locked until \
+                it is stopped"
+            );
+            Command::new("redis-server")
+        };
+        command
             .args(["--port", "0", "--unixsocket"])
             .arg(&socket)
             .args(["--unixsocketperm", "700", "--dir"])
@@ -91,12 +116,23 @@ impl EmbeddedRedis {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => EmbeddedRedisError::NotInstalled,
-                _ => EmbeddedRedisError::Spawn(e),
-            })?;
+            .kill_on_drop(true);
+        // The child inherits the lock file (open files are closed on exec unless told
+        // otherwise). Nothing else is started meanwhile: this runs before the server does.
+        let inherit = |on: bool| {
+            let flags = if on {
+                FdFlag::empty()
+            } else {
+                FdFlag::FD_CLOEXEC
+            };
+            fcntl(&dir_lock, FcntlArg::F_SETFD(flags))
+                .map_err(|e| EmbeddedRedisError::Spawn(e.into()))
+        };
+        inherit(true)?;
+        let spawned = command.spawn();
+        inherit(false)?;
+        let child = spawned.map_err(EmbeddedRedisError::Spawn)?;
+        tracing::debug!(%version, pid = ?child.id(), "started redis-server");
         let mut redis = Self {
             child,
             socket,
@@ -153,4 +189,62 @@ impl EmbeddedRedis {
             let _ = self.child.kill().await;
         }
     }
+}
+
+/// Takes the data dir's lock, waiting up to [`STOP_LIMIT`] for it: the holder may be the
+/// redis-server of a leasehold that just died, still writing its AOF after the SIGTERM its
+/// parent's death sent it.
+async fn lock_dir(lock: &File, dir: &Path) -> Result<(), EmbeddedRedisError> {
+    let deadline = tokio::time::Instant::now() + STOP_LIMIT;
+    let mut said = false;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(EmbeddedRedisError::DataDir {
+                    path: dir.to_owned(),
+                    source,
+                });
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(EmbeddedRedisError::InUse(dir.to_owned()));
+        }
+        if !said {
+            tracing::warn!(data_dir = %dir.display(),
+                "the data dir is locked (another leasehold, or the redis-server of one that \
+                stopped, is still running): waiting for it");
+            said = true;
+        }
+        // (A lock has no async wait; a short sleep between tries bounds the wait's cost.)
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `redis-server --version`'s answer: also how a missing redis-server is told apart from one
+/// that fails to start.
+async fn redis_version() -> Result<String, EmbeddedRedisError> {
+    let output = Command::new("redis-server")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => EmbeddedRedisError::NotInstalled,
+            _ => EmbeddedRedisError::Spawn(e),
+        })?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// Whether `setpriv` can start a program with a parent-death signal.
+async fn setpriv_available() -> bool {
+    Command::new(SETPRIV)
+        .args(["--pdeathsig", "TERM", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|s| s.success())
 }

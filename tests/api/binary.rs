@@ -228,6 +228,86 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
     assert!(serve.terminate().success());
 }
 
+/// The live redis-server processes whose command line names `dir` (the embedded one shows its
+/// socket there); zombies (already exited) have no command line.
+fn redis_servers_in(dir: &std::path::Path) -> Vec<Pid> {
+    let dir = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            (cmdline.starts_with("redis-server") && cmdline.contains(&dir))
+                .then(|| Pid::from_raw(pid))
+        })
+        .collect()
+}
+
+/// Waits up to 10 s for `check`.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn a_killed_server_takes_its_redis_with_it_and_a_restart_waits_for_that() {
+    let data = private_dir();
+    let http = leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client");
+    let mut first = Serve::start(data.path());
+    acquire(&http, &first, "jobs").await;
+    let old = redis_servers_in(data.path());
+    assert_eq!(old.len(), 1, "one embedded redis-server: {old:?}");
+    // Frozen, the child cannot act on the SIGTERM its parent's death sends it until it is
+    // let go on: meanwhile a new server on the same data dir must not start a second Redis
+    // on the same AOF.
+    kill(old[0], Signal::SIGSTOP).expect("SIGSTOP");
+    first.child.kill().expect("SIGKILL leasehold");
+    first.child.wait().expect("reap leasehold");
+    let dir = data.path().to_owned();
+    let second = std::thread::spawn(move || Serve::start(&dir));
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        redis_servers_in(data.path()),
+        old,
+        "no second redis-server while the first one lives"
+    );
+    assert!(
+        !second.is_finished(),
+        "the new server waits for the data dir"
+    );
+    kill(old[0], Signal::SIGCONT).expect("SIGCONT");
+    eventually("the orphaned redis-server exits on its own", || {
+        !redis_servers_in(data.path()).contains(&old[0])
+    });
+    let second = second.join().expect("the new server started");
+    assert!(
+        second
+            .log
+            .lock()
+            .expect("log")
+            .contains("the data dir is locked"),
+        "the wait was logged"
+    );
+    // Nothing was lost: the first server's lease is still there, from the AOF the first Redis
+    // finished before it exited.
+    let reply = http
+        .post(second.url("/v1/locks/jobs/leases"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(reply.status(), 409, "the lock survived");
+    assert_eq!(redis_servers_in(data.path()).len(), 1);
+    assert!(second.terminate().success());
+    assert!(redis_servers_in(data.path()).is_empty());
+}
+
 #[test]
 fn serve_without_redis_server_says_how_to_install_it() {
     let data = private_dir();
