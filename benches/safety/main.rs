@@ -117,13 +117,37 @@ struct Outcome {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    match run(args).await {
-        Ok(true) => std::process::ExitCode::SUCCESS,
-        Ok(false) => std::process::ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("safety: {e:#}");
-            std::process::ExitCode::from(2)
+    tokio::select! {
+        result = run(args) => match result {
+            Ok(true) => std::process::ExitCode::SUCCESS,
+            Ok(false) => std::process::ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("safety: {e:#}");
+                std::process::ExitCode::from(2)
+            }
+        },
+        signal = stop_signal() => {
+            // Returning drops the runtime and with it every task's cluster: its servers and
+            // Redis are killed (kill_on_drop) and a partition's namespace and rules removed.
+            // Without this, a stopped run left them all running.
+            eprintln!("safety: {signal}: stopped; the servers and Redis this run started go with it");
+            std::process::ExitCode::from(130)
         }
+    }
+}
+
+/// The first SIGINT or SIGTERM (never, if they cannot be watched).
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
     }
 }
 
