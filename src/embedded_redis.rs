@@ -7,8 +7,8 @@
 //! Two Redis processes on one AOF would each append their own writes to it, so the child must
 //! not outlive leasehold, and a new leasehold must not start a second child while an old one
 //! still runs (leasehold killed with SIGKILL, or crashed, never runs its shutdown):
-//! - the child is started through util-linux's `setpriv --pdeathsig TERM`, so the kernel sends
-//!   it SIGTERM when leasehold dies, however it dies (it then writes its AOF and exits);
+//! - the child gets SIGTERM when leasehold dies, however it dies (see `parent_death`): it then
+//!   writes its AOF and exits;
 //! - the child inherits the data dir's lock file, so the lock is held as long as either
 //!   process lives: a leasehold started meanwhile waits for it (bounded), then refuses.
 
@@ -22,13 +22,13 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+use crate::parent_death;
+
 /// How long redis-server may take to answer after it starts.
 const START_LIMIT: Duration = Duration::from_secs(10);
 /// How long it may take to write its AOF and exit after SIGTERM; also how long a new start
 /// waits for the data dir's lock, which a stopping child (of a leasehold that died) still holds.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
-/// Starts a program with a parent-death signal (util-linux, Essential on Debian and Ubuntu).
-const SETPRIV: &str = "setpriv";
 /// Unix socket paths are limited to 108 bytes; stay clear of it.
 const MAX_SOCKET_PATH: usize = 100;
 
@@ -83,40 +83,30 @@ impl EmbeddedRedis {
         }
         let log = dir.join("redis.log");
         let version = redis_version().await?;
-        let mut command = if setpriv_available().await {
-            let mut c = Command::new(SETPRIV);
-            c.args(["--pdeathsig", "TERM", "--", "redis-server"]);
-            c
-        } else {
-            tracing::warn!(
-                "{SETPRIV} (util-linux) is not installed: if leasehold is killed with SIGKILL, \
-                the embedded redis-server keeps running, and the data dir stays locked until \
-                it is stopped"
-            );
-            Command::new("redis-server")
+        let configure = |command: &mut Command| {
+            command
+                .args(["--port", "0", "--unixsocket"])
+                .arg(&socket)
+                .args(["--unixsocketperm", "700", "--dir"])
+                .arg(&dir)
+                // Every change reaches the AOF before Redis answers: a crash loses no lock.
+                .args([
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--save",
+                    "",
+                ])
+                .args(["--maxmemory", maxmemory, "--maxmemory-policy", "noeviction"])
+                .args(["--daemonize", "no"])
+                .args(["--logfile"])
+                .arg(&log)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true);
         };
-        command
-            .args(["--port", "0", "--unixsocket"])
-            .arg(&socket)
-            .args(["--unixsocketperm", "700", "--dir"])
-            .arg(&dir)
-            // Every change reaches the AOF before Redis answers: a crash loses no lock.
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-            ])
-            .args(["--maxmemory", maxmemory, "--maxmemory-policy", "noeviction"])
-            .args(["--daemonize", "no"])
-            .args(["--logfile"])
-            .arg(&log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
         // The child inherits the lock file (open files are closed on exec unless told
         // otherwise). Nothing else is started meanwhile: this runs before the server does.
         let inherit = |on: bool| {
@@ -129,9 +119,16 @@ impl EmbeddedRedis {
                 .map_err(|e| EmbeddedRedisError::Spawn(e.into()))
         };
         inherit(true)?;
-        let spawned = command.spawn();
+        let spawned = parent_death::spawn("redis-server".as_ref(), "TERM", configure);
         inherit(false)?;
-        let child = spawned.map_err(EmbeddedRedisError::Spawn)?;
+        let (child, guarded) = spawned.map_err(EmbeddedRedisError::Spawn)?;
+        if !guarded {
+            tracing::warn!(
+                "setpriv (util-linux) is not installed: if leasehold is killed with SIGKILL, \
+                the embedded redis-server keeps running, and the data dir stays locked until \
+                it is stopped"
+            );
+        }
         tracing::debug!(%version, pid = ?child.id(), "started redis-server");
         let mut redis = Self {
             child,
@@ -235,16 +232,4 @@ async fn redis_version() -> Result<String, EmbeddedRedisError> {
             _ => EmbeddedRedisError::Spawn(e),
         })?;
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-/// Whether `setpriv` can start a program with a parent-death signal.
-async fn setpriv_available() -> bool {
-    Command::new(SETPRIV)
-        .args(["--pdeathsig", "TERM", "--", "true"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await
-        .is_ok_and(|s| s.success())
 }

@@ -27,6 +27,7 @@
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics` (the domain's observer).
 //! - [`durability`]: what the Redis behind us can lose (persistence, eviction), read at start.
 //! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
+//! - [`parent_death`]: children that stop when we die (the embedded Redis, `run`'s command).
 //! - [`crypto`]: the one TLS crypto provider, for the listener and both kinds of client.
 //! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
 //! - [`shutdown`], [`telemetry`]: signals and logs.
@@ -48,6 +49,7 @@ pub mod events;
 pub mod limits;
 pub mod locks;
 pub mod metrics;
+pub mod parent_death;
 pub mod problem;
 pub mod server;
 pub mod shutdown;

@@ -9,7 +9,8 @@
 //! failing until only a safety margin of the lease is left, the group gets SIGTERM and, after
 //! a grace period, SIGKILL: the point is that the command stops before someone else can hold
 //! the lock. When the command exits we release the lease and exit with its code. We say
-//! nothing on success, so cron mails only real trouble.
+//! nothing on success, so cron mails only real trouble. Should we die first (SIGKILL, a
+//! crash), the kernel sends the command SIGTERM (see `parent_death`).
 //!
 //! An interactive shell (`hold --shell`) runs in our own process group instead, so it owns
 //! the terminal: a Ctrl-C there reaches it directly (we ignore ours), and a lost lease sends
@@ -42,6 +43,7 @@ use crate::client::{
     Problem, Reply, Resource, Ticket,
 };
 use crate::config::{HoldArgs, LeaseRequestArgs, RunArgs, ServerArgs};
+use crate::parent_death;
 
 /// Exit code when the command was found but could not be executed (as shells use it).
 const EXIT_CANNOT_EXECUTE: u8 = 126;
@@ -309,21 +311,27 @@ impl Job {
             }
             Mode::Shell => (shell(), &[], false),
         };
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .env("LEASEHOLD_LOCK", &lease.grant.lock)
-            .env("LEASEHOLD_LEASE_ID", lease.grant.lease_id.to_string())
-            .env(
-                "LEASEHOLD_FENCING_TOKEN",
-                lease.grant.fencing_token.to_string(),
-            );
-        if own_group {
-            // Its own group: SIGTERM and SIGKILL reach everything it started (a shell's
-            // background jobs too), and a Ctrl-C in the terminal reaches us, which forward it.
-            command.process_group(0);
-        }
-        let child = command.spawn()?;
+        let configure = |command: &mut Command| {
+            command
+                .args(args)
+                .env("LEASEHOLD_LOCK", &lease.grant.lock)
+                .env("LEASEHOLD_LEASE_ID", lease.grant.lease_id.to_string())
+                .env(
+                    "LEASEHOLD_FENCING_TOKEN",
+                    lease.grant.fencing_token.to_string(),
+                );
+            if own_group {
+                // Its own group: SIGTERM and SIGKILL reach everything it started (a shell's
+                // background jobs too), and a Ctrl-C in the terminal reaches us, which forward
+                // it.
+                command.process_group(0);
+            }
+        };
+        // Were we killed (SIGKILL, a crash), nobody would heartbeat, and the command would run
+        // on unguarded once the lease ran out: the kernel then sends it what a lost lease
+        // sends (an interactive shell ignores SIGTERM). Only the command itself gets it.
+        let signal = if own_group { "TERM" } else { "HUP" };
+        let (child, _guarded) = parent_death::spawn(&program, signal, configure)?;
         let pid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())

@@ -257,6 +257,41 @@ async fn a_force_release_stops_the_whole_process_group_long_before_the_ttl() {
 }
 
 #[tokio::test]
+async fn a_killed_run_takes_its_command_with_it() {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let pid_file = file(&dir, "command.pid");
+    // (`exec`: the command is the process `run` started, which is what the kernel signals.)
+    let mut run = run_sh(
+        &app,
+        &["--ttl", "60s"],
+        "orphaned",
+        r#"echo $$ > "$1"; exec sleep 300"#,
+        &[&pid_file],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    let command: i32 = wait_for_file(&pid_file)
+        .await
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(!has_ended(command), "the command runs");
+
+    // Killed, `run` can neither heartbeat nor stop the command: the command must not run on
+    // unguarded (the lease runs out in 60 s, and then someone else may hold the lock).
+    run.kill().await.expect("SIGKILL leasehold run");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !has_ended(command) {
+        assert!(
+            Instant::now() < deadline,
+            "the command {command} outlived its guard"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_sigterm_to_run_reaches_the_command() {
     let app = spawn_app().await;
     let dir = temp_dir();

@@ -12,7 +12,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("wire", &[]),
     ("durability", &[]),
     ("shutdown", &[]),
-    ("embedded_redis", &[]),
+    ("parent_death", &[]),
+    ("embedded_redis", &["parent_death"]),
     ("crypto", &[]),
     ("problem", &["locks"]),
     ("tenant", &["locks"]),
@@ -60,7 +61,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The client speaks the wire format only (over TLS from the one provider).
     ("client", &["crypto", "wire"]),
     ("config", &["client", "wire"]),
-    ("cli", &["client", "config", "wire"]),
+    ("cli", &["client", "config", "parent_death", "wire"]),
     ("telemetry", &["config"]),
 ];
 
