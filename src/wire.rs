@@ -134,10 +134,16 @@ pub struct AcquireBody {
     /// Lease TTL in ms; the server default when absent (on reentry: the lease's TTL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
-    /// Free-text label naming the holder, shown to operators and to refused acquirers.
+    /// Free-text label naming the holder, shown to operators and to refused acquirers: 1 to
+    /// 200 characters, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+    )]
     pub holder: Option<String>,
-    /// A small JSON object kept with the lease.
+    /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -173,10 +179,18 @@ pub struct PermitBody {
     /// Permits this lease takes (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permits: Option<u32>,
+    /// Lease TTL in ms; the server default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
+    /// Free-text label naming the holder: 1 to 200 characters, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+    )]
     pub holder: Option<String>,
+    /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -466,6 +480,7 @@ pub enum KeyRole {
 pub struct KeyQuotasBody {
     /// Live leases (and fair tickets) at once, across every instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_leases: Option<u64>,
     /// Requests waiting server-side at once, across every instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -475,6 +490,7 @@ pub struct KeyQuotasBody {
     pub max_ttl_ms: Option<u64>,
     /// Most permits one semaphore lease may hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_permits: Option<u32>,
 }
 
@@ -482,20 +498,32 @@ pub struct KeyQuotasBody {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyCreateBody {
-    /// Unique within its tenant; audit entries and histories name the key by it.
+    /// Unique within its tenant; audit entries and histories name the key by it: 1 to 100
+    /// printable ASCII characters (spaces around it are dropped).
+    #[schema(min_length = 1, max_length = 100, pattern = "^[ -~]*[!-~][ -~]*$")]
     pub name: String,
-    /// The key space the key acts in; "" (the default) for the default tenant.
+    /// The key space the key acts in; "" (the default) for the default tenant: up to 64
+    /// ASCII letters, digits and . _ - :
     #[serde(default)]
+    #[schema(max_length = 64, pattern = "^[A-Za-z0-9._:-]*$")]
     pub tenant: String,
     /// What the key may do; `["client"]` when absent.
     #[serde(default)]
     pub roles: Vec<KeyRole>,
-    /// Names the key may use (globs, `*` for any run of characters); `["*"]` when absent.
+    /// Names the key may use (globs, `*` for any run of characters); `["*"]` when absent. At
+    /// most 100.
     #[serde(default)]
+    #[schema(value_type = Vec<NamePattern>, max_items = 100)]
     pub patterns: Vec<String>,
     #[serde(default)]
     pub quotas: KeyQuotasBody,
 }
+
+/// A lock or semaphore name, or a glob of them (`*` for any run of characters).
+// (The document's name for a pattern's shape; patterns travel as plain strings.)
+#[derive(ToSchema)]
+#[schema(pattern = "^[A-Za-z0-9._:*-]{1,200}$")]
+pub struct NamePattern(pub String);
 
 /// An API key, never with its secret.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -534,8 +562,9 @@ pub struct KeyListBody {
 #[serde(deny_unknown_fields)]
 pub struct KeyRotateBody {
     /// How long the current secret keeps working beside the new one, in ms (default one
-    /// hour; 0: it stops now).
+    /// hour; 0: it stops now; at most 30 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 2_592_000_000_u64)]
     pub grace_ms: Option<u64>,
 }
 

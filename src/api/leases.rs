@@ -30,7 +30,7 @@ use crate::wire::{
     path = "/v1/locks/{name}/leases",
     operation_id = "acquireLock",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = Option<AcquireBody>, description = "Every field optional; an empty body is fine", content_type = "application/json"),
     security((), ("api_key" = ["client"]), ("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
@@ -44,7 +44,7 @@ use crate::wire::{
         (status = 403, description = "token_mismatch: the bearer token belongs to no lease on this lock", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "lock_held (with Retry-After), kind_conflict, not_reentrant, upgrade_refused, ticket_pending; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
-        (status = 410, description = "lease_lost: the bearer token's lease has ended; ticket_expired", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost: the bearer token's lease has ended, or (a retry with an Idempotency-Key) the lease of the first answer has; ticket_expired", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -435,7 +435,7 @@ pub(super) async fn follow_loss(
     path = "/v1/locks/{name}/leases/{lease_id}",
     operation_id = "releaseLockLease",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
+    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Released one level (or all); `released` when the lock is free", body = ReleaseBody),

@@ -24,11 +24,12 @@ use std::any::Any;
 use axum::Router;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use utoipa::Number;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{OpenApi, Ref, RefOr};
+use utoipa::openapi::{OpenApi, Ref, RefOr, Schema};
 use utoipa::{Modify, OpenApi as _};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -36,7 +37,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use self::extract::Path;
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
-use crate::state::AppState;
+use crate::state::{ApiLimits, AppState};
 
 /// Where the OpenAPI document and its human docs page are served.
 pub const OPENAPI_PATH: &str = "/openapi.json";
@@ -283,19 +284,50 @@ fn finish(doc: &mut OpenApi) {
     Links.modify(doc);
 }
 
-/// The OpenAPI 3.1 document served at [`OPENAPI_PATH`].
-pub fn openapi() -> OpenApi {
+/// The OpenAPI 3.1 document a server with these limits serves at [`OPENAPI_PATH`].
+pub fn openapi(limits: &ApiLimits) -> OpenApi {
     let mut doc = documented().into_openapi();
     finish(&mut doc);
+    bounds(&mut doc, limits);
     doc
 }
 
 /// The API's routes: the documented ones, the docs page and the document itself (served
 /// from assets vendored into the binary; nothing is fetched).
-pub fn routes() -> Router<AppState> {
+pub fn routes(limits: &ApiLimits) -> Router<AppState> {
     let (api, mut doc) = documented().split_for_parts();
     finish(&mut doc);
+    bounds(&mut doc, limits);
     api.merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, doc))
+}
+
+/// Writes the bounds this server holds requests to (its flags: `--min-ttl-ms`,
+/// `--max-ttl-ms`, `--max-permits`) into its document, so that a client generated from it, or
+/// a fuzzer, asks for what is accepted rather than learn it from 422s.
+fn bounds(doc: &mut OpenApi, limits: &ApiLimits) {
+    let ttl = (limits.ttl.min_ms, limits.ttl.max_ms);
+    let permits = (1, u64::from(limits.max_permits));
+    let fields = [
+        ("AcquireBody", "ttl_ms", ttl),
+        ("PermitBody", "ttl_ms", ttl),
+        ("HeartbeatBody", "ttl_ms", ttl),
+        ("KeyQuotasBody", "max_ttl_ms", ttl),
+        ("PermitBody", "limit", permits),
+        ("PermitBody", "permits", permits),
+        ("LimitBody", "limit", permits),
+    ];
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let number = |n: u64| Number::UInt(usize::try_from(n).unwrap_or(usize::MAX));
+    for (schema, field, (min, max)) in fields {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
+            && let Some(RefOr::T(Schema::Object(property))) = object.properties.get_mut(field)
+        {
+            property.minimum = Some(number(min));
+            property.maximum = Some(number(max));
+        }
+    }
 }
 
 /// The answer to a path no route serves.

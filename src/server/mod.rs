@@ -397,7 +397,7 @@ pub struct Timeouts {
 /// request passes through.
 pub fn app(state: AppState, guards: Guards) -> Router {
     let body_deadline = guards.timeouts.body;
-    api::routes()
+    api::routes(&state.limits)
         .merge(dashboard::router())
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)

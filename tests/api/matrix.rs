@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use reqwest::RequestBuilder;
 use serde_json::{Value, json};
 
-use crate::helpers::{Lease, TestApp, Ticket, spawn_app};
+use crate::helpers::{Lease, TestApp, Ticket, default_limits, spawn_app};
 
 /// Who calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -327,7 +327,10 @@ const PUBLIC: &[&str] = &["/healthz", "/readyz", "/problems/{code}"];
 /// Every (method, path template) of the API from the document, with the role its
 /// `api_key` scope names.
 fn documented_routes() -> Vec<(String, String, Need)> {
-    let doc = serde_json::to_value(leasehold::api::openapi()).expect("document");
+    let doc = serde_json::to_value(leasehold::api::openapi(
+        &leasehold::server::ServerConfig::new("redis://unused").limits,
+    ))
+    .expect("document");
     let mut routes = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("path item") {
@@ -367,10 +370,13 @@ fn documented_routes() -> Vec<(String, String, Need)> {
 fn check_extra_routes_cover_the_router() {
     let debug = format!(
         "{:?} {:?}",
-        leasehold::api::routes(),
+        leasehold::api::routes(&default_limits()),
         leasehold::dashboard::router()
     );
-    let doc = serde_json::to_value(leasehold::api::openapi()).expect("document");
+    let doc = serde_json::to_value(leasehold::api::openapi(
+        &leasehold::server::ServerConfig::new("redis://unused").limits,
+    ))
+    .expect("document");
     let documented: BTreeSet<&str> = doc["paths"]
         .as_object()
         .expect("paths")

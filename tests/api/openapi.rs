@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app};
+use crate::helpers::{AppOptions, TestApp, default_limits, spawn_app, spawn_app_with};
 
 /// Routes outside the document, by exact path or path prefix (`/docs` covers `/docs/..`), each
 /// with the reason. The dashboard's HTML routes (`/`, `/locks/..`, `/events`, `/login`,
@@ -52,7 +52,7 @@ fn documented(doc: &Value) -> BTreeSet<(String, String)> {
 /// Every path template the router routes, read from its `Debug` output (axum lists its route
 /// table there). The sanity checks below fail loudly should that format ever change.
 fn routed_paths() -> BTreeSet<String> {
-    let debug = format!("{:?}", leasehold::api::routes());
+    let debug = format!("{:?}", leasehold::api::routes(&default_limits()));
     debug
         .split('"')
         .skip(1)
@@ -95,7 +95,10 @@ async fn probe(app: &TestApp, method: &str, path: &str) -> (u16, Option<String>)
 
 #[tokio::test]
 async fn the_document_and_the_router_describe_the_same_routes() {
-    let doc = serde_json::to_value(leasehold::api::openapi()).expect("document");
+    let doc = serde_json::to_value(leasehold::api::openapi(
+        &leasehold::server::ServerConfig::new("redis://unused").limits,
+    ))
+    .expect("document");
     assert!(
         doc["openapi"].as_str().expect("version").starts_with("3.1"),
         "OpenAPI 3.1"
@@ -159,4 +162,89 @@ async fn the_document_and_the_docs_page_are_served() {
         !html.contains("https://"),
         "the docs page loads remote assets:\n{html}"
     );
+}
+
+/// The served document's bounds are the ones requests are held to: a client generated from it
+/// (or a fuzzer) asks for what is accepted. Checked at each edge: the bound itself is
+/// accepted, one past it refused.
+#[tokio::test]
+async fn the_document_states_the_bounds_requests_are_held_to() {
+    let app = spawn_app_with(AppOptions {
+        min_ttl_ms: 250,
+        ..AppOptions::default()
+    })
+    .await;
+    let doc = app.get("/openapi.json").await;
+    doc.assert_status(200);
+    let schemas = &doc.body["components"]["schemas"];
+    let ttl = &schemas["AcquireBody"]["properties"]["ttl_ms"];
+    let (min, max) = (
+        ttl["minimum"].as_u64().expect("a minimum TTL"),
+        ttl["maximum"].as_u64().expect("a maximum TTL"),
+    );
+    assert_eq!(
+        (min, max),
+        (250, 3_600_000),
+        "this server's --min/--max-ttl-ms"
+    );
+    for body in ["PermitBody", "HeartbeatBody"] {
+        assert_eq!(
+            schemas[body]["properties"]["ttl_ms"]["minimum"], min,
+            "{body}"
+        );
+        assert_eq!(
+            schemas[body]["properties"]["ttl_ms"]["maximum"], max,
+            "{body}"
+        );
+    }
+    for (n, ttl_ms, status) in [
+        (1, min, 201),
+        (2, max, 201),
+        (3, min - 1, 422),
+        (4, max + 1, 422),
+    ] {
+        app.acquire(&format!("ttl-{n}"), json!({"ttl_ms": ttl_ms}))
+            .await
+            .assert_status(status);
+    }
+
+    let max_permits = schemas["LimitBody"]["properties"]["limit"]["maximum"]
+        .as_u64()
+        .expect("a maximum limit");
+    assert_eq!(
+        schemas["PermitBody"]["properties"]["limit"]["maximum"],
+        max_permits
+    );
+    for (n, limit, status) in [
+        (1, max_permits, 201),
+        (2, max_permits + 1, 422),
+        (3, 0, 422),
+    ] {
+        app.acquire_permits(&format!("limit-{n}"), 0, json!({"limit": limit}))
+            .await
+            .assert_status(status);
+    }
+
+    let holder = &schemas["AcquireBody"]["properties"]["holder"];
+    assert_eq!(holder["minLength"], 1);
+    let longest = usize::try_from(holder["maxLength"].as_u64().expect("a maximum")).expect("fits");
+    assert_eq!(holder["pattern"], r"^[^\u0000-\u001F\u007F-\u009F]*$");
+    for key in ["minLength", "maxLength", "pattern"] {
+        assert_eq!(
+            schemas["PermitBody"]["properties"]["holder"][key],
+            holder[key]
+        );
+    }
+    let cases = [
+        ("é".repeat(longest), 201),
+        ("é".repeat(longest + 1), 422),
+        (String::new(), 422),
+        ("bell\u{7}".to_owned(), 422),
+        ("next line\u{85}".to_owned(), 422),
+    ];
+    for (n, (label, status)) in cases.into_iter().enumerate() {
+        app.acquire(&format!("holder-{n}"), json!({"holder": label}))
+            .await
+            .assert_status(status);
+    }
 }

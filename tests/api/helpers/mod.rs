@@ -840,3 +840,9 @@ fn form(request: reqwest::RequestBuilder, fields: &[(&str, &str)]) -> reqwest::R
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body)
 }
+
+/// The limits a server has with its default flags (what `api::openapi` and `api::routes`
+/// describe for tests that read the document without a server).
+pub fn default_limits() -> leasehold::state::ApiLimits {
+    ServerConfig::new("redis://unused").limits
+}
