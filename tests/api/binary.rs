@@ -103,6 +103,12 @@ fn private_dir() -> tempfile::TempDir {
         .expect("temp dir")
 }
 
+fn http_client() -> reqwest::Client {
+    leasehold::client::http_builder()
+        .build()
+        .expect("an HTTP client")
+}
+
 async fn acquire(http: &reqwest::Client, serve: &Serve, lock: &str) -> Value {
     let reply = http
         .post(serve.url(&format!("/v1/locks/{lock}/leases")))
@@ -114,12 +120,20 @@ async fn acquire(http: &reqwest::Client, serve: &Serve, lock: &str) -> Value {
     reply.json().await.expect("json")
 }
 
+/// A new lease on `lock` is refused: a lease taken before a restart survived it.
+async fn assert_held(http: &reqwest::Client, serve: &Serve, lock: &str) {
+    let reply = http
+        .post(serve.url(&format!("/v1/locks/{lock}/leases")))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(reply.status(), 409, "{lock} is still held");
+}
+
 #[tokio::test]
 async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
     let data = private_dir();
-    let http = leasehold::client::http_builder()
-        .build()
-        .expect("an HTTP client");
+    let http = http_client();
 
     let serve = Serve::start(data.path());
     let first = acquire(&http, &serve, "jobs").await;
@@ -205,12 +219,7 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
 
     // The AOF kept the lock and its fencing counter across the restart.
     let serve = Serve::start(data.path());
-    let reply = http
-        .post(serve.url("/v1/locks/jobs/leases"))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(reply.status(), 409, "the lock survived the restart");
+    assert_held(&http, &serve, "jobs").await;
     let lock: Value = http
         .get(serve.url("/v1/locks/jobs"))
         .send()
@@ -257,9 +266,7 @@ fn eventually(what: &str, check: impl Fn() -> bool) {
 #[tokio::test]
 async fn a_killed_server_takes_its_redis_with_it_and_a_restart_waits_for_that() {
     let data = private_dir();
-    let http = leasehold::client::http_builder()
-        .build()
-        .expect("an HTTP client");
+    let http = http_client();
     let mut first = Serve::start(data.path());
     acquire(&http, &first, "jobs").await;
     let old = redis_servers_in(data.path());
@@ -297,12 +304,7 @@ async fn a_killed_server_takes_its_redis_with_it_and_a_restart_waits_for_that() 
     );
     // Nothing was lost: the first server's lease is still there, from the AOF the first Redis
     // finished before it exited.
-    let reply = http
-        .post(second.url("/v1/locks/jobs/leases"))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(reply.status(), 409, "the lock survived");
+    assert_held(&http, &second, "jobs").await;
     assert_eq!(redis_servers_in(data.path()).len(), 1);
     assert!(second.terminate().success());
     assert!(redis_servers_in(data.path()).is_empty());
@@ -355,9 +357,7 @@ fn help_documents_every_flag_and_its_env_var() {
 async fn every_log_line_of_a_request_carries_its_request_id() {
     let data = private_dir();
     let serve = Serve::start(data.path());
-    let http = leasehold::client::http_builder()
-        .build()
-        .expect("an HTTP client");
+    let http = http_client();
     // Settle: the subscriber connects and the function library is loaded, each logged by its
     // own task in either order; then only our request runs.
     let ready = |serve: &Serve| {
@@ -489,9 +489,7 @@ async fn the_admin_token_can_come_from_a_file() {
         }
     };
     std::thread::spawn(move || for _ in lines.by_ref() {});
-    let http = leasehold::client::http_builder()
-        .build()
-        .expect("an HTTP client");
+    let http = http_client();
     http.post(format!("http://{addr}/v1/locks/stuck/leases"))
         .send()
         .await

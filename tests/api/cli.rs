@@ -126,6 +126,35 @@ pub(crate) fn has_ended(pid: i32) -> bool {
     })
 }
 
+/// Starts `leasehold run --ttl 60s` on `lock` around `script`, which writes a pid to its
+/// first argument (a file in `dir`); returns the run and that pid once written.
+async fn run_recording_pid(
+    app: &TestApp,
+    lock: &str,
+    script: &str,
+    dir: &tempfile::TempDir,
+) -> (Child, i32) {
+    let pid_file = file(dir, "recorded.pid");
+    let run = run_sh(app, &["--ttl", "60s"], lock, script, &[&pid_file])
+        .spawn()
+        .expect("start leasehold run");
+    let pid = wait_for_file(&pid_file)
+        .await
+        .trim()
+        .parse()
+        .expect("a pid");
+    (run, pid)
+}
+
+/// Waits up to 5 s for process `pid` to end; fails with `what` otherwise.
+async fn until_ended(pid: i32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !has_ended(pid) {
+        assert!(Instant::now() < deadline, "{what} (pid {pid})");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 pub(crate) fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("lh-cli")
@@ -209,21 +238,8 @@ async fn run_exits_with_the_commands_exit_code() {
 async fn a_force_release_stops_the_whole_process_group_long_before_the_ttl() {
     let app = spawn_app().await;
     let dir = temp_dir();
-    let pid_file = file(&dir, "grandchild.pid");
-    let run = run_sh(
-        &app,
-        &["--ttl", "60s"],
-        "guarded",
-        r#"sleep 300 & echo $! > "$1"; wait"#,
-        &[&pid_file],
-    )
-    .spawn()
-    .expect("start leasehold run");
-    let grandchild: i32 = wait_for_file(&pid_file)
-        .await
-        .trim()
-        .parse()
-        .expect("a pid");
+    let (run, grandchild) =
+        run_recording_pid(&app, "guarded", r#"sleep 300 & echo $! > "$1"; wait"#, &dir).await;
     assert!(!has_ended(grandchild), "the grandchild runs");
 
     let forced_at = Instant::now();
@@ -246,49 +262,22 @@ async fn a_force_release_stops_the_whole_process_group_long_before_the_ttl() {
     assert!(err.contains("lease lost"), "stderr: {err}");
     assert!(err.contains("SIGTERM"), "stderr: {err}");
     // The signal reached the whole group; the grandchild's death is asynchronous to ours.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !has_ended(grandchild) {
-        assert!(
-            Instant::now() < deadline,
-            "the grandchild {grandchild} survived"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_ended(grandchild, "the grandchild survived").await;
 }
 
 #[tokio::test]
 async fn a_killed_run_takes_its_command_with_it() {
     let app = spawn_app().await;
     let dir = temp_dir();
-    let pid_file = file(&dir, "command.pid");
     // (`exec`: the command is the process `run` started, which is what the kernel signals.)
-    let mut run = run_sh(
-        &app,
-        &["--ttl", "60s"],
-        "orphaned",
-        r#"echo $$ > "$1"; exec sleep 300"#,
-        &[&pid_file],
-    )
-    .spawn()
-    .expect("start leasehold run");
-    let command: i32 = wait_for_file(&pid_file)
-        .await
-        .trim()
-        .parse()
-        .expect("a pid");
+    let (mut run, command) =
+        run_recording_pid(&app, "orphaned", r#"echo $$ > "$1"; exec sleep 300"#, &dir).await;
     assert!(!has_ended(command), "the command runs");
 
     // Killed, `run` can neither heartbeat nor stop the command: the command must not run on
     // unguarded (the lease runs out in 60 s, and then someone else may hold the lock).
     run.kill().await.expect("SIGKILL leasehold run");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !has_ended(command) {
-        assert!(
-            Instant::now() < deadline,
-            "the command {command} outlived its guard"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_ended(command, "the command outlived its guard").await;
 }
 
 #[tokio::test]
