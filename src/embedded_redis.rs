@@ -21,6 +21,7 @@ use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
 
 use crate::parent_death;
 
@@ -53,6 +54,8 @@ pub enum EmbeddedRedisError {
     Spawn(#[source] std::io::Error),
     #[error("redis-server did not answer within {limit:?}; see {log}")]
     NotReady { limit: Duration, log: PathBuf },
+    #[error("stopped (SIGINT or SIGTERM) before the embedded redis-server was up")]
+    Stopped,
 }
 
 /// A running private Redis; stop it with [`EmbeddedRedis::stop`].
@@ -67,8 +70,13 @@ pub struct EmbeddedRedis {
 
 impl EmbeddedRedis {
     /// Starts redis-server in `data_dir`, holding at most `maxmemory` (Redis's units: `512mb`,
-    /// `2gb`), and waits until it answers PING.
-    pub async fn start(data_dir: &Path, maxmemory: &str) -> Result<Self, EmbeddedRedisError> {
+    /// `2gb`), and waits until it answers PING; gives up with `Stopped` (a child started by
+    /// then is stopped) once `stop` is cancelled.
+    pub async fn start(
+        data_dir: &Path,
+        maxmemory: &str,
+        stop: &CancellationToken,
+    ) -> Result<Self, EmbeddedRedisError> {
         let dir_error = |source| EmbeddedRedisError::DataDir {
             path: data_dir.to_owned(),
             source,
@@ -76,7 +84,7 @@ impl EmbeddedRedis {
         std::fs::create_dir_all(data_dir).map_err(dir_error)?;
         let dir = std::fs::canonicalize(data_dir).map_err(dir_error)?;
         let dir_lock = File::create(dir.join("leasehold.lock")).map_err(dir_error)?;
-        lock_dir(&dir_lock, &dir).await?;
+        lock_dir(&dir_lock, &dir, stop).await?;
         let socket = dir.join("redis.sock");
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(EmbeddedRedisError::SocketPathTooLong(socket));
@@ -135,7 +143,14 @@ impl EmbeddedRedis {
             socket,
             _dir_lock: dir_lock,
         };
-        if !redis.wait_until_ready().await {
+        let ready = tokio::select! {
+            ready = redis.wait_until_ready() => ready,
+            () = stop.cancelled() => {
+                redis.stop().await;
+                return Err(EmbeddedRedisError::Stopped);
+            }
+        };
+        if !ready {
             redis.stop().await;
             return Err(EmbeddedRedisError::NotReady {
                 limit: START_LIMIT,
@@ -191,7 +206,11 @@ impl EmbeddedRedis {
 /// Takes the data dir's lock, waiting up to [`STOP_LIMIT`] for it: the holder may be the
 /// redis-server of a leasehold that just died, still writing its AOF after the SIGTERM its
 /// parent's death sent it.
-async fn lock_dir(lock: &File, dir: &Path) -> Result<(), EmbeddedRedisError> {
+async fn lock_dir(
+    lock: &File,
+    dir: &Path,
+    stop: &CancellationToken,
+) -> Result<(), EmbeddedRedisError> {
     let deadline = tokio::time::Instant::now() + STOP_LIMIT;
     let mut said = false;
     loop {
@@ -215,7 +234,10 @@ async fn lock_dir(lock: &File, dir: &Path) -> Result<(), EmbeddedRedisError> {
             said = true;
         }
         // (A lock has no async wait; a short sleep between tries bounds the wait's cost.)
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            () = stop.cancelled() => return Err(EmbeddedRedisError::Stopped),
+        }
     }
 }
 

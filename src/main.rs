@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use leasehold::cli;
 use leasehold::config::{Cli, Command, HealthcheckArgs, ServeArgs};
-use leasehold::embedded_redis::EmbeddedRedis;
+use leasehold::embedded_redis::{EmbeddedRedis, EmbeddedRedisError};
 use leasehold::locks::random_secret;
 use leasehold::server::{self, ServerConfig};
 use leasehold::{shutdown, telemetry};
@@ -85,7 +85,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(_) => None,
         None => {
             private_data_dir(&args.data_dir)?;
-            let redis = EmbeddedRedis::start(&args.data_dir, &args.redis_maxmemory).await?;
+            let redis =
+                match EmbeddedRedis::start(&args.data_dir, &args.redis_maxmemory, &token).await {
+                    Ok(redis) => redis,
+                    Err(EmbeddedRedisError::Stopped) => {
+                        tracing::info!("stopped before the embedded redis-server was up");
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e.into()),
+                };
             tracing::info!(url = %redis.url(), data_dir = %args.data_dir.display(),
                 maxmemory = %args.redis_maxmemory,
                 "started the embedded redis-server (AOF persistence in the data dir)");

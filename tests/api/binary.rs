@@ -20,21 +20,8 @@ struct Serve {
 
 impl Serve {
     fn start(data_dir: &std::path::Path) -> Self {
-        let mut child = Command::new(BIN)
+        let mut child = serve_command(data_dir)
             .env("RUST_LOG", "debug")
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-                "--data-dir",
-            ])
-            .arg(data_dir)
-            .env_remove("LEASEHOLD_REDIS_URL")
-            .env_remove("LEASEHOLD_ADMIN_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
             .spawn()
             .expect("start leasehold");
         let stderr = child.stderr.take().expect("stderr");
@@ -70,19 +57,45 @@ impl Serve {
     }
 
     fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
-        kill(pid, Signal::SIGTERM).expect("SIGTERM");
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "leasehold did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        terminate(&mut self.child, Duration::from_secs(15))
+    }
+}
+
+/// `leasehold serve` on an ephemeral port and `data_dir`, JSON logs on a piped stderr, with
+/// nothing from this environment (no Redis URL, no admin token).
+fn serve_command(data_dir: &std::path::Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env_remove("LEASEHOLD_REDIS_URL")
+        .env_remove("LEASEHOLD_ADMIN_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Sends SIGTERM and waits up to `within` for the process to exit.
+fn terminate(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
         }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "leasehold did not stop on SIGTERM within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -311,6 +324,30 @@ async fn a_killed_server_takes_its_redis_with_it_and_a_restart_waits_for_that() 
 }
 
 #[test]
+fn a_stop_while_waiting_for_a_locked_data_dir_ends_the_wait() {
+    let data = private_dir();
+    // The dir's lock held elsewhere, as by the redis-server of a server that died.
+    let lock = std::fs::File::create(data.path().join("leasehold.lock")).expect("lock file");
+    lock.try_lock().expect("take the data dir's lock");
+    let mut child = serve_command(data.path())
+        .env("RUST_LOG", "info")
+        .spawn()
+        .expect("start leasehold");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let waiting = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains("the data dir is locked"));
+    assert!(waiting, "the server said it waits for the lock");
+    std::thread::spawn(move || for _ in lines {});
+
+    // Without a look at the stop, the wait would run its 10 s and end in "in use" (exit 1).
+    let status = terminate(&mut child, Duration::from_secs(8));
+    assert!(status.success(), "a stop, not a failure: {status}");
+    assert!(redis_servers_in(data.path()).is_empty());
+}
+
+#[test]
 fn serve_without_redis_server_says_how_to_install_it() {
     let data = private_dir();
     let output = Command::new(BIN)
@@ -460,22 +497,9 @@ async fn the_admin_token_can_come_from_a_file() {
     let secret = data.path().join("secret");
     let mut file = std::fs::File::create(&secret).expect("create");
     writeln!(file, "from-a-file-0123456789").expect("write");
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--data-dir",
-        ])
-        .arg(data.path())
+    let mut child = serve_command(data.path())
         .arg("--admin-token-file")
         .arg(&secret)
-        .env_remove("LEASEHOLD_REDIS_URL")
-        .env_remove("LEASEHOLD_ADMIN_TOKEN")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
         .spawn()
         .expect("start");
     let stderr = child.stderr.take().expect("stderr");
