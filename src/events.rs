@@ -9,12 +9,15 @@
 //! [`crate::locks::waiters`]): every release publishes, and a process that nobody waits in
 //! would otherwise receive every release of every lock.
 //!
-//! The same connection also SUBSCRIBEs to the events channel (`<prefix>leasehold:events`, where
-//! every instance publishes its events in batches: JSON arrays), and, while a named tenant's
-//! live stream is open here, PSUBSCRIBEs to every tenant's (`<prefix>*/leasehold:events`, see
-//! [`crate::tenant`] and [`EventFeed::listen`]); it fans each event out in-process through a
-//! broadcast channel ([`EventFeed`]), tagged with its tenant, so any number of dashboard tabs
-//! and `GET /v1/events` clients cost no extra Redis subscription.
+//! The same connection also subscribes to the events channels, where every instance publishes
+//! its events in batches (JSON arrays), while an event stream is open in this process (and for
+//! [`DISARM_AFTER`] after the last one closes): the default tenant's channel
+//! (`<prefix>leasehold:events`) with SUBSCRIBE, every named tenant's
+//! (`<prefix>*/leasehold:events`, see [`crate::tenant`]) with PSUBSCRIBE. Held all the time,
+//! every batch of every instance would come back to every instance, most with no one to show
+//! it to (see [`EventFeed`]). It fans each event out in-process through a broadcast channel
+//! ([`EventFeed`]), tagged with its tenant, so any number of dashboard tabs and
+//! `GET /v1/events` clients cost no extra Redis subscription.
 //! Tenants' unlock channels already match the wake patterns, whose prefix is the start of
 //! every tenant's. It also SUBSCRIBEs to Redis's expired-key notifications
 //! (`__keyevent@<db>__:expired`) and hands each key to the expiry sweeper
@@ -70,18 +73,22 @@ pub enum FeedMessage {
     Resync,
 }
 
-/// The in-process fan-out of the events channel: one Redis subscription, many listeners.
+/// The in-process fan-out of the events channels: one Redis subscription, many listeners.
 #[derive(Debug, Clone)]
 pub struct EventFeed {
     tx: broadcast::Sender<FeedMessage>,
+    /// Whether the subscriber holds the default tenant's events channel. Every instance
+    /// publishes every event there; held all the time, each batch would come back to every
+    /// instance whether or not anyone there watches: with one instance, in the 16-connection
+    /// acquire + release loop of BENCHMARKS.md §3, that delivery cost about 4 % of the cycles
+    /// per second, and each instance added receives every batch again.
+    default: Arc<SubscriptionGate>,
     /// Whether the subscriber holds the tenants' events pattern (`<prefix>*/leasehold:events`).
     /// Redis matches every PUBLISH on the server against every pattern subscribed, and a
     /// pattern that starts with `*` is tried at every position of the channel's name: ~3,000
     /// instructions (callgrind, a short lock name; more for longer ones) for each unlock
     /// message of every release, Redisson clients' too, per instance holding it, where
-    /// Redisson's whole minimal lock + unlock pair costs ~60,000. Unlike the default tenant's
-    /// one channel (an exact lookup), it is therefore held only while a named tenant's stream
-    /// is open in this process, and for [`DISARM_AFTER`] after the last one closes.
+    /// Redisson's whole minimal lock + unlock pair costs ~60,000.
     tenants: Arc<SubscriptionGate>,
 }
 
@@ -89,6 +96,7 @@ impl Default for EventFeed {
     fn default() -> Self {
         Self {
             tx: broadcast::channel(FEED_CAPACITY).0,
+            default: Arc::default(),
             tenants: Arc::default(),
         }
     }
@@ -98,7 +106,7 @@ impl Default for EventFeed {
 #[derive(Debug)]
 pub struct Listener {
     rx: broadcast::Receiver<FeedMessage>,
-    _claim: Option<Claim>,
+    _claim: Claim,
 }
 
 impl Listener {
@@ -109,19 +117,19 @@ impl Listener {
 
 impl EventFeed {
     /// A listener for `tenant`'s events, from now on: read anything older (the journal) after
-    /// this returns, and nothing falls between. A named tenant's events reach this process only
-    /// while one of its streams is open here (their pattern is costly to hold): the first one
-    /// waits until they do, for [`LISTEN_TIMEOUT`] at most (the subscriber is reconnecting
-    /// then, and its reconnect sends [`FeedMessage::Resync`]).
+    /// this returns, and nothing falls between. A tenant's events reach this process only
+    /// while one of its streams is open here (the default tenant's channel, or the named
+    /// tenants' pattern): the first one waits until they do, for [`LISTEN_TIMEOUT`] at most
+    /// (the subscriber is reconnecting then, and its reconnect sends [`FeedMessage::Resync`]).
     pub async fn listen(&self, tenant: &Tenant) -> Listener {
         let rx = self.tx.subscribe();
-        let claim = if tenant.is_default() {
-            None
+        let gate = if tenant.is_default() {
+            &self.default
         } else {
-            let claim = self.tenants.claim();
-            self.tenants.arm(Instant::now() + LISTEN_TIMEOUT).await;
-            Some(claim)
+            &self.tenants
         };
+        let claim = gate.claim();
+        gate.arm(Instant::now() + LISTEN_TIMEOUT).await;
         Listener { rx, _claim: claim }
     }
 
@@ -197,13 +205,11 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let Routes {
-        ref base,
         ref waiters,
         ref feed,
         ..
     } = routes;
-    let keys = KeySpace::new(base.clone());
-    let channels = [keys.events_channel(), routes.expiries.channel.clone()];
+    let channels = [routes.expiries.channel.clone()];
     let mut backoff = BACKOFF_MIN;
     let mut ever_connected = false;
     loop {
@@ -221,8 +227,8 @@ async fn run(
                 status.connected.store(true, Ordering::Relaxed);
                 tracing::info!(
                     ?channels,
-                    "subscribed to events and expiries (to unlock messages while requests wait, \
-                     to other tenants' events while they are streamed)"
+                    "subscribed to expiries (to unlock messages while requests wait, to events \
+                     while they are streamed)"
                 );
                 // Anything published while we were away is lost: everyone re-checks now.
                 waiters.wake_all();
@@ -230,6 +236,7 @@ async fn run(
                 let stopped = listen(pubsub, &routes, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
                 waiters.unlocks().set_lost();
+                feed.default.set_lost();
                 feed.tenants.set_lost();
                 waiters.wake_all();
                 if stopped {
@@ -266,99 +273,149 @@ async fn subscribe(
         })
 }
 
+/// A subscription held only while needed (see [`SubscriptionGate`]): its gate, and the
+/// channels (or patterns) it stands for.
+struct Gated<'a> {
+    gate: &'a SubscriptionGate,
+    topics: Vec<String>,
+    pattern: bool,
+    /// For the log: what it brings.
+    what: &'static str,
+}
+
+impl Gated<'_> {
+    /// Subscribes (false: the connection failed) and says so to those waiting.
+    async fn arm(&self, sink: &mut redis::aio::PubSubSink) -> bool {
+        let subscribed = if self.pattern {
+            tokio::time::timeout(IO_TIMEOUT, sink.psubscribe(&self.topics)).await
+        } else {
+            tokio::time::timeout(IO_TIMEOUT, sink.subscribe(&self.topics)).await
+        };
+        if !matches!(subscribed, Ok(Ok(()))) {
+            return false;
+        }
+        tracing::debug!(topics = ?self.topics, "listening for {}", self.what);
+        self.gate.set_armed();
+        true
+    }
+
+    /// Unsubscribes if nobody has needed it for [`DISARM_AFTER`] (false: the connection
+    /// failed).
+    async fn disarm_if_idle(&self, sink: &mut redis::aio::PubSubSink) -> bool {
+        if !self.gate.disarm_if_idle(DISARM_AFTER) {
+            return true;
+        }
+        let dropped = if self.pattern {
+            tokio::time::timeout(IO_TIMEOUT, sink.punsubscribe(&self.topics)).await
+        } else {
+            tokio::time::timeout(IO_TIMEOUT, sink.unsubscribe(&self.topics)).await
+        };
+        if !matches!(dropped, Ok(Ok(()))) {
+            return false;
+        }
+        tracing::debug!("nobody needs them: stopped listening for {}", self.what);
+        true
+    }
+}
+
 /// Routes messages until the connection ends (false) or shutdown (true).
 async fn listen(pubsub: redis::aio::PubSub, routes: &Routes, shutdown: &CancellationToken) -> bool {
     let Routes {
         base,
         waiters,
         feed,
-        expiries,
+        ..
     } = routes;
     let keys = KeySpace::new(base.as_str());
-    let wake_patterns = keys.wake_patterns();
-    let tenants_pattern = Tenant::events_pattern(base);
+    let unlocks = Gated {
+        gate: waiters.unlocks(),
+        topics: keys.wake_patterns(),
+        pattern: true,
+        what: "unlock messages",
+    };
+    let default_events = Gated {
+        gate: &feed.default,
+        topics: vec![keys.events_channel()],
+        pattern: false,
+        what: "the default tenant's events",
+    };
+    let tenants_events = Gated {
+        gate: &feed.tenants,
+        topics: vec![Tenant::events_pattern(base)],
+        pattern: true,
+        what: "named tenants' events",
+    };
+    let gated = [&unlocks, &default_events, &tenants_events];
     let (mut sink, mut stream) = pubsub.split();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
-    // Streams of named tenants that stayed open across a reconnect need the pattern again.
-    let mut tenants_wanted = feed.tenants.is_wanted();
-    loop {
-        if tenants_wanted {
-            tenants_wanted = false;
-            if feed.tenants.is_wanted() {
-                let done =
-                    tokio::time::timeout(IO_TIMEOUT, sink.psubscribe(&tenants_pattern)).await;
-                if !matches!(done, Ok(Ok(()))) {
-                    return false;
-                }
-                tracing::debug!(pattern = %tenants_pattern, "listening for other tenants' events");
-                feed.tenants.set_armed();
-            }
+    // What was needed before a reconnect is needed again. (A gate's request stored while the
+    // connection was down is answered below; arming twice only confirms it twice.)
+    for g in gated {
+        if g.gate.is_wanted() && !g.arm(&mut sink).await {
+            return false;
         }
-        tokio::select! {
-            msg = stream.next() => match msg {
-                Some(msg) => {
-                    let channel = msg.get_channel_name();
-                    if let Some((key, wakes)) = keys.wake_of_channel(channel) {
-                        match wakes {
-                            Wakes::One => waiters.wake_one(key),
-                            Wakes::All => waiters.wake(key),
-                        }
-                    } else if channel == expiries.channel {
-                        // Dropped when the sweeper is behind: its periodic pass finds them.
-                        if let Ok(key) = msg.get_payload::<String>() {
-                            let _ = expiries.to_sweeper.try_send(key);
-                        }
-                    } else if feed.listeners() > 0
-                        && let Some(tenant) = Tenant::of_events_channel(base, channel)
-                        && let Ok(json) = msg.get_payload::<String>()
-                    {
-                        for event in LockEvent::parse_batch(&json) {
-                            feed.send(FeedMessage::Event {
-                                tenant: tenant.clone(),
-                                event: Arc::new(event),
-                            });
-                        }
-                    }
-                }
-                None => return false,
-            },
-            () = feed.tenants.requested() => tenants_wanted = true,
-            () = waiters.unlocks().requested() => {
-                if !waiters.unlocks().is_armed() {
-                    let done =
-                        tokio::time::timeout(IO_TIMEOUT, sink.psubscribe(&wake_patterns)).await;
-                    if !matches!(done, Ok(Ok(()))) {
-                        return false;
-                    }
-                    tracing::debug!(patterns = ?wake_patterns, "listening for unlock messages");
-                    waiters.unlocks().set_armed();
-                }
+    }
+    loop {
+        // A request is answered only if the subscription is not held: one that came in while
+        // it was already held found it armed and did not wait.
+        let asked = tokio::select! {
+            msg = stream.next() => {
+                let Some(msg) = msg else { return false };
+                route(&msg, routes, &keys);
+                continue;
             }
+            () = unlocks.gate.requested() => &unlocks,
+            () = default_events.gate.requested() => &default_events,
+            () = tenants_events.gate.requested() => &tenants_events,
             _ = ping.tick() => {
                 let pong = tokio::time::timeout(IO_TIMEOUT, sink.ping::<redis::Value>()).await;
                 if !matches!(pong, Ok(Ok(_))) {
                     return false;
                 }
-                if waiters.unlocks().disarm_if_idle(DISARM_AFTER) {
-                    let done =
-                        tokio::time::timeout(IO_TIMEOUT, sink.punsubscribe(&wake_patterns)).await;
-                    if !matches!(done, Ok(Ok(()))) {
+                for g in gated {
+                    if !g.disarm_if_idle(&mut sink).await {
                         return false;
                     }
-                    tracing::debug!("no request waits: stopped listening for unlock messages");
                 }
-                if feed.tenants.disarm_if_idle(DISARM_AFTER) {
-                    let done =
-                        tokio::time::timeout(IO_TIMEOUT, sink.punsubscribe(&tenants_pattern))
-                            .await;
-                    if !matches!(done, Ok(Ok(()))) {
-                        return false;
-                    }
-                    tracing::debug!("no other tenant's stream: stopped listening for their events");
-                }
+                continue;
             }
             () = shutdown.cancelled() => return true,
+        };
+        if !asked.gate.is_armed() && !asked.arm(&mut sink).await {
+            return false;
+        }
+    }
+}
+
+/// Hands one message to whoever it is for: waiters, the sweeper, or the event listeners.
+fn route(msg: &redis::Msg, routes: &Routes, keys: &KeySpace) {
+    let Routes {
+        base,
+        waiters,
+        feed,
+        expiries,
+    } = routes;
+    let channel = msg.get_channel_name();
+    if let Some((key, wakes)) = keys.wake_of_channel(channel) {
+        match wakes {
+            Wakes::One => waiters.wake_one(key),
+            Wakes::All => waiters.wake(key),
+        }
+    } else if channel == expiries.channel {
+        // Dropped when the sweeper is behind: its periodic pass finds them.
+        if let Ok(key) = msg.get_payload::<String>() {
+            let _ = expiries.to_sweeper.try_send(key);
+        }
+    } else if feed.listeners() > 0
+        && let Some(tenant) = Tenant::of_events_channel(base, channel)
+        && let Ok(json) = msg.get_payload::<String>()
+    {
+        for event in LockEvent::parse_batch(&json) {
+            feed.send(FeedMessage::Event {
+                tenant: tenant.clone(),
+                event: Arc::new(event),
+            });
         }
     }
 }
@@ -369,44 +426,51 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
-    #[tokio::test]
-    async fn a_named_tenants_first_listener_waits_until_the_subscriber_listens() {
-        let feed = EventFeed::default();
-        let default = tokio::time::timeout(SECOND, feed.listen(&Tenant::default()))
-            .await
-            .expect("the default tenant's channel is always subscribed: no wait");
-        assert!(
-            !feed.tenants.is_wanted(),
-            "the default tenant needs no pattern"
-        );
-        drop(default);
-
-        let tenant = Tenant::parse("team-a").expect("a tenant name");
+    /// The subscriber's side of a first listener: asked, it subscribes and says so; until
+    /// then the listener waits.
+    async fn first_listener_waits_for(feed: &EventFeed, gate: &SubscriptionGate, tenant: Tenant) {
         let first = tokio::spawn({
             let feed = feed.clone();
             async move { feed.listen(&tenant).await }
         });
-        // The subscriber's side: asked, it subscribes and says so.
-        tokio::time::timeout(SECOND, feed.tenants.requested())
+        tokio::time::timeout(SECOND, gate.requested())
             .await
-            .expect("the listener asked for the pattern");
-        assert!(feed.tenants.is_wanted());
+            .expect("the listener asked for the subscription");
+        assert!(gate.is_wanted());
         assert!(
             !first.is_finished(),
-            "it waits until the pattern is subscribed"
+            "it waits until the subscription is held"
         );
-        feed.tenants.set_armed();
+        gate.set_armed();
         let first = tokio::time::timeout(SECOND, first)
             .await
             .expect("armed: the listener goes on")
             .expect("listener task");
-        // A second listener finds it subscribed.
-        let second = tokio::time::timeout(
-            SECOND,
-            feed.listen(&Tenant::parse("team-b").expect("a tenant name")),
-        )
-        .await
-        .expect("already subscribed: no wait");
-        drop((first, second));
+        drop(first);
+    }
+
+    #[tokio::test]
+    async fn a_tenants_first_listener_waits_until_the_subscriber_listens() {
+        let feed = EventFeed::default();
+        assert!(
+            !feed.default.is_wanted() && !feed.tenants.is_wanted(),
+            "no listener: no events subscription"
+        );
+        first_listener_waits_for(&feed, &feed.default, Tenant::default()).await;
+        assert!(
+            !feed.tenants.is_wanted(),
+            "the default tenant needs no pattern"
+        );
+        let team_a = Tenant::parse("team-a").expect("a tenant name");
+        first_listener_waits_for(&feed, &feed.tenants, team_a).await;
+        // Later listeners find them subscribed.
+        for tenant in [
+            Tenant::default(),
+            Tenant::parse("team-b").expect("a tenant name"),
+        ] {
+            tokio::time::timeout(SECOND, feed.listen(&tenant))
+                .await
+                .expect("already subscribed: no wait");
+        }
     }
 }

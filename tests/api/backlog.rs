@@ -132,21 +132,45 @@ async fn a_backlog_holds_the_callers_tenants_events_only() {
     );
 }
 
-/// Named tenants' events channels match only a pattern that starts with `*`, which Redis tries
-/// at every position of every channel anything publishes to (every release's unlock message):
-/// an instance holds it only while one of those tenants' streams is open there. The stream's
-/// first live event still arrives (the pattern is subscribed before the stream starts), and
-/// some time after the last such stream closes the pattern is dropped again.
+/// Every instance publishes every event; one that held the events channels all the time would
+/// get every batch of every instance back, watched or not. So an instance subscribes to the
+/// default tenant's channel only while one of its streams is open there, and to the named
+/// tenants' pattern (which Redis tries at every position of every channel anything publishes
+/// to, every release's unlock message too) only while one of theirs is. A stream's first live
+/// event still arrives (the subscription is held before the stream starts), and some time after
+/// the last such stream closes it is dropped again.
 #[tokio::test]
-async fn other_tenants_events_are_listened_for_only_while_streamed() {
+async fn events_are_listened_for_only_while_streamed() {
     let app = spawn_app().await;
     app.wait_until_ready().await;
     let patterns = async || app.redis.pattern_subscriptions().await;
+    let default_channel = async || {
+        let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("leasehold:events")
+            .query_async(&mut app.redis.conn().await)
+            .await
+            .expect("PUBSUB NUMSUB");
+        subscribers[0].1
+    };
     let key =
         |tenant: &str| json!({"name": "svc", "tenant": tenant, "roles": ["client", "reader"]});
     let a = app.with_key(&app.create_key(key("a")).await.1);
     let operator = app.with_key(&app.create_key(key("")).await.1);
+    operator.lease("unwatched", json!({})).await;
+    // Its event goes out within the publisher's linger (5 ms), before any stream opens.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        default_channel().await,
+        0,
+        "no stream open: the events channel is not subscribed"
+    );
     let mut default_live = open(&operator, "", None).await;
+    assert_eq!(
+        default_channel().await,
+        1,
+        "the default tenant's stream subscribed its channel"
+    );
     operator.lease("operator-lock", json!({})).await;
     assert_eq!(
         data(&next(&mut default_live).await)["lock"],
@@ -166,19 +190,25 @@ async fn other_tenants_events_are_listened_for_only_while_streamed() {
     );
     a.lease("mine-a", json!({})).await;
     assert_eq!(data(&next(&mut live_a).await)["lock"], "mine-a");
-    drop(live_a);
+    drop((live_a, default_live));
 
     // Dropped within the linger (10 s) plus the subscriber's check interval (5 s).
     let deadline = Instant::now() + Duration::from_secs(25);
-    while patterns().await != 0 {
+    while patterns().await != 0 || default_channel().await != 0 {
         assert!(
             Instant::now() < deadline,
-            "the tenants' pattern outlived the last stream"
+            "an events subscription outlived the last stream"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // A new stream subscribes it again, and hears its tenant at once.
+    // New streams subscribe again, and hear their tenant at once.
     let mut live_a = open(&a, "", None).await;
     a.lease("again-a", json!({})).await;
     assert_eq!(data(&next(&mut live_a).await)["lock"], "again-a");
+    let mut default_live = open(&operator, "", None).await;
+    operator.lease("again-operator", json!({})).await;
+    assert_eq!(
+        data(&next(&mut default_live).await)["lock"],
+        "again-operator"
+    );
 }
