@@ -166,6 +166,21 @@ def main():
         w(f"| Redis time per uncontended cycle ≤ 3× the minimal pair's (reentrant; FCALL µs from `INFO commandstats`) "
           f"| {before.get('redis_cycle', '–')} | {reentrant['script_us_per_cycle']:.1f} µs vs {base_us:.1f} µs = {r:.1f}× "
           f"(Redis CPU: {reentrant['redis_cpu_us_per_cycle']:.1f} vs {base_cpu:.1f} µs = {reentrant['redis_cpu_us_per_cycle'] / base_cpu:.1f}×) | {yes(r <= 3)} |")
+    # The same under the 16-connection loop of §3, as the issue measured its "before" (16
+    # connections, one lock name per connection): the loop's FCALL µs per cycle against the
+    # minimal pair's script µs per pair at 16 connections, true pairs and redis-benchmark.
+    loaded = unc.get(16, {}).get("redis")
+    if loaded:
+        ours = loaded["script_us_per_cycle"]
+        refs = [(name, v) for name, v in (("true pairs", minimal.get(16) and minimal[16]["redis_us_per_pair"]),
+                                          ("redis-benchmark", rb_us(16))) if v]
+        if refs:
+            text = "; ".join(f"{name} {v:.1f} µs = {ours / v:.1f}×" for name, v in refs)
+            rounds = spread(unc_rounds[16], lambda r: (r.get("redis") or {}).get("script_us_per_cycle", 0),
+                            lambda v: f"{v:.1f}")
+            w(f"| the same under the 16-connection loop, as the issue measured it (§3: the light client's "
+              f"loop, FCALL µs per cycle; the minimal pair at 16 connections) | – | {ours:.1f} µs{rounds} vs {text} "
+              f"(Redis CPU {loaded['cpu_us_per_cycle']:.1f} µs per cycle) | {yes(all(ours / v <= 3 for _, v in refs))} |")
     if replay:
         r = rep_us / rep_base
         fl = floor_note(f"{rep_floor_us:.1f}", rep_floor_us / rep_base, " µs") if rep_floor_us else ""
@@ -403,6 +418,29 @@ def main():
         else:
             cells += ["–", "–", "–"]
         w("| " + " | ".join(cells) + " |")
+    # What the light client's loops cost Redis (runs before it was recorded have none).
+    if any((u or {}).get("redis") for u in unc.values()):
+        w("\nWhat the light client's loop cost Redis, from Redis's own counters over each loop "
+          "(the median round's, the rounds' range in brackets): the FCALL µs per cycle from `INFO "
+          "commandstats` and Redis's CPU per cycle from `INFO cpu` (everything: networking, the "
+          "events' PUBLISH), beside the minimal pair's with as many connections (true pairs; "
+          "redis-benchmark in §1). This is how issue 10 measured its \"before\" (16 connections, "
+          "one lock name per connection). Calls here come many at a time, as in production, "
+          "where §2 makes them one at a time with Redis idle in between.\n")
+        w("| connections | script µs per cycle | ÷ true pair | ÷ redis-benchmark pair | Redis CPU µs per cycle | ÷ true pair | ÷ redis-benchmark pair |")
+        w("|---|---|---|---|---|---|---|")
+        for c in (1, 16, 64):
+            u = unc.get(c)
+            red = u and u.get("redis")
+            if not red:
+                continue
+            m = minimal.get(c)
+            us, cpu = red["script_us_per_cycle"], red["cpu_us_per_cycle"]
+            rounds = spread(unc_rounds[c], lambda r: (r.get("redis") or {}).get("script_us_per_cycle", 0),
+                            lambda v: f"{v:.1f}")
+            w(f"| {c} | {us:.1f}{rounds} | {ratio(us, m and m['redis_us_per_pair'])} | {ratio(us, rb_us(c))} | "
+              f"{cpu:.1f} | {ratio(cpu, m and m.get('redis_cpu_us_per_pair'))} | "
+              f"{ratio(cpu, rb_us(c, 'redis_cpu_us_per_call'))} |")
     # A refused acquire or failed release (each run's locks are its own: see acquire_release.lua).
     wrk_runs = [r for r in rows if r.get("stack") == "wrk-acquire-release"]
     failed = [(r["connections"], r.get("round"), r["wrk"]["failures"]) for r in wrk_runs

@@ -232,7 +232,7 @@ for round in $(seq "$rounds"); do
     echo "{\"stack\": \"wrk-acquire-release\", \"connections\": $c, \"round\": $round, \"wrk\": $w}" | record
   done
   for c in 1 16 64; do
-    "$bench" --url "$url" --seconds "$secs" uncontended --connections "$c" | with_round "$round" | record
+    "$bench" --url "$url" --redis-url "$redis_url" --seconds "$secs" uncontended --connections "$c" | with_round "$round" | record
   done
   if [ "$cores" -gt "$threads" ]; then
     start_server "$cores"

@@ -34,7 +34,9 @@ struct Args {
 #[derive(Subcommand)]
 enum Scenario {
     /// Each connection acquires and releases its own lock name in a loop.
-    /// Driven by a light client on one thread (`scenarios/light_client.rs`).
+    /// Driven by a light client on one thread (`scenarios/light_client.rs`). With
+    /// `--redis-url`, also what the loop cost Redis per cycle: the scripts' time from `INFO
+    /// commandstats` and Redis's own CPU, as `redis-cost` reports them one cycle at a time.
     Uncontended {
         #[arg(long)]
         connections: usize,
@@ -131,7 +133,9 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let result = match &args.scenario {
-        Scenario::Uncontended { connections } => uncontended(&args.url, *connections, deadline)?,
+        Scenario::Uncontended { connections } => {
+            uncontended(&args.url, args.redis_url.as_deref(), *connections, deadline).await?
+        }
         Scenario::Contended {
             clients,
             kind,
@@ -315,8 +319,6 @@ async fn redis_cost(
     kind: &str,
     cycles: usize,
 ) -> anyhow::Result<Value> {
-    let client = redis::Client::open(redis_url)?;
-    let mut admin = client.get_multiplexed_async_connection().await?;
     let http = client_http();
     let name = format!("cost-{kind}");
     let semaphore = kind == "semaphore";
@@ -335,16 +337,14 @@ async fn redis_cost(
     let warm = acquire_at(&http, url, &path, body.clone()).await?;
     release(&http, url, &warm).await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    reset_stats(&mut admin).await?;
-    let cpu_before = redis_cpu(&mut admin).await?;
+    let mut account = RedisAccount::start(redis_url).await?;
     for _ in 0..cycles {
         let held = acquire_at(&http, url, &path, body.clone()).await?;
         release(&http, url, &held).await?;
     }
     // Let the last events go out.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cpu = redis_cpu(&mut admin).await? - cpu_before;
-    let stats = commandstats(&mut admin).await?;
+    let (cpu, stats) = account.read().await?;
     let per_cycle = |usec: u64| usec as f64 / cycles as f64;
     // A script's usec includes the commands it runs, which commandstats also lists under
     // their own names: only the scripts are summed. Everything else is listed for where the
@@ -470,9 +470,19 @@ async fn release(http: &reqwest::Client, url: &str, held: &Held) -> anyhow::Resu
 
 /// The uncontended loop, driven by the light client (`scenarios/light_client.rs`) on a thread of its
 /// own. Its CPU time is reported, so that the report can set what the load cost beside what
-/// it measured.
-fn uncontended(url: &str, connections: usize, deadline: Instant) -> anyhow::Result<Value> {
+/// it measured. With `redis_url`, so is what the loop cost Redis per cycle (see
+/// [`RedisAccount`]): issue 10 measured a cycle's Redis time in this loop, at 16 connections.
+async fn uncontended(
+    url: &str,
+    redis_url: Option<&str>,
+    connections: usize,
+    deadline: Instant,
+) -> anyhow::Result<Value> {
     let authority = light_client::authority(url)?;
+    let mut account = match redis_url {
+        Some(redis_url) => Some(RedisAccount::start(redis_url).await?),
+        None => None,
+    };
     let (_, cpu_before) = process_stats(std::process::id())?;
     let started = Instant::now();
     let (mut acq, mut rel) = std::thread::spawn(move || {
@@ -486,12 +496,57 @@ fn uncontended(url: &str, connections: usize, deadline: Instant) -> anyhow::Resu
     let secs = started.elapsed().as_secs_f64();
     let (_, cpu_after) = process_stats(std::process::id())?;
     let requests = 2 * acq.len();
+    let redis = match account.as_mut() {
+        Some(account) => account.per_cycle(acq.len()).await?,
+        None => Value::Null,
+    };
     Ok(json!({
         "scenario": "uncontended", "connections": connections, "seconds": secs,
         "cycles": acq.len(), "cycles_per_s": acq.len() as f64 / secs,
         "client_cpu_us_per_request": (cpu_after - cpu_before) * 1e6 / requests.max(1) as f64,
         "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
+        "redis": redis,
     }))
+}
+
+/// What a stretch of load cost Redis, from its own counters: the scripts' time (`INFO
+/// commandstats`: FCALL usec, which includes the commands a function calls) and Redis's CPU
+/// (`INFO cpu`: everything, the events' PUBLISH from the server and the networking too). The
+/// counters are Redis-wide: the run must be the only client.
+struct RedisAccount {
+    admin: redis::aio::MultiplexedConnection,
+    cpu_before: f64,
+}
+
+impl RedisAccount {
+    async fn start(redis_url: &str) -> anyhow::Result<Self> {
+        let client = redis::Client::open(redis_url)?;
+        let mut admin = client.get_multiplexed_async_connection().await?;
+        reset_stats(&mut admin).await?;
+        let cpu_before = redis_cpu(&mut admin).await?;
+        Ok(Self { admin, cpu_before })
+    }
+
+    /// Redis's CPU seconds and its commandstats since [`RedisAccount::start`].
+    async fn read(&mut self) -> anyhow::Result<(f64, HashMap<String, (u64, u64)>)> {
+        let cpu = redis_cpu(&mut self.admin).await? - self.cpu_before;
+        Ok((cpu, commandstats(&mut self.admin).await?))
+    }
+
+    /// Script µs and Redis CPU µs per cycle since [`RedisAccount::start`].
+    async fn per_cycle(&mut self, cycles: usize) -> anyhow::Result<Value> {
+        let (cpu, stats) = self.read().await?;
+        let script_usec: u64 = SCRIPT_COMMANDS
+            .iter()
+            .filter_map(|c| stats.get(*c))
+            .map(|(_, usec)| usec)
+            .sum();
+        let cycles = cycles.max(1) as f64;
+        Ok(json!({
+            "script_us_per_cycle": script_usec as f64 / cycles,
+            "cpu_us_per_cycle": cpu * 1e6 / cycles,
+        }))
+    }
 }
 
 /// Grant and release times by fencing token, and the grant order the server's events show.
