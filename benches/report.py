@@ -169,6 +169,10 @@ def main():
     # The same under the 16-connection loop of §3, as the issue measured its "before" (16
     # connections, one lock name per connection): the loop's FCALL µs per cycle against the
     # minimal pair's script µs per pair at 16 connections, true pairs and redis-benchmark.
+    def loop_us_spread(c):
+        return spread(unc_rounds[c], lambda r: (r.get("redis") or {}).get("script_us_per_cycle", 0),
+                      lambda v: f"{v:.1f}")
+
     loaded = unc.get(16, {}).get("redis")
     if loaded:
         ours = loaded["script_us_per_cycle"]
@@ -176,10 +180,8 @@ def main():
                                           ("redis-benchmark", rb_us(16))) if v]
         if refs:
             text = "; ".join(f"{name} {v:.1f} µs = {ours / v:.1f}×" for name, v in refs)
-            rounds = spread(unc_rounds[16], lambda r: (r.get("redis") or {}).get("script_us_per_cycle", 0),
-                            lambda v: f"{v:.1f}")
             w(f"| the same under the 16-connection loop, as the issue measured it (§3: the light client's "
-              f"loop, FCALL µs per cycle; the minimal pair at 16 connections) | – | {ours:.1f} µs{rounds} vs {text} "
+              f"loop, FCALL µs per cycle; the minimal pair at 16 connections) | – | {ours:.1f} µs{loop_us_spread(16)} vs {text} "
               f"(Redis CPU {loaded['cpu_us_per_cycle']:.1f} µs per cycle) | {yes(all(ours / v <= 3 for _, v in refs))} |")
     if replay:
         r = rep_us / rep_base
@@ -436,9 +438,7 @@ def main():
                 continue
             m = minimal.get(c)
             us, cpu = red["script_us_per_cycle"], red["cpu_us_per_cycle"]
-            rounds = spread(unc_rounds[c], lambda r: (r.get("redis") or {}).get("script_us_per_cycle", 0),
-                            lambda v: f"{v:.1f}")
-            w(f"| {c} | {us:.1f}{rounds} | {ratio(us, m and m['redis_us_per_pair'])} | {ratio(us, rb_us(c))} | "
+            w(f"| {c} | {us:.1f}{loop_us_spread(c)} | {ratio(us, m and m['redis_us_per_pair'])} | {ratio(us, rb_us(c))} | "
               f"{cpu:.1f} | {ratio(cpu, m and m.get('redis_cpu_us_per_pair'))} | "
               f"{ratio(cpu, rb_us(c, 'redis_cpu_us_per_call'))} |")
     # A refused acquire or failed release (each run's locks are its own: see acquire_release.lua).
