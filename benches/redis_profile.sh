@@ -6,9 +6,9 @@
 # themselves, turning a command's reply into Lua values, Lua strings, the Lua VM, GC, ...).
 # Debian's redis-server is stripped: the Lua engine inside it shows as bare addresses. So the
 # same version is built once from Debian's source (its patches applied), with symbols, into
-# target/redis-symbols/ (needs apt's deb.debian.org, gcc, make and libjemalloc-dev, which it
-# installs); or set REDIS_SERVER to a
-# redis-server of your own. Instruction counts do not move with the load on the machine.
+# target/redis-symbols/ (needs apt's deb.debian.org and gcc; it installs make, patch and
+# libjemalloc-dev); or set REDIS_SERVER to a redis-server of your own. Instruction counts do
+# not move with the load on the machine.
 #
 # Usage: benches/redis_profile.sh [kind ...]   (default: reentrant; kinds as in run.sh)
 set -euo pipefail
@@ -23,9 +23,11 @@ if [ -z "$server" ]; then
   dest=target/redis-symbols
   server=$dest/redis-server
   if [ ! -x "$server" ]; then
+    .ci/ensure-packages libjemalloc-dev make patch
     version=$(dpkg-query -W -f='${Version}' redis-server)
     codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
     src=$(mktemp -d)
+    trap 'rm -rf "$src"' EXIT
     # apt's own lists stay as they are: the source index goes to a list of this run's.
     printf 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian %s main\n' "$codename" "$codename-updates" > "$src/sources.list"
     printf 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security %s-security main\n' "$codename" >> "$src/sources.list"
@@ -40,7 +42,6 @@ if [ -z "$server" ]; then
     (cd "$src/redis-$upstream" && grep -v '^#' debian/patches/series | while read -r p; do
        [ -z "$p" ] || patch -p1 -s < "debian/patches/$p"; done)
     # As Debian builds it (debian/rules): its jemalloc, not the bundled one.
-    .ci/ensure-packages libjemalloc-dev
     nice make -C "$src/redis-$upstream" -j"$(nproc)" USE_SYSTEM_JEMALLOC=yes USE_JEMALLOC=yes \
       >"$src/build.log" 2>&1 \
       || { tail -20 "$src/build.log"; exit 1; }
