@@ -255,8 +255,7 @@ async fn redis_minimal(
     // Loaded first, so that no NOSCRIPT round trip is measured.
     acquire.prepare_invoke().load_async(&mut admin).await?;
     release.prepare_invoke().load_async(&mut admin).await?;
-    reset_stats(&mut admin).await?;
-    let cpu_before = redis_cpu(&mut admin).await?;
+    let mut account = RedisAccount::start(redis_url).await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..connections {
@@ -299,8 +298,7 @@ async fn redis_minimal(
         rel.extend(r);
     }
     let secs = started.elapsed().as_secs_f64();
-    let cpu = redis_cpu(&mut admin).await? - cpu_before;
-    let stats = commandstats(&mut admin).await?;
+    let (cpu, stats) = account.read().await?;
     let (calls, usec) = stats.get("evalsha").copied().unwrap_or((0, 0));
     let pairs = acq.len();
     let per_pair = |x: f64| x / pairs.max(1) as f64;
