@@ -1,5 +1,5 @@
 //! The audit log: every admin action (force releases, semaphore limits, API key changes) with
-//! who did it, why and what it removed, in one capped Redis stream (`P leasehold:audit`, about
+//! who did it, why and what it removed, in one capped Redis stream (`P{leasehold/}:audit`, about
 //! the last 10,000 entries), so every instance writes to and reads from the same log and it
 //! outlives restarts. A lock's own history records its force releases as well.
 
@@ -58,7 +58,7 @@ impl AuditLog {
     pub fn new(conn: ConnectionManager, base: &str) -> Self {
         Self {
             conn,
-            stream: format!("{base}leasehold:audit"),
+            stream: crate::locks::own_key(base, "audit"),
         }
     }
 

@@ -18,6 +18,8 @@
 //! - [`limits`]: abuse limits per caller and per lock: request rates, quotas kept in Redis,
 //!   slots held in-process.
 //! - [`audit`]: the audit log of admin actions, in Redis.
+//! - [`own_keys`]: where Leasehold keeps its own data in Redis, out of every lock name's
+//!   reach, and the move of an earlier version's data there on start.
 //! - [`problem`]: every error the service answers, rendered as problem+json (API) or HTML
 //!   (dashboard).
 //! - [`wire`]: the `/v1` request and response bodies, shared by the server and the client.
@@ -49,6 +51,7 @@ pub mod events;
 pub mod limits;
 pub mod locks;
 pub mod metrics;
+pub mod own_keys;
 pub mod parent_death;
 pub mod problem;
 pub mod server;

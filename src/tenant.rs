@@ -173,7 +173,43 @@ mod tests {
     }
 
     fn name() -> impl Strategy<Value = String> {
-        "[A-Za-z0-9._:-]{1,12}"
+        prop_oneof![
+            "[A-Za-z0-9._:-]{1,12}",
+            // Names shaped like Leasehold's own keys, old and new, and its key fragments.
+            "leasehold(:[a-z-]{0,12}){0,3}",
+            "(leasehold|redisson_lock_queue|redisson_sc|key|session|audit|timeout):?[a-z:-]{0,8}",
+        ]
+        .prop_filter("a valid lock name", |n| LockName::parse(n).is_ok())
+    }
+
+    /// Every key of Leasehold's own in the deployment under `base`, with `tenants`' backlogs:
+    /// the API key store, sessions, the dashboard's secret, the audit log, each key space's
+    /// events backlog, and the quota ledger's accounts.
+    fn own_keys_of(base: &str, tenants: &[Tenant]) -> Vec<String> {
+        let digest = "0".repeat(64);
+        let mut own: Vec<String> = [
+            "keys".to_owned(),
+            "key-names".to_owned(),
+            format!("key:{digest}"),
+            format!("session:{digest}"),
+            "dashboard-secret".to_owned(),
+            "audit".to_owned(),
+        ]
+        .iter()
+        .map(|rest| crate::locks::own_key(base, rest))
+        .collect();
+        for t in tenants {
+            own.push(t.key_space(base).journal());
+        }
+        for owner in [
+            "admin",
+            "addr:127.0.0.1",
+            "key:0190c5f0-0000-7000-8000-000000000000",
+        ] {
+            own.push(format!("{base}leasehold:quota:{{{owner}}}:leases"));
+            own.push(format!("{base}leasehold:quota:{{{owner}}}:waiters"));
+        }
+        own
     }
 
     fn tenant() -> impl Strategy<Value = Tenant> {
@@ -201,6 +237,21 @@ mod tests {
             let kb = keys_of(&base, &b.0, &b.1);
             for key in &ka {
                 prop_assert!(!kb.contains(key), "{a:?} and {b:?} share {key}");
+            }
+        }
+
+        /// No lock, semaphore or tenant name of any kind maps to a key of the deployment's own
+        /// (finding: a lease on `leasehold:audit` used to be the audit log).
+        #[test]
+        fn no_name_reaches_the_deployments_own_keys(
+            base in base(),
+            t in tenant(),
+            n in name(),
+            other in tenant(),
+        ) {
+            let own = own_keys_of(&base, &[Tenant::default(), t.clone(), other]);
+            for key in keys_of(&base, &t, &n) {
+                prop_assert!(!own.contains(&key), "{t:?}/{n:?} reaches {key}");
             }
         }
 

@@ -4,9 +4,11 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P leasehold:keys` | hash | key id → the key's record (JSON): name, tenant, roles, name patterns, quotas, the digests of its valid secrets |
-//! | `P leasehold:key-names` | hash | `<tenant>/<name>` → key id (names are unique within a tenant) |
-//! | `P leasehold:key:<sha256>` | string | key id; expires with a rotated-out secret's grace |
+//! | `P{leasehold/}:keys` | hash | key id → the key's record (JSON): name, tenant, roles, name patterns, quotas, the digests of its valid secrets |
+//! | `P{leasehold/}:key-names` | hash | `<tenant>/<name>` → key id (names are unique within a tenant) |
+//! | `P{leasehold/}:key:<sha256>` | string | key id; expires with a rotated-out secret's grace |
+//!
+//! (`{leasehold/}`: no lock name reaches these keys, see `own_keys`.)
 //!
 //! Lookups are cached in-process for at most [`CACHE_TTL`]: a revocation (or a rotation's
 //! end) is seen by every instance within that long, and a request costs no Redis round trip
@@ -21,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::principal::{NamePatterns, Role};
-use crate::locks::{TokenDigest, random_secret};
+use crate::locks::{TokenDigest, own_key, random_secret};
 use crate::tenant::Tenant;
 
 /// How long an instance may keep answering from what it last read of a key.
@@ -162,9 +164,9 @@ impl KeyStore {
         Self {
             inner: Arc::new(Inner {
                 conn,
-                records: format!("{base}leasehold:keys"),
-                names: format!("{base}leasehold:key-names"),
-                by_digest: format!("{base}leasehold:key:"),
+                records: own_key(base, "keys"),
+                names: own_key(base, "key-names"),
+                by_digest: own_key(base, "key:"),
                 cache: Mutex::default(),
                 any: Mutex::default(),
             }),

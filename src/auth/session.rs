@@ -4,12 +4,12 @@
 //! - the cookie is `v2.<session id>.<HMAC-SHA256(k_cookie, id)>`: 256 random bits and a MAC
 //!   that lets any instance turn away a forged cookie without asking Redis; HttpOnly,
 //!   SameSite=Strict, and under TLS `Secure` with the `__Host-` prefix;
-//! - Redis keeps `P leasehold:session:<sha256(id)>` → who signed in, for 12 hours;
+//! - Redis keeps `P{leasehold/}:session:<sha256(id)>` → who signed in, for 12 hours;
 //! - each form carries a CSRF token, `HMAC-SHA256(k_csrf, id)`, checked beside the request's
 //!   `Origin` (or `Referer`) against its `Host`.
 //!
 //! `k_cookie` and `k_csrf` are derived with HKDF-SHA256 from a 256-bit secret every instance
-//! shares through Redis (`P leasehold:dashboard-secret`, made once by whichever instance needs
+//! shares through Redis (`P{leasehold/}:dashboard-secret`, made once by whichever instance needs
 //! it first), never from the admin token: a session proves a sign-in, not the token itself.
 
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use sha2::Sha256;
 use tokio::sync::OnceCell;
 
 use super::keys::now_ms;
-use crate::locks::{TokenDigest, random_secret};
+use crate::locks::{TokenDigest, own_key, random_secret};
 
 /// The session cookie's name over plain HTTP; under TLS it gets the `__Host-` prefix.
 pub const COOKIE: &str = "leasehold_session";
@@ -87,8 +87,8 @@ impl Sessions {
         Self {
             inner: Arc::new(Inner {
                 conn,
-                records: format!("{base}leasehold:session:"),
-                secret_key: format!("{base}leasehold:dashboard-secret"),
+                records: own_key(base, "session:"),
+                secret_key: own_key(base, "dashboard-secret"),
                 keys: OnceCell::new(),
                 secure,
             }),

@@ -1,7 +1,7 @@
 //! The recent live events of every lock, kept in Redis so that a listener can start with a
 //! backlog and resume after a disconnect without a gap: before an instance publishes a batch
 //! of events it appends the batch to one capped stream per events channel,
-//! `P + leasehold:events:recent` (a tenant's: `P + tenant/leasehold:events:recent`, so one
+//! `P{leasehold/}:events:recent` (a tenant's: `P + tenant/{leasehold/}:events:recent`, so one
 //! tenant's listeners never read another's events), field `b` = the JSON array, and each event
 //! goes out carrying its id, `event_id`:
 //! `<stream entry id>.<index in the batch>`. Ids therefore grow in the order Redis took the
@@ -59,9 +59,12 @@ pub struct Recent {
 }
 
 /// The journal of the events published on `channel` (each key space has its own channel, so
-/// each tenant its own journal).
+/// each tenant its own journal): [`super::KeySpace::journal`] of the channel's space.
 pub(super) fn key_of_channel(channel: &str) -> String {
-    format!("{channel}:recent")
+    let space = channel
+        .strip_suffix(super::keys::EVENTS_CHANNEL)
+        .unwrap_or(channel);
+    super::keys::own_key(space, "events:recent")
 }
 
 /// Appends a batch (JSON objects) to the journal, then publishes it on `channel` with each
@@ -122,7 +125,7 @@ impl Locks {
         after: Option<EventId>,
         count: usize,
     ) -> Result<Recent, LockError> {
-        let key = key_of_channel(&self.inner.keys.events_channel());
+        let key = self.inner.keys.journal();
         let mut conn = self.inner.conn.clone();
         let count = count.min(READ_MAX);
         let mut recent = Recent::default();

@@ -14,6 +14,7 @@
 //! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
 //! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON |
 //! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
+//! | `P{leasehold/}:events:recent` | stream | the backlog of those events (see `journal`); a tenant's: `P + tenant/{leasehold/}:events:recent` |
 //!
 //! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting
 //! available permits, `redisson_sc:{S}` a zset of held permit ids -> expiry (and the channel
@@ -28,12 +29,25 @@ use super::model::{LeaseId, LockName};
 const UNLOCK_CHANNEL: &str = "redisson_lock__channel:";
 const RW_CHANNEL: &str = "redisson_rwlock:";
 const SEMAPHORE_CHANNEL: &str = "redisson_sc:";
+/// Each key space's events channel, after its prefix.
+pub(super) const EVENTS_CHANNEL: &str = "leasehold:events";
 
 /// How many waiters a message should wake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wakes {
     One,
     All,
+}
+
+/// The hash tag of every key of Leasehold's own (API keys, sessions, the audit log, each key
+/// space's events backlog): never `{L}` for any lock key `L`, which ends with a name's
+/// character, never `/` (see `own_keys` at the crate's top for the whole argument).
+pub const OWN_TAG: &str = "{leasehold/}";
+
+/// Leasehold's own key `rest` in the key space whose prefix is `space` (the deployment's `P`,
+/// or a tenant's `P + tenant + "/"`).
+pub fn own_key(space: &str, rest: &str) -> String {
+    format!("{space}{OWN_TAG}:{rest}")
 }
 
 /// Builds key names under one optional prefix.
@@ -75,8 +89,18 @@ impl KeySpace {
             .strip_suffix("}:leasehold")
     }
 
+    /// Leasehold's own key `rest` in this space (see [`own_key`]).
+    pub fn own(&self, rest: &str) -> String {
+        own_key(&self.prefix, rest)
+    }
+
+    /// The events backlog of this space (see `journal`).
+    pub fn journal(&self) -> String {
+        self.own("events:recent")
+    }
+
     pub fn events_channel(&self) -> String {
-        format!("{}leasehold:events", self.prefix)
+        format!("{}{EVENTS_CHANNEL}", self.prefix)
     }
 
     /// Patterns matching every channel that can wake a waiter under this prefix.

@@ -44,6 +44,7 @@ use crate::locks::sweeper;
 use crate::locks::waiters::Waiters;
 use crate::locks::{LockError, LockSettings, Locks, TtlPolicy};
 use crate::metrics::Metrics;
+use crate::own_keys;
 use crate::state::{ApiLimits, AppState, DashboardSettings, Shared};
 use crate::{api, dashboard};
 
@@ -255,6 +256,7 @@ pub async fn run(
     let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
         .map_err(ServerError::Redis)?;
     check_durability(&conn, config.allow_eviction).await?;
+    let migration_task = migrate_own_keys(&conn, &config.locks.key_prefix, &shutdown).await?;
 
     let prefix = config.locks.key_prefix.clone();
     let keys = KeyStore::new(conn.clone(), &prefix);
@@ -355,6 +357,9 @@ pub async fn run(
         }
     }
     shutdown.cancel();
+    if let Some(task) = migration_task {
+        let _ = task.await;
+    }
     let _ = clock_task.await;
     let _ = publisher_task.await;
     let _ = waitlist_task.await;
@@ -440,6 +445,34 @@ pub fn app(state: AppState, guards: Guards) -> Router {
 
 /// Loads the Lua function library. A Redis that does not answer yet is not judged (calls load
 /// the library themselves once it does); one that refuses the library cannot serve.
+/// Moves an earlier version's own data out of lock names' reach ([`own_keys::migrate`])
+/// before anything reads it. A Redis that does not answer yet is not held against the start:
+/// the move is retried every second in the background until it is done (or shutdown).
+async fn migrate_own_keys(
+    conn: &ConnectionManager,
+    base: &str,
+    shutdown: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>, ServerError> {
+    match own_keys::migrate(&mut conn.clone(), base).await {
+        Ok(_) => return Ok(None),
+        Err(e) if !(e.is_io_error() || e.is_timeout()) => return Err(ServerError::Redis(e)),
+        Err(e) => tracing::warn!(error = %e, "could not check for an earlier layout yet"),
+    }
+    let (conn, base, shutdown) = (conn.clone(), base.to_owned(), shutdown.clone());
+    Ok(Some(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            match own_keys::migrate(&mut conn.clone(), &base).await {
+                Ok(_) => return,
+                Err(e) => tracing::debug!(error = %e, "earlier layout: still waiting for Redis"),
+            }
+        }
+    })))
+}
+
 async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
     match locks.load_functions().await {
         Ok(()) => Ok(()),

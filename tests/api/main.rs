@@ -16,6 +16,7 @@ mod fair;
 mod fencing;
 mod guard;
 mod helpers;
+mod keyspace;
 mod layers;
 mod leases;
 mod limits;

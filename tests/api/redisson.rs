@@ -89,7 +89,7 @@ async fn the_lock_hash_is_exactly_redissons_rlock() {
         assert!(
             key == "jobs"
                 || key.starts_with("{jobs}:leasehold")
-                || key == "leasehold:events:recent",
+                || key == "{leasehold/}:events:recent",
             "stray key {key}"
         );
     }
