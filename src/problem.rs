@@ -45,6 +45,7 @@ pub enum ProblemKind {
     NotFound,
     MethodNotAllowed,
     RedisUnavailable,
+    RedisFull,
     ShuttingDown,
     TooManyWatches,
     Internal,
@@ -69,7 +70,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 51] = [
+    pub const ALL: [Self; 52] = [
         Self::LockHeld,
         Self::KindConflict,
         Self::NotReentrant,
@@ -100,6 +101,7 @@ impl ProblemKind {
         Self::NotFound,
         Self::MethodNotAllowed,
         Self::RedisUnavailable,
+        Self::RedisFull,
         Self::ShuttingDown,
         Self::TooManyWatches,
         Self::Internal,
@@ -264,6 +266,7 @@ impl ProblemKind {
                 S::SERVICE_UNAVAILABLE,
                 "Redis is unavailable",
             ),
+            Self::RedisFull => ("redis_full", S::SERVICE_UNAVAILABLE, "Redis is full"),
             Self::ShuttingDown => (
                 "shutting_down",
                 S::SERVICE_UNAVAILABLE,
@@ -585,13 +588,15 @@ impl From<LockError> for Problem {
                 )
                 .retry_after(Duration::from_secs(1))
             }
-            // Redis refuses scripts that may write once it is at its maxmemory (noeviction):
-            // nothing ran, and room may come back as leases end.
+            // Redis refuses functions that may grow its memory once it is at its maxmemory
+            // (noeviction): nothing ran, and room may come back as leases end. What frees or
+            // keeps a lease (release, heartbeat, inspection) runs anyway (`allow-oom`).
             LockError::Script(source) if source.code() == Some("OOM") => {
                 tracing::warn!(error = %source, "Redis is out of memory");
                 Problem::new(
-                    ProblemKind::RedisUnavailable,
-                    "Redis is full (its maxmemory is reached), so nothing was changed; try again later",
+                    ProblemKind::RedisFull,
+                    "Redis is full (its maxmemory is reached), so nothing was changed; releases \
+                     and heartbeats still work: try again later",
                 )
                 .retry_after(Duration::from_secs(5))
             }

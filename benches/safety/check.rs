@@ -46,6 +46,9 @@ pub struct FaultWindow {
     /// Whether answers may be slow or 503 while it lasts (a fault meant to be invisible to
     /// clients, like a dropped subscription, is not).
     pub exempt: bool,
+    /// Whether requests for new leases (acquires, ticket polls) may be refused with 503 while
+    /// it lasts, though nothing else may (Redis full).
+    pub refuses_new: bool,
 }
 
 /// One finding, with the slice of history that shows it.
@@ -107,6 +110,16 @@ struct Hold {
 
 fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
     a.0 < a.1 && b.0 < b.1 && a.0 < b.1 && b.0 < a.1
+}
+
+/// Whether `op` asked for a new lease during a fault that refuses those.
+fn refused_new(windows: &[FaultWindow], op: &Op) -> bool {
+    matches!(
+        op.request,
+        Request::Acquire { .. } | Request::AcquirePermits { .. } | Request::Poll { .. }
+    ) && windows
+        .iter()
+        .any(|w| w.refuses_new && op.send < w.end && w.start < op.recv)
 }
 
 fn in_fault(windows: &[FaultWindow], from: u64, to: u64, pad: u64) -> bool {
@@ -796,7 +809,8 @@ fn liveness(
         if let Outcome::Failed {
             status: Some(s), ..
         } = op.outcome
-            && (s != 503 || !in_fault(windows, op.send, op.recv, RECOVERY_US))
+            && (s != 503
+                || !(in_fault(windows, op.send, op.recv, RECOVERY_US) || refused_new(windows, op)))
         {
             report.server_errors += 1;
             report.violations.push(Violation {
@@ -1343,6 +1357,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         end: 8_000,
         data_loss: true,
         exempt: true,
+        refuses_new: false,
     };
     let semantic = |windows: &[FaultWindow]| check(&level_gone, windows, &[], 1_500).semantic;
     vec![

@@ -503,6 +503,19 @@ impl Cluster {
         Ok(())
     }
 
+    /// Sets Redis's `maxmemory` (bytes; 0: none) under `noeviction`: 1 makes it full.
+    pub async fn set_redis_maxmemory(&self, bytes: u64) -> anyhow::Result<()> {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("noeviction")
+            .arg("maxmemory")
+            .arg(bytes)
+            .query_async::<()>(&mut self.redis_conn().await?)
+            .await?;
+        Ok(())
+    }
+
     /// A connection to Redis for the harness itself (Redisson-layout client, CLIENT KILL).
     pub async fn redis_conn(&self) -> anyhow::Result<redis::aio::MultiplexedConnection> {
         Ok(redis::Client::open(self.redis.url())?

@@ -35,10 +35,13 @@ pub enum Fault {
     /// Every packet between one instance and Redis dropped (iptables on a veth pair into a
     /// network namespace of its own), then let through again.
     Partition,
+    /// Redis at its `maxmemory` (`noeviction`) for 2 s: new leases are refused (503
+    /// `redis_full`), every release, heartbeat and ticket leave must still be answered.
+    RedisFull,
 }
 
 impl Fault {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::None,
         Self::RedisCrashAofAlways,
         Self::RedisCrashAofEverysec,
@@ -48,6 +51,7 @@ impl Fault {
         Self::InstanceKillStop,
         Self::SubscriberDrop,
         Self::Partition,
+        Self::RedisFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +65,7 @@ impl Fault {
             Self::InstanceKillStop => "instance-kill-stop",
             Self::SubscriberDrop => "subscriber-drop",
             Self::Partition => "partition",
+            Self::RedisFull => "redis-full",
         }
     }
 
@@ -83,6 +88,7 @@ impl Fault {
             }
             Self::SubscriberDrop => "CLIENT KILL TYPE pubsub three times while waiters park",
             Self::Partition => "iptables drops all packets between one instance and Redis for 3 s",
+            Self::RedisFull => "Redis at its maxmemory (noeviction) for 2 s",
         }
     }
 
@@ -127,6 +133,7 @@ pub async fn inject(
             end: now(),
             data_loss,
             exempt,
+            refuses_new: false,
         };
         match fault {
             Fault::None => {}
@@ -186,6 +193,21 @@ pub async fn inject(
                 }
                 // Not exempt: clients should not notice.
                 windows.push(window(fault.name(), false, false, start));
+            }
+            Fault::RedisFull => {
+                let full = cluster.set_redis_maxmemory(1).await;
+                if let Err(e) = &full {
+                    eprintln!("safety: could not fill Redis: {e:#}");
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if let Err(e) = cluster.set_redis_maxmemory(0).await {
+                    eprintln!("safety: could not empty Redis: {e:#}");
+                }
+                // Not exempt: only what takes memory may be refused (and only with 503).
+                windows.push(FaultWindow {
+                    refuses_new: true,
+                    ..window(fault.name(), false, false, start)
+                });
             }
             Fault::Partition => {
                 if let Err(e) = cluster.partition(true) {

@@ -63,7 +63,7 @@ struct Args {
     kinds: String,
     /// Faults to run (comma-separated names, or "all"): none, redis-crash-aof-always,
     /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
-    /// instance-kill-stop, subscriber-drop, partition.
+    /// instance-kill-stop, subscriber-drop, partition, redis-full.
     #[arg(long, default_value = "all")]
     fault: String,
     #[arg(long, value_enum, default_value_t = Tier::Smoke)]

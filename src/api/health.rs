@@ -26,6 +26,20 @@ pub struct ReadyBody {
     subscriber: &'static str,
     /// Requests waiting server-side in this instance.
     waiting_requests: usize,
+    /// Redis's memory; absent when Redis did not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redis_memory: Option<MemoryBody>,
+}
+
+/// Redis's memory (`INFO memory`). When it is `full`, new leases are refused (503
+/// `redis_full`) while releases and heartbeats still work, so the instance stays ready.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryBody {
+    /// `ok`, `short` (at or above 80 % of `maxmemory`) or `full` (at `maxmemory`).
+    state: &'static str,
+    used_bytes: u64,
+    /// Redis's `maxmemory`; 0: no limit.
+    max_bytes: u64,
 }
 
 #[utoipa::path(
@@ -46,7 +60,7 @@ pub async fn healthz() -> Json<HealthBody> {
     operation_id = "readyz",
     tag = "health",
     responses(
-        (status = 200, description = "Redis answers and the unlock subscriber is connected", body = ReadyBody),
+        (status = 200, description = "Redis answers and the unlock subscriber is connected (also while Redis's memory is short or full: releases and heartbeats still work then; see redis_memory)", body = ReadyBody),
         (status = 503, description = "redis_unavailable: Redis does not answer, or the subscriber is not connected", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -65,10 +79,16 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Pr
             "the unlock subscriber is not connected to Redis",
         ));
     }
+    let memory = state.locks.redis_memory().await.ok().map(|m| MemoryBody {
+        state: m.state().as_str(),
+        used_bytes: m.used_bytes,
+        max_bytes: m.max_bytes,
+    });
     Ok(Json(ReadyBody {
         status: "ready",
         redis: "ok",
         subscriber: "connected",
         waiting_requests: state.locks.waiting(),
+        redis_memory: memory,
     }))
 }

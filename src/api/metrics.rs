@@ -23,6 +23,9 @@ use crate::state::AppState;
 /// `GET /metrics`: this instance's metrics in the OpenMetrics text format Prometheus scrapes.
 pub async fn scrape(_: Caller<ReaderRole>, State(state): State<AppState>) -> Response {
     let redis_up = state.locks.ping().await.is_ok();
+    if redis_up && let Ok(memory) = state.locks.redis_memory().await {
+        state.metrics.sampled.record_memory(&memory);
+    }
     let census = if redis_up && state.metrics.sampled.census_due() {
         match state.locks.census(CENSUS_BUDGET).await {
             Ok(census) => Some(census),

@@ -43,6 +43,9 @@ pub struct Sampled {
     waiters: Gauge,
     lock_held: Family<LockLabels, Gauge<f64, AtomicU64>>,
     lock_waiters: Family<LockLabels, Gauge>,
+    redis_memory_used: Gauge,
+    redis_memory_max: Gauge,
+    redis_memory_ratio: Gauge<f64, AtomicU64>,
     census_at: Mutex<Option<Instant>>,
     process: Process,
 }
@@ -60,6 +63,9 @@ impl Sampled {
             waiters: Gauge::default(),
             lock_held: Family::default(),
             lock_waiters: Family::default(),
+            redis_memory_used: Gauge::default(),
+            redis_memory_max: Gauge::default(),
+            redis_memory_ratio: Gauge::default(),
             census_at: Mutex::new(None),
             process: Process::default(),
         };
@@ -74,6 +80,23 @@ impl Sampled {
             "redis_up",
             "1 when Redis answered this scrape's PING, else 0",
             s.redis_up.clone(),
+        );
+        registry.register(
+            "redis_memory_used_bytes",
+            "Redis's used_memory at this scrape",
+            s.redis_memory_used.clone(),
+        );
+        registry.register(
+            "redis_memory_max_bytes",
+            "Redis's maxmemory (0: no limit); at it, new leases are refused (503 redis_full) \
+             while releases and heartbeats still work",
+            s.redis_memory_max.clone(),
+        );
+        registry.register(
+            "redis_memory_used_ratio",
+            "Redis's used_memory over its maxmemory (0 without a limit); from 0.8 on, /readyz \
+             reports the memory as running out",
+            s.redis_memory_ratio.clone(),
         );
         registry.register(
             "subscriber_connected",
@@ -119,6 +142,15 @@ impl Sampled {
             s.lock_waiters.clone(),
         );
         s
+    }
+
+    /// Redis's memory at this scrape (when Redis said).
+    pub fn record_memory(&self, memory: &crate::locks::RedisMemory) {
+        self.redis_memory_used
+            .set(i64::try_from(memory.used_bytes).unwrap_or(i64::MAX));
+        self.redis_memory_max
+            .set(i64::try_from(memory.max_bytes).unwrap_or(i64::MAX));
+        self.redis_memory_ratio.set(memory.used_ratio());
     }
 
     /// Whether a new census is due (and, if so, marks it taken now).

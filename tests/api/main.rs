@@ -21,6 +21,7 @@ mod layers;
 mod leases;
 mod limits;
 mod matrix;
+mod memory;
 mod metrics;
 mod openapi;
 mod operator;

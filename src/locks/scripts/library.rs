@@ -61,6 +61,13 @@ const OPERATIONS: [(&str, &str); 15] = [
     ("evict", include_str!("../../../lua/evict.lua")),
 ];
 
+/// The operations that only take Redis memory: every other one frees or keeps what a lease
+/// already holds (release, heartbeat, inspection, sweeping, admin removals) and is registered
+/// `allow-oom`, so that under `maxmemory` with `noeviction` (Redis full) leases can still be
+/// released and kept alive while new ones are refused. (A function without the flag is refused
+/// whole by a full Redis, even one that would only have freed memory.)
+const GROWING: [&str; 3] = ["acquire", "semaphore_acquire", "semaphore_limit"];
+
 const HELPERS: [&str; 3] = [
     include_str!("../../../lua/prelude.lua"),
     include_str!("../../../lua/locklib.lua"),
@@ -97,10 +104,15 @@ fn build() -> Library {
     let mut body = HELPERS.join("\n");
     for (op, source) in OPERATIONS {
         let (once, per_call) = split_once_part(source);
+        let flags = if GROWING.contains(&op) {
+            ""
+        } else {
+            ", flags = {'allow-oom'}"
+        };
         body.push_str(&format!(
             "\ndo\n{once}\nlocal function op_{op}(KEYS, ARGV)\n{per_call}\nend\n\
-             redis.register_function('lh_{{V}}_{op}', function(KEYS, ARGV)\n\
-             local reply = op_{op}(KEYS, ARGV)\nif WN > 0 then flush_state() end\nreturn reply\nend)\nend\n"
+             redis.register_function{{function_name = 'lh_{{V}}_{op}', callback = function(KEYS, ARGV)\n\
+             local reply = op_{op}(KEYS, ARGV)\nif WN > 0 then flush_state() end\nreturn reply\nend{flags}}}\nend\n"
         ));
     }
     let hash = hex::encode(&Sha256::digest(body.as_bytes())[..6]);
@@ -161,7 +173,7 @@ mod tests {
         for (op, _) in OPERATIONS {
             let f = lib.function(op);
             assert_eq!(f, format!("lh_{hash}_{op}"));
-            assert!(lib.text.contains(&format!("register_function('{f}'")));
+            assert!(lib.text.contains(&format!("function_name = '{f}'")));
         }
         assert!(!lib.text.contains("{V}"));
     }
