@@ -29,9 +29,12 @@ local ARGS
 local W, WN = {}, 0
 
 -- How many entries a lock's history keeps (about: trimmed with MAXLEN ~), and how long the
--- history of a lock nobody touches any more is kept (ms).
+-- history of a lock nobody touches any more is kept (ms): an hour (at least half of it after
+-- its last entry, see append_history), so that a name nobody uses any more leaves nothing
+-- in Redis soon (its memory counts against the names quotas for that long; the Rust side's
+-- locks::HISTORY_LIFE says the same, checked by a test).
 local HISTORY_LENGTH = '300'
-local HISTORY_LIFE_MS = 7 * 24 * 3600 * 1000
+local HISTORY_LIFE_MS = 3600000
 -- A state hash outlives its longest lease by the tombstone time plus this, so that a busy
 -- lock refreshes its expiry now and then rather than on every grant.
 local STATE_SLACK_MS = 600000
@@ -143,13 +146,14 @@ end
 -- Appends one entry (JSON) to the lock's capped history (`{L}:leasehold:history`, field `e`),
 -- so the history survives restarts and every instance sees the same one. The history is kept
 -- for HISTORY_LIFE_MS after its last refresh; `hexp` (from the call's first read of STATE) says
--- when that refresh is due, so it costs a PEXPIRE once a day, not on every entry.
+-- when that refresh is due (half-way), so it costs a PEXPIRE every half hour, not on every
+-- entry, and the history stays between half and all of HISTORY_LIFE_MS after its last entry.
 local function append_history(json, hexp)
   local key = history_key()
   redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
   if (hexp and hexp + 0 or 0) < NOW then
     redis.call('PEXPIRE', key, HISTORY_LIFE_MS)
-    set_state('hexp', d(NOW + HISTORY_LIFE_MS - 86400000))
+    set_state('hexp', d(NOW + HISTORY_LIFE_MS / 2))
   end
 end
 

@@ -1,6 +1,8 @@
 -- Take permits of a semaphore for a new lease (Redisson RPermitExpirableSemaphore layout;
 -- each lease's permits expire on their own). The first acquirer sets the limit (as Redisson's
--- trySetPermits); later ones must name the same. KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- trySetPermits); while permits are out, later ones must name the same; with none out, a new
+-- limit stands (a limit ends with the semaphore's last permit). KEYS, ARGV[1..2]: see
+-- prelude.lua. Then:
 -- A(1): ttl (ms)
 -- A(2): the new lease id (the one the new token proves)
 -- A(3): the limit the caller expects
@@ -74,6 +76,16 @@ if not usual then
       if known == limit then set_state('limit', limit_s) end
     end
     available = tonumber(redis.call('GET', L))
+  end
+  if known ~= limit and st.limit then
+    -- No permit out (expired ones returned first): the limit asked for now stands. Redisson's
+    -- zset of held permits is gone, so no Redisson client holds one either.
+    reclaim_expired(events, st.hexp)
+    if redis.call('EXISTS', TIMEOUT) == 0 then
+      redis.call('SET', L, limit_s)
+      set_state('limit', limit_s)
+      known, available = limit, limit
+    end
   end
   if known ~= limit then
     flush_state()

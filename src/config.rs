@@ -151,6 +151,11 @@ pub struct KeyCreateArgs {
     #[arg(long)]
     pub max_waiters: Option<u64>,
 
+    /// Distinct lock and semaphore names this key may give Redis state to (within about an
+    /// hour of their last use).
+    #[arg(long)]
+    pub max_names: Option<u64>,
+
     /// Longest TTL this key's leases may ask for, like 10m.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub max_ttl: Option<Duration>,
@@ -491,6 +496,20 @@ pub struct ServeArgs {
         default_value_t = 1_000
     )]
     pub max_waiters_per_client: u64,
+
+    /// Distinct lock and semaphore names one caller may give Redis state to (each counts
+    /// until its lease ended and its history, about an hour later), across every instance,
+    /// unless its key says otherwise; more answer 429. What bounds one caller's Redis memory.
+    #[arg(long, env = "LEASEHOLD_MAX_NAMES_PER_CLIENT", default_value_t = 10_000)]
+    pub max_names_per_client: u64,
+
+    /// The same for every caller of one tenant together (the default tenant too).
+    #[arg(
+        long,
+        env = "LEASEHOLD_MAX_NAMES_PER_TENANT",
+        default_value_t = 100_000
+    )]
+    pub max_names_per_tenant: u64,
 
     /// Event streams (GET /v1/events) one caller may hold open on one instance.
     #[arg(long, env = "LEASEHOLD_MAX_STREAMS_PER_CLIENT", default_value_t = 16)]

@@ -485,6 +485,11 @@ pub struct KeyQuotasBody {
     /// Requests waiting server-side at once, across every instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_waiters: Option<u64>,
+    /// Distinct lock and semaphore names given Redis state (each counts until its lease
+    /// ended and its history, about an hour later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub max_names: Option<u64>,
     /// Longest TTL a lease may ask for, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ttl_ms: Option<u64>,

@@ -8,9 +8,9 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::auth::Principal;
-use crate::limits::ledger::{Account, Full, Ledger, now_ms};
+use crate::limits::ledger::{Account, Entry, Full, Ledger, now_ms};
 use crate::limits::slots::Slot;
-use crate::locks::{LeaseId, LockName, Locks, Timestamp};
+use crate::locks::{HISTORY_LIFE, LeaseId, LockName, Locks, Timestamp};
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
 
@@ -26,6 +26,9 @@ pub struct Ask<'a> {
     /// A fair lock's new lease, which may join the queue.
     pub joins_queue: bool,
     pub wait: Duration,
+    /// How long the lease asks for: with the wait and the history's life, how long the
+    /// name keeps state in Redis (counted against the names quotas).
+    pub ttl: Duration,
 }
 
 /// A request admitted past the limits; settle it with [`Self::granted`] or [`Self::done`].
@@ -88,22 +91,51 @@ impl Admission {
         };
         let quotas = &caller.quotas;
         let counts_waiters = !ask.wait.is_zero() && quotas.waiters < u64::MAX;
-        let (leases, reserved, pending) = if quotas.leases == u64::MAX && !counts_waiters {
-            (None, Vec::new(), String::new())
-        } else {
-            let owner = caller.owner();
-            let leases =
-                (quotas.leases < u64::MAX).then(|| state.ledger.leases(&owner, quotas.leases));
-            let mut reserved = Vec::with_capacity(2);
-            if let Some(leases) = leases.as_ref().filter(|_| ask.new_lease) {
-                reserved.push(leases.clone());
-            }
-            if counts_waiters {
-                reserved.push(state.ledger.waiters(&owner, quotas.waiters));
-            }
-            (leases, reserved, format!("pending:{}", Uuid::now_v7()))
-        };
-        let until = now_ms() + millis(ask.wait + PENDING_SLACK);
+        let counts_names =
+            ask.new_lease && (quotas.names < u64::MAX || quotas.tenant_names < u64::MAX);
+        let (leases, reserved, pending) =
+            if quotas.leases == u64::MAX && !counts_waiters && !counts_names {
+                (None, Vec::new(), String::new())
+            } else {
+                let owner = caller.owner();
+                let leases =
+                    (quotas.leases < u64::MAX).then(|| state.ledger.leases(&owner, quotas.leases));
+                let mut reserved = Vec::with_capacity(2);
+                if let Some(leases) = leases.as_ref().filter(|_| ask.new_lease) {
+                    reserved.push(leases.clone());
+                }
+                if counts_waiters {
+                    reserved.push(state.ledger.waiters(&owner, quotas.waiters));
+                }
+                (leases, reserved, format!("pending:{}", Uuid::now_v7()))
+            };
+        let now = now_ms();
+        let until = now + millis(ask.wait + PENDING_SLACK);
+        let mut entries: Vec<Entry> = reserved
+            .iter()
+            .map(|account| Entry {
+                account: account.clone(),
+                member: pending.clone(),
+                until_ms: until,
+            })
+            .collect();
+        if counts_names {
+            // The name keeps state until its lease ends and its history after that.
+            let name_until = now + millis(ask.wait + ask.ttl + HISTORY_LIFE);
+            let name = ask.name.as_str().to_owned();
+            entries.push(Entry {
+                account: state.ledger.names(&caller.owner(), quotas.names),
+                member: name.clone(),
+                until_ms: name_until,
+            });
+            entries.push(Entry {
+                account: state
+                    .ledger
+                    .tenant_names(caller.tenant.as_str(), quotas.tenant_names),
+                member: name,
+                until_ms: name_until,
+            });
+        }
         let admission = Self {
             ledger: state.ledger.clone(),
             leases,
@@ -112,26 +144,51 @@ impl Admission {
             _waiting: waiting,
             settled: false,
         };
-        match state
-            .ledger
-            .reserve(&admission.reserved, &admission.pending, until)
-            .await
-        {
+        match state.ledger.reserve(&entries).await {
             Ok(Ok(())) => Ok(admission),
             Ok(Err(Full { index, retry_after })) => {
-                let (what, cap) = if admission.reserved.get(index) == admission.leases.as_ref() {
-                    ("live leases", caller.quotas.leases)
+                let full = &entries[index].account;
+                let (what, detail) = if admission.leases.as_ref() == Some(full) {
+                    (
+                        "live leases",
+                        format!(
+                            "this caller already has {} live leases, its quota",
+                            quotas.leases
+                        ),
+                    )
+                } else if full.key.ends_with(":waiters") {
+                    (
+                        "waiting requests",
+                        format!(
+                            "this caller already has {} waiting requests, its quota",
+                            quotas.waiters
+                        ),
+                    )
+                } else if index + 1 < entries.len() {
+                    (
+                        "names",
+                        format!(
+                            "this caller gave Redis state to {} lock and semaphore names in \
+                             the last hour, its quota: reuse a name, or wait for an unused \
+                             one's history to end",
+                            quotas.names
+                        ),
+                    )
                 } else {
-                    ("waiting requests", caller.quotas.waiters)
+                    (
+                        "tenant names",
+                        format!(
+                            "this tenant's callers gave Redis state to {} lock and semaphore \
+                             names in the last hour, its quota",
+                            quotas.tenant_names
+                        ),
+                    )
                 };
                 let mut admission = admission;
                 admission.settled = true;
-                Err(Problem::new(
-                    ProblemKind::QuotaExceeded,
-                    format!("this caller already has {cap} {what}, its quota"),
-                )
-                .with("quota", what)
-                .retry_after(retry_after))
+                Err(Problem::new(ProblemKind::QuotaExceeded, detail)
+                    .with("quota", what)
+                    .retry_after(retry_after))
             }
             Err(e) => {
                 let mut admission = admission;

@@ -79,9 +79,9 @@ pub async fn create(
     };
     let q = body.quotas;
     // A key that may wait for nothing is fine; one that may hold nothing is a mistake.
-    if q.max_leases == Some(0) || q.max_permits == Some(0) {
+    if q.max_leases == Some(0) || q.max_permits == Some(0) || q.max_names == Some(0) {
         return Err(invalid(
-            "max_leases and max_permits must be at least 1".into(),
+            "max_leases, max_names and max_permits must be at least 1".into(),
         ));
     }
     if let Some(ttl) = q.max_ttl_ms {
@@ -95,6 +95,7 @@ pub async fn create(
         quotas: KeyQuotas {
             leases: q.max_leases,
             waiters: q.max_waiters,
+            names: q.max_names,
             max_ttl_ms: q.max_ttl_ms,
             max_permits: q.max_permits,
         },
@@ -325,6 +326,7 @@ fn key_body(record: &KeyRecord) -> KeyBody {
         quotas: KeyQuotasBody {
             max_leases: record.quotas.leases,
             max_waiters: record.quotas.waiters,
+            max_names: record.quotas.names,
             max_ttl_ms: record.quotas.max_ttl_ms,
             max_permits: record.quotas.max_permits,
         },

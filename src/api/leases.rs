@@ -73,6 +73,7 @@ pub fn acquire(
         Err(problem) => return Either::Left(future::ready(Err(problem))),
     };
     let (kind, policy, token) = (request.kind, request.policy, request.token.clone());
+    let lease_ttl = ttl.as_duration();
     let locks = state.locks_for(&caller);
     // The wait runs from here: admission is part of it.
     let acquiring = Box::pin(locks.acquire(&name, request, ttl, wait));
@@ -82,6 +83,7 @@ pub fn acquire(
             new_lease: token.is_none(),
             joins_queue: token.is_none() && kind == Some(LeaseKind::Fair),
             wait,
+            ttl: lease_ttl,
         };
         let admission = Box::pin(Admission::acquire(&state, &caller, &locks, ask)).await?;
         drop(caller);
@@ -298,6 +300,7 @@ pub fn poll_ticket(
             new_lease: false,
             joins_queue: false,
             wait,
+            ttl: Duration::ZERO,
         };
         let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
         let acquired = locks

@@ -65,6 +65,7 @@ pub fn acquire(
             new_lease: true,
             joins_queue: false,
             wait,
+            ttl: request.ttl.as_duration(),
         };
         let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
         let grant = locks.acquire_permits(&name, &request, wait).await;

@@ -43,6 +43,8 @@ pub struct KeyQuotas {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiters: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ttl_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_permits: Option<u32>,

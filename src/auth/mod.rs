@@ -130,6 +130,8 @@ impl Access {
             Quotas {
                 leases: self.limits.leases,
                 waiters: self.limits.waiters,
+                names: self.limits.names,
+                tenant_names: self.limits.tenant_names,
                 streams: self.limits.streams,
                 max_ttl_ms: None,
                 max_permits: None,
@@ -179,6 +181,8 @@ impl Access {
             quotas: Quotas {
                 leases: q.leases.unwrap_or(self.limits.leases),
                 waiters: q.waiters.unwrap_or(self.limits.waiters),
+                names: q.names.unwrap_or(self.limits.names),
+                tenant_names: self.limits.tenant_names,
                 streams: self.limits.streams,
                 max_ttl_ms: q.max_ttl_ms,
                 max_permits: q.max_permits,

@@ -148,6 +148,11 @@ pub struct Quotas {
     pub leases: u64,
     /// Requests waiting server-side at once.
     pub waiters: u64,
+    /// Distinct lock and semaphore names given Redis state (until it is gone: their lease
+    /// and an hour of history).
+    pub names: u64,
+    /// The same for every caller of the caller's tenant together.
+    pub tenant_names: u64,
     /// Open event streams on one instance.
     pub streams: u64,
     /// Longest TTL a lease may ask for; `None`: the server's bound.
@@ -162,6 +167,8 @@ impl Quotas {
     pub const UNLIMITED: Self = Self {
         leases: u64::MAX,
         waiters: u64::MAX,
+        names: u64::MAX,
+        tenant_names: u64::MAX,
         streams: u64::MAX,
         max_ttl_ms: None,
         max_permits: None,

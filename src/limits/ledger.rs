@@ -5,6 +5,8 @@
 //! |---|---|---|
 //! | `P leasehold:quota:{<owner>}:leases` | zset | the caller's live leases and fair tickets → when each ends unless renewed (ms) |
 //! | `P leasehold:quota:{<owner>}:waiters` | zset | the caller's requests waiting server-side → when each wait ends (ms) |
+//! | `P leasehold:quota:{<owner>}:names` | zset | the lock and semaphore names the caller gave Redis state to → until that state is gone (ms) |
+//! | `P leasehold:quota:{tenant:<t>}:names` | zset | the same for every caller of tenant `<t>` (`tenant:` for the default one) |
 //!
 //! An entry is added *before* it is counted, so concurrent requests can only be refused too
 //! eagerly, never let past the cap. Every entry carries its own end: one that nobody removes
@@ -24,6 +26,14 @@ const ACCOUNT_SLACK_MS: u64 = 60_000;
 pub struct Account {
     pub key: String,
     pub cap: u64,
+}
+
+/// One entry to make in an account: `member`, counting until `until_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub account: Account,
+    pub member: String,
+    pub until_ms: u64,
 }
 
 /// An account was full: which one (by position) and when its first entry ends.
@@ -66,47 +76,69 @@ impl Ledger {
         }
     }
 
-    /// Enters `member` (counting until `until_ms`) into every account, then counts each: when
-    /// one holds more than its cap, the member is taken out of all of them again and the
-    /// answer says which was full. Accounts with no cap (`u64::MAX`) are skipped.
-    pub async fn reserve(
-        &self,
-        accounts: &[Account],
-        member: &str,
-        until_ms: u64,
-    ) -> Result<Result<(), Full>, redis::RedisError> {
+    /// The account of the names `owner` gave Redis state to (member: the name in its key
+    /// space, `tenant/name`).
+    pub fn names(&self, owner: &str, cap: u64) -> Account {
+        Account {
+            key: format!("{}{{{owner}}}:names", self.prefix),
+            cap,
+        }
+    }
+
+    /// The account of the names every caller of `tenant` gave Redis state to.
+    pub fn tenant_names(&self, tenant: &str, cap: u64) -> Account {
+        self.names(&format!("tenant:{tenant}"), cap)
+    }
+
+    /// Makes every entry (an entry already there keeps the later of its two ends), then
+    /// counts each account: when one that an entry joined holds more than its cap, the
+    /// entries this call added are taken out again and the answer says which was full (by
+    /// position in `entries`). An entry that was there already never makes its account full:
+    /// it adds nothing. Accounts with no cap (`u64::MAX`) are skipped.
+    pub async fn reserve(&self, entries: &[Entry]) -> Result<Result<(), Full>, redis::RedisError> {
         let now = now_ms();
-        let counted: Vec<&Account> = accounts.iter().filter(|a| a.cap < u64::MAX).collect();
+        let counted: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| e.account.cap < u64::MAX)
+            .collect();
         if counted.is_empty() {
             return Ok(Ok(()));
         }
         let mut pipe = redis::pipe();
-        for account in &counted {
+        for entry in &counted {
+            let key = &entry.account.key;
             pipe.cmd("ZREMRANGEBYSCORE")
-                .arg(&account.key)
+                .arg(key)
                 .arg("-inf")
                 .arg(now)
                 .ignore()
-                .zadd(&account.key, member, until_ms)
-                .ignore()
-                .zcard(&account.key);
-            expire(&mut pipe, &account.key, until_ms.saturating_sub(now));
+                .cmd("ZADD")
+                .arg(key)
+                .arg("GT")
+                .arg(entry.until_ms)
+                .arg(&entry.member)
+                .zcard(key);
+            expire(&mut pipe, key, entry.until_ms.saturating_sub(now));
         }
-        let counts: Vec<u64> = pipe.query_async(&mut self.conn.clone()).await?;
+        // (added, count) per entry.
+        let replies: Vec<u64> = pipe.query_async(&mut self.conn.clone()).await?;
+        let added: Vec<bool> = replies.chunks(2).map(|r| r[0] == 1).collect();
         let over = counted
             .iter()
-            .zip(&counts)
-            .position(|(account, &count)| count > account.cap);
+            .zip(replies.chunks(2))
+            .position(|(entry, r)| {
+                r.first() == Some(&1) && r.get(1).is_some_and(|&count| count > entry.account.cap)
+            });
         let Some(over) = over else {
             return Ok(Ok(()));
         };
         let mut undo = redis::pipe();
-        for account in &counted {
-            undo.zrem(&account.key, member).ignore();
+        for (entry, _) in counted.iter().zip(&added).filter(|(_, added)| **added) {
+            undo.zrem(&entry.account.key, &entry.member).ignore();
         }
         let first: Vec<(String, f64)> = undo
             .cmd("ZRANGE")
-            .arg(&counted[over].key)
+            .arg(&counted[over].account.key)
             .arg(0)
             .arg(0)
             .arg("WITHSCORES")
@@ -116,9 +148,9 @@ impl Ledger {
         let ends = first
             .first()
             .map_or(now + 1_000, |(_, score)| *score as u64);
-        let index = accounts
+        let index = entries
             .iter()
-            .position(|a| a == counted[over])
+            .position(|e| e == counted[over])
             .unwrap_or_default();
         Ok(Err(Full {
             index,

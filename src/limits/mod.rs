@@ -20,6 +20,12 @@ pub struct ClientLimits {
     pub leases: u64,
     /// Requests waiting server-side at once, across every instance.
     pub waiters: u64,
+    /// Distinct lock and semaphore names given Redis state, across every instance: what
+    /// bounds the Redis memory one caller's names take (each keeps state until its lease ends
+    /// and about an hour of history after).
+    pub names: u64,
+    /// The same for every caller of one tenant together.
+    pub tenant_names: u64,
     /// Open event streams on one instance.
     pub streams: u64,
     /// Whether anonymous callers on loopback are limited by their address too. Off by
@@ -35,6 +41,8 @@ impl Default for ClientLimits {
             rate_burst: 2_000,
             leases: 10_000,
             waiters: 1_000,
+            names: 10_000,
+            tenant_names: 100_000,
             streams: 16,
             limit_loopback: false,
         }

@@ -190,6 +190,11 @@ pub fn merged(mut history: Vec<LockEvent>, more: Vec<LockEvent>, count: usize) -
 /// How many events of a lock's history [`Locks::history`] returns at most.
 pub const HISTORY_SHOWN: usize = 100;
 
+/// How long the history of a name nobody uses any more is kept (`HISTORY_LIFE_MS` in
+/// `lua/prelude.lua`; a test holds the two together): with the name's state, what the names
+/// quotas count a name for after its last lease.
+pub const HISTORY_LIFE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl Locks {
     /// The lock's (or semaphore's) most recent events, newest first: at most `count`, read
     /// from its capped history (each ended hold as its two events). Kept in Redis, so it
@@ -237,6 +242,16 @@ impl Locks {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_history_life_is_the_one_the_functions_keep() {
+        let prelude = include_str!("../../lua/prelude.lua");
+        let ms = prelude
+            .lines()
+            .find_map(|l| l.strip_prefix("local HISTORY_LIFE_MS = "))
+            .and_then(|v| v.trim().parse::<u128>().ok());
+        assert_eq!(ms, Some(super::HISTORY_LIFE.as_millis()));
+    }
+
     use super::*;
 
     #[test]

@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use census::Census;
 pub use error::{InvalidInput, LockError};
-pub use history::{HISTORY_SHOWN, LockEvent, merged, ongoing, ongoing_permits};
+pub use history::{HISTORY_LIFE, HISTORY_SHOWN, LockEvent, merged, ongoing, ongoing_permits};
 pub use keys::{KeySpace, OWN_TAG, own_key};
 pub use kind::{HeldAs, LeaseKind, Resource};
 pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};

@@ -172,6 +172,8 @@ impl ServerConfig {
                 rate_burst: args.rate_burst,
                 leases: args.max_leases_per_client,
                 waiters: args.max_waiters_per_client,
+                names: args.max_names_per_client,
+                tenant_names: args.max_names_per_tenant,
                 streams: args.max_streams_per_client,
                 limit_loopback: args.limit_loopback_clients,
             },

@@ -2,9 +2,12 @@
 //! release, inspection) still works and acquires are refused with 503 `redis_full` and
 //! `Retry-After`; `/readyz` and the metrics say when memory runs short.
 
+use std::time::Duration;
+
+use leasehold::limits::ClientLimits;
 use serde_json::json;
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
+use crate::helpers::{ADMIN_TOKEN, AppOptions, TestApp, spawn_app, spawn_app_with};
 
 /// Sets Redis's `maxmemory` (bytes; 0: no limit) with the `noeviction` policy.
 async fn set_maxmemory(app: &TestApp, bytes: u64) {
@@ -109,4 +112,120 @@ async fn readyz_and_the_metrics_say_when_redis_memory_runs_short() {
         .unwrap_or_else(|| panic!("no ratio in:\n{metrics}"));
     assert!(ratio > 0.8 && ratio < 1.0, "{ratio}");
     assert!(metrics.contains("leasehold_redis_memory_max_bytes "));
+}
+
+#[tokio::test]
+async fn a_semaphores_limit_ends_with_its_last_permit() {
+    let app = spawn_app().await;
+    let first = app.permits("pool", json!({"limit": 3})).await;
+    // While a permit is out, every party must name the same limit.
+    app.acquire_permits("pool", 0, json!({"limit": 5}))
+        .await
+        .assert_problem(409, "limit_mismatch");
+    app.release(&first, true).await.assert_status(200);
+    // With none out, a new limit stands.
+    let reply = app
+        .acquire_permits("pool", 0, json!({"limit": 5, "permits": 5}))
+        .await;
+    reply.assert_status(201);
+    let view = app.get("/v1/semaphores/pool").await;
+    assert_eq!(view.body["limit"], 5, "{}", view.body);
+}
+
+#[tokio::test]
+async fn a_semaphore_nobody_uses_leaves_nothing_behind_but_its_history() {
+    let app = spawn_app_with(AppOptions {
+        tombstone_ms: 200,
+        ..AppOptions::default()
+    })
+    .await;
+    let lease = app.permits("idle-pool", json!({"limit": 2})).await;
+    app.release(&lease, true).await.assert_status(200);
+    let mut conn = app.redis.conn().await;
+    // The sweepers' periodic pass (every 2 s) retires it once the tombstone time has passed.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let counter: i64 = redis::cmd("EXISTS")
+            .arg("idle-pool")
+            .query_async(&mut conn)
+            .await
+            .expect("EXISTS");
+        if counter == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never retired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let state_ttl: i64 = redis::cmd("PTTL")
+        .arg("{idle-pool}:leasehold")
+        .query_async(&mut conn)
+        .await
+        .expect("PTTL");
+    assert!(
+        state_ttl > 0,
+        "the state expires like a lock's: {state_ttl}"
+    );
+    let history_ttl: i64 = redis::cmd("PTTL")
+        .arg("{idle-pool}:leasehold:history")
+        .query_async(&mut conn)
+        .await
+        .expect("PTTL");
+    assert!(
+        history_ttl > 0 && history_ttl <= 3_600_000,
+        "the history ends within the hour: {history_ttl}"
+    );
+    // The name is free for any use again.
+    app.permits("idle-pool", json!({"limit": 7})).await;
+}
+
+#[tokio::test]
+async fn a_callers_distinct_names_are_capped_and_reusing_one_is_free() {
+    let app = spawn_app().await;
+    let (_, secret) = app
+        .create_key(json!({"name": "ci", "roles": ["client"], "quotas": {"max_names": 2}}))
+        .await;
+    let ci = app.with_key(&secret);
+    let a = ci.lease("a", json!({})).await;
+    ci.release(&a, true).await.assert_status(200);
+    ci.permits("b", json!({"limit": 2})).await;
+    let refused = ci.acquire("c", json!({})).await;
+    refused.assert_problem(429, "quota_exceeded");
+    assert_eq!(refused.body["quota"], "names", "{}", refused.body);
+    assert!(refused.header("retry-after").is_some());
+    // A name it already used costs nothing more.
+    ci.acquire("a", json!({})).await.assert_status(201);
+}
+
+#[tokio::test]
+async fn a_tenants_callers_share_one_names_quota() {
+    let app = spawn_app_with(AppOptions {
+        clients: ClientLimits {
+            tenant_names: 3,
+            ..ClientLimits::default()
+        },
+        ..AppOptions::default()
+    })
+    .await;
+    let keys = [
+        app.create_key(json!({"name": "one", "tenant": "acme", "roles": ["client"]}))
+            .await
+            .1,
+        app.create_key(json!({"name": "two", "tenant": "acme", "roles": ["client"]}))
+            .await
+            .1,
+    ];
+    app.with_key(&keys[0]).lease("x", json!({})).await;
+    app.with_key(&keys[0]).lease("y", json!({})).await;
+    app.with_key(&keys[1]).lease("z", json!({})).await;
+    let refused = app.with_key(&keys[1]).acquire("w", json!({})).await;
+    refused.assert_problem(429, "quota_exceeded");
+    assert_eq!(refused.body["quota"], "tenant names", "{}", refused.body);
+    // Another tenant has its own.
+    let (_, other) = app
+        .create_key(json!({"name": "three", "tenant": "globex", "roles": ["client"]}))
+        .await;
+    app.with_key(&other)
+        .acquire("w", json!({}))
+        .await
+        .assert_status(201);
 }

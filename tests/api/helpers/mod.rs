@@ -167,6 +167,8 @@ pub struct AppOptions {
     pub max_watches: usize,
     /// Lock operations sent to Redis at once, at most (`--max-redis-calls`).
     pub calls_in_flight: usize,
+    /// How long an ended lease's record stays (`--tombstone-ms`).
+    pub tombstone_ms: u64,
 }
 
 impl Default for AppOptions {
@@ -187,6 +189,7 @@ impl Default for AppOptions {
             tls: None,
             max_watches: 10_000,
             calls_in_flight: 256,
+            tombstone_ms: 60_000,
         }
     }
 }
@@ -231,6 +234,7 @@ fn config_for(redis: &RedisServer, options: AppOptions) -> ServerConfig {
     config.tls = options.tls;
     config.limits.max_watches = options.max_watches;
     config.locks.calls_in_flight = options.calls_in_flight;
+    config.locks.tombstone_ms = options.tombstone_ms;
     config
 }
 
