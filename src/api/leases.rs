@@ -13,7 +13,7 @@ use super::admission::{self, Admission, Ask};
 use super::bodies::{self, grant_response, refused_after, ticket_response};
 use super::contention;
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, LeasePath, NamePath, Query};
-use crate::auth::{Caller, ClientRole, Principal, ReaderRole};
+use crate::auth::{Caller, ClientRole, LOOKUP_COST, Principal, ReaderRole};
 use crate::locks::{
     AcquireRequest, Acquired, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken,
     LockError, LockName, Locks, Metadata, Resource, RwMode, RwPolicy, Ttl,
@@ -429,6 +429,7 @@ pub(super) async fn follow_loss(
         error,
         LockError::LeaseLost(_) | LockError::UnknownLease | LockError::TicketExpired
     ) {
+        state.access.consume(caller, LOOKUP_COST);
         admission::ended(state, caller, id).await;
     }
 }
@@ -524,6 +525,9 @@ pub(super) async fn inspect_lease(
     let view = state
         .locks_for(caller)
         .lease(resource, &lease.name, lease.id)
-        .await?;
-    Ok(Json(bodies::lease(view)))
+        .await;
+    if view.is_err() {
+        state.access.consume(caller, LOOKUP_COST);
+    }
+    Ok(Json(bodies::lease(view?)))
 }

@@ -70,15 +70,12 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<ListBody>, Problem> {
     let prefix = NamePrefix::parse(&query.prefix)?;
-    let cursor = match query.cursor.as_deref().filter(|c| !c.is_empty()) {
-        None => ListCursor::default(),
-        Some(raw) => ListCursor(raw.parse().map_err(|_| {
-            Problem::new(
-                ProblemKind::InvalidQuery,
-                "cursor must be a page's next_cursor, as it was given",
-            )
-        })?),
-    };
+    let cursor = ListCursor::parse(query.cursor.as_deref().unwrap_or("")).map_err(|_| {
+        Problem::new(
+            ProblemKind::InvalidQuery,
+            "cursor must be a page's next_cursor, as it was given",
+        )
+    })?;
     let limit = query.limit.unwrap_or(PAGE_DEFAULT);
     if !(1..=PAGE_MAX).contains(&limit) {
         return Err(Problem::new(
@@ -86,6 +83,8 @@ pub async fn list(
             format!("limit must be between 1 and {PAGE_MAX}"),
         ));
     }
+    // A listing costs Redis an inspection per name: it counts as that many requests.
+    state.access.charge(&caller, limit)?;
     let locks = state.locks_for(&caller);
     let page = locks
         .live(&prefix, cursor, usize::try_from(limit).unwrap_or(100))
@@ -103,7 +102,7 @@ pub async fn list(
                 ..bodies::live(entry)
             })
             .collect(),
-        next_cursor: page.next_cursor.map(|c| c.0.to_string()),
+        next_cursor: page.next_cursor.map(|c| c.as_str().to_owned()),
     }))
 }
 

@@ -274,17 +274,19 @@ async fn overview(
         Err(response) => return Ok(response),
     };
     let prefix = parse_prefix(query.prefix.as_deref())?;
-    let cursor = match query.cursor.as_deref().filter(|c| !c.is_empty()) {
-        None => ListCursor::default(),
-        Some(raw) => ListCursor(raw.parse().map_err(|_| {
-            PageError::new(
-                StatusCode::BAD_REQUEST,
-                "Invalid cursor",
-                "cursor must be a number from a page's Next link",
-            )
-        })?),
-    };
+    let cursor = ListCursor::parse(query.cursor.as_deref().unwrap_or("")).map_err(|_| {
+        PageError::new(
+            StatusCode::BAD_REQUEST,
+            "Invalid cursor",
+            "cursor must be the name a page's Next link carries",
+        )
+    })?;
     let locks = state.locks_for(&principal);
+    let first_page = cursor.is_first();
+    // As `GET /v1/locks`: a page costs one request per name it may show.
+    state
+        .access
+        .charge(&principal, u32::try_from(PAGE_SIZE).unwrap_or(u32::MAX))?;
     let page = locks.live(&prefix, cursor, PAGE_SIZE).await?;
     let entries: Vec<_> = page
         .entries
@@ -303,9 +305,9 @@ async fn overview(
         events_url: format!("/v1/events?prefix={p}"),
         next_href: page
             .next_cursor
-            .map(|c| format!("/?prefix={p}&cursor={}", c.0)),
+            .map(|c| format!("/?prefix={p}&cursor={}", c.as_str())),
         first_href: format!("/?prefix={p}"),
-        first_page: cursor == ListCursor::default(),
+        first_page,
         rendered_at: crate::locks::Timestamp(pages::now_ms()).rfc3339(),
     })
 }

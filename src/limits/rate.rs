@@ -23,6 +23,8 @@ const CLEANUP_EVERY: Duration = Duration::from_secs(60);
 /// The limiters of one instance.
 pub struct RateLimits {
     requests: Option<DefaultKeyedRateLimiter<String>>,
+    /// The requests' burst (what one request may cost at most).
+    burst: u32,
     sign_in: DefaultKeyedRateLimiter<IpAddr>,
 }
 
@@ -38,6 +40,7 @@ impl RateLimits {
             .unwrap_or_else(|| Quota::per_minute(NonZeroU32::MIN));
         Self {
             requests,
+            burst: burst.max(per_second),
             sign_in: DefaultKeyedRateLimiter::keyed(sign_in),
         }
     }
@@ -50,6 +53,47 @@ impl RateLimits {
         limiter
             .check_key(&owner.to_owned())
             .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    }
+
+    /// Counts `n` more requests of `owner` at once (a request that costs Redis as much as
+    /// `n` plain ones: a listing of `n` names); `n` beyond the burst counts as the burst.
+    pub fn check_n(&self, owner: &str, n: u32) -> Result<(), Duration> {
+        let Some(limiter) = &self.requests else {
+            return Ok(());
+        };
+        let Some(n) = NonZeroU32::new(n) else {
+            return Ok(());
+        };
+        let key = owner.to_owned();
+        let checked = limiter.check_key_n(&key, n).or_else(|_| {
+            // More than the burst: it costs the whole burst.
+            let burst = NonZeroU32::new(self.burst).unwrap_or(NonZeroU32::MIN);
+            limiter.check_key_n(&key, burst)
+        });
+        match checked {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => Err(not_until.wait_time_from(DefaultClock::default().now())),
+            Err(_) => Err(Duration::from_secs(1)),
+        }
+    }
+
+    /// Takes up to `n` requests' worth from `owner`'s budget, as many as are left: the cost of
+    /// a request already answered, which its caller's next requests pay for.
+    pub fn drain(&self, owner: &str, n: u32) {
+        let Some(limiter) = &self.requests else {
+            return;
+        };
+        let key = owner.to_owned();
+        if let Some(all) = NonZeroU32::new(n)
+            && matches!(limiter.check_key_n(&key, all), Ok(Ok(())))
+        {
+            return;
+        }
+        for _ in 0..n {
+            if limiter.check_key(&key).is_err() {
+                return;
+            }
+        }
     }
 
     /// Counts one dashboard sign-in attempt from `addr`.

@@ -1,26 +1,23 @@
-//! Listing the live locks and semaphores, for the dashboard's overview, without a cross-slot
-//! index: `SCAN` with `MATCH` over the per-lock state hashes (`{L}:leasehold`, one per name
-//! ever used) and the bare lock keys (so a lock only a Redisson client holds is listed too,
-//! as `foreign`), a cheap pipelined liveness check of each name found, then one inspection
-//! per live name, all pipelined on the shared connection. Pages follow SCAN's cursor, so a page
-//! costs O(page) Redis work however many locks exist; the order is Redis's hash order.
+//! Listing the live locks and semaphores, for the dashboard's overview, `GET /v1/locks` and
+//! the metrics' census: names read in order from the key space's names index
+//! ([`super::index`]), a cheap pipelined liveness check of each, then one inspection per live
+//! name, all pipelined on the shared connection. A page costs Redis work for the names it
+//! reads, whatever else Redis holds; a name found dead is taken out of the index (found dead
+//! twice, [`index::DEAD_FOR`] apart), so names nobody uses any more stop costing listings.
+//! Locks only a Redisson client holds enter the index through the sweepers' periodic pass.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use futures_util::future::try_join_all;
 
+use super::index::{self, dead_key, index_key};
 use super::{InvalidInput, LockError, LockName, LockView, Locks, SemaphoreView};
 
-/// The first SCAN call of a page walks about two buckets per name the page wants (a lock has
-/// at least two keys: its lock hash and its state hash), at least this many: every name found
-/// is inspected (SCAN cannot resume mid-call), and an inspection is most of a page's cost.
-/// While matches stay scarce (a narrow prefix, many dead names) each further call walks twice
-/// as many, up to [`SCAN_COUNT_MAX`].
-const SCAN_COUNT_MIN: usize = 32;
-const SCAN_COUNT_MAX: usize = 8192;
-/// At most this many buckets walked per page, so a page stays fast (a few tens of ms) however
-/// many keys Redis holds: the page may come back short, with a cursor to go on from.
-const SCAN_BUDGET_PER_PAGE: usize = 200_000;
+/// Names read per page at most, as a multiple of the page size (at least [`READ_MIN`]): a
+/// page of mostly dead names (just ended, not yet taken out) comes back short, with a cursor
+/// to go on from, rather than reading on.
+const READ_FACTOR: usize = 4;
+const READ_MIN: usize = 64;
 
 /// The start of lock names to list: "" for all, else a prefix of a valid name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,9 +40,28 @@ impl NamePrefix {
     }
 }
 
-/// Where a listing starts: 0 for the first page, else a page's `next_cursor`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ListCursor(pub u64);
+/// Where a listing starts: the first page, or after a page's last name (its `next_cursor`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListCursor(Option<LockName>);
+
+impl ListCursor {
+    /// A page's `next_cursor` as it was given (a lock name), or "" for the first page.
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.is_empty() {
+            return Ok(Self::default());
+        }
+        LockName::parse(raw).map(|name| Self(Some(name)))
+    }
+
+    pub fn is_first(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The cursor as a page gives it.
+    pub fn as_str(&self) -> &str {
+        self.0.as_ref().map_or("", LockName::as_str)
+    }
+}
 
 /// A live lock or semaphore.
 #[derive(Debug, Clone)]
@@ -72,65 +88,178 @@ pub struct LivePage {
 }
 
 impl Locks {
-    /// About `page_size` live locks and semaphores whose names start with `prefix`, from
-    /// `cursor` on: held or waited-for locks, semaphores with permits out. A page may hold a
-    /// few more than `page_size` (SCAN returns its batches whole) or fewer (the scan budget
-    /// ran out, or this is the last page).
+    /// Up to `page_size` live locks and semaphores whose names start with `prefix`, after
+    /// `cursor`, in name order: held or waited-for locks, semaphores with permits out. A page
+    /// may hold fewer (the names it read were dead, or this is the last page): go on from
+    /// its `next_cursor` while there is one.
     pub async fn live(
         &self,
         prefix: &NamePrefix,
         cursor: ListCursor,
         page_size: usize,
     ) -> Result<LivePage, LockError> {
-        // Both a name's state hash `{P name}:leasehold` and its bare lock key `P name` (held
-        // by a Redisson client that Leasehold never saw) match: the walk costs the same, and
-        // the extra keys are sorted out here.
-        let pattern = format!("*{}{}*", self.inner.keys.prefix(), prefix.as_str());
-        let mut conn = self.inner.conn.clone();
-        let mut cursor = cursor.0;
-        let mut entries = Vec::new();
-        let mut count = page_size
-            .saturating_mul(2)
-            .clamp(SCAN_COUNT_MIN, SCAN_COUNT_MAX);
-        let mut walked = 0;
-        while walked < SCAN_BUDGET_PER_PAGE {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(count)
-                .query_async(&mut conn)
-                .await?;
-            walked += count;
-            if keys.len() < page_size / 4 {
-                count = (count * 2).min(SCAN_COUNT_MAX);
-            }
-            let mut names: HashSet<LockName> = keys
-                .iter()
-                .filter_map(|key| self.inner.keys.name_of_state_key(key))
-                .filter_map(|name| LockName::parse(name).ok())
-                .filter(|name| prefix.matches(name.as_str()))
-                .collect();
-            let bare: Vec<LockName> = keys
-                .iter()
-                .filter_map(|key| key.strip_prefix(self.inner.keys.prefix()))
-                .filter_map(|name| LockName::parse(name).ok())
-                .filter(|name| prefix.matches(name.as_str()) && !names.contains(name))
-                .collect();
-            names.extend(self.redisson_only(bare).await?);
-            let names: Vec<LockName> = names.into_iter().collect();
-            entries.extend(self.inspect_live(&names).await?);
-            cursor = next;
-            if cursor == 0 || entries.len() >= page_size {
-                break;
-            }
-        }
+        let index = index_key(&self.inner.keys);
+        let start = match &cursor.0 {
+            Some(after) if after.as_str() >= prefix.as_str() => format!("({}", after.as_str()),
+            _ if prefix.as_str().is_empty() => "-".to_owned(),
+            _ => format!("[{}", prefix.as_str()),
+        };
+        // Names keep to ASCII below DEL: every name starting with the prefix sorts before it.
+        let end = if prefix.as_str().is_empty() {
+            "+".to_owned()
+        } else {
+            format!("[{}\u{7f}", prefix.as_str())
+        };
+        let read = page_size.saturating_mul(READ_FACTOR).max(READ_MIN);
+        let names: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&index)
+            .arg(&start)
+            .arg(&end)
+            .arg("BYLEX")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(read)
+            .query_async(&mut self.inner.conn.clone())
+            .await?;
+        let more = names.len() == read;
+        let names: Vec<LockName> = names
+            .iter()
+            .filter_map(|n| LockName::parse(n).ok())
+            .collect();
+        let mut entries = self.inspect_live(&names).await?;
         entries.sort_by(|a, b| a.name().as_str().cmp(b.name().as_str()));
+        // Past a full page, the rest is the next page's: its cursor is the page's last name.
+        let mut last_read = names.last().cloned();
+        let truncated = entries.len() > page_size;
+        if truncated {
+            entries.truncate(page_size);
+            last_read = entries.last().map(|e| e.name().clone());
+        }
+        let checked: Vec<&LockName> = match &last_read {
+            Some(last) => names
+                .iter()
+                .filter(|n| n.as_str() <= last.as_str())
+                .collect(),
+            None => Vec::new(),
+        };
+        self.forget_dead(&checked, &entries).await;
+        let next_cursor = (more || truncated)
+            .then_some(ListCursor(last_read))
+            .filter(|c| !c.is_first());
         Ok(LivePage {
             entries,
-            next_cursor: (cursor != 0).then_some(ListCursor(cursor)),
+            next_cursor,
         })
+    }
+
+    /// Marks the names of `checked` that are not live (not in `live`) as found dead, takes out
+    /// of the index those found dead [`index::DEAD_FOR`] ago already, and clears the marks of
+    /// the live ones. Best effort: the next listing does the same.
+    async fn forget_dead(&self, checked: &[&LockName], live: &[LiveEntry]) {
+        if checked.is_empty() {
+            return;
+        }
+        let (index, dead) = (index_key(&self.inner.keys), dead_key(&self.inner.keys));
+        let mut conn = self.inner.conn.clone();
+        let mut read = redis::cmd("HMGET");
+        read.arg(&dead);
+        for name in checked {
+            read.arg(name.as_str());
+        }
+        let marks: Vec<Option<u64>> = match read.query_async(&mut conn).await {
+            Ok(marks) => marks,
+            Err(_) => return,
+        };
+        let now = self.inner.clock.now_ms();
+        let dead_for = u64::try_from(index::DEAD_FOR.as_millis()).unwrap_or(u64::MAX);
+        let alive: HashMap<&str, ()> = live.iter().map(|e| (e.name().as_str(), ())).collect();
+        let mut pipe = redis::pipe();
+        for (name, mark) in checked.iter().zip(marks) {
+            let name = name.as_str();
+            match (alive.contains_key(name), mark) {
+                (true, Some(_)) => {
+                    pipe.hdel(&dead, name).ignore();
+                }
+                (true, None) => {}
+                (false, None) => {
+                    pipe.hset_nx(&dead, name, now).ignore();
+                }
+                (false, Some(at)) if now.saturating_sub(at) >= dead_for => {
+                    pipe.zrem(&index, name).ignore().hdel(&dead, name).ignore();
+                }
+                (false, Some(_)) => {}
+            }
+        }
+        if let Err(e) = pipe.query_async::<()>(&mut conn).await {
+            tracing::debug!(error = %e, "could not tidy the names index");
+        }
+    }
+
+    /// Puts into the index those of `rests` (what follows the deployment's prefix in a lock
+    /// key: `name` or `tenant/name`) that are held, waited for or have permits out: the
+    /// sweepers' periodic pass hands over every name it finds, with or without Leasehold state
+    /// (a Redisson client's lock has none). Names are checked in one pipelined round trip.
+    pub(super) async fn index_found(&self, rests: &[String]) -> Result<(), LockError> {
+        let found: Vec<(Locks, LockName)> = rests
+            .iter()
+            .filter_map(|rest| self.space_of(rest))
+            .collect();
+        if found.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (locks, name) in &found {
+            let keys = locks.inner.keys.lock(name);
+            let [lock, queue, permits] = keys.liveness_keys();
+            pipe.cmd("EXISTS").arg(&lock).arg(&queue).arg(&permits);
+            pipe.cmd("TYPE").arg(&lock);
+            pipe.cmd("EXISTS").arg(keys.state());
+        }
+        let replies: Vec<redis::Value> = pipe.query_async(&mut self.inner.conn.clone()).await?;
+        let mut bare = Vec::new();
+        let (mut writes, mut any) = (redis::pipe(), false);
+        for ((locks, name), r) in found.iter().zip(replies.chunks(3)) {
+            let live = matches!(r.first(), Some(redis::Value::Int(n)) if *n > 0);
+            let state = matches!(r.get(2), Some(redis::Value::Int(1)));
+            let hash = matches!(r.get(1), Some(redis::Value::SimpleString(t)) if t == "hash");
+            if !live {
+                continue;
+            }
+            if state {
+                any |= locks.note_name(&mut writes, name);
+            } else if hash {
+                bare.push((locks, name.clone()));
+            }
+        }
+        // A lock hash without Leasehold state: a Redisson client's lock, or another program's
+        // hash that only happens to be named like one (left out).
+        for (locks, name) in bare {
+            for name in locks.redisson_only(vec![name]).await? {
+                any |= locks.note_name(&mut writes, &name);
+            }
+        }
+        // (Redis refuses an empty pipeline.)
+        if any {
+            writes
+                .query_async::<()>(&mut self.inner.conn.clone())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The handle of the key space `rest` (after the deployment's prefix) belongs to, and the
+    /// lock's name in it.
+    pub(super) fn space_of(&self, rest: &str) -> Option<(Locks, LockName)> {
+        match rest.split_once('/') {
+            None => Some((self.clone(), LockName::parse(rest).ok()?)),
+            Some((tenant, name)) => {
+                let prefix = format!("{}{tenant}/", self.inner.keys.prefix());
+                Some((
+                    self.in_space(super::KeySpace::new(prefix)),
+                    LockName::parse(name).ok()?,
+                ))
+            }
+        }
     }
 
     /// Those of `candidates` (bare lock keys) that are locks only a Redisson client knows: no

@@ -26,6 +26,7 @@ pub mod error;
 mod eviction;
 pub mod gate;
 mod history;
+pub mod index;
 pub mod journal;
 pub mod keys;
 pub mod kind;
@@ -106,6 +107,7 @@ struct Inner {
     clock: Arc<clock::RedisClock>,
     publisher: Arc<publisher::Publisher>,
     waitlist: Arc<waitlist::Writer>,
+    noted: Arc<index::Noted>,
     /// Turns for the requests' script calls (see [`LockSettings::calls_in_flight`]).
     calls: Arc<Semaphore>,
 }
@@ -137,6 +139,7 @@ impl Locks {
                 clock: Arc::default(),
                 publisher: Arc::default(),
                 waitlist: Arc::default(),
+                noted: Arc::default(),
                 calls: Arc::new(Semaphore::new(settings.calls_in_flight.max(1))),
             }),
         }
@@ -161,6 +164,7 @@ impl Locks {
                 clock: inner.clock.clone(),
                 publisher: inner.publisher.clone(),
                 waitlist: inner.waitlist.clone(),
+                noted: inner.noted.clone(),
                 calls: inner.calls.clone(),
             }),
         }
@@ -340,7 +344,20 @@ impl Locks {
             .arg(settings.tombstone_ms);
         script.args(&mut cmd);
         let started = Instant::now();
-        let mut result: redis::RedisResult<String> = cmd.query_async(&mut conn).await;
+        let mut index = redis::pipe();
+        let mut result: redis::RedisResult<String> =
+            if S::NOTES_NAME && self.note_name(&mut index, name) {
+                // Sent together on the one connection, the index's writes first; their own
+                // failure (Redis full) is the function's to report, not theirs.
+                let mut index_conn = conn.clone();
+                let (_, reply) = tokio::join!(
+                    index.query_async::<()>(&mut index_conn),
+                    cmd.query_async::<String>(&mut conn)
+                );
+                reply
+            } else {
+                cmd.query_async(&mut conn).await
+            };
         if let Err(e) = &result
             && scripts::library::is_missing(e)
         {

@@ -18,7 +18,11 @@
 //!   at-most-once; Redis deletes an expired key at its next access or expire cycle).
 //!
 //! Every tenant's locks are swept: the pass and the notifications see every key under the
-//! deployment's prefix, and a key's tenant comes from its name. The sweeper stops on shutdown.
+//! deployment's prefix, and a key's tenant comes from its name. The pass also puts the held
+//! names it finds into the names index ([`super::index`]): locks a Redisson client holds, and
+//! grants whose instance died before indexing them. While the default key space has no index
+//! yet (a deployment upgraded from a version without one), passes run back to back until the
+//! keyspace has been walked once. The sweeper stops on shutdown.
 
 use std::time::Duration;
 
@@ -65,6 +69,7 @@ impl Locks {
     async fn run_sweeper(self, mut expired: mpsc::Receiver<String>) {
         let shutdown = self.inner.shutdown.clone();
         self.enable_notifications().await;
+        self.build_index().await;
         let mut pass = tokio::time::interval(PASS_EVERY);
         pass.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut cursor = 0;
@@ -121,18 +126,35 @@ impl Locks {
         }
     }
 
+    /// Walks the whole keyspace once (passes back to back, until shutdown) when the default
+    /// key space has no names index yet: the live locks of an earlier version, or of a Redis
+    /// whose index was lost, are listed again as soon as possible.
+    async fn build_index(&self) {
+        let index = super::index::index_key(&self.inner.keys);
+        let exists: redis::RedisResult<u64> = redis::cmd("EXISTS")
+            .arg(&index)
+            .query_async(&mut self.inner.conn.clone())
+            .await;
+        if !matches!(exists, Ok(0)) {
+            return;
+        }
+        let mut cursor = 0;
+        loop {
+            cursor = tokio::select! {
+                next = self.pass(cursor) => next,
+                () = self.inner.shutdown.cancelled() => return,
+            };
+            if cursor == 0 {
+                return;
+            }
+        }
+    }
+
     /// Sweeps the lock `rest` names: what follows the deployment's prefix in its keys, `name`
     /// for the default tenant or `tenant/name` (see [`crate::tenant`]: a tenant's key space
     /// is the prefix, its name and `/`).
     async fn sweep_logged(&self, rest: &str) {
-        let (locks, name) = match rest.split_once('/') {
-            None => (self.clone(), rest),
-            Some((tenant, name)) => {
-                let prefix = format!("{}{tenant}/", self.inner.keys.prefix());
-                (self.in_space(KeySpace::new(prefix)), name)
-            }
-        };
-        let Ok(name) = LockName::parse(name) else {
+        let Some((locks, name)) = self.space_of(rest) else {
             return;
         };
         match locks.sweep(&name).await {
@@ -142,10 +164,13 @@ impl Locks {
         }
     }
 
-    /// One periodic pass from `cursor` over every tenant's state hashes: sweeps the names it
-    /// finds; returns where the next pass goes on.
+    /// One periodic pass from `cursor` over every key under the deployment's prefix: sweeps
+    /// the names with Leasehold state it finds, and indexes those of them (and of the bare
+    /// lock keys: a Redisson client's locks) that are held; returns where the next pass goes
+    /// on.
     async fn pass(&self, cursor: u64) -> u64 {
-        let pattern = self.inner.keys.state_pattern("");
+        // A state hash `{P name}:leasehold` and a bare lock key `P name` both hold P.
+        let pattern = format!("*{}*", self.inner.keys.prefix());
         let scanned: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
@@ -157,10 +182,24 @@ impl Locks {
         let Ok((next, keys)) = scanned else {
             return cursor;
         };
-        let names = keys
+        let with_state: Vec<&str> = keys
             .iter()
-            .filter_map(|key| self.inner.keys.name_of_state_key(key));
-        join_all(names.map(|rest| self.sweep_logged(rest))).await;
+            .filter_map(|key| self.inner.keys.name_of_state_key(key))
+            .collect();
+        join_all(with_state.iter().map(|rest| self.sweep_logged(rest))).await;
+        let bare = keys
+            .iter()
+            .filter(|key| !key.contains('{'))
+            .filter_map(|key| key.strip_prefix(self.inner.keys.prefix()));
+        let found: Vec<String> = with_state
+            .iter()
+            .copied()
+            .chain(bare)
+            .map(str::to_owned)
+            .collect();
+        if let Err(e) = self.index_found(&found).await {
+            tracing::debug!(error = %e, "could not index the names a pass found");
+        }
         next
     }
 }

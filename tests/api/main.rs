@@ -7,6 +7,7 @@ mod binary;
 mod browser;
 mod cli;
 mod cli_tools;
+mod cost;
 mod dashboard;
 mod deploy;
 mod errors;

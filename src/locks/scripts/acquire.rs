@@ -54,6 +54,7 @@ pub(in crate::locks) struct Acquire<'a> {
 
 impl Script for Acquire<'_> {
     const FILE: &'static str = "acquire";
+    const NOTES_NAME: bool = true;
     type Reply = AcquireReply;
 
     fn parse(raw: &str) -> Result<AcquireReply, LockError> {

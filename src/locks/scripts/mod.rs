@@ -36,6 +36,9 @@ pub(super) trait Script {
     /// The file's name in `lua/` (without `.lua`): the function's name in the library, and
     /// the metrics label.
     const FILE: &'static str;
+    /// Whether a call names a lock that may be live now (an acquire): its name goes into the
+    /// names index (see `locks::index`).
+    const NOTES_NAME: bool = false;
     type Reply: DeserializeOwned;
 
     /// This function's own ARGV, after the two every function takes.

@@ -15,6 +15,7 @@ pub(in crate::locks) struct SemaphoreAcquire<'a> {
 
 impl Script for SemaphoreAcquire<'_> {
     const FILE: &'static str = "semaphore_acquire";
+    const NOTES_NAME: bool = true;
     type Reply = AcquireReply;
 
     fn parse(raw: &str) -> Result<AcquireReply, crate::locks::error::LockError> {

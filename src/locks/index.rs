@@ -1,0 +1,102 @@
+//! The names index: which names of a key space may be live, so that listing them (the
+//! overview, `GET /v1/locks`, the metrics' census) costs Redis work for the live names, not
+//! for every key Redis holds. Before it, a listing walked the keyspace with SCAN: on a Redis
+//! with 200,000 keys of names nobody used any more, one page cost Redis 243 ms of CPU.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `P[tenant/]{leasehold/}:names` | zset (every score 0, read by name) | names that were acquired (or found held) lately |
+//! | `P[tenant/]{leasehold/}:names:dead` | hash | name → when a listing first found it dead (ms) |
+//!
+//! A name enters when a request asks for it, in the same round trip as its acquire function
+//! (so a name is in the index by the time its grant is answered), and, for locks nobody
+//! asked Leasehold for (a Redisson client's) or an index Redis lost, when the sweepers'
+//! periodic pass finds it held. An instance skips names it wrote within [`NOTED_FOR`], so a busy name costs Redis
+//! one write a minute per instance, not one per acquire. A listing checks each name it reads
+//! and takes out those found dead twice, [`DEAD_FOR`] apart: longer than an instance may skip
+//! a name, so a name taken again meanwhile is always written again before it could be left
+//! out (an instance that skipped it wrote it less than [`NOTED_FOR`] before the first
+//! finding, and the name was dead at the second).
+//! Both keys are Leasehold's own (see `own_keys`): in Redis Cluster they sit in one slot.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::keys::KeySpace;
+use super::{LockName, Locks};
+
+/// How long an instance skips a name it wrote into the index.
+pub const NOTED_FOR: Duration = Duration::from_secs(60);
+/// How long after a listing first found a name dead it may take the name out, if it is still
+/// dead then: more than [`NOTED_FOR`] (see the module docs).
+pub const DEAD_FOR: Duration = Duration::from_secs(120);
+/// Names remembered as written, at most; past it the stale go, then all.
+const NOTED_MAX: usize = 100_000;
+
+/// The index of the key space whose prefix is `space`.
+pub fn index_key(space: &KeySpace) -> String {
+    space.own("names")
+}
+
+/// Its marks of names found dead.
+pub fn dead_key(space: &KeySpace) -> String {
+    space.own("names:dead")
+}
+
+/// The names this instance wrote into an index lately, so that it skips them for
+/// [`NOTED_FOR`].
+#[derive(Default)]
+pub(super) struct Noted {
+    /// (index key, name) → when this instance last wrote it.
+    at: Mutex<HashMap<(String, String), Instant>>,
+}
+
+impl Noted {
+    /// Whether this instance wrote (index, name) within [`NOTED_FOR`]; if not, it counts as
+    /// written from now (the caller writes it).
+    fn fresh(&self, index: &str, name: &str) -> bool {
+        let Ok(mut noted) = self.at.lock() else {
+            return false;
+        };
+        let now = Instant::now();
+        let key = (index.to_owned(), name.to_owned());
+        if noted
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < NOTED_FOR)
+        {
+            return true;
+        }
+        if noted.len() >= NOTED_MAX {
+            noted.retain(|_, at| now.duration_since(*at) < NOTED_FOR);
+            if noted.len() >= NOTED_MAX {
+                noted.clear();
+            }
+        }
+        noted.insert(key, now);
+        false
+    }
+}
+
+impl Locks {
+    /// Adds to `pipe` the writes that put `name` into this key space's index, unless this
+    /// instance wrote it within [`NOTED_FOR`]; whether it added them. An acquire sends them in
+    /// the same round trip as its function call (before it, on the same connection), so a
+    /// name is in the index by the time its grant is answered.
+    pub(super) fn note_name(&self, pipe: &mut redis::Pipeline, name: &LockName) -> bool {
+        let index = index_key(&self.inner.keys);
+        if self.inner.noted.fresh(&index, name.as_str()) {
+            return false;
+        }
+        pipe.cmd("ZADD")
+            .arg(&index)
+            .arg(0)
+            .arg(name.as_str())
+            .ignore()
+            .hdel(dead_key(&self.inner.keys), name.as_str())
+            .ignore();
+        true
+    }
+}
