@@ -1,8 +1,9 @@
 """A small HTTP/1.1 reverse proxy (standard library only) that sits between a client and the
 server and can lose answers: it forwards a request, lets the server act on it, throws the
-server's answer away, and then answers 503 (``"503"``) or closes the connection without an
-answer (``"drop"``). It streams answers through (the watch's server-sent events too), keeps
-connections alive, and records every request and how many connections clients opened."""
+server's answer away, and then answers 503 (``"503"``), closes the connection without an
+answer (``"drop"``), or keeps the client waiting until told and then closes it (``"hold"``).
+It streams answers through (the watch's server-sent events too), keeps connections alive,
+and records every request and how many connections clients opened."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class Exchange:
         return json.loads(self.upstream_body)  # type: ignore[no-any-return]
 
 
-# fault(method, path) -> None (forward), "503" or "drop"
+# fault(method, path) -> None (forward), "503", "drop" or "hold"
 Fault = Callable[[str, str], Optional[str]]
 
 
@@ -55,6 +56,10 @@ class FaultyProxy:
         self.fault: Fault = fault or (lambda method, path: None)
         self.exchanges: list[Exchange] = []
         self.connections = 0
+        #: "hold": set when an answer is being held back; the answer is dropped once
+        #: hold_until is set.
+        self.holding = threading.Event()
+        self.hold_until = threading.Event()
         self._lock = threading.Lock()
         proxy = self
 
@@ -84,6 +89,7 @@ class FaultyProxy:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def close(self) -> None:
+        self.hold_until.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -111,9 +117,14 @@ class FaultyProxy:
             response = upstream.getresponse()
             exchange.upstream_status = response.status
             exchange.upstream_headers = {k.lower(): v for k, v in response.getheaders()}
-            if action in ("503", "drop"):
+            if action in ("503", "drop", "hold"):
                 exchange.upstream_body = response.read()
                 exchange.action = action
+                if action == "hold":  # keep the client waiting, then drop the answer
+                    self.holding.set()
+                    self.hold_until.wait(30)
+                    handler.close_connection = True
+                    return
                 if action == "drop":
                     handler.close_connection = True
                     return

@@ -145,3 +145,47 @@ def test_async_lost_acquire_answer_is_retried(url: str, raw: httpx.Client, name:
 
     lease_id = asyncio.run(main())
     assert lease_state(raw, name, lease_id) == "released"
+
+
+@pytest.mark.parametrize("kind", ["reentrant", "fair"])
+def test_a_cancelled_acquire_whose_answer_was_lost_gives_back_what_it_got(
+    url: str, raw: httpx.Client, name: str, kind: str
+) -> None:
+    """The server grants (or queues) but the client is cancelled before the answer comes: the
+    client asks again with the same key, learns what it got, and gives it back, instead of
+    leaving a lease nobody holds until its TTL (or a ticket in the queue)."""
+    path = f"/v1/locks/{name}/leases"
+
+    async def main() -> None:
+        with FaultyProxy(url, _first("POST", path, "hold")) as proxy:  # type: ignore[arg-type]
+            async with leasehold.AsyncClient(proxy.url) as client, leasehold.AsyncClient(url) as direct:
+                blocker = await direct.acquire(name, kind=kind) if kind == "fair" else None
+                task = asyncio.ensure_future(client.acquire(name, kind=kind, ttl_ms=30000))
+                await asyncio.get_running_loop().run_in_executor(None, proxy.holding.wait, 10)
+                # The server has acted: a lease, or a ticket behind the blocker.
+                state = lock_state(raw, name)
+                assert state is not None
+                if kind == "fair":
+                    assert state["queue_length"] == 1
+                else:
+                    assert len(state["holders"]) == 1
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                first, replay = proxy.requests("POST", path)[:2]
+                assert first.action == "hold"
+                assert replay.headers["idempotency-key"] == first.headers["idempotency-key"]
+                # The same grant (or ticket) again. (A replayed 202 carries no
+                # Idempotent-Replayed header, unlike a replayed 201.)
+                id_field = "ticket_id" if kind == "fair" else "lease_id"
+                assert replay.json()[id_field] == first.json()[id_field]
+                state = lock_state(raw, name)
+                if kind == "fair":
+                    assert state is not None and state["queue_length"] == 0
+                    assert blocker is not None
+                    await blocker.release()
+                else:
+                    assert state is None or not state["held"]
+
+    asyncio.run(main())
+    assert is_free(raw, name)

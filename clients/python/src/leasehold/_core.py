@@ -28,7 +28,7 @@ import socket
 import time
 import uuid
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, TypeVar, Union
 from urllib.parse import quote
 
@@ -281,6 +281,10 @@ class AcquireState:
     ticket: Optional[Ticket] = None
     grant: Optional[Grant] = None
     reentry: bool = False
+    #: While an acquire request is out without an answer: the same request, not waiting.
+    #: Cut short then, the server may have acted on it (a grant or a ticket answered to a
+    #: client that was gone); sending it again with its key tells what it did.
+    replay: Optional[Call] = None
 
 
 @dataclass(frozen=True)
@@ -376,7 +380,9 @@ def acquire(
         )
 
     while True:
+        state.replay = replace(build(), params=None, timeout=timeout)
         reply = yield from request(build, deadline + timeout)
+        state.replay = None
         if reply.status in (200, 201):
             grant = Grant.parse(reply, reentry_token)
             state.grant = grant
@@ -460,7 +466,10 @@ def leave(target: Target, ticket: Ticket, timeout: float) -> Plan[None]:
     path = f"{target.base}/tickets/{segment(ticket.ticket_id)}"
     reply = yield from request(lambda: Call("DELETE", path, timeout=timeout, token=ticket.token), now() + timeout)
     if reply.status == 410:
-        yield from release(target, ticket.ticket_id, ticket.token, timeout, all_levels=True)
+        try:
+            yield from release(target, ticket.ticket_id, ticket.token, timeout, all_levels=True)
+        except LeaseLost:
+            pass  # it had left the queue already
 
 
 def release(
@@ -503,17 +512,41 @@ def release(
 
 
 def abandon(target: Target, state: AcquireState, timeout: float) -> Optional[Plan[Any]]:
-    """The plan that gives back what an acquire cut short owns, if anything."""
-    grant, ticket = state.grant, state.ticket
-    state.grant = state.ticket = None
+    """The plan that gives back what an acquire cut short owns, if anything: a grant it
+    received, the ticket it waits with, or whatever its unanswered request got."""
+    grant, ticket, replay = state.grant, state.ticket, state.replay
+    state.grant = state.ticket = state.replay = None
     if grant is not None and grant.token is not None:
-        if state.reentry:
-            mode = grant.kind if grant.kind in ("read", "write") else None
-            return release(target, grant.lease_id, grant.token, timeout, all_levels=False, mode=mode)
-        return release(target, grant.lease_id, grant.token, timeout, all_levels=True)
+        return _give_back(target, grant, state.reentry, timeout)
     if ticket is not None:
         return leave(target, ticket, timeout)
+    if replay is not None:
+        return _replay_and_give_back(target, replay, state.reentry, timeout)
     return None
+
+
+def _give_back(target: Target, grant: Grant, reentry: bool, timeout: float) -> Plan[Any]:
+    if reentry:
+        mode = grant.kind if grant.kind in ("read", "write") else None
+        return release(target, grant.lease_id, grant.token or "", timeout, all_levels=False, mode=mode)
+    return release(target, grant.lease_id, grant.token or "", timeout, all_levels=True)
+
+
+def _replay_and_give_back(target: Target, call: Call, reentry: bool, timeout: float) -> Plan[None]:
+    """Sends an acquire that got no answer again, with its key and no wait: a grant (or a
+    ticket) the first one got is answered again, and given back. (A first request that got
+    nothing runs again and may get the lock now: then that is given back.)"""
+    outcome = yield call
+    if not isinstance(outcome, Reply):
+        return
+    if outcome.status in (200, 201):
+        try:
+            yield from _give_back(target, Grant.parse(outcome, call.token), reentry, timeout)
+        except LeaseLost:
+            pass
+    elif outcome.status == 202 and target.resource == LOCKS and isinstance(outcome.body, dict):
+        body = outcome.body
+        yield from leave(target, Ticket(str(body["ticket_id"]), str(body["token"]), body.get("position")), timeout)
 
 
 def simple(call: Call, give_up_after: float) -> Plan[Any]:
