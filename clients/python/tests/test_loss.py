@@ -70,7 +70,7 @@ def test_loss_without_the_watch_comes_with_the_next_heartbeat(
 
 
 def test_a_heartbeat_keeps_the_lease_across_three_ttls(client: leasehold.Client, raw: httpx.Client, name: str) -> None:
-    ttl_ms = 600
+    ttl_ms = 900
     with client.lock(name, ttl_ms=ttl_ms) as lease:
         started = time.monotonic()
         # Nothing but waiting for a loss that must not come, for over 3 TTLs.
@@ -84,7 +84,7 @@ def test_a_heartbeat_keeps_the_lease_across_three_ttls(client: leasehold.Client,
 
 
 def test_a_semaphore_heartbeat_keeps_its_permits(client: leasehold.Client, raw: httpx.Client, name: str) -> None:
-    ttl_ms = 600
+    ttl_ms = 900
     with client.semaphore(name, limit=1, ttl_ms=ttl_ms) as lease:
         assert not lease.lost.wait(3.5 * ttl_ms / 1000)
         assert lease_state(raw, name, lease.lease_id, "semaphores") == "held"
@@ -118,3 +118,15 @@ def test_an_exception_wins_over_nothing_but_loss_is_still_reported(
             assert lease.lost.wait(5)
             raise RuntimeError("the write was refused: stale fencing token")
     assert isinstance(raised.value.__context__, RuntimeError)
+
+
+def test_a_semaphore_lease_is_told_its_loss(
+    client: leasehold.Client, admin: leasehold.Client, raw: httpx.Client, name: str
+) -> None:
+    with pytest.raises(leasehold.LeaseLost) as raised:
+        with client.semaphore(name, limit=2, permits=2) as lease:
+            assert lease._watching.wait(5)
+            admin.force_release(name)  # on a semaphore's name: every permit comes back
+            assert lease.lost.wait(5)
+    assert raised.value.reason == "force_released"
+    assert lease_state(raw, name, lease.lease_id, "semaphores") == "force_released"

@@ -13,7 +13,7 @@ import httpx
 from . import _core as core
 from . import _signals as signals
 from ._errors import LeaseLost, ProblemError, TransportError, lost, make_problem
-from ._sync import _http_limits
+from ._sync import UNRENEWABLE, _http_limits
 from ._version import __version__
 
 log = logging.getLogger("leasehold")
@@ -386,8 +386,10 @@ class AsyncLease:
         self._stop_tasks()
         log.warning("lease %s of %r lost: %s", self.lease_id, self.name, error.detail)
 
-    async def _heartbeat_once(self, raise_errors: bool = False) -> bool:
-        call = core.heartbeat_call(self._target, self.lease_id, self._token, self._renewal.request_timeout)
+    async def _heartbeat_once(self, raise_errors: bool = False, timeout: Optional[float] = None) -> bool:
+        if timeout is None:
+            timeout = self._renewal.request_timeout
+        call = core.heartbeat_call(self._target, self.lease_id, self._token, timeout)
         outcome = await self._client._send(call)
         if isinstance(outcome, core.Reply) and outcome.status == 200:
             body = outcome.body if isinstance(outcome.body, dict) else {}
@@ -417,17 +419,13 @@ class AsyncLease:
             while True:
                 wake = min(self._renewal.next_heartbeat, self._renewal.give_up_at)
                 await asyncio.sleep(max(0.0, wake - core.now()))
+                at = core.now()
+                timeout = self._renewal.heartbeat_timeout(at)
+                if at >= self._renewal.next_heartbeat and timeout is not None:
+                    if not await self._heartbeat_once(timeout=timeout):
+                        return  # lost (410)
                 if core.now() >= self._renewal.give_up_at:
-                    self._lose(
-                        lost(
-                            "unrenewable",
-                            "the lease could not be renewed before it would expire; someone else may hold the lock now",
-                            self.lease_id,
-                            self.name,
-                        )
-                    )
-                    return
-                if core.now() >= self._renewal.next_heartbeat and not await self._heartbeat_once():
+                    self._lose(lost("unrenewable", UNRENEWABLE, self.lease_id, self.name))
                     return
         except asyncio.CancelledError:
             raise

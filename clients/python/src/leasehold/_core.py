@@ -587,7 +587,8 @@ class Renewal:
     a tenth of the TTL (at most a second);
     when renewals keep failing until only a margin of the lease is left (a sixth of the TTL,
     at least a second, at most half the TTL), the lease is given up for lost: past that
-    instant someone else may hold the lock without us being told."""
+    instant someone else may hold the lock without us being told. A heartbeat that is due is
+    always tried first (a thread or task woken late must not give up a lease it can renew)."""
 
     def __init__(self, ttl_ms: int, renewed_at: float) -> None:
         self.ttl = ttl_ms / 1000
@@ -614,6 +615,15 @@ class Renewal:
     def request_timeout(self) -> float:
         """A heartbeat must not hang past the next one: it is retried instead."""
         return min(max(self.ttl / 3, 0.5), 10.0)
+
+    def heartbeat_timeout(self, at: float) -> Optional[float]:
+        """How long a heartbeat sent at ``at`` may take: until the give-up instant (or, once
+        past it, until the lease's expiry), so that a failure is known in time; ``None``
+        when the lease has surely expired already."""
+        if at >= self.until:
+            return None
+        answer_by = self.give_up_at if at < self.give_up_at else self.until
+        return max(0.05, min(self.request_timeout, answer_by - at))
 
     def stale(self, at: float) -> bool:
         """The acquire's answer took long enough (it waited) that one heartbeat should pin

@@ -19,6 +19,8 @@ from ._version import __version__
 log = logging.getLogger("leasehold")
 log.addHandler(logging.NullHandler())
 
+UNRENEWABLE = "the lease could not be renewed before it would expire; someone else may hold the lock now"
+
 T = TypeVar("T")
 
 
@@ -414,10 +416,11 @@ class Lease:
         self.lost.set()
         log.warning("lease %s of %r lost: %s", self.lease_id, self.name, error.detail)
 
-    def _heartbeat_once(self, raise_errors: bool = False) -> bool:
+    def _heartbeat_once(self, raise_errors: bool = False, timeout: Optional[float] = None) -> bool:
         """One heartbeat; True when the lease goes on (renewed, or a retryable failure)."""
-        with self._mutex:
-            timeout = self._renewal.request_timeout
+        if timeout is None:
+            with self._mutex:
+                timeout = self._renewal.request_timeout
         outcome = self._client._send(core.heartbeat_call(self._target, self.lease_id, self._token, timeout))
         if isinstance(outcome, core.Reply) and outcome.status == 200:
             body = outcome.body if isinstance(outcome.body, dict) else {}
@@ -451,20 +454,16 @@ class Lease:
                     wake = min(self._renewal.next_heartbeat, self._renewal.give_up_at)
                 if self._stop.wait(max(0.0, wake - core.now())):
                     return
+                at = core.now()
+                with self._mutex:
+                    due = at >= self._renewal.next_heartbeat
+                    timeout = self._renewal.heartbeat_timeout(at)
+                if due and timeout is not None and not self._heartbeat_once(timeout=timeout):
+                    return  # lost (410)
                 with self._mutex:
                     give_up = core.now() >= self._renewal.give_up_at
-                    due = core.now() >= self._renewal.next_heartbeat
                 if give_up:
-                    self._lose(
-                        lost(
-                            "unrenewable",
-                            "the lease could not be renewed before it would expire; someone else may hold the lock now",
-                            self.lease_id,
-                            self.name,
-                        )
-                    )
-                    return
-                if due and not self._heartbeat_once():
+                    self._lose(lost("unrenewable", UNRENEWABLE, self.lease_id, self.name))
                     return
         except Exception:  # never die silently: the lease is then lost to us
             log.exception("leasehold heartbeat thread failed")
