@@ -121,8 +121,8 @@ EOF
 # the client's re-ask and fair-ticket paths (the user never sees them).
 start_server main --min-ttl-ms 300 --max-wait-ms 2000
 # A server whose API keys the tests create (once one exists, every caller needs one), with the
-# default limits.
-start_server keyed --min-ttl-ms 300
+# default limits but for 2 streams (lease watches among them) per key.
+start_server keyed --min-ttl-ms 300 --max-streams-per-client 2
 echo "leasehold servers: $main_url (main), $keyed_url (keyed)" >&2
 
 # --- tests ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import uuid
 from collections.abc import Iterator
 
@@ -71,3 +72,17 @@ def raw(url: str) -> Iterator[httpx.Client]:
     """Plain HTTP to the main server, to look at what the client did."""
     with httpx.Client(base_url=url, timeout=10) as c:
         yield c
+
+
+@pytest.fixture
+def key_secret(keyed_url: str, keyed_admin_token: str) -> Iterator[str]:
+    """An API key (client and reader roles, names ``jobs:*`` only) on the keyed server."""
+    with httpx.Client(base_url=keyed_url, headers={"authorization": f"Bearer {keyed_admin_token}"}) as http:
+        r = http.post(
+            "/v1/admin/keys",
+            json={"name": "py-" + secrets.token_hex(4), "roles": ["client", "reader"], "patterns": ["jobs:*"]},
+        )
+        assert r.status_code == 201, r.text
+        body = r.json()
+        yield body["secret"]
+        http.delete(f"/v1/admin/keys/{body['key']['id']}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -74,20 +73,6 @@ def test_an_unreachable_server_is_a_transport_error() -> None:
 def test_urls_must_be_http() -> None:
     with pytest.raises(ValueError):
         leasehold.Client("ftp://example.com")
-
-
-@pytest.fixture
-def key_secret(keyed_url: str, keyed_admin_token: str) -> Iterator[str]:
-    """An API key (client and reader roles, names ``jobs:*`` only) on the keyed server."""
-    with httpx.Client(base_url=keyed_url, headers={"authorization": f"Bearer {keyed_admin_token}"}) as http:
-        r = http.post(
-            "/v1/admin/keys",
-            json={"name": "py-" + secrets.token_hex(4), "roles": ["client", "reader"], "patterns": ["jobs:*"]},
-        )
-        assert r.status_code == 201, r.text
-        body = r.json()
-        yield body["secret"]
-        http.delete(f"/v1/admin/keys/{body['key']['id']}")
 
 
 def test_api_keys(keyed_url: str, key_secret: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -130,3 +130,21 @@ def test_a_semaphore_lease_is_told_its_loss(
             assert lease.lost.wait(5)
     assert raised.value.reason == "force_released"
     assert lease_state(raw, name, lease.lease_id, "semaphores") == "force_released"
+
+
+def test_a_refused_watch_leaves_loss_to_the_heartbeats(keyed_url: str, keyed_admin_token: str, key_secret: str) -> None:
+    """The keyed server allows a key 2 streams (--max-streams-per-client 2, which counts lease
+    watches): a third lease's watch is refused (429), and its loss still comes, with the
+    next heartbeat."""
+    with leasehold.Client(keyed_url, api_key=key_secret) as client:
+        with leasehold.Client(keyed_url, api_key=keyed_admin_token) as admin:
+            with client.lock("jobs:first") as first, client.lock("jobs:second") as second:
+                assert first._watching.wait(5) and second._watching.wait(5)
+                with pytest.raises(leasehold.LeaseLost):
+                    with client.lock("jobs:third", ttl_ms=900) as third:
+                        admin.force_release("jobs:third")
+                        answered_at = time.monotonic()
+                        assert third.lost.wait(5)
+                        assert time.monotonic() - answered_at <= 0.3 + 0.5
+                assert not third._watching.is_set()  # it never had a stream
+                assert not first.lost.is_set() and not second.lost.is_set()
