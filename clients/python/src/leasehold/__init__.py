@@ -1,0 +1,66 @@
+"""Leasehold's official Python client.
+
+    import leasehold
+
+    client = leasehold.Client("http://127.0.0.1:8080")
+    with client.lock("nightly-report") as lease:
+        run_report(fencing_token=lease.fencing_token)
+
+The lease is renewed while the block runs, watched for loss (``lease.lost`` is set the moment
+it is lost, and the block then ends in :class:`LeaseLost`), and released however the block
+ends. :class:`AsyncClient` does the same for asyncio (``async with client.lock(...)``).
+"""
+
+from ._async import AsyncClient, AsyncLease, AsyncLeaseContext
+from ._core import FenceCheck
+from ._errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    KindConflict,
+    LeaseholdError,
+    LeaseLost,
+    LimitMismatch,
+    LockHeld,
+    NoPermits,
+    NotFound,
+    NotReentrant,
+    ProblemError,
+    RateLimited,
+    TicketExpired,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+    UpgradeRefused,
+)
+from ._sync import Client, Lease, LeaseContext
+from ._version import __version__
+
+__all__ = [
+    "__version__",
+    "Client",
+    "Lease",
+    "LeaseContext",
+    "AsyncClient",
+    "AsyncLease",
+    "AsyncLeaseContext",
+    "FenceCheck",
+    "LeaseholdError",
+    "TransportError",
+    "ProblemError",
+    "LockHeld",
+    "NoPermits",
+    "LeaseLost",
+    "TicketExpired",
+    "Conflict",
+    "KindConflict",
+    "NotReentrant",
+    "UpgradeRefused",
+    "LimitMismatch",
+    "InvalidRequest",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "RateLimited",
+    "Unavailable",
+]

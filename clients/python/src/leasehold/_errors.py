@@ -1,0 +1,255 @@
+"""The exceptions: one per problem family, each carrying the server's problem+json.
+
+Every error the server answers is ``application/problem+json`` with ``type``, ``title``,
+``status``, ``detail`` and a stable ``code``; :class:`ProblemError` carries all of it (extra
+members such as ``holder`` or ``held_as`` are in :attr:`ProblemError.problem`), and the
+subclasses let callers catch the cases they handle by type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+__all__ = [
+    "LeaseholdError",
+    "TransportError",
+    "ProblemError",
+    "LockHeld",
+    "NoPermits",
+    "LeaseLost",
+    "TicketExpired",
+    "Conflict",
+    "KindConflict",
+    "NotReentrant",
+    "UpgradeRefused",
+    "LimitMismatch",
+    "InvalidRequest",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "RateLimited",
+    "Unavailable",
+]
+
+
+class LeaseholdError(Exception):
+    """Base class of every error this package raises."""
+
+
+class TransportError(LeaseholdError):
+    """The server could not be reached, or the connection broke, and retrying did not help
+    within the time allowed. The underlying ``httpx`` error is the ``__cause__``."""
+
+
+class ProblemError(LeaseholdError):
+    """The server answered a problem (``application/problem+json``).
+
+    ``code`` is the stable machine-readable code (``lock_held``, ``kind_conflict``, ...),
+    ``status`` the HTTP status, ``problem`` the whole JSON object (extra members included).
+    ``retry_after`` is in seconds when the server said when to try again (the problem's
+    ``retry_after_ms``, else the ``Retry-After`` header), else ``None``.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str = "",
+        *,
+        title: str = "",
+        type: str = "",
+        problem: Optional[Mapping[str, Any]] = None,
+        retry_after: Optional[float] = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.title = title
+        self.type = type or f"/problems/{code}"
+        self.problem: dict[str, Any] = dict(problem or {})
+        self.retry_after = retry_after
+        super().__init__(f"{status} {code}: {detail}" if detail else f"{status} {code}")
+
+    def get(self, member: str, default: Any = None) -> Any:
+        """One member of the problem (``held_as``, ``limit``, ``quota``, ...)."""
+        return self.problem.get(member, default)
+
+
+class LockHeld(ProblemError):
+    """Not acquired within the wait: someone else holds the lock (``lock_held``), or a fair
+    lock's queue did not reach us before the wait ran out.
+
+    ``holder`` is the holder's label, ``lease_id`` its lease, ``holder_id`` the Redis field
+    (a Redisson client shows as ``<uuid>:<thread>``), ``retry_after`` in seconds when the
+    server could tell when the lock should be free."""
+
+    @property
+    def holder(self) -> Optional[str]:
+        return self.problem.get("holder")
+
+    @property
+    def lease_id(self) -> Optional[str]:
+        return self.problem.get("lease_id")
+
+    @property
+    def holder_id(self) -> Optional[str]:
+        return self.problem.get("holder_id")
+
+
+class NoPermits(LockHeld):
+    """A semaphore had too few free permits when the wait ran out (``no_permits``)."""
+
+
+class LeaseLost(ProblemError):
+    """The lease no longer holds its lock (``lease_lost``, 410): it expired, was released
+    (by someone with its token), force-released by an operator, or could not be renewed in
+    time. ``reason`` says which: ``expired``, ``released``, ``force_released``, ``evicted``,
+    ``left``, or ``unrenewable`` (this client could not renew it before it would expire).
+
+    Raised when a ``with client.lock(...)`` block ends with its lease lost, by
+    ``lease.check()``, and by calls made with a lease that has ended."""
+
+    @property
+    def reason(self) -> Optional[str]:
+        return self.problem.get("reason")
+
+
+class TicketExpired(ProblemError):
+    """A fair lock's ticket was not polled in time (``ticket_expired``)."""
+
+
+class Conflict(ProblemError):
+    """Another 409: the request conflicts with the lock's state (``mode_not_held``,
+    ``reentry_too_deep``, ``key_name_taken``, ``ticket_pending``, ...)."""
+
+
+class KindConflict(Conflict):
+    """The name is in use as another kind (``kind_conflict``); ``held_as`` says which."""
+
+    @property
+    def held_as(self) -> Optional[str]:
+        return self.problem.get("held_as")
+
+
+class NotReentrant(Conflict):
+    """An exclusive lock asked for again by its own holder (``not_reentrant``)."""
+
+
+class UpgradeRefused(Conflict):
+    """A read holder asked for the write lock (``upgrade_refused``)."""
+
+
+class LimitMismatch(Conflict):
+    """A semaphore asked for with another ``limit`` than its own (``limit_mismatch``)."""
+
+    @property
+    def limit(self) -> Optional[int]:
+        return self.problem.get("limit")
+
+
+class InvalidRequest(ProblemError):
+    """The request was refused as malformed or out of bounds (400, 413, 415, 422:
+    ``invalid_ttl``, ``invalid_lock_name``, ``invalid_body``, ...)."""
+
+
+class Unauthorized(ProblemError):
+    """401: a missing or unusable credential (``api_key_required``, ``api_key_invalid``,
+    ``token_missing``, ...)."""
+
+
+class Forbidden(ProblemError):
+    """403: the credential does not allow this (``name_not_allowed``, ``role_missing``,
+    ``token_mismatch``, ``admin_token_invalid``, ...)."""
+
+
+class NotFound(ProblemError):
+    """404: ``lock_not_found``, ``lease_not_found``, ``key_not_found``, ``not_found``."""
+
+
+class RateLimited(ProblemError):
+    """429: ``rate_limited`` or ``quota_exceeded`` (``quota`` names which)."""
+
+
+class Unavailable(ProblemError):
+    """503 or 504, after the retries this client makes: ``redis_unavailable``,
+    ``shutting_down``, ``too_many_waiters``, ``queue_full``, ``request_timeout``, ..."""
+
+
+_BY_CODE: dict[str, type[ProblemError]] = {
+    "lock_held": LockHeld,
+    "no_permits": NoPermits,
+    "lease_lost": LeaseLost,
+    "ticket_expired": TicketExpired,
+    "kind_conflict": KindConflict,
+    "not_reentrant": NotReentrant,
+    "upgrade_refused": UpgradeRefused,
+    "limit_mismatch": LimitMismatch,
+}
+
+_BY_STATUS: dict[int, type[ProblemError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: LeaseLost,
+    413: InvalidRequest,
+    415: InvalidRequest,
+    422: InvalidRequest,
+    429: RateLimited,
+    503: Unavailable,
+    504: Unavailable,
+}
+
+
+def problem_class(status: int, code: str) -> type[ProblemError]:
+    """The exception class for a problem: by its code, else by its status."""
+    return _BY_CODE.get(code) or _BY_STATUS.get(status) or ProblemError
+
+
+def make_problem(
+    status: int,
+    body: Optional[Mapping[str, Any]],
+    retry_after_header: Optional[str] = None,
+) -> ProblemError:
+    """The typed exception for an answer with this status and (parsed) body."""
+    problem: dict[str, Any] = dict(body) if isinstance(body, Mapping) else {}
+    code = str(problem.get("code") or f"http_{status}")
+    retry_after: Optional[float] = None
+    retry_ms = problem.get("retry_after_ms")
+    if isinstance(retry_ms, (int, float)) and not isinstance(retry_ms, bool):
+        retry_after = max(0.0, retry_ms / 1000.0)
+    elif retry_after_header:
+        try:
+            retry_after = max(0.0, float(retry_after_header))
+        except ValueError:
+            retry_after = None
+    cls = problem_class(status, code)
+    return cls(
+        status,
+        code,
+        str(problem.get("detail") or ""),
+        title=str(problem.get("title") or ""),
+        type=str(problem.get("type") or ""),
+        problem=problem,
+        retry_after=retry_after,
+    )
+
+
+def lost(reason: str, detail: str, lease_id: Optional[str] = None, lock: Optional[str] = None) -> LeaseLost:
+    """A :class:`LeaseLost` for a loss this client learned without a problem answer (the
+    watch stream's ``lost`` event, or renewals failing until the lease would expire)."""
+    problem: dict[str, Any] = {
+        "type": "/problems/lease_lost",
+        "title": "The lease no longer holds the lock",
+        "status": 410,
+        "detail": detail,
+        "code": "lease_lost",
+        "reason": reason,
+    }
+    if lease_id is not None:
+        problem["lease_id"] = lease_id
+    if lock is not None:
+        problem["lock"] = lock
+    return LeaseLost(410, "lease_lost", detail, title=problem["title"], problem=problem)
