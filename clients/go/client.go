@@ -23,6 +23,7 @@ const Version = "0.1.0"
 // for concurrent use; make one and share it.
 type Client struct {
 	base        *url.URL
+	err         error // an invalid base URL
 	http        *http.Client
 	apiKey      string
 	holder      string
@@ -63,14 +64,24 @@ func WithRetryWindow(d time.Duration) Option { return func(c *Client) { c.retryW
 // loss is then found by the heartbeats alone, within a third of the TTL.
 func WithoutWatch() Option { return func(c *Client) { c.watch = false } }
 
-// New makes a client for the server at baseURL (e.g. "http://127.0.0.1:8080").
+// DefaultURL is the server New talks to when given "" (the CLI's default too).
+const DefaultURL = "http://127.0.0.1:8080"
+
+// New makes a client for the server at baseURL, such as "https://locks.example.com" or ""
+// for DefaultURL. An invalid URL makes every call fail with an error saying so.
 func New(baseURL string, opts ...Option) *Client {
+	if baseURL == "" {
+		baseURL = DefaultURL
+	}
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		u = &url.URL{Scheme: "http", Host: "invalid-leasehold-url", Path: "/" + url.PathEscape(baseURL)}
+	var bad error
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad = fmt.Errorf("leasehold: invalid server URL %q (want http://host:port or https://...)", baseURL)
+		u = &url.URL{Scheme: "http", Host: "invalid"}
 	}
 	c := &Client{
 		base:        u,
+		err:         bad,
 		userAgent:   "leasehold-go/" + Version,
 		reqTimeout:  35 * time.Second,
 		retryWindow: 30 * time.Second,
@@ -165,6 +176,9 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 // do sends r and returns a 2xx answer, or the *Problem of an error answer, or the transport's
 // error. Retries (r.retry) keep the same Idempotency-Key and honour Retry-After.
 func (c *Client) do(ctx context.Context, r *request) (*response, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	window := r.window
 	if window == 0 {
 		window = c.retryWindow

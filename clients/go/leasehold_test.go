@@ -173,11 +173,22 @@ func TestSemaphore(t *testing.T) {
 	if err != nil || si.Used != 3 || si.Available != 0 || len(si.Holders) != 2 {
 		t.Fatalf("semaphore after the handover: %+v, %v", si, err)
 	}
-	for _, l := range []*leasehold.Lease{s2, r.lease} {
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := s2.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
+	// An operator returns every permit: the holder's lease is told (its watch stream).
+	if _, err := adminClient(t).ForceRelease(ctx, name, "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the semaphore lease was not told of the force release")
+	}
+	if !errors.Is(r.lease.Err(), leasehold.ErrLeaseLost) {
+		t.Fatalf("Err: %v", r.lease.Err())
+	}
+	_ = r.lease.Release(ctx)
 	if si, err := c.InspectSemaphore(ctx, name); err == nil && si.Used != 0 {
 		t.Fatalf("permits still out: %+v", si)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -237,4 +238,42 @@ func TestUnrenewableLeaseIsLostBeforeItsTTL(t *testing.T) {
 		t.Fatal("Release did not give the unrenewable lease back")
 	}
 	t.Logf("a %v lease whose heartbeats all failed was given up %v after its grant: %v", ttl, after.Round(time.Millisecond), lost)
+}
+
+// HTTP keep-alive: one connection carries many calls.
+func TestKeepAlive(t *testing.T) {
+	ctx, name := testCtx(t), lockName(t)
+	u, _ := url.Parse(serverURL(t))
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	srv := httptest.NewUnstartedServer(rp)
+	var mu sync.Mutex
+	conns := 0
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := leasehold.New(srv.URL, leasehold.WithoutWatch())
+	for i := 0; i < 10; i++ {
+		l, err := c.Lock(ctx, name, leasehold.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Reenter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != 1 {
+		t.Fatalf("30 calls one after the other opened %d connections, want 1", conns)
+	}
 }
