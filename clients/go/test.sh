@@ -15,10 +15,13 @@ command -v curl > /dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   "$root/.ci/ensure-packages" "${need[@]}"
 fi
-# Everything Go writes stays in this folder (git-ignored); standard library only, so no
-# network: the module proxy is off.
-export GOPATH="$here/.cache/gopath" GOCACHE="$here/.cache/go-build" GOPROXY=off GOFLAGS=-mod=mod \
-  GOWORK=off GOTOOLCHAIN=local
+# Go's build cache is the user's default (~/.cache/go-build: kept between runs and clones);
+# without a home, this folder's .cache (git-ignored). Standard library only, so no network:
+# the module proxy is off.
+if [ -z "${GOCACHE:-}" ] && [ -z "${HOME:-}" ] && [ -z "${XDG_CACHE_HOME:-}" ]; then
+  export GOCACHE="$here/.cache/go-build" GOPATH="$here/.cache/gopath"
+fi
+export GOPROXY=off GOFLAGS=-mod=mod GOWORK=off GOTOOLCHAIN=local
 go version
 
 bin=${LEASEHOLD_BIN:-$root/target/debug/leasehold}
