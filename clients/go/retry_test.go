@@ -176,7 +176,7 @@ func TestHeartbeat503Retried(t *testing.T) {
 	ctx, name := testCtx(t), lockName(t)
 	p, srv := newLossyProxy(t, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/heartbeat") }, false)
 	c := leasehold.New(srv.URL)
-	ttl := 1500 * time.Millisecond
+	ttl := 2 * time.Second
 	l, err := c.Lock(ctx, name, leasehold.LockOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
