@@ -405,19 +405,22 @@ func lossLatency(t *testing.T, watch bool, ttl time.Duration) (fromAnswer, fromS
 }
 
 func TestLossAfterForceRelease(t *testing.T) {
-	var worst time.Duration
+	var answers, sends []time.Duration
 	for i := 0; i < 5; i++ {
 		fromAnswer, fromSend := lossLatency(t, true, 30*time.Second)
 		t.Logf("loss latency (watch stream): %v after the force release's answer (%v after it was sent)",
 			fromAnswer.Round(time.Microsecond), fromSend.Round(time.Microsecond))
-		if fromAnswer > worst {
-			worst = fromAnswer
-		}
+		answers, sends = append(answers, fromAnswer), append(sends, fromSend)
 	}
-	if worst > time.Second {
-		t.Fatalf("the watch stream told the loss %v after the force release", worst)
+	sort.Slice(answers, func(i, j int) bool { return answers[i] < answers[j] })
+	sort.Slice(sends, func(i, j int) bool { return sends[i] < sends[j] })
+	if answers[4] > time.Second {
+		t.Fatalf("the watch stream told the loss %v after the force release", answers[4])
 	}
-	t.Logf("LOSS LATENCY (watch stream), worst of 5: %v", worst.Round(time.Microsecond))
+	t.Logf("LOSS LATENCY (watch stream, 5 force releases): %v to %v after the force release's answer "+
+		"(negative: the work was told before the answer reached the caller); %v to %v (median %v) after it was sent",
+		answers[0].Round(time.Microsecond), answers[4].Round(time.Microsecond),
+		sends[0].Round(time.Microsecond), sends[4].Round(time.Microsecond), sends[2].Round(time.Microsecond))
 }
 
 // Without the watch stream, the heartbeat's 410 tells the loss within TTL/3.
