@@ -1,0 +1,367 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Kind is the kind of lock an acquire asks for.
+type Kind string
+
+// The lock kinds (see the server README's "Lock kinds").
+const (
+	KindReentrant Kind = "reentrant" // the default: the lease may re-enter (Reenter)
+	KindExclusive Kind = "exclusive" // not reentrant: a second entry is 409 not_reentrant
+	KindFair      Kind = "fair"      // FIFO among waiters; reentrant
+	KindRead      Kind = "read"      // shared with other readers
+	KindWrite     Kind = "write"     // excludes readers and writers
+)
+
+// Policy orders readers and writers on a read/write lock.
+type Policy string
+
+// Read/write policies.
+const (
+	PolicyReadersFirst Policy = "readers_first" // the default (Redisson's)
+	PolicyFIFO         Policy = "fifo"          // readers wait behind a waiting writer (Curator's)
+)
+
+// LockOptions are the options of Client.Lock. The zero value takes a reentrant lock with the
+// server's default TTL (30 s), without waiting.
+type LockOptions struct {
+	// TTL of the lease: the client renews it every TTL/3 while the lease is held. Zero: the
+	// server's default.
+	TTL time.Duration
+	// Wait is how long to wait for the lock while others hold it; zero: do not wait. Waits
+	// longer than the server's --max-wait-ms are continued by the client.
+	Wait time.Duration
+	// Kind: KindReentrant (default), KindExclusive, KindFair, KindRead or KindWrite.
+	Kind Kind
+	// Policy of a read/write lock: PolicyReadersFirst (default) or PolicyFIFO.
+	Policy Policy
+	// Holder labels the lease for people (operators, refused acquirers); default: the
+	// client's WithHolder.
+	Holder string
+	// Metadata is a small JSON object kept with the lease (at most 4 KiB).
+	Metadata map[string]interface{}
+}
+
+// SemaphoreOptions are the options of Client.Semaphore.
+type SemaphoreOptions struct {
+	// Limit is the semaphore's number of permits; every party must name the same (else 409
+	// limit_mismatch). Required.
+	Limit int
+	// Permits this lease takes; zero means 1.
+	Permits int
+	TTL     time.Duration
+	Wait    time.Duration
+	Holder  string
+	// Metadata is a small JSON object kept with the lease (at most 4 KiB).
+	Metadata map[string]interface{}
+}
+
+type acquireBody struct {
+	TTLms    int64                  `json:"ttl_ms,omitempty"`
+	Holder   string                 `json:"holder,omitempty"`
+	Metadata map[string]interface{} `json:"metadata,omitempty"`
+	Kind     Kind                   `json:"kind,omitempty"`
+	Policy   Policy                 `json:"policy,omitempty"`
+}
+
+type permitBody struct {
+	Limit    int                    `json:"limit"`
+	Permits  int                    `json:"permits,omitempty"`
+	TTLms    int64                  `json:"ttl_ms,omitempty"`
+	Holder   string                 `json:"holder,omitempty"`
+	Metadata map[string]interface{} `json:"metadata,omitempty"`
+}
+
+type grantJSON struct {
+	LeaseID      string `json:"lease_id"`
+	Token        string `json:"token"`
+	Lock         string `json:"lock"`
+	Kind         string `json:"kind"`
+	Holder       string `json:"holder"`
+	FencingToken int64  `json:"fencing_token"`
+	ReentryCount int    `json:"reentry_count"`
+	Permits      int    `json:"permits"`
+	TTLms        int64  `json:"ttl_ms"`
+}
+
+type ticketJSON struct {
+	TicketID      string `json:"ticket_id"`
+	Token         string `json:"token"`
+	Position      int    `json:"position"`
+	PollTimeoutMs int64  `json:"poll_timeout_ms"`
+}
+
+// Lock takes the lock name and keeps it until Release: it waits up to o.Wait while others
+// hold it (for a fair lock, in the queue), then renews the lease every TTL/3 and watches it.
+//
+// Not acquired within the wait: a *Problem with Code CodeLockHeld (Holder, RetryAfter say
+// who and until when). The returned lease's Context is derived from ctx: it is cancelled when
+// the lease is lost, released, or when ctx ends; keep ctx for the work, not a short timeout
+// for the acquire (o.Wait bounds that).
+func (c *Client) Lock(ctx context.Context, name string, o LockOptions) (*Lease, error) {
+	holder := o.Holder
+	if holder == "" {
+		holder = c.holder
+	}
+	body := &acquireBody{TTLms: ms(o.TTL), Holder: holder, Metadata: o.Metadata, Kind: o.Kind, Policy: o.Policy}
+	return c.acquire(ctx, lockPath(name), name, body, o.Wait)
+}
+
+// Semaphore takes o.Permits (default 1) of the o.Limit permits of semaphore name, waiting up
+// to o.Wait for them; not enough within the wait: a *Problem with Code CodeNoPermits. The
+// lease is kept and watched as Lock's are.
+func (c *Client) Semaphore(ctx context.Context, name string, o SemaphoreOptions) (*Lease, error) {
+	holder := o.Holder
+	if holder == "" {
+		holder = c.holder
+	}
+	body := &permitBody{Limit: o.Limit, Permits: o.Permits, TTLms: ms(o.TTL), Holder: holder, Metadata: o.Metadata}
+	return c.acquire(ctx, semaphorePath(name), name, body, o.Wait)
+}
+
+// WithLock runs fn under the lock: it takes it (Lock), runs fn with the lease's context,
+// and releases it however fn ends (an error, a panic, a cancelled ctx). It returns the
+// *LostError when the lease was lost meanwhile (fn's context was cancelled then), else fn's
+// error, else Release's.
+func (c *Client) WithLock(ctx context.Context, name string, o LockOptions, fn func(ctx context.Context, lease *Lease) error) (err error) {
+	lease, err := c.Lock(ctx, name, o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		r := recover()
+		rerr := lease.Release(ctx)
+		if r != nil {
+			panic(r)
+		}
+		if lost := lease.Err(); lost != nil {
+			err = lost
+		} else if err == nil {
+			err = rerr
+		}
+	}()
+	return fn(lease.Context(), lease)
+}
+
+func (c *Client) acquire(ctx context.Context, base, name string, body interface{}, wait time.Duration) (*Lease, error) {
+	if wait < 0 {
+		wait = 0
+	}
+	key := newKey() // one per call: every retry (503, dropped connection) carries it
+	deadline := time.Now().Add(wait)
+	// A fair acquire takes its place in the queue at once (wait_ms=0: the lease, or a 202
+	// ticket) and waits by polling the ticket: the server answers a fair acquire that carries an
+	// Idempotency-Key and waits server-side with 422 idempotency_key_reused when it attempts
+	// again (woken, or at the end of its wait) instead of with the lease or the ticket (reported
+	// with this client). Ticket polls need no key: they cannot act twice.
+	fair := false
+	if b, ok := body.(*acquireBody); ok && b.Kind == KindFair {
+		fair = true
+	}
+	for {
+		left := time.Until(deadline)
+		if left < 0 || fair {
+			left = 0
+		}
+		q := url.Values{"wait_ms": {strconv.FormatInt(ms(left), 10)}}
+		resp, err := c.do(ctx, &request{method: http.MethodPost, path: base + "/leases", query: q, body: body,
+			idemKey: key, wait: left, retry: true})
+		if err != nil {
+			var p *Problem
+			if errors.As(err, &p) && (p.Code == CodeLockHeld || p.Code == CodeNoPermits) &&
+				time.Until(deadline) > 10*time.Millisecond {
+				continue // the server cut the wait to its --max-wait-ms: wait on
+			}
+			return nil, err
+		}
+		switch resp.status {
+		case http.StatusCreated:
+			var g grantJSON
+			if err := decode(resp, &g); err != nil {
+				return nil, err
+			}
+			return c.startLease(ctx, base, name, &g, g.Token, resp.sent)
+		case http.StatusAccepted:
+			var t ticketJSON
+			if err := decode(resp, &t); err != nil {
+				return nil, err
+			}
+			return c.waitTicket(ctx, base, name, &t, deadline)
+		default:
+			return nil, fmt.Errorf("leasehold: unexpected %d answer to an acquire", resp.status)
+		}
+	}
+}
+
+// waitTicket long-polls a fair lock's ticket until it turns into the lease or the wait ends
+// (then it leaves the queue and answers lock_held, as a non-fair lock would).
+func (c *Client) waitTicket(ctx context.Context, base, name string, t *ticketJSON, deadline time.Time) (*Lease, error) {
+	if t.Token == "" {
+		return nil, errNoToken
+	}
+	path := base + "/tickets/" + url.PathEscape(t.TicketID)
+	position := t.Position
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			c.leaveQueue(ctx, path, t.Token)
+			return nil, &Problem{Status: http.StatusConflict, Code: CodeLockHeld, Title: "The lock is held by another lease",
+				Detail: fmt.Sprintf("still queued (position %d) when the wait ran out; left the queue", position)}
+		}
+		q := url.Values{"wait_ms": {strconv.FormatInt(ms(left), 10)}}
+		// Polling again is safe: a ticket answers its grant again, never a second lease.
+		resp, err := c.do(ctx, &request{method: http.MethodPost, path: path, query: q, bearer: t.Token, wait: left, retry: true})
+		if err != nil {
+			if ctx.Err() != nil {
+				c.leaveQueue(ctx, path, t.Token)
+			}
+			return nil, err
+		}
+		switch resp.status {
+		case http.StatusCreated, http.StatusOK:
+			var g grantJSON
+			if err := decode(resp, &g); err != nil {
+				return nil, err
+			}
+			return c.startLease(ctx, base, name, &g, t.Token, resp.sent)
+		case http.StatusAccepted:
+			var nt ticketJSON
+			if err := decode(resp, &nt); err == nil && nt.Position > 0 {
+				position = nt.Position
+			}
+		default:
+			return nil, fmt.Errorf("leasehold: unexpected %d answer to a ticket poll", resp.status)
+		}
+	}
+}
+
+func (c *Client) leaveQueue(ctx context.Context, path, token string) {
+	lctx, cancel := detached(ctx, 5*time.Second)
+	defer cancel()
+	_, _ = c.do(lctx, &request{method: http.MethodDelete, path: path, bearer: token, retry: true, window: 5 * time.Second})
+}
+
+// FenceCheck is the answer of CheckFence.
+type FenceCheck struct {
+	Lock         string `json:"lock"`
+	FencingToken int64  `json:"fencing_token"`
+	// Current: a lease holding the lock right now carries this token (true when the server
+	// read it; it may be false a moment later).
+	Current bool `json:"current"`
+	// FencingCounter is the highest token handed out so far on the lock.
+	FencingCounter int64 `json:"fencing_counter"`
+}
+
+// CheckFence asks whether fencingToken is the token of a lease holding lock name now: what
+// a resource that cannot store the largest token it has seen asks before applying a write.
+func (c *Client) CheckFence(ctx context.Context, name string, fencingToken int64) (*FenceCheck, error) {
+	resp, err := c.do(ctx, &request{method: http.MethodPost, path: lockPath(name) + "/fence/check",
+		body: map[string]int64{"fencing_token": fencingToken}, retry: true})
+	if err != nil {
+		return nil, err
+	}
+	var f FenceCheck
+	if err := decode(resp, &f); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// LockInfo is what InspectLock answers (a part of GET /v1/locks/{name}).
+type LockInfo struct {
+	Lock           string       `json:"lock"`
+	Held           bool         `json:"held"`
+	Kind           string       `json:"kind"`
+	Mode           string       `json:"mode"`
+	Holders        []HolderInfo `json:"holders"`
+	QueueLength    int          `json:"queue_length"`
+	FencingCounter int64        `json:"fencing_counter"`
+	RemainingMs    int64        `json:"remaining_ms"`
+	WaitingCount   int          `json:"waiting_count"`
+}
+
+// HolderInfo is one holder of a lock (or of a semaphore's permits).
+type HolderInfo struct {
+	LeaseID      string                 `json:"lease_id"` // empty for a Redisson client
+	Holder       string                 `json:"holder"`
+	Metadata     map[string]interface{} `json:"metadata"`
+	Kind         string                 `json:"kind"`
+	ReentryCount int                    `json:"reentry_count"`
+	ReadCount    int                    `json:"read_count"`
+	WriteCount   int                    `json:"write_count"`
+	Permits      int                    `json:"permits"`
+	FencingToken int64                  `json:"fencing_token"`
+}
+
+// InspectLock says who holds lock name and who waits (404 lock_not_found when it is free and
+// was never taken).
+func (c *Client) InspectLock(ctx context.Context, name string) (*LockInfo, error) {
+	resp, err := c.do(ctx, &request{method: http.MethodGet, path: lockPath(name), retry: true})
+	if err != nil {
+		return nil, err
+	}
+	var li LockInfo
+	if err := decode(resp, &li); err != nil {
+		return nil, err
+	}
+	return &li, nil
+}
+
+// SemaphoreInfo is what InspectSemaphore answers.
+type SemaphoreInfo struct {
+	Semaphore      string       `json:"semaphore"`
+	Limit          int          `json:"limit"`
+	Used           int          `json:"used"`
+	Available      int          `json:"available"`
+	FencingCounter int64        `json:"fencing_counter"`
+	Holders        []HolderInfo `json:"holders"`
+	WaitingCount   int          `json:"waiting_count"`
+}
+
+// InspectSemaphore says how many permits of semaphore name are out, and to whom.
+func (c *Client) InspectSemaphore(ctx context.Context, name string) (*SemaphoreInfo, error) {
+	resp, err := c.do(ctx, &request{method: http.MethodGet, path: semaphorePath(name), retry: true})
+	if err != nil {
+		return nil, err
+	}
+	var si SemaphoreInfo
+	if err := decode(resp, &si); err != nil {
+		return nil, err
+	}
+	return &si, nil
+}
+
+// ForceReleaseResult is the answer of ForceRelease.
+type ForceReleaseResult struct {
+	Lock     string       `json:"lock"`
+	Released bool         `json:"released"` // false when nobody held it
+	Removed  []HolderInfo `json:"removed"`
+}
+
+// ForceRelease removes every holder of lock name (an operator's action: the client needs
+// the admin token or an admin key, WithAPIKey). Their holders learn it at once (their
+// leases' contexts are cancelled). Not retried: a 503 may or may not have acted.
+func (c *Client) ForceRelease(ctx context.Context, name, reason string) (*ForceReleaseResult, error) {
+	var q url.Values
+	if reason != "" {
+		q = url.Values{"reason": {reason}}
+	}
+	resp, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/admin/locks/" + url.PathEscape(name), query: q})
+	if err != nil {
+		return nil, err
+	}
+	var r ForceReleaseResult
+	if err := decode(resp, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
