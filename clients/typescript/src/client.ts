@@ -1,7 +1,7 @@
 import "./polyfill.js";
 import { LeaseLostError, LockHeldError } from "./errors.js";
 import { Transport, randomKey, type Query, type Reply, type RetryOptions } from "./http.js";
-import { Lease } from "./lease.js";
+import { Lease, inspect } from "./lease.js";
 import type {
   AcquireOptions,
   FenceCheck,
@@ -75,7 +75,8 @@ export class Client {
     this.transport = new Transport({
       baseUrl: this.url,
       apiKey: apiKey === "" ? undefined : apiKey,
-      fetch: fetchImpl,
+      // Called as a plain function: a browser's fetch refuses any other `this` (Illegal invocation).
+      fetch: (input, init) => fetchImpl(input, init),
       timeoutMs: options.timeoutMs ?? 10_000,
       retry: {
         attempts: options.retry?.attempts ?? 6,
@@ -174,6 +175,15 @@ export class Client {
       signal: options.signal,
     });
     return reply.body;
+  }
+
+  /** What JSON.stringify and console.log show: never the API key. */
+  toJSON(): Record<string, unknown> {
+    return { url: this.url, apiKey: this.transport.options.apiKey === undefined ? null : "[set]" };
+  }
+
+  [inspect](): string {
+    return `Client ${JSON.stringify(this.toJSON())}`;
   }
 
   private async get<T>(method: "GET" | "POST", path: string, signal?: AbortSignal, query?: Query, body?: unknown): Promise<T> {
@@ -293,8 +303,8 @@ export class Client {
     await this.transport.request({ method: "DELETE", path, token, retry: true }).catch(() => {});
   }
 
-  private lease(target: Target, grant: GrantBody, token: string, sentAt: number, options: AcquireOptions): Lease {
-    return new Lease({
+  private async lease(target: Target, grant: GrantBody, token: string, sentAt: number, options: AcquireOptions): Promise<Lease> {
+    const lease = new Lease({
       transport: this.transport,
       resource: target.resource,
       name: target.name,
@@ -304,6 +314,12 @@ export class Client {
       watch: options.watch ?? true,
       releaseOnSignal: this.releaseOnSignal,
     });
+    if (options.signal?.aborted) {
+      // Given up while the grant was on its way: give it back.
+      await lease.release().catch(() => {});
+      throw options.signal.reason;
+    }
+    return lease;
   }
 }
 

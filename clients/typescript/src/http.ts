@@ -121,7 +121,9 @@ export class Transport {
     );
     try {
       const response = await this.options.fetch(this.url({ ...call, query }), this.init(call, controller.signal));
-      // The timeout covers the body too: a long-poll's answer comes with its headers.
+      // Once the answer has begun, it is read whatever the caller's signal says (a grant must
+      // not be lost half-read: the server counts it as delivered). The timeout still holds.
+      unlink();
       return { response, text: await response.text() };
     } catch (error) {
       if (call.signal?.aborted) throw call.signal.reason;

@@ -55,6 +55,11 @@ export interface LeaseInit {
 
 /** How long the watch stream may stay silent (the server sends a comment every 15 s). */
 const WATCH_IDLE_MS = 45_000;
+/** The pause before opening a watch again that was refused for lack of room. */
+const WATCH_RETRY_FULL_MS = 15_000;
+
+/** Node's `util.inspect` hook: what console.log shows of a lease or client. */
+export const inspect = Symbol.for("nodejs.util.inspect.custom");
 
 const now = () => performance.now();
 
@@ -218,6 +223,27 @@ export class Lease implements AsyncDisposable {
   /** `await using lease = await client.lock(...)`: releases every level; throws if the lease was lost. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.release();
+  }
+
+  /** What JSON.stringify and console.log show: never the token. */
+  toJSON(): Record<string, unknown> {
+    return {
+      name: this.name,
+      leaseId: this.leaseId,
+      kind: this.kind,
+      fencingToken: this.fencingToken,
+      holder: this.holder,
+      permits: this.permits,
+      state: this.current,
+      reentryCount: this.levels,
+      ttlMs: this.ttl,
+      expiresAt: this.expires.toISOString(),
+      lost: this.lostWith?.reason,
+    };
+  }
+
+  [inspect](): string {
+    return `Lease ${JSON.stringify(this.toJSON())}`;
   }
 
   /** @internal Releases on the way out of the process (a signal), within a bounded time. */
@@ -402,7 +428,9 @@ export class Lease implements AsyncDisposable {
             return; // this lease cannot be watched here: the heartbeats still tell its loss
           }
           failures++;
-          hinted = error.retryAfterMs;
+          // Over the caller's stream quota (429), or the instance's watches (503): the
+          // heartbeats tell the loss meanwhile; try again rarely.
+          hinted = Math.max(error.retryAfterMs ?? 0, WATCH_RETRY_FULL_MS);
         } else if (response.body !== null) {
           failures = 0;
           for await (const event of readEvents(response.body, alive)) {

@@ -15,4 +15,17 @@ for (const name of ["asyncDispose", "dispose"] as const) {
   }
 }
 
+// The same for the types: consumers compiling without lib "esnext.disposable" (or Node's
+// types) still read this package's declarations. Declared exactly as @types/node does, which
+// merges with TypeScript's own lib.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+    readonly asyncDispose: unique symbol;
+  }
+  interface AsyncDisposable {
+    [Symbol.asyncDispose](): PromiseLike<void>;
+  }
+}
+
 export {};

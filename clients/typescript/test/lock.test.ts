@@ -1,6 +1,7 @@
 // Acquire, wait, release, reentry, withLock, cancellation: against the real server.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { inspect } from "node:util";
 import { ConflictError, Lease, LockHeldError } from "leasehold";
 import { MAX_WAIT_MS, Proxy, client, pending, unique, until, within } from "./support.js";
 
@@ -13,6 +14,12 @@ test("acquire, wait for the holder's release, release", async () => {
   assert.equal(first.kind, "reentrant");
   assert.equal(first.reentryCount, 1);
   assert.equal(first.holder, "first");
+  // Printing a lease or a client shows neither the lease's token nor the API key.
+  const keyed = client({ apiKey: "lhk_secret-in-test" });
+  for (const shown of [JSON.stringify(first), inspect(first), inspect({ first }), JSON.stringify(keyed), inspect(keyed)]) {
+    assert.ok(!shown.includes(first.token) && !shown.includes("secret-in-test"), shown);
+  }
+  assert.match(inspect(first), new RegExp(first.leaseId));
   assert.ok(Number.isSafeInteger(first.fencingToken) && first.fencingToken > 0);
 
   const second = c.lock(name, { ttlMs: 10_000, waitMs: 10_000, holder: "second" });
