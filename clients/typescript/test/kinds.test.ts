@@ -37,7 +37,9 @@ test("semaphore: permits up to the limit, no_permits past it, a release lets a w
   info = await c.inspectSemaphore(name);
   assert.equal(info.used, 2);
   assert.deepEqual(info.holders.map((h) => h.lease_id), [c2.leaseId]);
+  assert.equal((await c.inspectLease(name, c2.leaseId, { semaphore: true })).permits, 2);
   await c2.release();
+  assert.equal((await c.inspectLease(name, c2.leaseId, { semaphore: true })).state, "released");
 
   const value = await c.withSemaphore(name, { limit: 3, permits: 3 }, async (lease) => {
     assert.equal((await c.inspectSemaphore(name)).available, 0);

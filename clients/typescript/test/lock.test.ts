@@ -32,6 +32,9 @@ test("acquire, wait for the holder's release, release", async () => {
   assert.ok(lease.fencingToken > first.fencingToken, "fencing tokens grow");
   assert.equal((await c.inspectLease(name, first.leaseId)).state, "released");
   assert.equal((await c.inspectLock(name)).holders[0]?.lease_id, lease.leaseId);
+  const listed = await c.listLocks({ prefix: name });
+  assert.deepEqual(listed.locks.map((l) => [l.name, l.holders]), [[name, 1]]);
+  assert.equal(listed.next_cursor, null);
   await lease.release();
   assert.equal((await c.inspectLock(name)).held, false);
   // A second release of a released lease does nothing.

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { LeaseLostError, TransportError, UnavailableError } from "leasehold";
-import { Proxy, aborted, client, unique, within } from "./support.js";
+import { Proxy, aborted, admin, client, unique, until, within } from "./support.js";
 
 async function withProxy(body: (proxy: Proxy) => Promise<void>): Promise<void> {
   const proxy = await new Proxy().start();
@@ -113,4 +113,22 @@ test("renewals that cannot reach the server: the lease is reported lost by its T
     assert.equal(lease.lostError.reason, "expired");
     assert.ok(lostAt - acquired <= ttlMs + 100, `lost ${(lostAt - acquired).toFixed(0)} ms after the grant`);
     // Meanwhile the server still holds it (the heartbeats never arrived), until its TTL.
+  }));
+
+test("a watch stream cut without news is opened again, and still tells the loss at once", () =>
+  withProxy(async (proxy) => {
+    const name = unique("recut");
+    const lease = await client(fast, proxy.url).lock(name, { ttlMs: 30_000 });
+    const watches = () => proxy.seen.filter((s) => s.path.endsWith("/watch")).length;
+    await until("the watch stream to open", () => proxy.streaming.size === 1);
+    assert.equal(proxy.cutStreams(), 1);
+    await until("the watch stream to be opened again", () => watches() === 2 && proxy.streaming.size === 1);
+    assert.equal(lease.state, "held", "a cut stream is no loss");
+    const lost = aborted(lease.signal);
+    const sent = performance.now();
+    assert.equal((await admin("DELETE", `/v1/admin/locks/${name}`)).status, 200);
+    // Well before the first heartbeat (10 s): told by the reopened stream.
+    const latency = (await within(2000, lost, "the loss signal")) - sent;
+    assert.equal(lease.lostError?.reason, "force_released");
+    assert.ok(latency < 1000, `${latency} ms`);
   }));

@@ -93,6 +93,8 @@ export type Verdict = "forward" | "lose-answer-503" | "lose-answer-drop" | "refu
 /** An HTTP proxy in front of the main server that can lose answers on purpose. */
 export class Proxy {
   readonly seen: Seen[] = [];
+  /** The answers being streamed through (watch streams), until they end. */
+  readonly streaming = new Set<http.ServerResponse>();
   rule: (request: http.IncomingMessage) => Verdict = () => "forward";
   private server: http.Server;
   url = "";
@@ -110,6 +112,13 @@ export class Proxy {
   async stop(): Promise<void> {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** Cuts every stream going through, as a proxy or an instance going away would. */
+  cutStreams(): number {
+    const count = this.streaming.size;
+    for (const response of this.streaming) response.socket?.destroy();
+    return count;
   }
 
   private handle(request: http.IncomingMessage, response: http.ServerResponse): void {
@@ -130,6 +139,10 @@ export class Proxy {
       seen.replayed = answer.headers["idempotent-replayed"] === "true";
       if (verdict === "forward") {
         response.writeHead(answer.statusCode ?? 502, answer.headers);
+        if (answer.headers["content-type"]?.startsWith("text/event-stream")) {
+          this.streaming.add(response);
+          response.on("close", () => this.streaming.delete(response));
+        }
         answer.pipe(response);
         return;
       }
