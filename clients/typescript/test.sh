@@ -78,7 +78,9 @@ start_server main --max-wait-ms "$max_wait_ms"
 export LEASEHOLD_TEST_URL=$url LEASEHOLD_TEST_ADMIN_TOKEN=$token LEASEHOLD_TEST_MAX_WAIT_MS=$max_wait_ms
 start_server keys
 export LEASEHOLD_TEST_KEYS_URL=$url LEASEHOLD_TEST_KEYS_ADMIN_TOKEN=$token
-export LEASEHOLD_TEST_BIN=$bin
+# The tests' temporary files (packed packages, browser profiles) go where cleanup removes them.
+mkdir "$work/tmp"
+export TMPDIR=$work/tmp
 
 # Bounded: a test that hangs fails (--test-timeout), and a process that a failed test left
 # holding a lease (leases keep renewing until released) is ended (--test-force-exit).
