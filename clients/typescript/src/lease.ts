@@ -277,9 +277,15 @@ export class Lease implements AsyncDisposable {
         this.lose(error, true);
         throw error;
       }
-      if (this.pendingLoss !== undefined && this.releasesInFlight === 0) {
-        this.lose(this.pendingLoss);
-        throw error;
+      const pending = this.releasesInFlight === 0 ? this.pendingLoss : undefined;
+      if (pending?.reason === "released") {
+        // Its answer never came, but the watch stream saw the lease end by this release.
+        this.finish("released");
+        return { released: true, reentryCount: 0 };
+      }
+      if (pending !== undefined) {
+        this.lose(pending, true);
+        throw pending;
       }
       // Not known whether it was released: a full release stops renewing, so it expires by its TTL.
       if (all && !(error instanceof ProblemError && error.status < 500)) this.finish("released");
@@ -412,7 +418,7 @@ export class Lease implements AsyncDisposable {
           WATCH_IDLE_MS,
         );
       };
-      let hinted: number | undefined;
+      let pause: number | undefined;
       try {
         alive();
         const response = await this.transport.open(
@@ -426,20 +432,23 @@ export class Lease implements AsyncDisposable {
             this.lose(loss);
           } else if (error instanceof AuthError || error.status < 429) {
             return; // this lease cannot be watched here: the heartbeats still tell its loss
+          } else {
+            // Over the caller's stream quota (429), the instance's watches (503 too_many_watches),
+            // or the instance unavailable: the heartbeats tell a loss meanwhile; try again rarely.
+            pause = Math.max(error.retryAfterMs ?? 0, WATCH_RETRY_FULL_MS);
           }
           failures++;
-          // Over the caller's stream quota (429), or the instance's watches (503): the
-          // heartbeats tell the loss meanwhile; try again rarely.
-          hinted = Math.max(error.retryAfterMs ?? 0, WATCH_RETRY_FULL_MS);
         } else if (response.body !== null) {
-          failures = 0;
+          const opened = now();
           for await (const event of readEvents(response.body, alive)) {
             if (event.event === "lost") {
               this.lose(lostEvent(event.data, this));
               break;
             }
           }
-          failures = 1; // it ended without news (the instance stopped, a proxy cut it): open it again
+          // It ended without news (the instance stopped, a proxy cut it): open it again, at
+          // once if it had lasted, backing off if streams keep ending as soon as they open.
+          failures = now() - opened > 5_000 ? 1 : failures + 1;
         }
       } catch {
         if (stop.aborted) return;
@@ -450,7 +459,7 @@ export class Lease implements AsyncDisposable {
         connection.abort();
       }
       try {
-        await sleep(this.transport.backoff(Math.max(failures, 1), hinted), stop);
+        await sleep(pause ?? this.transport.backoff(Math.max(failures, 1)), stop);
       } catch {
         return;
       }

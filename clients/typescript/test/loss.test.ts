@@ -3,8 +3,8 @@
 import assert from "node:assert/strict";
 import { appendFileSync } from "node:fs";
 import { test } from "node:test";
-import { LeaseLostError, LockHeldError } from "leasehold";
-import { aborted, admin, client, unique, within } from "./support.js";
+import { Client, type Lease, LeaseLostError, LockHeldError } from "leasehold";
+import { KEYS_ADMIN_TOKEN, KEYS_URL, Proxy, aborted, admin, client, unique, until, within } from "./support.js";
 
 /** Prints a measurement, and keeps it for test.sh's closing lines. */
 function report(line: string): void {
@@ -90,4 +90,32 @@ test("an admin eviction of this one lease is a loss too", async () => {
   await within(1000, lost, "the loss signal");
   assert.ok(lease.lostError instanceof LeaseLostError);
   assert.ok(["force_released", "evicted"].includes(String(lease.lostError.reason)), String(lease.lostError.reason));
+});
+
+test("more leases than the key's watch-stream quota: the rest are watched by heartbeats alone", async () => {
+  // The server lets one caller hold 16 event streams per instance (--max-streams-per-client);
+  // the 17th lease's watch is refused (429 quota_exceeded) and its loss still comes in time.
+  const created = await admin("POST", "/v1/admin/keys", { name: unique("streams") }, KEYS_URL, KEYS_ADMIN_TOKEN);
+  assert.equal(created.status, 201);
+  const proxy = await new Proxy(KEYS_URL).start();
+  const leases: Lease[] = [];
+  try {
+    const c = new Client(proxy.url, { apiKey: created.body.secret as string });
+    const prefix = unique("streams");
+    for (let i = 0; i < 17; i++) leases.push(await c.lock(`${prefix}-${i}`, { ttlMs: 3000 }));
+    const refused = await until("a watch refused for the quota", () => proxy.seen.find((s) => s.path.endsWith("/watch") && s.status === 429));
+    const unwatched = leases.find((lease) => refused.path.includes(lease.leaseId))!;
+    await until("the other watches to open", () => proxy.streaming.size === 16);
+    const lost = aborted(unwatched.signal);
+    const answer = await admin("DELETE", `/v1/admin/locks/${unwatched.name}`, undefined, KEYS_URL, KEYS_ADMIN_TOKEN);
+    assert.equal(answer.status, 200);
+    const answered = performance.now();
+    const latency = (await within(3000, lost, "the loss signal")) - answered;
+    assert.equal(unwatched.lostError?.reason, "force_released");
+    assert.ok(latency <= 1000 + 250, `${latency} ms`);
+    report(`loss latency (the 17th lease of one key, over its watch quota; TTL 3000 ms): ${latency.toFixed(1)} ms`);
+  } finally {
+    await Promise.allSettled(leases.map((lease) => lease.release()));
+    await proxy.stop();
+  }
 });
