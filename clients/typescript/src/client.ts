@@ -21,21 +21,21 @@ export interface ClientOptions {
    * The API key, sent in the `Leasehold-Key` header (an admin token works too). Default: the
    * `LEASEHOLD_API_KEY` environment variable under Node, else none; `null` sends none.
    */
-  apiKey?: string | null;
+  apiKey?: string | null | undefined;
   /**
    * The HTTP timeout of a request beyond the server-side wait it asks for, in ms (default
    * 10000): a long-poll of `waitMs` gets `waitMs + timeoutMs`.
    */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** How calls that are safe to repeat are retried after a 503, a 504 or a dropped connection. */
-  retry?: RetryOptions;
+  retry?: RetryOptions | undefined;
   /** The fetch to use (default: the global one). */
-  fetch?: typeof fetch;
+  fetch?: typeof fetch | undefined;
   /**
    * Under Node, release held leases when SIGINT, SIGTERM or SIGHUP would end the process
    * (default true). See the README, "Loss and exits".
    */
-  releaseOnSignal?: boolean;
+  releaseOnSignal?: boolean | undefined;
 }
 
 /** The server when none is named: `LEASEHOLD_SERVER` under Node, else this. */
@@ -148,13 +148,24 @@ export class Client {
   }
 
   /** `GET /v1/{locks|semaphores}/{name}/leases/{id}`: a lease's state, `held` or how it ended. */
-  inspectLease(name: string, leaseId: string, options: { semaphore?: boolean; signal?: AbortSignal } = {}): Promise<LeaseInfo> {
+  inspectLease(
+    name: string,
+    leaseId: string,
+    options: { semaphore?: boolean | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<LeaseInfo> {
     const resource = options.semaphore === true ? "semaphores" : "locks";
     return this.get<LeaseInfo>("GET", `/v1/${resource}/${enc(name)}/leases/${enc(leaseId)}`, options.signal);
   }
 
   /** `GET /v1/locks`: one page of the live locks and semaphores; pass `next_cursor` back as `cursor`. */
-  listLocks(options: { prefix?: string; cursor?: string; limit?: number; signal?: AbortSignal } = {}): Promise<LockList> {
+  listLocks(
+    options: {
+      prefix?: string | undefined;
+      cursor?: string | undefined;
+      limit?: number | undefined;
+      signal?: AbortSignal | undefined;
+    } = {},
+  ): Promise<LockList> {
     return this.get<LockList>("GET", "/v1/locks", options.signal, {
       prefix: options.prefix,
       cursor: options.cursor,
@@ -166,7 +177,10 @@ export class Client {
    * Admin (the admin token or an admin key as `apiKey`): removes every holder of `name`;
    * their holders see their leases lost. Never retried: a repeat could remove the next holder.
    */
-  async forceRelease(name: string, options: { reason?: string; signal?: AbortSignal } = {}): Promise<ForceReleaseBody> {
+  async forceRelease(
+    name: string,
+    options: { reason?: string | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<ForceReleaseBody> {
     const reply = await this.transport.request<ForceReleaseBody>({
       method: "DELETE",
       path: `/v1/admin/locks/${enc(name)}`,
@@ -186,7 +200,13 @@ export class Client {
     return `Client ${JSON.stringify(this.toJSON())}`;
   }
 
-  private async get<T>(method: "GET" | "POST", path: string, signal?: AbortSignal, query?: Query, body?: unknown): Promise<T> {
+  private async get<T>(
+    method: "GET" | "POST",
+    path: string,
+    signal?: AbortSignal,
+    query?: Query,
+    body?: unknown,
+  ): Promise<T> {
     const reply = await this.transport.request<T>({ method, path, query, body, retry: true, signal });
     return reply.body;
   }
@@ -303,7 +323,13 @@ export class Client {
     await this.transport.request({ method: "DELETE", path, token, retry: true }).catch(() => {});
   }
 
-  private async lease(target: Target, grant: GrantBody, token: string, sentAt: number, options: AcquireOptions): Promise<Lease> {
+  private async lease(
+    target: Target,
+    grant: GrantBody,
+    token: string,
+    sentAt: number,
+    options: AcquireOptions,
+  ): Promise<Lease> {
     const lease = new Lease({
       transport: this.transport,
       resource: target.resource,

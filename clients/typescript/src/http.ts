@@ -18,11 +18,11 @@ export type Query = Record<string, string | number | boolean | undefined>;
 /** How calls that are safe to repeat are retried. */
 export interface RetryOptions {
   /** Tries in all, the first included (default 6). */
-  attempts?: number;
+  attempts?: number | undefined;
   /** The first pause, doubled on each retry (default 100 ms), with jitter. */
-  minDelayMs?: number;
+  minDelayMs?: number | undefined;
   /** The longest pause, also the most of a server's `Retry-After` obeyed (default 5000 ms). */
-  maxDelayMs?: number;
+  maxDelayMs?: number | undefined;
 }
 
 export interface Call {
@@ -54,7 +54,7 @@ export interface TransportOptions {
   apiKey: string | undefined;
   fetch: typeof fetch;
   timeoutMs: number;
-  retry: Required<RetryOptions>;
+  retry: { attempts: number; minDelayMs: number; maxDelayMs: number };
 }
 
 export class Transport {

@@ -17,10 +17,10 @@ export type LeaseState = "held" | "released" | "lost";
 
 export interface ReleaseOptions {
   /** Release every reentry level (default true); false releases one. */
-  all?: boolean;
+  all?: boolean | undefined;
   /** Read/write leases: the hold to release (default: write if held, else read). */
-  mode?: RwMode;
-  signal?: AbortSignal;
+  mode?: RwMode | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 export interface ReleaseResult {
@@ -32,12 +32,12 @@ export interface ReleaseResult {
 
 export interface ReenterOptions {
   /** A new TTL for the lease (every level); the lease's own when absent. */
-  ttlMs?: number;
+  ttlMs?: number | undefined;
   /** How long to wait, in ms (a write lease's read reentry never waits). */
-  waitMs?: number;
+  waitMs?: number | undefined;
   /** Read/write: `read` on a write lease is a downgrade; otherwise the lease's own kind. */
-  kind?: LockKind;
-  signal?: AbortSignal;
+  kind?: LockKind | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /** @internal What a Lease is made from. */
@@ -193,7 +193,7 @@ export class Lease implements AsyncDisposable {
   }
 
   /** Renews the lease now (it renews itself anyway), optionally with a new TTL for later renewals too. */
-  async renew(options: { ttlMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+  async renew(options: { ttlMs?: number | undefined; signal?: AbortSignal | undefined } = {}): Promise<void> {
     this.assertHeld();
     const sentAt = now();
     const reply = await this.transport.request<RenewalBody>({

@@ -201,36 +201,36 @@ export interface ForceReleaseBody {
 /** Options every acquisition takes. */
 export interface AcquireOptions {
   /** The lease's TTL in ms (the server's default, 30 s unless configured, when absent). */
-  ttlMs?: number;
+  ttlMs?: number | undefined;
   /**
    * How long to wait while someone else holds it, in ms (default 0: give up at once). The
    * waiting is server-side; a wait longer than the server's `--max-wait-ms` is asked again
    * for the rest, and a fair lock's queue ticket is polled until then.
    */
-  waitMs?: number;
+  waitMs?: number | undefined;
   /** A label for people, shown to operators and to refused acquirers. */
-  holder?: string;
+  holder?: string | undefined;
   /** A JSON object kept with the lease. */
-  metadata?: Metadata;
+  metadata?: Metadata | undefined;
   /** Gives up waiting when aborted (the lock is then not taken, or given back at once). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /**
    * Watch the lease's event stream for its loss (default true). Without it, loss is found by
    * the heartbeats only: within a third of the TTL.
    */
-  watch?: boolean;
+  watch?: boolean | undefined;
 }
 
 export interface LockOptions extends AcquireOptions {
   /** `reentrant` (default), `exclusive`, `fair`, `read` or `write`. */
-  kind?: LockKind;
+  kind?: LockKind | undefined;
   /** Read/write locks: `readers_first` (default) or `fifo`. */
-  policy?: RwPolicy;
+  policy?: RwPolicy | undefined;
 }
 
 export interface SemaphoreOptions extends AcquireOptions {
   /** The semaphore's number of permits; every party must name the same. */
   limit: number;
   /** Permits this lease takes (default 1). */
-  permits?: number;
+  permits?: number | undefined;
 }
