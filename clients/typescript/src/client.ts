@@ -1,0 +1,368 @@
+import "./polyfill.js";
+import { LeaseLostError, LockHeldError } from "./errors.js";
+import { Transport, randomKey, type Query, type Reply, type RetryOptions } from "./http.js";
+import { Lease, inspect } from "./lease.js";
+import type {
+  AcquireOptions,
+  FenceCheck,
+  ForceReleaseBody,
+  GrantBody,
+  LeaseInfo,
+  LockInfo,
+  LockList,
+  LockOptions,
+  SemaphoreInfo,
+  SemaphoreOptions,
+  TicketBody,
+} from "./types.js";
+
+export interface ClientOptions {
+  /**
+   * The API key, sent in the `Leasehold-Key` header (an admin token works too). Default: the
+   * `LEASEHOLD_API_KEY` environment variable under Node, else none; `null` sends none.
+   */
+  apiKey?: string | null | undefined;
+  /**
+   * The HTTP timeout of a request beyond the server-side wait it asks for, in ms (default
+   * 10000): a long-poll of `waitMs` gets `waitMs + timeoutMs`.
+   */
+  timeoutMs?: number | undefined;
+  /** How calls that are safe to repeat are retried after a 503, a 504 or a dropped connection. */
+  retry?: RetryOptions | undefined;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch | undefined;
+  /**
+   * Under Node, release held leases when SIGINT, SIGTERM or SIGHUP would end the process
+   * (default true). See the README, "Loss and exits".
+   */
+  releaseOnSignal?: boolean | undefined;
+}
+
+/** The server when none is named: `LEASEHOLD_SERVER` under Node, else this. */
+export const DEFAULT_SERVER = "http://127.0.0.1:8080";
+
+type Work<T> = (lease: Lease) => Promise<T> | T;
+
+interface Target {
+  resource: "locks" | "semaphores";
+  name: string;
+  body: Record<string, unknown>;
+}
+
+const now = () => performance.now();
+
+/**
+ * A Leasehold server. Cheap to make; one per server is plenty (connections are kept alive and
+ * shared by the platform's fetch).
+ *
+ * ```ts
+ * const client = new Client("http://127.0.0.1:8080");
+ * await client.withLock("nightly-report", { ttlMs: 30_000 }, async (lease) => { ... });
+ * ```
+ */
+export class Client {
+  /** The server's base URL, without a trailing slash. */
+  readonly url: string;
+  private readonly transport: Transport;
+  private readonly releaseOnSignal: boolean;
+
+  constructor(url?: string, options: ClientOptions = {}) {
+    const base = url ?? env("LEASEHOLD_SERVER") ?? DEFAULT_SERVER;
+    this.url = base.replace(/\/+$/, "");
+    const apiKey = options.apiKey === undefined ? env("LEASEHOLD_API_KEY") : (options.apiKey ?? undefined);
+    const fetchImpl = options.fetch ?? globalThis.fetch;
+    if (typeof fetchImpl !== "function") throw new TypeError("no fetch: pass one in ClientOptions.fetch");
+    this.transport = new Transport({
+      baseUrl: this.url,
+      apiKey: apiKey === "" ? undefined : apiKey,
+      // Called as a plain function: a browser's fetch refuses any other `this` (Illegal invocation).
+      fetch: (input, init) => fetchImpl(input, init),
+      timeoutMs: options.timeoutMs ?? 10_000,
+      retry: {
+        attempts: options.retry?.attempts ?? 6,
+        minDelayMs: options.retry?.minDelayMs ?? 100,
+        maxDelayMs: options.retry?.maxDelayMs ?? 5_000,
+      },
+    });
+    this.releaseOnSignal = options.releaseOnSignal ?? true;
+  }
+
+  /**
+   * Takes the lock `name`, waiting up to `waitMs` for it; resolves with the held
+   * {@link Lease}, which renews itself until released and aborts its `signal` if lost.
+   * Rejects with {@link LockHeldError} when someone else still holds it after the wait.
+   * Fair locks queue: the ticket is polled here until it is this caller's turn.
+   */
+  lock(name: string, options: LockOptions = {}): Promise<Lease> {
+    const body: Record<string, unknown> = common(options);
+    if (options.kind !== undefined) body["kind"] = options.kind;
+    if (options.policy !== undefined) body["policy"] = options.policy;
+    return this.acquire({ resource: "locks", name, body }, options);
+  }
+
+  /**
+   * Takes `permits` (default 1) of the semaphore `name` of `limit` permits. Rejects with
+   * {@link LockHeldError} (code `no_permits`) when not enough are free after the wait.
+   */
+  semaphore(name: string, options: SemaphoreOptions): Promise<Lease> {
+    const body: Record<string, unknown> = { ...common(options), limit: options.limit };
+    if (options.permits !== undefined) body["permits"] = options.permits;
+    return this.acquire({ resource: "semaphores", name, body }, options);
+  }
+
+  /**
+   * Runs `work` under the lock and releases it however `work` ends. If the lease was lost
+   * meanwhile, rejects with the {@link LeaseLostError} (its `cause`: what `work` threw, if
+   * anything), even when `work` resolved: its writes were not protected to their end.
+   */
+  withLock<T>(name: string, work: Work<T>): Promise<T>;
+  withLock<T>(name: string, options: LockOptions, work: Work<T>): Promise<T>;
+  withLock<T>(name: string, ...args: [Work<T>] | [LockOptions, Work<T>]): Promise<T> {
+    const [options, work] = args.length === 1 ? [{}, args[0]] : args;
+    return this.run(this.lock(name, options), work);
+  }
+
+  /** {@link withLock} for a semaphore's permits. */
+  withSemaphore<T>(name: string, options: SemaphoreOptions, work: Work<T>): Promise<T> {
+    return this.run(this.semaphore(name, options), work);
+  }
+
+  /**
+   * Asks whether `fencingToken` is held on `name` right now (for a resource that cannot keep
+   * the largest token it has seen). True only when the server read it: see the README's race.
+   */
+  async checkFence(name: string, fencingToken: number, signal?: AbortSignal): Promise<FenceCheck> {
+    return this.get<FenceCheck>("POST", `/v1/locks/${enc(name)}/fence/check`, signal, undefined, {
+      fencing_token: fencingToken,
+    });
+  }
+
+  /** `GET /v1/locks/{name}`: its holders, queue and waiters (404 NotFoundError when never taken). */
+  inspectLock(name: string, signal?: AbortSignal): Promise<LockInfo> {
+    return this.get<LockInfo>("GET", `/v1/locks/${enc(name)}`, signal);
+  }
+
+  /** `GET /v1/semaphores/{name}`. */
+  inspectSemaphore(name: string, signal?: AbortSignal): Promise<SemaphoreInfo> {
+    return this.get<SemaphoreInfo>("GET", `/v1/semaphores/${enc(name)}`, signal);
+  }
+
+  /** `GET /v1/{locks|semaphores}/{name}/leases/{id}`: a lease's state, `held` or how it ended. */
+  inspectLease(
+    name: string,
+    leaseId: string,
+    options: { semaphore?: boolean | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<LeaseInfo> {
+    const resource = options.semaphore === true ? "semaphores" : "locks";
+    return this.get<LeaseInfo>("GET", `/v1/${resource}/${enc(name)}/leases/${enc(leaseId)}`, options.signal);
+  }
+
+  /** `GET /v1/locks`: one page of the live locks and semaphores; pass `next_cursor` back as `cursor`. */
+  listLocks(
+    options: {
+      prefix?: string | undefined;
+      cursor?: string | undefined;
+      limit?: number | undefined;
+      signal?: AbortSignal | undefined;
+    } = {},
+  ): Promise<LockList> {
+    return this.get<LockList>("GET", "/v1/locks", options.signal, {
+      prefix: options.prefix,
+      cursor: options.cursor,
+      limit: options.limit,
+    });
+  }
+
+  /**
+   * Admin (the admin token or an admin key as `apiKey`): removes every holder of `name`;
+   * their holders see their leases lost. Never retried: a repeat could remove the next holder.
+   */
+  async forceRelease(
+    name: string,
+    options: { reason?: string | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<ForceReleaseBody> {
+    const reply = await this.transport.request<ForceReleaseBody>({
+      method: "DELETE",
+      path: `/v1/admin/locks/${enc(name)}`,
+      query: { reason: options.reason },
+      retry: false,
+      signal: options.signal,
+    });
+    return reply.body;
+  }
+
+  /** What JSON.stringify and console.log show: never the API key. */
+  toJSON(): Record<string, unknown> {
+    return { url: this.url, apiKey: this.transport.options.apiKey === undefined ? null : "[set]" };
+  }
+
+  [inspect](): string {
+    return `Client ${JSON.stringify(this.toJSON())}`;
+  }
+
+  private async get<T>(
+    method: "GET" | "POST",
+    path: string,
+    signal?: AbortSignal,
+    query?: Query,
+    body?: unknown,
+  ): Promise<T> {
+    const reply = await this.transport.request<T>({ method, path, query, body, retry: true, signal });
+    return reply.body;
+  }
+
+  private async run<T>(acquired: Promise<Lease>, work: Work<T>): Promise<T> {
+    const lease = await acquired;
+    let result: T;
+    try {
+      result = await work(lease);
+    } catch (error) {
+      await lease.release().catch(() => {});
+      const lost = lease.lostError;
+      if (lost === undefined || error === lost) throw error;
+      throw new LeaseLostError(lost.problem, lost.retryAfterMs, { cause: error });
+    }
+    await lease.release();
+    return result;
+  }
+
+  /** The acquire loop: retries, waits the server cut short, fair tickets. */
+  private async acquire(target: Target, options: AcquireOptions): Promise<Lease> {
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const deadline = now() + Math.max(0, options.waitMs ?? 0);
+    const left = () => Math.max(0, Math.ceil(deadline - now()));
+    const path = `/v1/${target.resource}/${enc(target.name)}/leases`;
+    // A fair lock is asked without a wait, then its ticket (if queued) is polled for the wait:
+    // servers up to 0.1.0 answer a fair acquire that carries an Idempotency-Key and waits
+    // without being granted with 422 idempotency_key_reused (the wait polls the ticket under
+    // the acquire's key). Polls need no key: a repeated poll answers with the same grant.
+    const fair = target.body["kind"] === "fair";
+    for (;;) {
+      // One key per acquisition: its retries (same key, same body) get the first answer.
+      const key = await randomKey();
+      let asked = 0;
+      const sentAt = now();
+      let reply: Reply<GrantBody | TicketBody>;
+      try {
+        reply = await this.transport.request<GrantBody | TicketBody>({
+          method: "POST",
+          path,
+          // `wait_ms` is not part of the key's fingerprint: a retry asks for the wait left.
+          query: () => {
+            asked = fair ? 0 : left();
+            return { wait_ms: asked };
+          },
+          body: target.body,
+          idempotencyKey: key,
+          retry: true,
+          signal,
+          accept: [202],
+        });
+      } catch (error) {
+        // The server cut the wait to its --max-wait-ms: ask again for the rest.
+        if (error instanceof LockHeldError && (error.waitMs ?? asked) < asked && left() > 0) continue;
+        throw error;
+      }
+      if (reply.status === 202) {
+        const granted = await this.queue(target, reply.body as TicketBody, left, signal);
+        if (granted === undefined) continue; // the ticket expired: ask again, while the wait lasts
+        return this.lease(target, granted.grant, granted.token, granted.sentAt, options);
+      }
+      const grant = reply.body as GrantBody;
+      if (typeof grant.token !== "string") throw new TypeError("the server's grant carried no token");
+      return this.lease(target, grant, grant.token, sentAt, options);
+    }
+  }
+
+  /** Polls a fair lock's ticket until its turn (the grant), the end of the wait, or its expiry (undefined). */
+  private async queue(
+    target: Target,
+    ticket: TicketBody,
+    left: () => number,
+    signal: AbortSignal | undefined,
+  ): Promise<{ grant: GrantBody; token: string; sentAt: number } | undefined> {
+    const token = ticket.token;
+    if (typeof token !== "string") throw new TypeError("the server's ticket carried no token");
+    const path = `/v1/locks/${enc(target.name)}/tickets/${enc(ticket.ticket_id)}`;
+    let position = ticket.position;
+    try {
+      for (;;) {
+        if (left() <= 0) {
+          await this.leaveQueue(path, token);
+          throw new LockHeldError({
+            type: "/problems/lock_held",
+            title: "The lock is held by someone else",
+            status: 409,
+            detail: `still queued for ${target.name}, at position ${position}, when the wait ran out`,
+            code: "lock_held",
+            position,
+          });
+        }
+        const sentAt = now();
+        const reply = await this.transport.request<GrantBody | TicketBody>({
+          method: "POST",
+          path,
+          query: () => ({ wait_ms: left() }),
+          token,
+          retry: true, // a poll after the grant answers with the same grant
+          signal,
+          accept: [202],
+        });
+        if (reply.status !== 202) return { grant: reply.body as GrantBody, token, sentAt };
+        position = (reply.body as TicketBody).position;
+      }
+    } catch (error) {
+      if (error instanceof LeaseLostError && error.code === "ticket_expired" && left() > 0) return undefined;
+      if (signal?.aborted) await this.leaveQueue(path, token);
+      throw error;
+    }
+  }
+
+  private async leaveQueue(path: string, token: string): Promise<void> {
+    await this.transport.request({ method: "DELETE", path, token, retry: true }).catch(() => {});
+  }
+
+  private async lease(
+    target: Target,
+    grant: GrantBody,
+    token: string,
+    sentAt: number,
+    options: AcquireOptions,
+  ): Promise<Lease> {
+    const lease = new Lease({
+      transport: this.transport,
+      resource: target.resource,
+      name: target.name,
+      token,
+      grant,
+      sentAt,
+      watch: options.watch ?? true,
+      releaseOnSignal: this.releaseOnSignal,
+    });
+    if (options.signal?.aborted) {
+      // Given up while the grant was on its way: give it back.
+      await lease.release().catch(() => {});
+      throw options.signal.reason;
+    }
+    return lease;
+  }
+}
+
+function common(options: AcquireOptions): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  if (options.ttlMs !== undefined) body["ttl_ms"] = options.ttlMs;
+  if (options.holder !== undefined) body["holder"] = options.holder;
+  if (options.metadata !== undefined) body["metadata"] = options.metadata;
+  return body;
+}
+
+function enc(segment: string): string {
+  return encodeURIComponent(segment);
+}
+
+function env(name: string): string | undefined {
+  const process = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+  const value = process?.env?.[name];
+  return value === undefined || value === "" ? undefined : value;
+}

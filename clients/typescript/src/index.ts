@@ -1,0 +1,34 @@
+/**
+ * The official client of Leasehold, the distributed lock service.
+ *
+ * ```ts
+ * import { Client } from "leasehold";
+ * const client = new Client(); // LEASEHOLD_SERVER and LEASEHOLD_API_KEY, or http://127.0.0.1:8080
+ * await client.withLock("nightly-report", { ttlMs: 30_000 }, async (lease) => {
+ *   await writeReport({ fencingToken: lease.fencingToken, signal: lease.signal });
+ * });
+ * ```
+ */
+import "./polyfill.js";
+
+export { Client, DEFAULT_SERVER, type ClientOptions } from "./client.js";
+export { Lease, type LeaseState, type ReenterOptions, type ReleaseOptions, type ReleaseResult } from "./lease.js";
+export {
+  AuthError,
+  ConflictError,
+  InvalidRequestError,
+  LeaseholdError,
+  LeaseLostError,
+  LockHeldError,
+  NotFoundError,
+  ProblemError,
+  RateLimitedError,
+  TransportError,
+  UnavailableError,
+  type LossReason,
+  type Problem,
+  type ProblemCode,
+} from "./errors.js";
+export type { RetryOptions } from "./http.js";
+export { SseParser, readEvents, type SseEvent } from "./sse.js";
+export type * from "./types.js";

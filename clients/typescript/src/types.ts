@@ -1,0 +1,236 @@
+/**
+ * The wire bodies this client reads, as the server sends them (snake_case; see the README's
+ * "API reference (v1)" and `GET /openapi.json`), and the options the client takes.
+ */
+
+/** The kinds of lock an acquire may ask for. */
+export type LockKind = "reentrant" | "exclusive" | "fair" | "read" | "write";
+
+/** Read/write locks: who goes first when a writer waits. */
+export type RwPolicy = "readers_first" | "fifo";
+
+/** Read/write leases: which hold a release gives back. */
+export type RwMode = "read" | "write";
+
+/** A JSON object kept with a lease (at most 4 KiB as JSON). */
+export type Metadata = Record<string, unknown>;
+
+/** A grant (201 new lease, 200 reentry, 201 from a fair ticket's poll). */
+export interface GrantBody {
+  lease_id: string;
+  /** Only in the 201 of a new lease. */
+  token?: string | null;
+  lock: string;
+  kind: string;
+  holder?: string | null;
+  fencing_token: number;
+  reentry_count: number;
+  permits?: number | null;
+  ttl_ms: number;
+  expires_at: string;
+  wait_ms?: number | null;
+}
+
+/** A fair lock's place in its queue (202). */
+export interface TicketBody {
+  ticket_id: string;
+  token?: string | null;
+  lock: string;
+  position: number;
+  poll_by: string;
+  poll_timeout_ms: number;
+  wait_ms?: number | null;
+}
+
+/** A successful heartbeat. */
+export interface RenewalBody {
+  lease_id: string;
+  lock: string;
+  fencing_token: number;
+  reentry_count: number;
+  ttl_ms: number;
+  expires_at: string;
+}
+
+/** A release's answer. */
+export interface ReleaseBody {
+  lease_id: string;
+  lock: string;
+  released: boolean;
+  reentry_count: number;
+}
+
+/** The data of the watch stream's `event: lost`. */
+export interface LostEvent {
+  lease_id: string;
+  lock: string;
+  reason: string;
+  ended_at: string;
+}
+
+/** `POST /v1/locks/{name}/fence/check`. */
+export interface FenceCheck {
+  lock: string;
+  fencing_token: number;
+  /** True when a lease holding the lock right now carries this token. */
+  current: boolean;
+  /** The highest fencing token handed out so far on this lock. */
+  fencing_counter: number;
+}
+
+export type LeaseStateName = "held" | "queued" | "released" | "expired" | "force_released" | "left";
+
+/** `GET /v1/{locks|semaphores}/{name}/leases/{lease_id}`: a lease as anyone may see it. */
+export interface LeaseInfo {
+  lease_id: string;
+  lock: string;
+  state: LeaseStateName | (string & {});
+  kind: string;
+  read_count?: number | null;
+  write_count?: number | null;
+  position?: number | null;
+  permits?: number | null;
+  holder?: string | null;
+  metadata?: Metadata | null;
+  fencing_token: number;
+  reentry_count: number;
+  ttl_ms: number;
+  remaining_ms?: number | null;
+  acquired_at: string;
+  expires_at: string;
+  ended_at?: string | null;
+}
+
+export interface HolderInfo {
+  lease_id?: string | null;
+  holder_id: string;
+  holder?: string | null;
+  metadata?: Metadata | null;
+  reentry_count: number;
+  read_count?: number | null;
+  write_count?: number | null;
+  kind?: string | null;
+  fencing_token?: number | null;
+  acquired_at?: string | null;
+}
+
+export interface QueuedInfo {
+  position: number;
+  ticket_id?: string | null;
+  holder_id: string;
+  holder?: string | null;
+  waiting_since?: string | null;
+  deadline?: string | null;
+}
+
+export interface WaiterInfo {
+  lease_id: string;
+  holder?: string | null;
+  kind?: string | null;
+  permits?: number | null;
+  waiting_since: string;
+  instance: string;
+}
+
+/** `GET /v1/locks/{name}`. */
+export interface LockInfo {
+  lock: string;
+  held: boolean;
+  kind?: string | null;
+  mode?: RwMode | null;
+  holders: HolderInfo[];
+  queue: QueuedInfo[];
+  queue_length: number;
+  fencing_counter: number;
+  remaining_ms?: number | null;
+  expires_at?: string | null;
+  held_since?: string | null;
+  held_for_ms?: number | null;
+  waiting?: WaiterInfo[];
+  waiting_count?: number;
+}
+
+export interface PermitHolderInfo {
+  lease_id?: string | null;
+  holder?: string | null;
+  metadata?: Metadata | null;
+  permits: number;
+  fencing_token?: number | null;
+  acquired_at?: string | null;
+  expires_at?: string | null;
+}
+
+/** `GET /v1/semaphores/{name}`. */
+export interface SemaphoreInfo {
+  semaphore: string;
+  limit: number;
+  used: number;
+  available: number;
+  fencing_counter: number;
+  holders: PermitHolderInfo[];
+  waiting?: WaiterInfo[];
+  waiting_count?: number;
+}
+
+export interface LockSummary {
+  name: string;
+  kind: string;
+  holders: number;
+  holder?: string | null;
+  queue_length?: number | null;
+  used?: number | null;
+  limit?: number | null;
+  remaining_ms?: number | null;
+  held_for_ms?: number | null;
+  waiting?: number | null;
+}
+
+/** `GET /v1/locks`: one page of the live locks and semaphores. */
+export interface LockList {
+  locks: LockSummary[];
+  next_cursor?: string | null;
+}
+
+/** `DELETE /v1/admin/locks/{name}`: what a force release removed. */
+export interface ForceReleaseBody {
+  lock: string;
+  released: boolean;
+  removed: HolderInfo[];
+}
+
+/** Options every acquisition takes. */
+export interface AcquireOptions {
+  /** The lease's TTL in ms (the server's default, 30 s unless configured, when absent). */
+  ttlMs?: number | undefined;
+  /**
+   * How long to wait while someone else holds it, in ms (default 0: give up at once). The
+   * waiting is server-side; a wait longer than the server's `--max-wait-ms` is asked again
+   * for the rest, and a fair lock's queue ticket is polled until then.
+   */
+  waitMs?: number | undefined;
+  /** A label for people, shown to operators and to refused acquirers. */
+  holder?: string | undefined;
+  /** A JSON object kept with the lease. */
+  metadata?: Metadata | undefined;
+  /** Gives up waiting when aborted (the lock is then not taken, or given back at once). */
+  signal?: AbortSignal | undefined;
+  /**
+   * Watch the lease's event stream for its loss (default true). Without it, loss is found by
+   * the heartbeats only: within a third of the TTL.
+   */
+  watch?: boolean | undefined;
+}
+
+export interface LockOptions extends AcquireOptions {
+  /** `reentrant` (default), `exclusive`, `fair`, `read` or `write`. */
+  kind?: LockKind | undefined;
+  /** Read/write locks: `readers_first` (default) or `fifo`. */
+  policy?: RwPolicy | undefined;
+}
+
+export interface SemaphoreOptions extends AcquireOptions {
+  /** The semaphore's number of permits; every party must name the same. */
+  limit: number;
+  /** Permits this lease takes (default 1). */
+  permits?: number | undefined;
+}
