@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::auth::Principal;
+use crate::auth::{Principal, Watched};
 use crate::limits::ledger::{Account, Entry, Full, Ledger, now_ms};
 use crate::limits::slots::Slot;
 use crate::locks::{HISTORY_LIFE, LeaseId, LockName, Locks, Timestamp};
@@ -277,6 +277,28 @@ pub async fn ended(state: &AppState, caller: &Principal, id: LeaseId) {
     let account = state.ledger.leases(&caller.owner(), caller.quotas.leases);
     if let Err(e) = state.ledger.remove(&[account], &id.to_string()).await {
         tracing::warn!(error = %e, "cannot remove a lease from its caller's quota");
+    }
+}
+
+/// Runs a request's wait for its lock (or permits, or turn) until it ends, or until the key or
+/// session its caller came with is revoked (`watched`, see `auth::revocation`): then the wait
+/// is dropped, which rolls back a grant it was making as for a client that went away, and the
+/// answer is 401.
+pub async fn unless_revoked<T>(
+    watched: Option<Watched>,
+    wait: impl Future<Output = T>,
+) -> Result<T, Problem> {
+    let Some(watched) = watched else {
+        return Ok(wait.await);
+    };
+    tokio::select! {
+        biased;
+        () = watched.revoked() => Err(Problem::new(
+            ProblemKind::ApiKeyInvalid,
+            "the API key or dashboard session this request came with was revoked while it \
+             waited; nothing was granted",
+        )),
+        done = wait => Ok(done),
     }
 }
 

@@ -3,7 +3,8 @@
 //! from the process's one Redis subscription. An `event: resync` message means events may
 //! have been missed (re-read what you show). It can start with recent events (`?backlog=N`)
 //! or resume after `Last-Event-ID` from the tenant's events journal ([`super::backlog`]).
-//! The stream ends when the server shuts down.
+//! The stream ends when the server shuts down, and within a second or so of its key's
+//! revocation (or its dashboard session's end: see `auth::revocation`).
 
 use std::convert::Infallible;
 
@@ -104,10 +105,18 @@ pub async fn stream(
         });
     let hello = futures_util::stream::once(async { Ok(Event::default().comment("connected")) });
     let first = futures_util::stream::iter(first.into_iter().map(Ok));
-    let stream = hello
-        .chain(first)
-        .chain(events)
-        .take_until(state.shutdown.clone().cancelled_owned());
+    // The stream ends at shutdown, and when the key or session it was opened with is revoked.
+    let watched = state.access.revocations.watch(&caller);
+    let ended = futures_util::future::select(
+        Box::pin(state.shutdown.clone().cancelled_owned()),
+        Box::pin(async move {
+            match watched {
+                Some(watched) => watched.revoked().await,
+                None => std::future::pending().await,
+            }
+        }),
+    );
+    let stream = hello.chain(first).chain(events).take_until(ended);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 

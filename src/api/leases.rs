@@ -86,8 +86,9 @@ pub fn acquire(
             ttl: lease_ttl,
         };
         let admission = Box::pin(Admission::acquire(&state, &caller, &locks, ask)).await?;
+        let watched = state.access.revocations.watch(&caller);
         drop(caller);
-        let acquired = acquiring.await;
+        let acquired = admission::unless_revoked(watched, acquiring).await?;
         let acquisition = Acquisition {
             state: &state,
             locks: &locks,
@@ -172,7 +173,7 @@ fn acquire_request(
         token,
         kind: body.kind.map(bodies::kind),
         policy: bodies::policy(body.policy),
-        idempotency,
+        idempotency: idempotency.map(|k| k.bound_to(&caller.owner())),
     };
     let ttl = ttl.unwrap_or(default_ttl(state, caller)?);
     Ok((request, ttl))
@@ -303,9 +304,11 @@ pub fn poll_ticket(
             ttl: Duration::ZERO,
         };
         let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
-        let acquired = locks
-            .poll_ticket(&ticket.name, ticket.id, ticket.token, wait)
-            .await;
+        let acquired = admission::unless_revoked(
+            state.access.revocations.watch(&caller),
+            locks.poll_ticket(&ticket.name, ticket.id, ticket.token, wait),
+        )
+        .await?;
         admission.done().await;
         match &acquired {
             Ok(Acquired::Granted(grant)) => {
@@ -471,7 +474,7 @@ pub async fn release(
             &lease.token,
             query.all,
             query.mode.map(bodies::rw_mode),
-            idempotency.as_ref(),
+            idempotency.map(|k| k.bound_to(&caller.owner())).as_ref(),
         )
         .await;
     released_response(&state, &caller, &lease, released).await

@@ -68,7 +68,11 @@ pub fn acquire(
             ttl: request.ttl.as_duration(),
         };
         let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
-        let grant = locks.acquire_permits(&name, &request, wait).await;
+        let grant = super::admission::unless_revoked(
+            state.access.revocations.watch(&caller),
+            locks.acquire_permits(&name, &request, wait),
+        )
+        .await?;
         match &grant {
             Ok(grant) => admission.granted(grant.lease_id, grant.expires_at).await,
             Err(_) => admission.done().await,
@@ -134,7 +138,7 @@ fn permit_request(
         metadata: body.metadata.map(Metadata::parse).transpose()?,
         limit,
         permits,
-        idempotency,
+        idempotency: idempotency.map(|k| k.bound_to(&caller.owner())),
     })
 }
 
@@ -206,7 +210,7 @@ pub async fn release(
             &lease.token,
             true,
             None,
-            idempotency.as_ref(),
+            idempotency.map(|k| k.bound_to(&caller.owner())).as_ref(),
         )
         .await;
     released_response(&state, &caller, &lease, released).await

@@ -14,6 +14,7 @@
 pub mod browser;
 pub mod keys;
 pub mod principal;
+pub mod revocation;
 pub mod session;
 
 use std::marker::PhantomData;
@@ -34,6 +35,7 @@ use crate::tenant::Tenant;
 
 pub use keys::{KeyError, KeyRecord, KeyStore};
 pub use principal::{NamePatterns, Principal, Quotas, Role, Roles, Who};
+pub use revocation::{Revocations, Watched};
 pub use session::{Session, Sessions, SignedIn, same_origin};
 
 /// The header an API key (or the admin token) travels in. Not `Authorization`, which carries
@@ -101,6 +103,8 @@ pub struct Access {
     /// Read-only dashboard pages and the event stream need a signed-in user (or a key) even
     /// where anonymous callers are let in.
     pub private_dashboard: bool,
+    /// What is open with each API key or session, to end when it is revoked.
+    pub revocations: Arc<Revocations>,
 }
 
 /// How a credential reached us.
@@ -150,6 +154,7 @@ impl Access {
             roles: Roles::of(&[Role::Client, Role::Reader]),
             patterns: Arc::new(NamePatterns::all()),
             quotas,
+            session: None,
         }
     }
 
@@ -165,6 +170,7 @@ impl Access {
                 rate_limited: true,
                 ..Quotas::UNLIMITED
             },
+            session: None,
         }
     }
 
@@ -192,20 +198,25 @@ impl Access {
                 max_permits: q.max_permits,
                 rate_limited: true,
             },
+            session: None,
         }
     }
 
     /// The caller a dashboard session stands for, while its credential is still good.
     pub async fn of_session(&self, session: &Session) -> Option<Principal> {
-        match &session.who {
+        let principal = match &session.who {
             SignedIn::AdminToken { admin } => {
-                (self.admin.fingerprint().as_ref() == Some(admin)).then(|| self.operator())
+                (self.admin.fingerprint().as_ref() == Some(admin)).then(|| self.operator())?
             }
             SignedIn::Key { id } => {
                 let record = self.keys.by_id(id).await.ok()??;
-                Some(self.of_key(&record))
+                self.of_key(&record)
             }
-        }
+        };
+        Some(Principal {
+            session: Some(session.id().to_owned()),
+            ..principal
+        })
     }
 
     /// The principal a presented secret (admin token or API key) stands for, if any.

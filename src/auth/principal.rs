@@ -195,6 +195,9 @@ pub struct Principal {
     pub roles: Roles,
     pub patterns: Arc<NamePatterns>,
     pub quotas: Quotas,
+    /// The dashboard session the caller came with (its id), if it came with one: what it
+    /// opens ends when the session does.
+    pub session: Option<String>,
 }
 
 impl Principal {

@@ -51,6 +51,13 @@ pub struct Session {
     pub who: SignedIn,
 }
 
+impl Session {
+    /// The session's id (a secret: never logged).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Stored {
     who: SignedIn,
@@ -172,6 +179,22 @@ impl Sessions {
             id: id.to_owned(),
             who: stored.who,
         })
+    }
+
+    /// Who the session with this id signed in as, while it lasts (no MAC check: the id
+    /// comes from a session already verified).
+    pub async fn signed_in(&self, id: &str) -> Result<Option<Session>, SessionError> {
+        let json: Option<String> = redis::cmd("GET")
+            .arg(self.record_key(id))
+            .query_async(&mut self.inner.conn.clone())
+            .await?;
+        Ok(json
+            .and_then(|j| serde_json::from_str::<Stored>(&j).ok())
+            .filter(|stored| stored.expires_at_ms > now_ms())
+            .map(|stored| Session {
+                id: id.to_owned(),
+                who: stored.who,
+            }))
     }
 
     /// Ends the session on every instance.

@@ -146,9 +146,15 @@ impl LeaseToken {
 /// A client's `Idempotency-Key`: a retry that carries the same key (for the same request)
 /// gets the first answer instead of acting twice. Redis keeps only its SHA-256; a new lease's
 /// token is kept sealed under the key itself (XOR with a key-derived pad), so a replay can
-/// hand the token back while Redis never holds a usable one.
+/// hand the token back while Redis never holds a usable one. The key's record is bound to the
+/// caller that sent it first ([`Self::bound_to`]): another caller sending the same key and
+/// request is refused, never handed the first caller's answer or token.
 #[derive(Clone, PartialEq, Eq)]
-pub struct IdempotencyKey(String);
+pub struct IdempotencyKey {
+    key: String,
+    /// Who sent it (the API's caller identity); part of the request's fingerprint.
+    caller: String,
+}
 
 impl IdempotencyKey {
     pub const MAX_LEN: usize = 255;
@@ -162,18 +168,31 @@ impl IdempotencyKey {
         {
             return Err(InvalidInput::IdempotencyKey);
         }
-        Ok(Self(raw.to_owned()))
+        Ok(Self {
+            key: raw.to_owned(),
+            caller: String::new(),
+        })
+    }
+
+    /// The key as sent by `caller` (an opaque identity: the same for every request of one
+    /// caller, different for any two callers).
+    #[must_use]
+    pub fn bound_to(self, caller: &str) -> Self {
+        Self {
+            caller: caller.to_owned(),
+            ..self
+        }
     }
 
     /// SHA-256 of the key, hex: how Redis names the key's record.
     pub(crate) fn digest_hex(&self) -> String {
-        TokenDigest::of(&self.0).hex()
+        TokenDigest::of(&self.key).hex()
     }
 
     fn pad(&self) -> [u8; 32] {
         Sha256::new()
             .chain_update(b"leasehold idempotency seal\0")
-            .chain_update(self.0.as_bytes())
+            .chain_update(self.key.as_bytes())
             .finalize()
             .into()
     }
@@ -211,10 +230,12 @@ impl fmt::Debug for IdempotencyKey {
 /// for a request without a key (the scripts read it only with one, and every byte of an
 /// argument costs Redis's Lua a hash).
 pub(crate) fn fingerprint(key: Option<&IdempotencyKey>, parts: &[&str]) -> String {
-    if key.is_none() {
+    let Some(key) = key else {
         return String::new();
-    }
+    };
     let mut hash = Sha256::new();
+    hash.update(key.caller.as_bytes());
+    hash.update([0u8]);
     for part in parts {
         hash.update(part.as_bytes());
         hash.update([0u8]);

@@ -349,8 +349,16 @@ impl Locks {
                             if let Some(token) = token {
                                 request.token = token;
                             }
-                            if let Target::Lock { op, .. } = &mut target {
+                            if let Target::Lock {
+                                op, idempotency, ..
+                            } = &mut target
+                            {
                                 *op = Op::Poll;
+                                // The ticket is the request now: its key's record holds the
+                                // queued answer, which a retry replays (and then polls the
+                                // ticket); a poll sent with the key would be another request
+                                // under it, and refused.
+                                *idempotency = None;
                             }
                             request.may_hold = MayHold::Place;
                             if Instant::now() >= deadline || notified.is_none() {

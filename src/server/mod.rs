@@ -317,12 +317,15 @@ pub async fn run(
         rates,
         limits: config.clients,
         private_dashboard: config.dashboard.private,
+        revocations: Arc::default(),
     };
+    let access = Arc::new(access);
+    let revocation_task = access.clone().spawn_revocation_checks(shutdown.clone());
     let state = AppState::new(Shared {
         locks,
         key_prefix: Arc::from(prefix.as_str()),
         limits: config.limits,
-        access: Arc::new(access),
+        access,
         ledger: Ledger::new(conn.clone(), &prefix),
         audit: AuditLog::new(conn, &prefix),
         streams: Arc::default(),
@@ -367,6 +370,7 @@ pub async fn run(
     let _ = waitlist_task.await;
     let _ = sweeper_task.await;
     let _ = rates_task.await;
+    let _ = revocation_task.await;
     if let Err(e) = subscriber_task.await {
         tracing::warn!(error = %e, "the subscriber task failed");
     }

@@ -1,0 +1,69 @@
+//! `Idempotency-Key`: a retry gets the first answer, and only its own caller does; another
+//! caller sending the same key and request is refused, never handed the first lease's token.
+
+use serde_json::json;
+
+use crate::helpers::{Reply, TestApp, spawn_app};
+
+async fn acquire_keyed(app: &TestApp, lock: &str, key: &str) -> Reply {
+    let request = app
+        .http
+        .post(app.url(&format!("/v1/locks/{lock}/leases")))
+        .header("idempotency-key", key)
+        .json(&json!({"ttl_ms": 60_000}));
+    app.send(request).await
+}
+
+#[tokio::test]
+async fn an_idempotency_key_replays_only_to_the_caller_that_sent_it() {
+    let app = spawn_app().await;
+    let (_, first) = app
+        .create_key(json!({"name": "first", "roles": ["client"]}))
+        .await;
+    let (_, second) = app
+        .create_key(json!({"name": "second", "roles": ["client"]}))
+        .await;
+    let granted = acquire_keyed(&app.with_key(&first), "jobs", "deploy-42").await;
+    granted.assert_status(201);
+    // The same caller retrying gets the first answer, token included.
+    let replayed = acquire_keyed(&app.with_key(&first), "jobs", "deploy-42").await;
+    replayed.assert_status(201);
+    assert_eq!(replayed.body["token"], granted.body["token"]);
+    // Another caller of the same tenant, same key and body: a conflict, no token.
+    let other = acquire_keyed(&app.with_key(&second), "jobs", "deploy-42").await;
+    other.assert_problem(422, "idempotency_key_reused");
+    assert!(other.body.get("token").is_none(), "{}", other.body);
+}
+
+/// Found by the official clients: a fair acquire with a key that had to wait in line was
+/// refused (422) on the key's first use, once its wait moved on to polling its ticket.
+#[tokio::test]
+async fn a_fair_acquire_with_a_key_waits_in_line_and_is_granted() {
+    let app = spawn_app().await;
+    let first = app.lease("deploy", json!({"kind": "fair"})).await;
+    let waiting = {
+        let app = app.view(None, true);
+        tokio::spawn(async move {
+            let request = app
+                .http
+                .post(app.url("/v1/locks/deploy/leases?wait_ms=10000"))
+                .header("idempotency-key", "fresh-1")
+                .json(&json!({"kind": "fair"}));
+            app.send(request).await
+        })
+    };
+    app.wait_for_waiters(1).await;
+    app.release(&first, true).await.assert_status(200);
+    let granted = waiting.await.expect("the waiter");
+    granted.assert_status(201);
+    // And a short wait that ends in line answers 202 with its ticket, not 422.
+    let queued = app
+        .send(
+            app.http
+                .post(app.url("/v1/locks/deploy/leases?wait_ms=200"))
+                .header("idempotency-key", "fresh-2")
+                .json(&json!({"kind": "fair"})),
+        )
+        .await;
+    queued.assert_status(202);
+}
