@@ -504,11 +504,7 @@ pub struct ServeArgs {
     pub max_names_per_client: u64,
 
     /// The same for every caller of one tenant together (the default tenant too).
-    #[arg(
-        long,
-        env = "LEASEHOLD_MAX_NAMES_PER_TENANT",
-        default_value_t = 100_000
-    )]
+    #[arg(long, env = "LEASEHOLD_MAX_NAMES_PER_TENANT", default_value_t = 50_000)]
     pub max_names_per_tenant: u64,
 
     /// Event streams (GET /v1/events) one caller may hold open on one instance.
@@ -556,6 +552,16 @@ pub struct ServeArgs {
     /// Open connections at once; past it a connection gets one 503 and is closed.
     #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = 16_384)]
     pub max_connections: usize,
+
+    /// Open connections at once from one client address; past it a connection gets one 503
+    /// and is closed. 0: a quarter of --max-connections. Loopback addresses are exempt unless
+    /// --limit-loopback-clients. Behind a proxy every client shares its address: raise it.
+    #[arg(
+        long,
+        env = "LEASEHOLD_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 0
+    )]
+    pub max_connections_per_address: usize,
 
     /// Concurrent streams on one HTTP/2 connection.
     #[arg(long, env = "LEASEHOLD_MAX_H2_STREAMS", default_value_t = 200)]

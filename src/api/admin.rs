@@ -86,8 +86,16 @@ pub async fn force_release(
     Ok(Json(bodies::forced(forced)))
 }
 
-/// A reason longer than `--max-reason-chars` is refused (422 `reason_too_long`).
+/// A reason longer than `--max-reason-chars` is refused (422 `reason_too_long`), and so is one
+/// with a control character (a line break would start a forged line in a text log or a
+/// history view): 400 `invalid_query`.
 pub(super) fn check_reason(state: &AppState, reason: &str) -> Result<(), Problem> {
+    if reason.chars().any(char::is_control) {
+        return Err(Problem::new(
+            ProblemKind::InvalidQuery,
+            "a reason may not hold control characters (line breaks, tabs)",
+        ));
+    }
     let max = state.limits.per_lock.reason_chars;
     if reason.chars().count() > max {
         return Err(Problem::new(
@@ -117,10 +125,33 @@ pub(super) async fn audit_forced(
     .await;
 }
 
-/// Appends one entry, by `caller`, to the audit log.
+/// Appends one entry, by `caller`, to the audit log, filed under the caller's tenant.
 pub(super) async fn audit(
     state: &AppState,
     caller: &Principal,
+    action: &str,
+    target: &str,
+    reason: &str,
+    details: serde_json::Value,
+) {
+    audit_in(
+        state,
+        caller,
+        &caller.tenant,
+        action,
+        target,
+        reason,
+        details,
+    )
+    .await;
+}
+
+/// Appends one entry, by `caller`, to the audit log, filed under `tenant`: what was acted on
+/// belongs there (an API key the admin token made for a tenant is that tenant's).
+pub(super) async fn audit_in(
+    state: &AppState,
+    caller: &Principal,
+    tenant: &crate::tenant::Tenant,
     action: &str,
     target: &str,
     reason: &str,
@@ -132,7 +163,7 @@ pub(super) async fn audit(
             at_ms: now_ms(),
             by: caller.label(),
             action: action.to_owned(),
-            tenant: caller.tenant.clone(),
+            tenant: tenant.clone(),
             target: target.to_owned(),
             reason: reason.to_owned(),
             details,

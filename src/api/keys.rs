@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
 
-use super::admin::audit;
+use super::admin::audit_in;
 use super::extract::{JsonBody, Path, Query};
 use crate::auth::keys::{KeyQuotas, KeyRecord, KeySecret, NewKey};
 use crate::auth::{AdminRole, Caller, KeyError, NamePatterns, Principal, Role, Who};
@@ -106,9 +106,10 @@ pub async fn create(
         .create(new, &caller.label())
         .await
         .map_err(key_problem)?;
-    audit(
+    audit_in(
         &state,
         &caller,
+        &record.tenant,
         "key_created",
         &record.name,
         "",
@@ -187,9 +188,10 @@ pub async fn rotate(
         .rotate(&id, grace)
         .await
         .map_err(key_problem)?;
-    audit(
+    audit_in(
         &state,
         &caller,
+        &record.tenant,
         "key_rotated",
         &record.name,
         "",
@@ -220,9 +222,10 @@ pub async fn revoke(
 ) -> Result<Json<KeyBody>, Problem> {
     visible_key(&state, &caller, &id).await?;
     let record = state.access.keys.revoke(&id).await.map_err(key_problem)?;
-    audit(
+    audit_in(
         &state,
         &caller,
+        &record.tenant,
         "key_revoked",
         &record.name,
         "",

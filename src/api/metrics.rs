@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use crate::auth::{Caller, ReaderRole};
 use crate::limits::ledger::now_ms;
 use crate::metrics::{CENSUS_BUDGET, CONTENT_TYPE};
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 
 #[utoipa::path(
@@ -18,10 +18,21 @@ use crate::state::AppState;
     security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "Prometheus metrics of this instance (OpenMetrics text); see the README's metrics table", body = String, content_type = "application/openmetrics-text"),
+        (status = 403, description = "tenant_not_allowed: the metrics count every tenant's locks; only the deployment's readers (default tenant) may read them", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `GET /metrics`: this instance's metrics in the OpenMetrics text format Prometheus scrapes.
-pub async fn scrape(_: Caller<ReaderRole>, State(state): State<AppState>) -> Response {
+/// They count every tenant's locks, so only callers of the deployment (the default tenant:
+/// the admin token, its keys, anonymous callers where let in) may read them.
+pub async fn scrape(caller: Caller<ReaderRole>, State(state): State<AppState>) -> Response {
+    if !caller.tenant.is_default() {
+        return Problem::new(
+            ProblemKind::TenantNotAllowed,
+            "the metrics count every tenant's locks: read them with a key of the default \
+             tenant",
+        )
+        .into_response();
+    }
     let redis_up = state.locks.ping().await.is_ok();
     if redis_up && let Ok(memory) = state.locks.redis_memory().await {
         state.metrics.sampled.record_memory(&memory);

@@ -50,10 +50,12 @@ pub(super) async fn evict(
             "choose the lease to evict",
         ));
     };
+    // (A form's line breaks become spaces: a reason is one line in logs and histories.)
     let reason: String = form
         .reason
         .trim()
         .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
         .take(state.limits.per_lock.reason_chars)
         .collect();
     let by = done_by(&principal);

@@ -474,10 +474,12 @@ async fn force_release(
     .await?;
     let name = lock_name(&raw)?;
     principal.check_name(&name)?;
+    // (A form's line breaks become spaces: a reason is one line in logs and histories.)
     let reason: String = form
         .reason
         .trim()
         .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
         .take(state.limits.per_lock.reason_chars)
         .collect();
     let by = done_by(&principal);
@@ -613,7 +615,9 @@ struct LoginForm {
 }
 
 /// `POST /login`: trades the admin token (or an API key with the reader or admin role) for a
-/// session cookie. A few attempts per address, then one every few seconds (429).
+/// session cookie. Wrong attempts are limited per address: a few, then one every few seconds
+/// (429). A right one is never refused by that limit, so one client guessing from an address
+/// (loopback: every local user's) locks nobody else out.
 async fn login(
     State(state): State<AppState>,
     Peer(peer): Peer,
@@ -627,19 +631,6 @@ async fn login(
         ));
     }
     let access = &state.access;
-    if let Err(wait) = access.rates.check_sign_in(peer) {
-        let secs = wait.as_secs().max(1);
-        let mut response = PageError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many sign-in attempts",
-            format!("wait {secs} s before trying again"),
-        )
-        .into_response();
-        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        return Ok(response);
-    }
     let next = local_path(Some(&form.next));
     let token = form.token.trim();
     let who = if access.admin.accepts(token) {
@@ -671,6 +662,19 @@ async fn login(
     };
     let Some(who) = who else {
         tracing::warn!(%peer, "dashboard sign-in with a wrong admin token or key");
+        if let Err(wait) = access.rates.check_sign_in(peer) {
+            let secs = wait.as_secs().max(1);
+            let mut response = PageError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-in attempts",
+                format!("wait {secs} s before trying again"),
+            )
+            .into_response();
+            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return Ok(response);
+        }
         let page = LoginPage {
             nav: Nav {
                 admin_enabled: sign_in_possible(&state).await,

@@ -42,7 +42,7 @@ impl Default for ClientLimits {
             leases: 10_000,
             waiters: 1_000,
             names: 10_000,
-            tenant_names: 100_000,
+            tenant_names: 50_000,
             streams: 16,
             limit_loopback: false,
         }

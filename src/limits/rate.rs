@@ -96,7 +96,7 @@ impl RateLimits {
         }
     }
 
-    /// Counts one dashboard sign-in attempt from `addr`.
+    /// Counts one failed dashboard sign-in attempt from `addr`.
     pub fn check_sign_in(&self, addr: IpAddr) -> Result<(), Duration> {
         self.sign_in
             .check_key(&addr)

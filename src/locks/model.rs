@@ -39,6 +39,13 @@ impl LockName {
                 "a lock name may hold ASCII letters, digits and . _ - : only, not {bad:?}"
             )));
         }
+        // A path segment URLs normalise away: its `Location` and its dashboard page would
+        // point elsewhere.
+        if raw == "." || raw == ".." {
+            return Err(InvalidInput::LockName(
+                "a lock name may not be . or .. (URLs normalise them away)".into(),
+            ));
+        }
         Ok(Self(raw.to_owned()))
     }
 
@@ -347,12 +354,37 @@ impl HolderLabel {
                 "a holder label may not hold control characters".into(),
             ));
         }
+        if let Some(bad) = raw.chars().find(|&c| invisible(c)) {
+            return Err(InvalidInput::Holder(format!(
+                "a holder label may not hold invisible or direction-changing characters \
+                 (U+{:04X}): it would show as another label",
+                u32::from(bad)
+            )));
+        }
         Ok(Self(raw.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Characters that change how text around them shows without showing themselves: bidi
+/// embeddings, overrides, isolates and marks, and zero-width characters (Unicode's format
+/// characters that matter for spoofing). A label holding one could pass for another on the
+/// dashboard and in a 409's `holder`.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
 }
 
 /// A small JSON object a client attaches to its lease (job id, host, ...).

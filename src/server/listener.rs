@@ -7,11 +7,12 @@
 //! protocol is told from its first bytes (HTTP/2's preface or not), a TLS one's by ALPN. Every
 //! connection's task is kept small: a parked waiter holds one for as long as it waits.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -46,6 +47,12 @@ pub struct HttpLimits {
     pub idle_timeout: Duration,
     /// Open connections at once.
     pub max_connections: usize,
+    /// Open connections at once from one address (0: a quarter of `max_connections`), so
+    /// that one address's half-sent requests cannot take every slot.
+    pub max_connections_per_address: usize,
+    /// Whether loopback addresses are held to `max_connections_per_address` too. Off by
+    /// default: on loopback the address names the machine, not a client.
+    pub limit_loopback: bool,
     /// Concurrent streams on one HTTP/2 connection.
     pub max_h2_streams: u32,
 }
@@ -56,6 +63,8 @@ impl Default for HttpLimits {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: 16_384,
+            max_connections_per_address: 0,
+            limit_loopback: false,
             max_h2_streams: 200,
         }
     }
@@ -80,6 +89,7 @@ pub async fn serve(
     let app: Router = app.with_state(());
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = Arc::new(PerAddress::new(&limits));
     let tracker = TaskTracker::new();
     let shared = Arc::new(Shared {
         app,
@@ -106,10 +116,13 @@ pub async fn serve(
             shared: shared.clone(),
             peer,
         };
-        if let Ok(slot) = slots.clone().try_acquire_owned() {
+        let own = per_address.take(peer.ip());
+        if let Some(own) = own
+            && let Ok(slot) = slots.clone().try_acquire_owned()
+        {
             tracker.spawn(async move {
                 connection.run(stream, false).await;
-                drop(slot);
+                drop((slot, own));
             });
         } else if let Ok(refusal) = refusals.clone().try_acquire_owned() {
             tracker.spawn(async move {
@@ -121,6 +134,66 @@ pub async fn serve(
     }
     tracker.close();
     tracker.wait().await;
+}
+
+/// Connections open per address, held to a cap (loopback exempt unless asked).
+struct PerAddress {
+    cap: usize,
+    limit_loopback: bool,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in its address's count; given back on drop.
+struct AddressSlot {
+    per_address: Option<(Arc<PerAddress>, IpAddr)>,
+}
+
+impl PerAddress {
+    fn new(limits: &HttpLimits) -> Self {
+        let cap = match limits.max_connections_per_address {
+            0 => (limits.max_connections / 4).max(1),
+            n => n,
+        };
+        Self {
+            cap,
+            limit_loopback: limits.limit_loopback,
+            open: Mutex::default(),
+        }
+    }
+
+    /// A place for one more connection from `ip`, or `None` when it has its cap open.
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
+        if ip.is_loopback() && !self.limit_loopback {
+            return Some(AddressSlot { per_address: None });
+        }
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(ip).or_default();
+        if *count >= self.cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            per_address: Some((self.clone(), ip)),
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let Some((per_address, ip)) = self.per_address.take() else {
+            return;
+        };
+        let mut open = per_address
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&ip) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&ip);
+            }
+        }
+    }
 }
 
 /// The two protocol builders, set up once. Each connection gets the one its first bytes (or
@@ -424,7 +497,8 @@ impl Future for InFlight {
 fn too_many_connections() -> Response<Body> {
     let mut response = Problem::new(
         ProblemKind::TooManyConnections,
-        "the server is at its connection limit (--max-connections); retry shortly",
+        "the server is at its connection limit (--max-connections), or this address at its \
+         own (--max-connections-per-address); retry shortly",
     )
     .retry_after(Duration::from_secs(1))
     .into_response();

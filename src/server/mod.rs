@@ -181,6 +181,8 @@ impl ServerConfig {
                 header_timeout: Duration::from_millis(args.header_timeout_ms),
                 idle_timeout: Duration::from_millis(args.idle_timeout_ms),
                 max_connections: args.max_connections,
+                max_connections_per_address: args.max_connections_per_address,
+                limit_loopback: args.limit_loopback_clients,
                 max_h2_streams: args.max_h2_streams,
             },
             request_timeout: Duration::from_millis(args.request_timeout_ms),
@@ -424,6 +426,7 @@ pub fn app(state: AppState, guards: Guards) -> Router {
                     header::COOKIE,
                     HeaderName::from_static(crate::auth::KEY_HEADER),
                 ]))
+                .map_request(checked_request_id)
                 .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
                 .layer(
                     TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
@@ -449,8 +452,27 @@ pub fn app(state: AppState, guards: Guards) -> Router {
         .with_state(state)
 }
 
-/// Loads the Lua function library. A Redis that does not answer yet is not judged (calls load
-/// the library themselves once it does); one that refuses the library cannot serve.
+/// The longest `x-request-id` a client may choose.
+const REQUEST_ID_MAX: usize = 64;
+
+/// Keeps a client's `x-request-id` only when it is 1 to [`REQUEST_ID_MAX`] characters of
+/// `A-Z a-z 0-9 . _ : -`; anything else (quotes that would forge fields in text logs, 8 KB
+/// ids) is dropped, and the request gets a new UUID as if it had sent none.
+fn checked_request_id(mut request: axum::extract::Request) -> axum::extract::Request {
+    let valid = |id: &[u8]| {
+        (1..=REQUEST_ID_MAX).contains(&id.len())
+            && id
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    };
+    if let Some(id) = request.headers().get("x-request-id")
+        && !valid(id.as_bytes())
+    {
+        request.headers_mut().remove("x-request-id");
+    }
+    request
+}
+
 /// Moves an earlier version's own data out of lock names' reach ([`own_keys::migrate`])
 /// before anything reads it. A Redis that does not answer yet is not held against the start:
 /// the move is retried every second in the background until it is done (or shutdown).
@@ -479,6 +501,8 @@ async fn migrate_own_keys(
     })))
 }
 
+/// Loads the Lua function library. A Redis that does not answer yet is not judged (calls load
+/// the library themselves once it does); one that refuses the library cannot serve.
 async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
     match locks.load_functions().await {
         Ok(()) => Ok(()),

@@ -152,6 +152,54 @@ async fn connections_past_the_cap_get_one_503_and_are_closed() {
 }
 
 #[tokio::test]
+async fn one_address_cannot_take_every_connection_slot() {
+    let app = spawn_app_with(AppOptions {
+        http: HttpLimits {
+            max_connections: 20,
+            max_connections_per_address: 4,
+            limit_loopback: true,
+            ..HttpLimits::default()
+        },
+        ..AppOptions::default()
+    })
+    .await;
+    // Half-sent requests from 127.0.0.2 (loopback, but another address than the test's own).
+    let from = |ip: &str| {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{ip}:0").parse().expect("addr"))
+            .expect("bind");
+        socket
+    };
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut stream = from("127.0.0.2").connect(app.addr).await.expect("connect");
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHo")
+            .await
+            .expect("write");
+        slow.push(stream);
+    }
+    let mut fifth = from("127.0.0.2").connect(app.addr).await.expect("connect");
+    fifth
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("write");
+    let (received, _) = read_until_closed(&mut fifth, Instant::now()).await;
+    assert!(received.starts_with("HTTP/1.1 503"), "{received}");
+    assert!(received.contains("too_many_connections"), "{received}");
+    // Another address still gets in.
+    let mut other = from("127.0.0.3").connect(app.addr).await.expect("connect");
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let (received, _) = read_until_closed(&mut other, Instant::now()).await;
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    drop(slow);
+}
+
+#[tokio::test]
 async fn an_http2_connection_carries_at_most_its_stream_cap_at_once() {
     let app = spawn_app_with(AppOptions {
         http: HttpLimits {

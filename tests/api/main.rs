@@ -18,6 +18,7 @@ mod fencing;
 mod guard;
 mod helpers;
 mod idempotency;
+mod input;
 mod keyspace;
 mod layers;
 mod leases;

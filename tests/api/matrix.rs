@@ -248,7 +248,9 @@ fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<P
             404,
         ),
         ("GET", "/v1/admin/audit") => (http.get(url("/v1/admin/audit".into())), 200, 200),
-        ("GET", "/metrics") => (http.get(url("/metrics".into())), 200, 200),
+        // Every key here is a named tenant's; the metrics count every tenant's locks, so only
+        // the deployment's readers get them (tested in `input`).
+        ("GET", "/metrics") => (http.get(url("/metrics".into())), 403, 403),
         ("GET", "/healthz") => (http.get(url("/healthz".into())), 200, 200),
         ("GET", "/readyz") => (http.get(url("/readyz".into())), 200, 200),
         ("GET", "/problems/{code}") => (http.get(url("/problems/lock_held".into())), 200, 200),
