@@ -49,6 +49,22 @@ def main(base: str) -> None:
     )
     assert renewed.status_code == 200, renewed
     assert isinstance(renewed.parsed, RenewalBody) and renewed.parsed.ttl_ms == 20_000
+    # The bodies are optional: a heartbeat without one keeps the lease's TTL.
+    renewed = heartbeat_lock_lease.sync_detailed(lock, grant.lease_id, client=holder)
+    assert renewed.status_code == 200, renewed
+    assert isinstance(renewed.parsed, RenewalBody) and renewed.parsed.ttl_ms == 20_000
+
+    # An acquire without a body takes the server's defaults.
+    other = f"{lock}-bare"
+    bare = acquire_lock.sync_detailed(other, client=anonymous, wait_ms=0)
+    assert bare.status_code == 201, bare
+    assert isinstance(bare.parsed, GrantBody) and bare.parsed.token, bare
+    release_lock_lease.sync_detailed(
+        other,
+        bare.parsed.lease_id,
+        client=AuthenticatedClient(base_url=base, token=bare.parsed.token),
+        all_=True,
+    )
 
     fence = check_fence.sync(
         lock, client=anonymous, body=FenceCheckBody(fencing_token=grant.fencing_token)

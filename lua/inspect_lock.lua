@@ -50,18 +50,26 @@ end
 local queue = {}
 local limit = tonumber(A(1))
 local waiting = redis.call('LRANGE', queue_key(), 0, limit - 1)
+-- Tickets whose deadline passed unpolled are not waiting any more (the next call that serves
+-- the queue, or the sweepers, drop them): not listed, not counted.
+local gone = 0
 for _, field in ipairs(waiting) do
-  local entry = {holder_id = field, deadline_ms = tonumber(redis.call('ZSCORE', timeouts_key(), field))}
-  local id = string.match(field, '^(.*):1$')
-  local rec = id and load(id)
-  if rec and rec.state == 'queued' then
-    entry.lease_id = id
-    entry.holder = rec.holder
-    entry.queued_ms = tonumber(rec.since)
+  local deadline = tonumber(redis.call('ZSCORE', timeouts_key(), field))
+  if deadline and deadline <= NOW then
+    gone = gone + 1
+  else
+    local entry = {holder_id = field, deadline_ms = deadline}
+    local id = string.match(field, '^(.*):1$')
+    local rec = id and load(id)
+    if rec and rec.state == 'queued' then
+      entry.lease_id = id
+      entry.holder = rec.holder
+      entry.queued_ms = tonumber(rec.since)
+    end
+    queue[#queue + 1] = entry
   end
-  queue[#queue + 1] = entry
 end
 return encode({known = (st.fence ~= false) or (#holders > 0) or (#queue > 0) or as ~= nil,
   held_as = as, mode = mode or nil, fence = tonumber(st.fence or 0),
   pttl = redis.call('PTTL', L), holders = holders, queue = queue,
-  queue_length = redis.call('LLEN', queue_key()), now_ms = NOW})
+  queue_length = redis.call('LLEN', queue_key()) - gone, now_ms = NOW})

@@ -38,6 +38,9 @@ else
     if reads + writes == 0 then observe_expiry(cur, st.hexp, events) end
   end
   prune_dead_readers(events, st.hexp)
+  -- Fair tickets at the head of the queue that were not polled in time: recorded expired and
+  -- dropped, so an abandoned ticket is not listed as waiting until someone takes the lock.
+  if st.q then prune_queue(events, st.hexp) end
   for _, field in ipairs(redis.call('HKEYS', STATE)) do
     local id = string.match(field, '^r:(.+)$')
     local rec = id and load(id)

@@ -507,7 +507,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_NAMES_PER_TENANT", default_value_t = 50_000)]
     pub max_names_per_tenant: u64,
 
-    /// Event streams (GET /v1/events) one caller may hold open on one instance.
+    /// Event streams (GET /v1/events) and lease watches one caller may hold open on one
+    /// instance, together.
     #[arg(long, env = "LEASEHOLD_MAX_STREAMS_PER_CLIENT", default_value_t = 16)]
     pub max_streams_per_client: u64,
 

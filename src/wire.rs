@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-/// A lease's id as the server issues it (a UUIDv7). Not a secret.
+/// A lease's id as the server issues it: a UUID (version 8, made from the SHA-256 of the lease's
+/// token). Not a secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(transparent)]
 #[schema(value_type = String, format = Uuid)]
@@ -135,12 +136,12 @@ pub struct AcquireBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
     /// Free-text label naming the holder, shown to operators and to refused acquirers: 1 to
-    /// 200 characters, no control characters.
+    /// 200 characters, no control, invisible or direction-changing characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
         min_length = 1,
         max_length = 200,
-        pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
     )]
     pub holder: Option<String>,
     /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
@@ -182,12 +183,13 @@ pub struct PermitBody {
     /// Lease TTL in ms; the server default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
-    /// Free-text label naming the holder: 1 to 200 characters, no control characters.
+    /// Free-text label naming the holder: 1 to 200 characters, no control, invisible or
+    /// direction-changing characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
         min_length = 1,
         max_length = 200,
-        pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
     )]
     pub holder: Option<String>,
     /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
@@ -281,7 +283,8 @@ pub struct RenewalBody {
     pub expires_at: String,
 }
 
-/// A release: `released` is true when no level is left and the lock is free.
+/// A release: `released` is true when this lease holds nothing any more (no level left; the
+/// lock may still be held by other leases, as another reader of a read/write lock).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ReleaseBody {
     pub lease_id: LeaseId,
@@ -673,13 +676,36 @@ pub struct FenceCheckReply {
     pub fencing_counter: u64,
 }
 
-/// The `lost` event of a lease watch: the lease no longer holds its lock.
+/// The data of a lease watch's one `event: lost` message (the stream's only message besides
+/// keep-alive comments, every 15 s): the lease no longer holds its lock. A watch also ends
+/// with it after the holder's own release (`reason: released`).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LostEvent {
     pub lease_id: LeaseId,
     pub lock: String,
-    /// released, expired or force_released (later servers may add others, like evicted:
-    /// every reason means the lease is gone).
+    /// released, expired, force_released or left (later servers may add others, like
+    /// evicted: every reason means the lease is gone).
     pub reason: String,
+    /// When it ended (RFC 3339), when known.
     pub ended_at: Option<String>,
+}
+
+/// The data of one `GET /v1/events` message: one lock event as JSON. Its `id:` is
+/// `event_id`; fields beyond these depend on the event's type (`reentry_count`,
+/// `fencing_token`, `by`, `reason`, `lease_ids`, ...). An `event: resync` message (data
+/// `resync`) means events may have been missed: re-read what you show.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LockEventMessage {
+    /// acquired, reentered, renewed, released, expired, force_released, evicted, queued,
+    /// granted, left, limit_changed.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The lock (or semaphore) name.
+    pub lock: String,
+    /// When, by Redis's clock (ms since the Unix epoch).
+    pub at_ms: u64,
+    /// `<journal entry>.<index>`: resume after it with `Last-Event-ID`.
+    pub event_id: Option<String>,
+    pub lease_id: Option<String>,
+    pub holder: Option<String>,
 }

@@ -150,10 +150,14 @@ pub(super) fn ticket_response(
         poll_timeout_ms: ticket_ms,
         wait_ms: Some(millis(wait)),
     };
+    let replayed = ticket.replayed;
     let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
     let headers = response.headers_mut();
     insert_wait(headers, Some(wait));
     headers.insert(header::RETRY_AFTER, HeaderValue::from_static("0"));
+    if replayed {
+        headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
     if let Ok(location) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, location);
     }

@@ -43,7 +43,7 @@ pub struct EventsQuery {
     params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this"), ("backlog" = Option<u32>, Query, maximum = 1000, description = "First send up to this many recent events (oldest first; of every lock, then filtered by prefix), then the live ones"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (its `id:`): every event since is sent first, or `event: resync` when some are gone")),
     security((), ("api_key" = ["reader"])),
     responses(
-        (status = 200, description = "Server-sent events: one JSON lock event per `data:` message, with its journal id as `id:` (and `event_id`); `event: resync` when events may have been missed", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events: one JSON lock event per `data:` message, with its journal id as `id:` (and `event_id`); `event: resync` when events may have been missed; keep-alive comments every 15 s", body = crate::wire::LockEventMessage, content_type = "text/event-stream"),
         (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required: the dashboard is private and no session, admin token or key came; token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name: the prefix is not a lock name", body = ProblemDetails, content_type = "application/problem+json"),

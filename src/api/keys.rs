@@ -33,6 +33,7 @@ const MAX_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
 #[utoipa::path(
     post,
     path = "/v1/admin/keys",
+    operation_id = "createKey",
     tag = "admin",
     request_body(content = KeyCreateBody, content_type = "application/json"),
     security(("admin_token" = []), ("api_key" = ["admin"])),
@@ -127,6 +128,7 @@ pub async fn create(
 #[utoipa::path(
     get,
     path = "/v1/admin/keys",
+    operation_id = "listKeys",
     tag = "admin",
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
@@ -155,6 +157,7 @@ pub async fn list(
 #[utoipa::path(
     post,
     path = "/v1/admin/keys/{key_id}/rotate",
+    operation_id = "rotateKey",
     tag = "admin",
     params(("key_id" = String, Path, description = "The key's id")),
     request_body(content = Option<KeyRotateBody>, description = "Optional: how long the old secret keeps working", content_type = "application/json"),
@@ -204,6 +207,7 @@ pub async fn rotate(
 #[utoipa::path(
     delete,
     path = "/v1/admin/keys/{key_id}",
+    operation_id = "revokeKey",
     tag = "admin",
     params(("key_id" = String, Path, description = "The key's id")),
     security(("admin_token" = []), ("api_key" = ["admin"])),
@@ -247,6 +251,7 @@ pub struct AuditQuery {
 #[utoipa::path(
     get,
     path = "/v1/admin/audit",
+    operation_id = "readAuditLog",
     tag = "admin",
     params(AuditQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),

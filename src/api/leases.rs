@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::Response;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse as _, Response};
 use futures_util::future::{self, Either};
 
 use super::admission::{self, Admission, Ask};
@@ -50,13 +51,13 @@ use crate::wire::{
 )]
 /// `POST /v1/locks/{name}/leases[?wait_ms=N]`: 201 with a new lease, 200 on reentry (with the
 /// lease's token as bearer), 409 when held by another after the wait.
-///
-/// Not an `async fn`, and shaped for the parked waiter, whose request future lives for its
-/// whole wait and is allocated at the size of its largest step:
-/// - the lock's waiting future is made (and boxed) before the rest, and owns the request: an
-///   async fn or block keeps what it captures for its whole run, also once moved on;
-/// - the steps before and after the wait are boxed, so only the wait sets the size;
-/// - the caller is let go once admitted.
+// (Not in the doc comment, which is the operation's OpenAPI description.) Not an `async fn`,
+// and shaped for the parked waiter, whose request future lives for its whole wait and is
+// allocated at the size of its largest step:
+// - the lock's waiting future is made (and boxed) before the rest, and owns the request: an
+//   async fn or block keeps what it captures for its whole run, also once moved on;
+// - the steps before and after the wait are boxed, so only the wait sets the size;
+// - the caller is let go once admitted.
 #[allow(clippy::too_many_arguments)] // One extractor per part of the request.
 pub fn acquire(
     caller: Caller<ClientRole>,
@@ -445,7 +446,7 @@ pub(super) async fn follow_loss(
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "Released one level (or all); `released` when the lock is free", body = ReleaseBody),
+        (status = 200, description = "Released one level (or all); `released` when the lease holds nothing any more (other leases, such as other readers, may still hold the lock)", body = ReleaseBody),
         (status = 400, description = "invalid_idempotency_key, invalid_query: a query parameter does not parse", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
@@ -463,7 +464,7 @@ pub async fn release(
     lease: HeldLease,
     Query(query): Query<ReleaseQuery>,
     Idempotency(idempotency): Idempotency,
-) -> Result<Json<ReleaseBody>, Problem> {
+) -> Result<Response, Problem> {
     caller.check_name(&lease.name)?;
     let released = state
         .locks_for(&caller)
@@ -486,13 +487,21 @@ pub(super) async fn released_response(
     caller: &Principal,
     lease: &HeldLease,
     released: Result<crate::locks::Release, LockError>,
-) -> Result<Json<ReleaseBody>, Problem> {
+) -> Result<Response, Problem> {
     match &released {
         Ok(r) if r.released => admission::ended(state, caller, lease.id).await,
         Ok(_) => {}
         Err(e) => follow_loss(state, caller, lease.id, e).await,
     }
-    Ok(Json(bodies::release(&lease.name, released?)))
+    let released = released?;
+    let replayed = released.replayed;
+    let mut response = Json(bodies::release(&lease.name, released)).into_response();
+    if replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }
 
 #[utoipa::path(

@@ -43,9 +43,9 @@ use crate::wire::{
 )]
 /// `POST /v1/semaphores/{name}/leases[?wait_ms=N]`: 201 with a lease holding `permits`
 /// permits, 409 `no_permits` when not enough are free after the wait.
-///
-/// Not an `async fn`, for the reason `leases::acquire` gives: a parked request's future keeps
-/// only what the wait and the answer need.
+// (Not in the doc comment, the operation's OpenAPI description.) Not an `async fn`, for the
+// reason `leases::acquire` gives: a parked request's future keeps only what the wait and the
+// answer need.
 pub fn acquire(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
@@ -199,7 +199,7 @@ pub async fn release(
     State(state): State<AppState>,
     lease: HeldLease,
     Idempotency(idempotency): Idempotency,
-) -> Result<Json<ReleaseBody>, Problem> {
+) -> Result<Response, Problem> {
     caller.check_name(&lease.name)?;
     let released = state
         .locks_for(&caller)

@@ -28,7 +28,7 @@ use crate::wire::LostEvent;
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds, then one `event: lost` whose data is a LostEvent (JSON), and the end", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds, then one `event: lost` whose data is a LostEvent (JSON), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
@@ -54,7 +54,7 @@ pub async fn watch_lock_lease(
     params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds its permits, then one `event: lost` whose data is a LostEvent (JSON), and the end", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds its permits, then one `event: lost` whose data is a LostEvent (JSON), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),

@@ -139,31 +139,39 @@ impl Locks {
         };
         let released = match reply {
             ReleaseReply::Released(released) => {
-                // Hold times count releases their holders asked for, not rollbacks.
-                let held = matches!(how, ReleaseHow::Asked { .. })
-                    .then(|| released.held())
-                    .flatten();
-                self.inner.observer.released(lease_id, released.kind, held);
+                // Hold times count releases their holders asked for, not rollbacks, and a
+                // replayed answer counts nothing again.
+                if !released.replayed {
+                    let held = matches!(how, ReleaseHow::Asked { .. })
+                        .then(|| released.held())
+                        .flatten();
+                    self.inner.observer.released(lease_id, released.kind, held);
+                }
                 Ok(Release {
                     lease_id,
                     reentry_count: 0,
                     released: true,
+                    replayed: released.replayed,
                 })
             }
             ReleaseReply::StillHeld {
                 reentry_count,
                 holder,
+                replayed,
             } => {
-                self.publish(
-                    &LockEvent::new("released", name, self.inner.clock.now_ms())
-                        .lease(lease_id, non_empty(holder).as_deref())
-                        .with("reentry_count", reentry_count)
-                        .with("reason", how.reason()),
-                );
+                if !replayed {
+                    self.publish(
+                        &LockEvent::new("released", name, self.inner.clock.now_ms())
+                            .lease(lease_id, non_empty(holder).as_deref())
+                            .with("reentry_count", reentry_count)
+                            .with("reason", how.reason()),
+                    );
+                }
                 Ok(Release {
                     lease_id,
                     reentry_count,
                     released: false,
+                    replayed,
                 })
             }
             ReleaseReply::NotRolledBack => Err(LockError::NotRolledBack),

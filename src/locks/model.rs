@@ -540,6 +540,8 @@ pub struct Ticket {
     pub position: u64,
     /// The ticket expires unless polled before this.
     pub poll_by: Timestamp,
+    /// The first answer to a retried Idempotency-Key: the ticket its first request got.
+    pub replayed: bool,
 }
 
 /// A granted acquisition: a new lease or one more level of an existing one.
@@ -593,6 +595,8 @@ pub struct Release {
     /// Levels still held; 0 when the lock was let go.
     pub reentry_count: u64,
     pub released: bool,
+    /// The first answer to a retried Idempotency-Key (nothing happened now).
+    pub replayed: bool,
 }
 
 /// How a lease ended, or that it still holds its lock.

@@ -230,6 +230,7 @@ impl Locks {
         let deadline = Instant::now() + wait;
         // A ticket issued by this request shows its token; a polled one's client has it.
         let mut issues_ticket = target.op() == Some(Op::New);
+        let mut replayed_ticket = false;
         // Made here, not in the future: what the future captures it keeps for its whole run,
         // so anything moved from a capture into a local there would be kept twice.
         let mut request = InFlight {
@@ -345,6 +346,7 @@ impl Locks {
                                 // A retried Idempotency-Key: go on as the first request's ticket.
                                 request.id = ticket;
                                 issues_ticket = true;
+                                replayed_ticket = true;
                             }
                             if let Some(token) = token {
                                 request.token = token;
@@ -370,6 +372,7 @@ impl Locks {
                                     token: issues_ticket.then(|| request.token.clone()),
                                     position,
                                     poll_by,
+                                    replayed: replayed_ticket,
                                 }));
                             }
                             retry

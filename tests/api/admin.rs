@@ -133,3 +133,22 @@ async fn force_release_works_for_read_write_and_fair_locks() {
         .await
         .assert_problem(410, "lease_lost");
 }
+
+/// Found by the official clients: a force release listed what it removed without when each
+/// hold began.
+#[tokio::test]
+async fn a_force_release_says_when_each_removed_hold_began() {
+    let app = crate::helpers::spawn_app().await;
+    app.lease("stuck", serde_json::json!({"holder": "job"}))
+        .await;
+    let forced = app
+        .force_release("stuck", Some(crate::helpers::ADMIN_TOKEN))
+        .await;
+    forced.assert_status(200);
+    let acquired_at = forced.body["removed"][0]["acquired_at"].as_str();
+    assert!(
+        acquired_at.is_some_and(|at| at.ends_with('Z')),
+        "{}",
+        forced.body
+    );
+}

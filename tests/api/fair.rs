@@ -197,3 +197,34 @@ async fn exclusive_locks_refuse_reentry() {
     app.release(&lease, false).await.assert_status(200);
     app.lease("cron", json!({"kind": "exclusive"})).await;
 }
+
+/// Found by the official clients: a ticket nobody polled in time was still listed (and
+/// counted in `queue_length`) until someone served the queue.
+#[tokio::test]
+async fn a_ticket_nobody_polls_in_time_is_not_listed_as_waiting() {
+    let app = crate::helpers::spawn_app_with(crate::helpers::AppOptions {
+        ticket_timeout_ms: 300,
+        ..crate::helpers::AppOptions::default()
+    })
+    .await;
+    app.lease(
+        "deploy",
+        serde_json::json!({"kind": "fair", "ttl_ms": 60_000}),
+    )
+    .await;
+    let ticket = app
+        .acquire_with("deploy", 0, serde_json::json!({"kind": "fair"}), None)
+        .await;
+    ticket.assert_status(202);
+    assert_eq!(app.inspect_lock("deploy").await.body["queue_length"], 1);
+    // Its poll deadline passes (the ticket timeout, 300 ms here) without a poll.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let lock = app.inspect_lock("deploy").await;
+    assert_eq!(lock.body["queue_length"], 0, "{}", lock.body);
+    assert_eq!(
+        lock.body["queue"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        lock.body
+    );
+}

@@ -67,3 +67,39 @@ async fn a_fair_acquire_with_a_key_waits_in_line_and_is_granted() {
         .await;
     queued.assert_status(202);
 }
+
+/// Found by the official clients: a replayed release (and a replayed 202 ticket) did not say
+/// so, though a replayed acquire does.
+#[tokio::test]
+async fn every_replayed_answer_says_so() {
+    let app = spawn_app().await;
+    let lease = app.lease("jobs", json!({})).await;
+    let release = || {
+        app.http
+            .delete(app.url(&format!("/v1/locks/jobs/leases/{}?all=true", lease.id)))
+            .bearer_auth(&lease.token)
+            .header("idempotency-key", "release-1")
+    };
+    let first = app.send(release()).await;
+    first.assert_status(200);
+    assert_eq!(first.header("idempotent-replayed"), None);
+    let again = app.send(release()).await;
+    again.assert_status(200);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+
+    let holder = app.lease("deploy", json!({"kind": "fair"})).await;
+    let queue = || {
+        app.http
+            .post(app.url("/v1/locks/deploy/leases?wait_ms=0"))
+            .header("idempotency-key", "ticket-1")
+            .json(&json!({"kind": "fair"}))
+    };
+    let ticket = app.send(queue()).await;
+    ticket.assert_status(202);
+    assert_eq!(ticket.header("idempotent-replayed"), None);
+    let again = app.send(queue()).await;
+    again.assert_status(202);
+    assert_eq!(again.body["ticket_id"], ticket.body["ticket_id"]);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    drop(holder);
+}

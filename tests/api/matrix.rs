@@ -255,6 +255,7 @@ fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<P
         ("GET", "/readyz") => (http.get(url("/readyz".into())), 200, 200),
         ("GET", "/problems/{code}") => (http.get(url("/problems/lock_held".into())), 200, 200),
         ("GET", "/openapi.json") => (http.get(url("/openapi.json".into())), 200, 200),
+        ("GET", "/openapi-3.0.json") => (http.get(url("/openapi-3.0.json".into())), 200, 200),
         ("GET", "/docs/") => (http.get(url("/docs/".into())), 200, 200),
         // The dashboard's pages.
         ("GET", "/") => (http.get(url("/".into())), 200, 200),
@@ -310,6 +311,7 @@ fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<P
 /// What the dashboard and the docs serve beyond the OpenAPI document, with what they need.
 const EXTRA_ROUTES: &[(&str, &str, Need)] = &[
     ("GET", "/openapi.json", Need::Public),
+    ("GET", "/openapi-3.0.json", Need::Public),
     ("GET", "/docs/", Need::Public),
     ("GET", "/", Need::Page),
     ("GET", "/locks/{name}", Need::Page),

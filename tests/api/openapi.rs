@@ -16,6 +16,10 @@ const NOT_IN_DOCUMENT: &[(&str, &str)] = &[
         "the human docs page (Swagger UI from vendored assets)",
     ),
     ("/openapi.json", "the document itself"),
+    (
+        "/openapi-3.0.json",
+        "the document itself, rendered as OpenAPI 3.0",
+    ),
     ("/", "the dashboard's overview page (HTML)"),
     (
         "/locks",
@@ -228,7 +232,10 @@ async fn the_document_states_the_bounds_requests_are_held_to() {
     let holder = &schemas["AcquireBody"]["properties"]["holder"];
     assert_eq!(holder["minLength"], 1);
     let longest = usize::try_from(holder["maxLength"].as_u64().expect("a maximum")).expect("fits");
-    assert_eq!(holder["pattern"], r"^[^\u0000-\u001F\u007F-\u009F]*$");
+    assert_eq!(
+        holder["pattern"],
+        "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
+    );
     for key in ["minLength", "maxLength", "pattern"] {
         assert_eq!(
             schemas["PermitBody"]["properties"]["holder"][key],
@@ -241,10 +248,71 @@ async fn the_document_states_the_bounds_requests_are_held_to() {
         (String::new(), 422),
         ("bell\u{7}".to_owned(), 422),
         ("next line\u{85}".to_owned(), 422),
+        ("zero\u{200B}width".to_owned(), 422),
+        ("turned\u{202E}round".to_owned(), 422),
     ];
     for (n, (label, status)) in cases.into_iter().enumerate() {
         app.acquire(&format!("holder-{n}"), json!({"holder": label}))
             .await
             .assert_status(status);
     }
+}
+
+/// What client generators stumbled on (issue 49): optional bodies written as `oneOf [$ref,
+/// null]`, untyped stream payloads, bare operation ids, Rust notes in descriptions, and no
+/// OpenAPI 3.0 rendering for tools that read no 3.1.
+#[tokio::test]
+async fn the_document_suits_client_generators() {
+    let app = spawn_app().await;
+    let doc = app.get("/openapi.json").await.body;
+    let mut ids = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("an item") {
+            if let Some(body) = op.get("requestBody") {
+                let text = body.to_string();
+                assert!(!text.contains("\"null\""), "{method} {path}: {text}");
+            }
+            let description = op["description"].as_str().unwrap_or("");
+            for rust in ["async fn", "future", "Box::pin", "boxed"] {
+                assert!(
+                    !description.contains(rust),
+                    "{method} {path}: {description}"
+                );
+            }
+            ids.push(op["operationId"].as_str().unwrap_or("").to_owned());
+        }
+    }
+    let acquire = &doc["paths"]["/v1/locks/{name}/leases"]["post"]["requestBody"];
+    assert_eq!(acquire["required"], false, "{acquire}");
+    assert_eq!(
+        acquire["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/AcquireBody"
+    );
+    for id in [
+        "createKey",
+        "listKeys",
+        "rotateKey",
+        "revokeKey",
+        "readAuditLog",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "{id} in {ids:?}");
+    }
+    let watch = &doc["paths"]["/v1/locks/{name}/leases/{lease_id}/watch"]["get"]["responses"]["200"]
+        ["content"]["text/event-stream"]["schema"]["$ref"];
+    assert_eq!(watch, "#/components/schemas/LostEvent");
+    let events = &doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]
+        ["schema"]["$ref"];
+    assert_eq!(events, "#/components/schemas/LockEventMessage");
+
+    let v30 = app.get("/openapi-3.0.json").await.body;
+    assert_eq!(v30["openapi"], "3.0.3");
+    let text = v30.to_string();
+    assert!(!text.contains("\"null\""), "no null types in 3.0");
+    assert_eq!(
+        v30["paths"].as_object().map(|p| p.len()),
+        doc["paths"].as_object().map(|p| p.len())
+    );
+    let holder = &v30["components"]["schemas"]["AcquireBody"]["properties"]["holder"];
+    assert_eq!(holder["nullable"], true, "{holder}");
+    assert_eq!(holder["type"], "string", "{holder}");
 }

@@ -104,6 +104,8 @@ pub(super) struct HolderEntry {
     pub kind: Option<LeaseKind>,
     pub metadata: Option<String>,
     pub fencing_token: Option<u64>,
+    /// When the hold began (`since_ms` in the force-release and eviction replies).
+    #[serde(alias = "since_ms")]
     pub created_ms: Option<u64>,
 }
 

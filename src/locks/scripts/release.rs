@@ -111,6 +111,9 @@ pub(in crate::locks) enum ReleaseReply {
     StillHeld {
         reentry_count: u64,
         holder: Option<String>,
+        /// The first answer to a retried Idempotency-Key.
+        #[serde(default)]
+        replayed: bool,
     },
     /// A rollback found the grant delivered by another request: it stays.
     NotRolledBack,
@@ -128,6 +131,9 @@ pub(in crate::locks) struct Released {
     pub since_ms: Option<u64>,
     pub now_ms: Option<u64>,
     pub kind: Option<LeaseKind>,
+    /// The first answer to a retried Idempotency-Key: nothing happened now.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 impl Released {
