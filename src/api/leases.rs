@@ -174,7 +174,7 @@ fn acquire_request(
         token,
         kind: body.kind.map(bodies::kind),
         policy: bodies::policy(body.policy),
-        idempotency: idempotency.map(|k| k.bound_to(&caller.owner())),
+        idempotency: idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
     };
     let ttl = ttl.unwrap_or(default_ttl(state, caller)?);
     Ok((request, ttl))
@@ -475,7 +475,9 @@ pub async fn release(
             &lease.token,
             query.all,
             query.mode.map(bodies::rw_mode),
-            idempotency.map(|k| k.bound_to(&caller.owner())).as_ref(),
+            idempotency
+                .map(|k| k.bound_to(&caller.idempotency_scope()))
+                .as_ref(),
         )
         .await;
     released_response(&state, &caller, &lease, released).await

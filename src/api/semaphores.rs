@@ -138,7 +138,7 @@ fn permit_request(
         metadata: body.metadata.map(Metadata::parse).transpose()?,
         limit,
         permits,
-        idempotency: idempotency.map(|k| k.bound_to(&caller.owner())),
+        idempotency: idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
     })
 }
 
@@ -210,7 +210,9 @@ pub async fn release(
             &lease.token,
             true,
             None,
-            idempotency.map(|k| k.bound_to(&caller.owner())).as_ref(),
+            idempotency
+                .map(|k| k.bound_to(&caller.idempotency_scope()))
+                .as_ref(),
         )
         .await;
     released_response(&state, &caller, &lease, released).await

@@ -220,6 +220,18 @@ impl Principal {
         }
     }
 
+    /// Whose `Idempotency-Key` records are whose: the key's, the admin token's, or every
+    /// anonymous caller's together. Not the address: one client's retry may reach another
+    /// instance, or come back from another address (a NAT, a second interface), and anonymous
+    /// callers hold no credential that tells them apart anyway.
+    pub fn idempotency_scope(&self) -> String {
+        match &self.who {
+            Who::Anonymous(_) => "anonymous".to_owned(),
+            Who::AdminToken => "admin".to_owned(),
+            Who::Key { id, .. } => format!("key:{id}"),
+        }
+    }
+
     pub fn has(&self, role: Role) -> bool {
         self.roles.contains(role)
     }
