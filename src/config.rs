@@ -11,6 +11,34 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::client::{ApiKey, LeaseId, LeaseToken, LockKind, ServerUrl};
 
+
+/// `--kind`: the lock kinds of the wire format, as command-line values (the wire crate knows
+/// nothing of clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// Redisson RLock: the same lease may enter again (the default).
+    Reentrant,
+    /// Not reentrant.
+    Exclusive,
+    /// Strict FIFO among live waiters.
+    Fair,
+    /// The shared side of a read/write lock.
+    Read,
+    /// The exclusive side of a read/write lock.
+    Write,
+}
+
+impl From<KindArg> for LockKind {
+    fn from(kind: KindArg) -> Self {
+        match kind {
+            KindArg::Reentrant => Self::Reentrant,
+            KindArg::Exclusive => Self::Exclusive,
+            KindArg::Fair => Self::Fair,
+            KindArg::Read => Self::Read,
+            KindArg::Write => Self::Write,
+        }
+    }
+}
 /// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.
 #[derive(Debug, Parser)]
 #[command(name = "leasehold", version, about, long_about = None)]
@@ -219,7 +247,7 @@ pub struct LeaseRequestArgs {
     /// Kind of lock (the server takes every one): reentrant (the default), exclusive, fair,
     /// read or write.
     #[arg(long, value_enum, conflicts_with = "semaphore")]
-    pub kind: Option<LockKind>,
+    pub kind: Option<KindArg>,
 
     /// Take permits of the semaphore NAME instead of a lock; it has N permits in all (every
     /// party must name the same N).

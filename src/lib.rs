@@ -38,10 +38,13 @@
 //!   and `acquire`/`heartbeat`/`release`/`status` for shell scripts.
 
 pub mod api;
+/// The Rust client (crate `leasehold-client`), under its old path.
+pub use leasehold_client as client;
+/// The wire format (crate `leasehold-wire`), under its old path.
+pub use leasehold_wire as wire;
 pub mod audit;
 pub mod auth;
 pub mod cli;
-pub mod client;
 pub mod config;
 pub mod crypto;
 pub mod dashboard;
@@ -59,4 +62,3 @@ pub mod shutdown;
 pub mod state;
 pub mod telemetry;
 pub mod tenant;
-pub mod wire;

@@ -20,7 +20,8 @@ use clap::CommandFactory as _;
 use serde_json::{Value, json};
 
 use crate::client::{
-    AcquireOptions, Acquired, Client, ClientError, ClientOptions, PermitOptions, Problem, Reply,
+    AcquireOptions, Acquired, Client, ClientError, ClientOptions, LockKind, PermitOptions, Problem,
+    Reply,
     Resource,
 };
 use crate::config::{
@@ -271,7 +272,7 @@ pub(crate) fn acquire_options(args: &LeaseRequestArgs, holder: &Holder) -> Acqui
         ttl: args.ttl,
         holder: Some(args.holder.clone().unwrap_or_else(|| holder.label.clone())),
         metadata: Some(holder.metadata.clone()),
-        kind: args.kind,
+        kind: args.kind.map(LockKind::from),
         wait: args.wait,
     }
 }

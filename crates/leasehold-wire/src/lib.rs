@@ -1,19 +1,21 @@
-//! The `/v1` wire format: every request and response body, as both the server (`api`) and the
-//! client (`client`, hence the CLI) use them, so the two cannot drift apart. Only serde and
-//! the OpenAPI schema live here; the server maps its domain views into these types.
+//! The `/v1` wire format of Leasehold: every request and response body, as both the server and
+//! the Rust client ([`leasehold-client`](../leasehold_client/index.html), hence the CLI) use
+//! them, so the two cannot drift apart. Only serde here; with the `openapi` feature, the
+//! OpenAPI schema too (the server's document is made from it). The server maps its domain
+//! views into these types.
 //!
 //! Bodies the server sends are also read by the client: fields a newer server adds are
 //! ignored, and enums the client does not know read as `Unknown` where that can happen.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 /// A lease's id as the server issues it: a UUID (version 8, made from the SHA-256 of the lease's
 /// token). Not a secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(transparent)]
-#[schema(value_type = String, format = Uuid)]
+#[cfg_attr(feature = "openapi", schema(value_type = String, format = Uuid))]
 pub struct LeaseId(pub Uuid);
 
 impl std::str::FromStr for LeaseId {
@@ -31,7 +33,8 @@ impl std::fmt::Display for LeaseId {
 }
 
 /// The kinds of lock a client may ask for (`kind` of an acquire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum LockKind {
     /// Redisson RLock: the same lease may enter again and again (the default).
@@ -48,7 +51,8 @@ pub enum LockKind {
 }
 
 /// Who goes first on a read/write lock when a writer waits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RwPolicy {
     /// Redisson's: a reader joins readers already holding, even past a waiting writer.
@@ -59,7 +63,8 @@ pub enum RwPolicy {
 }
 
 /// Which hold of a read/write lease a release gives back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RwMode {
     Read,
@@ -129,7 +134,8 @@ impl utoipa::PartialSchema for LeaseState {
 impl ToSchema for LeaseState {}
 
 /// `POST /v1/locks/{name}/leases`. Every field is optional; an empty body is fine.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcquireBody {
     /// Lease TTL in ms; the server default when absent (on reentry: the lease's TTL).
@@ -138,15 +144,15 @@ pub struct AcquireBody {
     /// Free-text label naming the holder, shown to operators and to refused acquirers: 1 to
     /// 200 characters, no control, invisible or direction-changing characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
+    #[cfg_attr(feature = "openapi", schema(
         min_length = 1,
         max_length = 200,
         pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
-    )]
+    ))]
     pub holder: Option<String>,
     /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<serde_json::Value>,
     /// reentrant (default), exclusive, fair, read or write; on reentry, the lease's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,8 +167,9 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
 }
 
 /// The wait of an acquire or a ticket poll.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct WaitQuery {
     /// How long to wait server-side while the lock is held, in ms (default 0).
@@ -171,7 +178,8 @@ pub struct WaitQuery {
 }
 
 /// `POST /v1/semaphores/{name}/leases`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PermitBody {
     /// How many permits the semaphore has; every party must name the same.
@@ -186,20 +194,21 @@ pub struct PermitBody {
     /// Free-text label naming the holder: 1 to 200 characters, no control, invisible or
     /// direction-changing characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
+    #[cfg_attr(feature = "openapi", schema(
         min_length = 1,
         max_length = 200,
         pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
-    )]
+    ))]
     pub holder: Option<String>,
     /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<serde_json::Value>,
 }
 
 /// A heartbeat's optional body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatBody {
     /// A new TTL in ms, kept for later heartbeats; the lease's own TTL when absent.
@@ -208,20 +217,22 @@ pub struct HeartbeatBody {
 }
 
 /// `DELETE /v1/locks/{name}/leases/{lease_id}`.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseQuery {
     /// Release every reentry level at once (of both modes, for a read/write lease).
     #[serde(default)]
     pub all: bool,
     /// Read/write leases: the hold to release (default: write if held, else read).
-    #[param(inline)]
+    #[cfg_attr(feature = "openapi", param(inline))]
     pub mode: Option<RwMode>,
 }
 
 /// A grant: a new lease (201) or one more level of one (200).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GrantBody {
     pub lease_id: LeaseId,
     /// The lease's bearer token: only in the 201 of a new lease.
@@ -246,7 +257,8 @@ pub struct GrantBody {
 }
 
 /// A fair lock's ticket (202): a place in its queue.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TicketBody {
     pub ticket_id: LeaseId,
     /// Proves the ticket and, once granted, the lease: only when the ticket is issued.
@@ -265,7 +277,8 @@ pub struct TicketBody {
 }
 
 /// `DELETE` on a ticket: it left the queue.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeftBody {
     pub ticket_id: LeaseId,
     pub lock: String,
@@ -273,7 +286,8 @@ pub struct LeftBody {
 }
 
 /// A successful heartbeat.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RenewalBody {
     pub lease_id: LeaseId,
     pub lock: String,
@@ -285,7 +299,8 @@ pub struct RenewalBody {
 
 /// A release: `released` is true when this lease holds nothing any more (no level left; the
 /// lock may still be held by other leases, as another reader of a read/write lock).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReleaseBody {
     pub lease_id: LeaseId,
     pub lock: String,
@@ -294,7 +309,8 @@ pub struct ReleaseBody {
 }
 
 /// A lease as anyone may see it (never its token).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseBody {
     pub lease_id: LeaseId,
     pub lock: String,
@@ -311,7 +327,7 @@ pub struct LeaseBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permits: Option<u64>,
     pub holder: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<serde_json::Value>,
     pub fencing_token: u64,
     pub reentry_count: u64,
@@ -323,7 +339,8 @@ pub struct LeaseBody {
 }
 
 /// `GET /v1/locks/{name}`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LockBody {
     pub lock: String,
     pub held: bool,
@@ -357,7 +374,8 @@ pub struct LockBody {
 }
 
 /// A request waiting server-side for a lock or permits, on some instance.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WaiterBody {
     /// The lease it will be if granted (a reentry: the lease it re-enters).
     pub lease_id: String,
@@ -375,14 +393,15 @@ pub struct WaiterBody {
 }
 
 /// One holder of a lock.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HolderBody {
     /// `None` for a holder that is not a Leasehold lease (a Redisson client on the same key).
     pub lease_id: Option<LeaseId>,
     /// The Redis hash field: `<lease-id>:1`, or Redisson's `<client-uuid>:<thread-id>`.
     pub holder_id: String,
     pub holder: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<serde_json::Value>,
     pub reentry_count: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -396,7 +415,8 @@ pub struct HolderBody {
 }
 
 /// One waiter in a fair lock's queue.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueuedBody {
     pub position: u64,
     /// The ticket's id, also the id of the lease it turns into; null for a Redisson waiter.
@@ -409,7 +429,8 @@ pub struct QueuedBody {
 }
 
 /// `GET /v1/semaphores/{name}`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SemaphoreBody {
     pub semaphore: String,
     pub limit: u32,
@@ -426,11 +447,12 @@ pub struct SemaphoreBody {
 }
 
 /// A lease holding permits (or, with no `lease_id`, the permits Redisson clients hold).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PermitHolderBody {
     pub lease_id: Option<LeaseId>,
     pub holder: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<serde_json::Value>,
     pub permits: u64,
     pub fencing_token: Option<u64>,
@@ -439,7 +461,8 @@ pub struct PermitHolderBody {
 }
 
 /// What an admin force release removed.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForceReleaseBody {
     pub lock: String,
     /// False when nobody held it.
@@ -448,7 +471,8 @@ pub struct ForceReleaseBody {
 }
 
 /// `PUT /v1/admin/semaphores/{name}/limit`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LimitBody {
     /// The semaphore's new size.
@@ -456,7 +480,8 @@ pub struct LimitBody {
 }
 
 /// A semaphore's limit, changed.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LimitChangeBody {
     pub semaphore: String,
     pub limit: u32,
@@ -466,7 +491,8 @@ pub struct LimitChangeBody {
 }
 
 /// A role an API key holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KeyRole {
     /// Take, renew and release leases; poll and leave fair tickets.
@@ -478,12 +504,13 @@ pub enum KeyRole {
 }
 
 /// A key's own bounds; absent fields take the server's defaults.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct KeyQuotasBody {
     /// Live leases (and fair tickets) at once, across every instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub max_leases: Option<u64>,
     /// Requests waiting server-side at once, across every instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -491,29 +518,30 @@ pub struct KeyQuotasBody {
     /// Distinct lock and semaphore names given Redis state (each counts until its lease
     /// ended and its history, about an hour later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub max_names: Option<u64>,
     /// Longest TTL a lease may ask for, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ttl_ms: Option<u64>,
     /// Most permits one semaphore lease may hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub max_permits: Option<u32>,
 }
 
 /// `POST /v1/admin/keys`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct KeyCreateBody {
     /// Unique within its tenant; audit entries and histories name the key by it: 1 to 100
     /// printable ASCII characters (spaces around it are dropped).
-    #[schema(min_length = 1, max_length = 100, pattern = "^[ -~]*[!-~][ -~]*$")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 100, pattern = "^[ -~]*[!-~][ -~]*$"))]
     pub name: String,
     /// The key space the key acts in; "" (the default) for the default tenant: up to 64
     /// ASCII letters, digits and . _ - :
     #[serde(default)]
-    #[schema(max_length = 64, pattern = "^[A-Za-z0-9._:-]*$")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 64, pattern = "^[A-Za-z0-9._:-]*$"))]
     pub tenant: String,
     /// What the key may do; `["client"]` when absent.
     #[serde(default)]
@@ -521,7 +549,7 @@ pub struct KeyCreateBody {
     /// Names the key may use (globs, `*` for any run of characters); `["*"]` when absent. At
     /// most 100.
     #[serde(default)]
-    #[schema(value_type = Vec<NamePattern>, max_items = 100)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<NamePattern>, max_items = 100))]
     pub patterns: Vec<String>,
     #[serde(default)]
     pub quotas: KeyQuotasBody,
@@ -529,12 +557,14 @@ pub struct KeyCreateBody {
 
 /// A lock or semaphore name, or a glob of them (`*` for any run of characters).
 // (The document's name for a pattern's shape; patterns travel as plain strings.)
-#[derive(ToSchema)]
-#[schema(pattern = "^[A-Za-z0-9._:*-]{1,200}$")]
+#[derive()]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9._:*-]{1,200}$"))]
 pub struct NamePattern(pub String);
 
 /// An API key, never with its secret.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyBody {
     pub id: String,
     pub name: String,
@@ -552,7 +582,8 @@ pub struct KeyBody {
 }
 
 /// A new key or a rotated one: the secret is shown here only.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeySecretBody {
     pub key: KeyBody,
     /// Send it in the `Leasehold-Key` header. Shown only in this answer.
@@ -560,24 +591,27 @@ pub struct KeySecretBody {
 }
 
 /// `GET /v1/admin/keys`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyListBody {
     pub keys: Vec<KeyBody>,
 }
 
 /// `POST /v1/admin/keys/{id}/rotate`; an empty body is fine.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct KeyRotateBody {
     /// How long the current secret keeps working beside the new one, in ms (default one
     /// hour; 0: it stops now; at most 30 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 2_592_000_000_u64)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 2_592_000_000_u64))]
     pub grace_ms: Option<u64>,
 }
 
 /// One admin action.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditEntryBody {
     pub at: String,
     /// An API key's name, `admin token`, or `dashboard admin`.
@@ -591,20 +625,22 @@ pub struct AuditEntryBody {
     pub target: String,
     pub reason: String,
     /// What it removed or changed.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub details: serde_json::Value,
 }
 
 /// `GET /v1/admin/audit`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditBody {
     /// Newest first.
     pub entries: Vec<AuditEntryBody>,
 }
 
 /// `GET /v1/locks[?prefix=..][&cursor=..][&limit=..]`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only locks and semaphores whose name starts with this.
@@ -620,7 +656,8 @@ pub struct ListQuery {
 }
 
 /// A page of the live locks and semaphores, sorted by name within the page.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListBody {
     pub locks: Vec<LiveBody>,
     /// Pass as `cursor` for the next page; null after the last page.
@@ -628,7 +665,8 @@ pub struct ListBody {
 }
 
 /// One live lock (held, or waited for) or semaphore (permits out), in brief.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LiveBody {
     pub name: String,
     /// reentrant, exclusive, fair, rw, semaphore or foreign.
@@ -656,17 +694,19 @@ pub struct LiveBody {
 }
 
 /// `POST /v1/locks/{name}/fence/check`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FenceCheckBody {
     /// The fencing token a writer presents (required).
-    #[schema(required = true)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub fencing_token: Option<u64>,
 }
 
 /// Whether a fencing token is the current holder's. Stale the moment it is sent: the lease
 /// can end right after.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FenceCheckReply {
     pub lock: String,
     pub fencing_token: u64,
@@ -679,7 +719,8 @@ pub struct FenceCheckReply {
 /// The data of a lease watch's one `event: lost` message (the stream's only message besides
 /// keep-alive comments, every 15 s): the lease no longer holds its lock. A watch also ends
 /// with it after the holder's own release (`reason: released`).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LostEvent {
     pub lease_id: LeaseId,
     pub lock: String,
@@ -694,7 +735,8 @@ pub struct LostEvent {
 /// `event_id`; fields beyond these depend on the event's type (`reentry_count`,
 /// `fencing_token`, `by`, `reason`, `lease_ids`, ...). An `event: resync` message (data
 /// `resync`) means events may have been missed: re-read what you show.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LockEventMessage {
     /// acquired, reentered, renewed, released, expired, force_released, evicted, queued,
     /// granted, left, limit_changed.

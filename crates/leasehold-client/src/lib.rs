@@ -1,8 +1,9 @@
-//! A typed HTTP client for the `/v1` lease API: what `leasehold run` and the scripting
-//! subcommands (`acquire`, `heartbeat`, `release`, `status`, `ls`) speak.
+//! The Rust client of Leasehold: a typed HTTP client for the `/v1` lease API, what `leasehold
+//! run` and the scripting subcommands (`acquire`, `heartbeat`, `release`, `status`, `ls`)
+//! speak, and what a Rust program adds to call a Leasehold server.
 //!
-//! It knows the wire format only, never the lock domain, so it stays usable from another
-//! process or crate. Every call returns the typed body together with the JSON the server sent
+//! It knows the wire format only ([`leasehold_wire`]), never the lock domain: it depends on
+//! neither axum, Redis nor askama. Every call returns the typed body together with the JSON the server sent
 //! (scripts print the latter verbatim, so fields added later reach them), or a [`ClientError`]
 //! that keeps the problem's `code`, `detail` and status. It speaks `http://` and `https://`
 //! (rustls; the system's trusted roots plus an optional CA file) and sends an API key, when
@@ -21,7 +22,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use crate::wire::{
+pub use leasehold_wire::{
     AcquireBody, FenceCheckBody, FenceCheckReply, GrantBody, KeyBody, KeyCreateBody, KeyListBody,
     KeyQuotasBody, KeyRole, KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, ListBody,
     LiveBody, LockBody, LockKind, LostEvent, PermitBody, ReleaseBody, RenewalBody, SemaphoreBody,
@@ -280,12 +281,21 @@ impl ClientError {
     }
 }
 
-/// A reqwest builder with the build's crypto provider installed first ([`crate::crypto`]:
-/// reqwest panics on `build()` without one). Every HTTP client in the crate, its tests and
-/// benches starts here.
+/// A reqwest builder with the crypto provider installed first ([`install_crypto_provider`]:
+/// reqwest panics on `build()` without one). Every HTTP client of this crate, and of the
+/// server's tests and benches, starts here.
 pub fn http_builder() -> reqwest::ClientBuilder {
-    crate::crypto::install_provider();
+    install_crypto_provider();
     reqwest::Client::builder()
+}
+
+/// Makes ring the process's TLS crypto provider; later calls do nothing. reqwest is built here
+/// without a provider of its own (its default would bring aws-lc-rs, a long C build), so it
+/// panics on `build()` until one is installed; the server's listener and `rediss://` clients
+/// ask rustls for the same default.
+pub fn install_crypto_provider() {
+    // Err means another call (or another crate) installed it first: fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// A handle on one Leasehold server; cheap to clone (the connection pool is shared).
@@ -818,3 +828,8 @@ mod tests {
         assert!(" ".parse::<LeaseToken>().is_err());
     }
 }
+
+/// The README's example, compiled by the doctests (`cargo test --doc`).
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeExample;
