@@ -20,6 +20,7 @@
 //! Both keys are Leasehold's own (see `own_keys`): in Redis Cluster they sit in one slot.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher as _, RandomState};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -47,22 +48,25 @@ pub fn dead_key(space: &KeySpace) -> String {
 }
 
 /// The names this instance wrote into an index lately, so that it skips them for
-/// [`NOTED_FOR`].
+/// [`NOTED_FOR`]. Keyed by a 64-bit hash of (key space, name), so the usual acquire checks it
+/// without allocating: two names sharing a hash (about 2^-64 for a pair) would only see one of
+/// them written a minute late, by the sweepers' pass or the next acquire after that.
 #[derive(Default)]
 pub(super) struct Noted {
-    /// (index key, name) → when this instance last wrote it.
-    at: Mutex<HashMap<(String, String), Instant>>,
+    /// hash of (key space prefix, name) → when this instance last wrote it.
+    at: Mutex<HashMap<u64, Instant>>,
+    hasher: RandomState,
 }
 
 impl Noted {
-    /// Whether this instance wrote (index, name) within [`NOTED_FOR`]; if not, it counts as
-    /// written from now (the caller writes it).
-    fn fresh(&self, index: &str, name: &str) -> bool {
+    /// Whether this instance wrote `name` of the key space `space` within [`NOTED_FOR`]; if
+    /// not, it counts as written from now (the caller writes it).
+    fn fresh(&self, space: &str, name: &str) -> bool {
+        let key = self.hasher.hash_one((space, name));
         let Ok(mut noted) = self.at.lock() else {
             return false;
         };
         let now = Instant::now();
-        let key = (index.to_owned(), name.to_owned());
         if noted
             .get(&key)
             .is_some_and(|at| now.duration_since(*at) < NOTED_FOR)
@@ -86,10 +90,11 @@ impl Locks {
     /// the same round trip as its function call (before it, on the same connection), so a
     /// name is in the index by the time its grant is answered.
     pub(super) fn note_name(&self, pipe: &mut redis::Pipeline, name: &LockName) -> bool {
-        let index = index_key(&self.inner.keys);
-        if self.inner.noted.fresh(&index, name.as_str()) {
+        let keys = &self.inner.keys;
+        if self.inner.noted.fresh(keys.prefix(), name.as_str()) {
             return false;
         }
+        let index = index_key(keys);
         pipe.cmd("ZADD")
             .arg(&index)
             .arg(0)

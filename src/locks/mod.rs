@@ -344,7 +344,7 @@ impl Locks {
             .arg(settings.tombstone_ms);
         script.args(&mut cmd);
         let started = Instant::now();
-        let mut index = redis::pipe();
+        let mut index = redis::Pipeline::new();
         let mut result: redis::RedisResult<String> =
             if S::NOTES_NAME && self.note_name(&mut index, name) {
                 // Sent together on the one connection, the index's writes first; their own
