@@ -3,7 +3,7 @@
 //! the last 10,000 entries), so every instance writes to and reads from the same log and it
 //! outlives restarts. A lock's own history records its force releases as well.
 
-use redis::aio::ConnectionManager;
+use crate::redis::Redis;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -50,12 +50,12 @@ pub fn removed(forced: &ForcedRelease) -> Value {
 
 #[derive(Clone)]
 pub struct AuditLog {
-    conn: ConnectionManager,
+    conn: Redis,
     stream: String,
 }
 
 impl AuditLog {
-    pub fn new(conn: ConnectionManager, base: &str) -> Self {
+    pub fn new(conn: Redis, base: &str) -> Self {
         Self {
             conn,
             stream: crate::locks::own_key(base, "audit"),

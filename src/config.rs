@@ -11,7 +11,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::client::{ApiKey, LeaseId, LeaseToken, LockKind, ServerUrl};
 
-
 /// `--kind`: the lock kinds of the wire format, as command-line values (the wire crate knows
 /// nothing of clap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -2,13 +2,17 @@
 //! Redisson's data layout.
 //!
 //! Where things live (layers point one way: `api` and `dashboard` → `auth`, `limits`,
-//! `problem` → `tenant` → `locks` → Redis; `server` assembles them; `client` and `cli` speak
+//! `problem` → `tenant` → `locks` → `redis`; `server` assembles them; `client` and `cli` speak
 //! only `wire`):
 //! - [`locks`]: the lock domain: lease kinds, the Redis key layout, the Lua scripts in `lua/`
 //!   (one typed Rust twin each), waiting, and an observer trait for whoever listens. Knows
 //!   nothing of HTTP.
-//! - [`events`]: the single Redis subscriber that wakes waiting requests and fans lock events
-//!   out in-process.
+//! - [`redis`]: the one place that knows Redis connections: the [`redis::Redis`] handle
+//!   (standalone today; Sentinel and Cluster belong inside it), connect/TLS, function loading,
+//!   the process's one subscriber (routing messages to whoever registered), keyspace walks,
+//!   durability and memory, the embedded `redis-server`.
+//! - [`events`]: the in-process fan-out of lock events to event streams (what the subscriber
+//!   hears on the events channels).
 //! - [`api`]: the `/v1` HTTP API (axum handlers, the OpenAPI document).
 //! - [`dashboard`]: the operators' HTML pages (askama templates in `templates/`, assets in
 //!   `static/` compiled in), force release from the browser.
@@ -17,6 +21,8 @@
 //!   dashboard sessions, anonymous callers; the guard against requests from other sites.
 //! - [`limits`]: abuse limits per caller and per lock: request rates, quotas kept in Redis,
 //!   slots held in-process.
+//! - [`operator`]: what an admin may do to locks (force release, evict, set a semaphore's
+//!   limit), owned once: one policy, one audit write; the API and the dashboard adapt it.
 //! - [`audit`]: the audit log of admin actions, in Redis.
 //! - [`own_keys`]: where Leasehold keeps its own data in Redis, out of every lock name's
 //!   reach, and the move of an earlier version's data there on start.
@@ -27,8 +33,6 @@
 //!   [`server::run`] on a bound listener (hyper with timeouts and caps, TLS).
 //! - [`state`]: what handlers share.
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics` (the domain's observer).
-//! - [`durability`]: what the Redis behind us can lose (persistence, eviction), read at start.
-//! - [`embedded_redis`]: the private `redis-server` child `serve` starts by default.
 //! - [`parent_death`]: children that stop when we die (the embedded Redis, `run`'s command).
 //! - [`crypto`]: the one TLS crypto provider, for the listener and both kinds of client.
 //! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
@@ -48,15 +52,15 @@ pub mod cli;
 pub mod config;
 pub mod crypto;
 pub mod dashboard;
-pub mod durability;
-pub mod embedded_redis;
 pub mod events;
 pub mod limits;
 pub mod locks;
 pub mod metrics;
+pub mod operator;
 pub mod own_keys;
 pub mod parent_death;
 pub mod problem;
+pub mod redis;
 pub mod server;
 pub mod shutdown;
 pub mod state;

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use leasehold::cli;
 use leasehold::config::{Cli, Command, HealthcheckArgs, ServeArgs};
-use leasehold::embedded_redis::{EmbeddedRedis, EmbeddedRedisError};
 use leasehold::locks::random_secret;
+use leasehold::redis::embedded::{EmbeddedRedis, EmbeddedRedisError};
 use leasehold::server::{self, ServerConfig};
 use leasehold::{shutdown, telemetry};
 

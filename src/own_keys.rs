@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use redis::aio::ConnectionLike;
+use crate::redis::Redis;
 
 pub use crate::locks::{OWN_TAG as TAG, own_key as key};
 
@@ -43,10 +43,7 @@ pub struct Moved {
 /// and shape Leasehold wrote, so a lock or semaphore that took one of those names is left as it
 /// is; where a lock took the key store's hash and Leasehold's records were written into it, the
 /// records move and the lock's fields stay.
-pub async fn migrate<C: ConnectionLike + Send>(
-    conn: &mut C,
-    base: &str,
-) -> redis::RedisResult<Moved> {
+pub async fn migrate(conn: &mut Redis, base: &str) -> redis::RedisResult<Moved> {
     let mut moved = Moved::default();
     // The key store's two hashes: field by field, each kept where the new place has none.
     let records = move_fields(conn, &legacy(base, "keys"), &key(base, "keys"), |_, v| {
@@ -71,14 +68,7 @@ pub async fn migrate<C: ConnectionLike + Send>(
     let pattern = format!("{base}*leasehold:*");
     let mut cursor = 0u64;
     loop {
-        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await?;
+        let (next, found) = conn.scan_page(cursor, &pattern, 1000).await?;
         for old in found {
             if let Some(new) = new_place(base, &old) {
                 moved.keys += usize::from(move_key(conn, &old, &new).await?);
@@ -118,7 +108,7 @@ fn new_place(base: &str, old: &str) -> Option<String> {
 /// The type and shape Leasehold wrote at `old`: a stream (audit log, backlog) or a string
 /// whose text is one Leasehold writes (a session's JSON, a key id, a 43-character secret);
 /// a semaphore's count or a lock's hash is none of them.
-async fn ours<C: ConnectionLike + Send>(conn: &mut C, old: &str) -> redis::RedisResult<bool> {
+async fn ours(conn: &mut Redis, old: &str) -> redis::RedisResult<bool> {
     let kind: String = redis::cmd("TYPE").arg(old).query_async(conn).await?;
     Ok(match kind.as_str() {
         "stream" => true,
@@ -140,11 +130,7 @@ async fn ours<C: ConnectionLike + Send>(conn: &mut C, old: &str) -> redis::Redis
 /// Moves `old` to `new` whole when it is Leasehold's and `new` is free (RENAMENX keeps its
 /// expiry); a stream both places hold (written by an older instance after an earlier move)
 /// has its entries appended to the new one. Whether anything moved.
-async fn move_key<C: ConnectionLike + Send>(
-    conn: &mut C,
-    old: &str,
-    new: &str,
-) -> redis::RedisResult<bool> {
+async fn move_key(conn: &mut Redis, old: &str, new: &str) -> redis::RedisResult<bool> {
     if !ours(conn, old).await? {
         return Ok(false);
     }
@@ -185,8 +171,8 @@ async fn move_key<C: ConnectionLike + Send>(
 /// Moves the fields of hash `old` that `take` picks into hash `new` (each unless `new` has
 /// it), then deletes them from `old`; the rest of `old` (a lock's fields) stays. Returns how
 /// many moved and whether they were all of `old`.
-async fn move_fields<C: ConnectionLike + Send>(
-    conn: &mut C,
+async fn move_fields(
+    conn: &mut Redis,
     old: &str,
     new: &str,
     take: impl Fn(&str, &str) -> bool,

@@ -12,119 +12,86 @@ use serde_json::{Map, Value};
 
 use crate::locks::{HeldAs, InvalidInput, LeaseState, LockError};
 
-/// Every problem the API can answer with: its code, status and title.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProblemKind {
-    LockHeld,
-    KindConflict,
-    NotReentrant,
-    UpgradeRefused,
-    LimitMismatch,
-    ModeNotHeld,
-    TicketPending,
-    TicketExpired,
-    NoPermits,
-    LeaseLost,
-    LeaseNotFound,
-    LockNotFound,
-    TokenMissing,
-    TokenMalformed,
-    TokenMismatch,
-    AdminTokenRequired,
-    AdminTokenInvalid,
-    AdminDisabled,
-    InvalidLockName,
-    InvalidTtl,
-    InvalidBody,
-    MalformedJson,
-    UnsupportedMediaType,
-    PayloadTooLarge,
-    InvalidQuery,
-    InvalidIdempotencyKey,
-    IdempotencyKeyReused,
-    NotFound,
-    MethodNotAllowed,
-    RedisUnavailable,
-    RedisFull,
-    ShuttingDown,
-    TooManyWatches,
-    Internal,
-    ApiKeyRequired,
-    ApiKeyInvalid,
-    RoleMissing,
-    NameNotAllowed,
-    TenantNotAllowed,
-    CrossOrigin,
-    HostNotAllowed,
-    KeyNotFound,
-    KeyNameTaken,
-    ReentryTooDeep,
-    ReasonTooLong,
-    BodyTimeout,
-    RateLimited,
-    QuotaExceeded,
-    TooManyWaiters,
-    QueueFull,
-    TooManyConnections,
-    RequestTimeout,
+/// Declares [`ProblemKind`] from one table: each problem once, with its code, status and title.
+macro_rules! problems {
+    ($($kind:ident => ($code:literal, $status:ident, $title:literal),)+) => {
+        /// Every problem the API (or the dashboard: `sign_in_required`, `invalid_form`) can answer
+        /// with: its code, status and title.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ProblemKind {
+            $($kind,)+
+        }
+
+        impl ProblemKind {
+            pub const ALL: &[Self] = &[$(Self::$kind,)+];
+
+            fn describe(self) -> (&'static str, StatusCode, &'static str) {
+                match self {
+                    $(Self::$kind => ($code, StatusCode::$status, $title),)+
+                }
+            }
+        }
+    };
+}
+
+problems! {
+    LockHeld => ("lock_held", CONFLICT, "The lock is held by another lease"),
+    KindConflict => ("kind_conflict", CONFLICT, "The lock is in use as another kind"),
+    NotReentrant => ("not_reentrant", CONFLICT, "The lock is not reentrant"),
+    UpgradeRefused => ("upgrade_refused", CONFLICT, "A read hold cannot be upgraded to a write hold"),
+    LimitMismatch => ("limit_mismatch", CONFLICT, "The semaphore has another limit"),
+    ModeNotHeld => ("mode_not_held", CONFLICT, "The lease holds no lock in that mode"),
+    TicketPending => ("ticket_pending", CONFLICT, "The token is a queued ticket's"),
+    TicketExpired => ("ticket_expired", GONE, "The ticket expired"),
+    NoPermits => ("no_permits", CONFLICT, "Not enough permits are free"),
+    LeaseLost => ("lease_lost", GONE, "The lease no longer holds the lock"),
+    LeaseNotFound => ("lease_not_found", NOT_FOUND, "No such lease on this lock"),
+    LockNotFound => ("lock_not_found", NOT_FOUND, "The lock is free and unknown"),
+    TokenMissing => ("token_missing", UNAUTHORIZED, "A lease token is required"),
+    TokenMalformed => ("token_malformed", UNAUTHORIZED, "The bearer token is not a lease token"),
+    TokenMismatch => ("token_mismatch", FORBIDDEN, "The token does not prove this lease"),
+    AdminTokenRequired => ("admin_token_required", UNAUTHORIZED, "The admin token is required"),
+    AdminTokenInvalid => ("admin_token_invalid", FORBIDDEN, "The admin token is not valid"),
+    AdminDisabled => ("admin_disabled", FORBIDDEN, "No admin token is configured"),
+    InvalidLockName => ("invalid_lock_name", UNPROCESSABLE_ENTITY, "Invalid lock name"),
+    InvalidTtl => ("invalid_ttl", UNPROCESSABLE_ENTITY, "TTL out of range"),
+    InvalidBody => ("invalid_body", UNPROCESSABLE_ENTITY, "The request body is not valid"),
+    MalformedJson => ("malformed_json", BAD_REQUEST, "The body is not JSON"),
+    UnsupportedMediaType => ("unsupported_media_type", UNSUPPORTED_MEDIA_TYPE, "The body must be application/json"),
+    PayloadTooLarge => ("payload_too_large", PAYLOAD_TOO_LARGE, "The request body is too large"),
+    InvalidQuery => ("invalid_query", BAD_REQUEST, "The query string is not valid"),
+    InvalidIdempotencyKey => ("invalid_idempotency_key", BAD_REQUEST, "The Idempotency-Key header is not valid"),
+    IdempotencyKeyReused => ("idempotency_key_reused", UNPROCESSABLE_ENTITY, "The Idempotency-Key was used for another request"),
+    NotFound => ("not_found", NOT_FOUND, "No such resource"),
+    MethodNotAllowed => ("method_not_allowed", METHOD_NOT_ALLOWED, "Method not allowed here"),
+    RedisUnavailable => ("redis_unavailable", SERVICE_UNAVAILABLE, "Redis is unavailable"),
+    RedisFull => ("redis_full", SERVICE_UNAVAILABLE, "Redis is full"),
+    ShuttingDown => ("shutting_down", SERVICE_UNAVAILABLE, "The service is shutting down"),
+    TooManyWatches => ("too_many_watches", SERVICE_UNAVAILABLE, "This instance watches as many leases as it may"),
+    Internal => ("internal", INTERNAL_SERVER_ERROR, "Internal error"),
+    ApiKeyRequired => ("api_key_required", UNAUTHORIZED, "An API key is required"),
+    ApiKeyInvalid => ("api_key_invalid", UNAUTHORIZED, "The API key is not valid"),
+    RoleMissing => ("role_missing", FORBIDDEN, "The API key lacks the role this route needs"),
+    NameNotAllowed => ("name_not_allowed", FORBIDDEN, "The API key may not use this name"),
+    TenantNotAllowed => ("tenant_not_allowed", FORBIDDEN, "The API key may not act for that tenant"),
+    CrossOrigin => ("cross_origin", FORBIDDEN, "Requests from other sites are refused"),
+    HostNotAllowed => ("host_not_allowed", FORBIDDEN, "The Host header names no allowed host"),
+    KeyNotFound => ("key_not_found", NOT_FOUND, "No such API key"),
+    KeyNameTaken => ("key_name_taken", CONFLICT, "An API key of that name exists"),
+    ReentryTooDeep => ("reentry_too_deep", CONFLICT, "The lease is re-entered too deep"),
+    ReasonTooLong => ("reason_too_long", UNPROCESSABLE_ENTITY, "The reason is too long"),
+    BodyTimeout => ("body_timeout", REQUEST_TIMEOUT, "The request body came too slowly"),
+    RateLimited => ("rate_limited", TOO_MANY_REQUESTS, "Too many requests"),
+    QuotaExceeded => ("quota_exceeded", TOO_MANY_REQUESTS, "A quota of this key or address is used up"),
+    TooManyWaiters => ("too_many_waiters", SERVICE_UNAVAILABLE, "Too many requests wait for this lock"),
+    QueueFull => ("queue_full", SERVICE_UNAVAILABLE, "The fair queue is full"),
+    TooManyConnections => ("too_many_connections", SERVICE_UNAVAILABLE, "The server has too many connections"),
+    SignInRequired => ("sign_in_required", UNAUTHORIZED, "Sign-in required"),
+    InvalidForm => ("invalid_form", BAD_REQUEST, "The form is not complete"),
+    RequestTimeout => ("request_timeout", GATEWAY_TIMEOUT, "The request took too long"),
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 52] = [
-        Self::LockHeld,
-        Self::KindConflict,
-        Self::NotReentrant,
-        Self::UpgradeRefused,
-        Self::LimitMismatch,
-        Self::ModeNotHeld,
-        Self::TicketPending,
-        Self::TicketExpired,
-        Self::NoPermits,
-        Self::LeaseLost,
-        Self::LeaseNotFound,
-        Self::LockNotFound,
-        Self::TokenMissing,
-        Self::TokenMalformed,
-        Self::TokenMismatch,
-        Self::AdminTokenRequired,
-        Self::AdminTokenInvalid,
-        Self::AdminDisabled,
-        Self::InvalidLockName,
-        Self::InvalidTtl,
-        Self::InvalidBody,
-        Self::MalformedJson,
-        Self::UnsupportedMediaType,
-        Self::PayloadTooLarge,
-        Self::InvalidQuery,
-        Self::InvalidIdempotencyKey,
-        Self::IdempotencyKeyReused,
-        Self::NotFound,
-        Self::MethodNotAllowed,
-        Self::RedisUnavailable,
-        Self::RedisFull,
-        Self::ShuttingDown,
-        Self::TooManyWatches,
-        Self::Internal,
-        Self::ApiKeyRequired,
-        Self::ApiKeyInvalid,
-        Self::RoleMissing,
-        Self::NameNotAllowed,
-        Self::TenantNotAllowed,
-        Self::CrossOrigin,
-        Self::HostNotAllowed,
-        Self::KeyNotFound,
-        Self::KeyNameTaken,
-        Self::ReentryTooDeep,
-        Self::ReasonTooLong,
-        Self::BodyTimeout,
-        Self::RateLimited,
-        Self::QuotaExceeded,
-        Self::TooManyWaiters,
-        Self::QueueFull,
-        Self::TooManyConnections,
-        Self::RequestTimeout,
-    ];
-
     pub fn code(self) -> &'static str {
         self.describe().0
     }
@@ -138,229 +105,7 @@ impl ProblemKind {
     }
 
     pub fn from_code(code: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.code() == code)
-    }
-
-    fn describe(self) -> (&'static str, StatusCode, &'static str) {
-        use StatusCode as S;
-        match self {
-            Self::LockHeld => (
-                "lock_held",
-                S::CONFLICT,
-                "The lock is held by another lease",
-            ),
-            Self::KindConflict => (
-                "kind_conflict",
-                S::CONFLICT,
-                "The lock is in use as another kind",
-            ),
-            Self::NotReentrant => ("not_reentrant", S::CONFLICT, "The lock is not reentrant"),
-            Self::UpgradeRefused => (
-                "upgrade_refused",
-                S::CONFLICT,
-                "A read hold cannot be upgraded to a write hold",
-            ),
-            Self::LimitMismatch => (
-                "limit_mismatch",
-                S::CONFLICT,
-                "The semaphore has another limit",
-            ),
-            Self::ModeNotHeld => (
-                "mode_not_held",
-                S::CONFLICT,
-                "The lease holds no lock in that mode",
-            ),
-            Self::TicketPending => (
-                "ticket_pending",
-                S::CONFLICT,
-                "The token is a queued ticket's",
-            ),
-            Self::TicketExpired => ("ticket_expired", S::GONE, "The ticket expired"),
-            Self::NoPermits => ("no_permits", S::CONFLICT, "Not enough permits are free"),
-            Self::LeaseLost => ("lease_lost", S::GONE, "The lease no longer holds the lock"),
-            Self::LeaseNotFound => (
-                "lease_not_found",
-                S::NOT_FOUND,
-                "No such lease on this lock",
-            ),
-            Self::LockNotFound => (
-                "lock_not_found",
-                S::NOT_FOUND,
-                "The lock is free and unknown",
-            ),
-            Self::TokenMissing => (
-                "token_missing",
-                S::UNAUTHORIZED,
-                "A lease token is required",
-            ),
-            Self::TokenMalformed => (
-                "token_malformed",
-                S::UNAUTHORIZED,
-                "The bearer token is not a lease token",
-            ),
-            Self::TokenMismatch => (
-                "token_mismatch",
-                S::FORBIDDEN,
-                "The token does not prove this lease",
-            ),
-            Self::AdminTokenRequired => (
-                "admin_token_required",
-                S::UNAUTHORIZED,
-                "The admin token is required",
-            ),
-            Self::AdminTokenInvalid => (
-                "admin_token_invalid",
-                S::FORBIDDEN,
-                "The admin token is not valid",
-            ),
-            Self::AdminDisabled => (
-                "admin_disabled",
-                S::FORBIDDEN,
-                "No admin token is configured",
-            ),
-            Self::InvalidLockName => (
-                "invalid_lock_name",
-                S::UNPROCESSABLE_ENTITY,
-                "Invalid lock name",
-            ),
-            Self::InvalidTtl => ("invalid_ttl", S::UNPROCESSABLE_ENTITY, "TTL out of range"),
-            Self::InvalidBody => (
-                "invalid_body",
-                S::UNPROCESSABLE_ENTITY,
-                "The request body is not valid",
-            ),
-            Self::MalformedJson => ("malformed_json", S::BAD_REQUEST, "The body is not JSON"),
-            Self::UnsupportedMediaType => (
-                "unsupported_media_type",
-                S::UNSUPPORTED_MEDIA_TYPE,
-                "The body must be application/json",
-            ),
-            Self::PayloadTooLarge => (
-                "payload_too_large",
-                S::PAYLOAD_TOO_LARGE,
-                "The request body is too large",
-            ),
-            Self::InvalidQuery => (
-                "invalid_query",
-                S::BAD_REQUEST,
-                "The query string is not valid",
-            ),
-            Self::InvalidIdempotencyKey => (
-                "invalid_idempotency_key",
-                S::BAD_REQUEST,
-                "The Idempotency-Key header is not valid",
-            ),
-            Self::IdempotencyKeyReused => (
-                "idempotency_key_reused",
-                S::UNPROCESSABLE_ENTITY,
-                "The Idempotency-Key was used for another request",
-            ),
-            Self::NotFound => ("not_found", S::NOT_FOUND, "No such resource"),
-            Self::MethodNotAllowed => (
-                "method_not_allowed",
-                S::METHOD_NOT_ALLOWED,
-                "Method not allowed here",
-            ),
-            Self::RedisUnavailable => (
-                "redis_unavailable",
-                S::SERVICE_UNAVAILABLE,
-                "Redis is unavailable",
-            ),
-            Self::RedisFull => ("redis_full", S::SERVICE_UNAVAILABLE, "Redis is full"),
-            Self::ShuttingDown => (
-                "shutting_down",
-                S::SERVICE_UNAVAILABLE,
-                "The service is shutting down",
-            ),
-            Self::TooManyWatches => (
-                "too_many_watches",
-                S::SERVICE_UNAVAILABLE,
-                "This instance watches as many leases as it may",
-            ),
-            Self::Internal => ("internal", S::INTERNAL_SERVER_ERROR, "Internal error"),
-            Self::ApiKeyRequired => (
-                "api_key_required",
-                S::UNAUTHORIZED,
-                "An API key is required",
-            ),
-            Self::ApiKeyInvalid => (
-                "api_key_invalid",
-                S::UNAUTHORIZED,
-                "The API key is not valid",
-            ),
-            Self::RoleMissing => (
-                "role_missing",
-                S::FORBIDDEN,
-                "The API key lacks the role this route needs",
-            ),
-            Self::NameNotAllowed => (
-                "name_not_allowed",
-                S::FORBIDDEN,
-                "The API key may not use this name",
-            ),
-            Self::TenantNotAllowed => (
-                "tenant_not_allowed",
-                S::FORBIDDEN,
-                "The API key may not act for that tenant",
-            ),
-            Self::CrossOrigin => (
-                "cross_origin",
-                S::FORBIDDEN,
-                "Requests from other sites are refused",
-            ),
-            Self::HostNotAllowed => (
-                "host_not_allowed",
-                S::FORBIDDEN,
-                "The Host header names no allowed host",
-            ),
-            Self::KeyNotFound => ("key_not_found", S::NOT_FOUND, "No such API key"),
-            Self::KeyNameTaken => (
-                "key_name_taken",
-                S::CONFLICT,
-                "An API key of that name exists",
-            ),
-            Self::ReentryTooDeep => (
-                "reentry_too_deep",
-                S::CONFLICT,
-                "The lease is re-entered too deep",
-            ),
-            Self::ReasonTooLong => (
-                "reason_too_long",
-                S::UNPROCESSABLE_ENTITY,
-                "The reason is too long",
-            ),
-            Self::BodyTimeout => (
-                "body_timeout",
-                S::REQUEST_TIMEOUT,
-                "The request body came too slowly",
-            ),
-            Self::RateLimited => ("rate_limited", S::TOO_MANY_REQUESTS, "Too many requests"),
-            Self::QuotaExceeded => (
-                "quota_exceeded",
-                S::TOO_MANY_REQUESTS,
-                "A quota of this key or address is used up",
-            ),
-            Self::TooManyWaiters => (
-                "too_many_waiters",
-                S::SERVICE_UNAVAILABLE,
-                "Too many requests wait for this lock",
-            ),
-            Self::QueueFull => (
-                "queue_full",
-                S::SERVICE_UNAVAILABLE,
-                "The fair queue is full",
-            ),
-            Self::TooManyConnections => (
-                "too_many_connections",
-                S::SERVICE_UNAVAILABLE,
-                "The server has too many connections",
-            ),
-            Self::RequestTimeout => (
-                "request_timeout",
-                S::GATEWAY_TIMEOUT,
-                "The request took too long",
-            ),
-        }
+        Self::ALL.iter().copied().find(|k| k.code() == code)
     }
 }
 
@@ -423,6 +168,12 @@ impl Problem {
         self
     }
 
+    /// `Retry-After`'s value when one is set: whole seconds, rounded up, at least 1.
+    pub fn retry_after_secs(&self) -> Option<u128> {
+        self.retry_after
+            .map(|after| after.as_millis().div_ceil(1000).max(1))
+    }
+
     /// Sets `Retry-After` (whole seconds, rounded up) and `retry_after_ms`.
     pub fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);
@@ -460,11 +211,10 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let Some(after) = self.retry_after {
-            let secs = after.as_millis().div_ceil(1000).max(1);
-            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                headers.insert(header::RETRY_AFTER, v);
-            }
+        if let Some(secs) = self.retry_after_secs()
+            && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+        {
+            headers.insert(header::RETRY_AFTER, v);
         }
         if self.www_authenticate {
             // The API key travels in its own header (no registered scheme names it).

@@ -8,12 +8,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::auth::{Access, Principal};
-use crate::events::{EventFeed, SubscriberStatus};
+use crate::events::EventFeed;
 use crate::limits::LockLimits;
 use crate::limits::ledger::Ledger;
 use crate::limits::slots::Slots;
 use crate::locks::{Locks, TtlPolicy};
 use crate::metrics::Metrics;
+use crate::operator::{Operator, Reason};
+use crate::problem::Problem;
+use crate::redis::SubscriberStatus;
 
 /// One allocation shared by every request: handlers and middleware clone the state several
 /// times per request, and a clone of one `Arc` costs one atomic add where cloning each field
@@ -65,6 +68,21 @@ impl Shared {
     /// The lock domain in `caller`'s tenant.
     pub fn locks_for(&self, caller: &Principal) -> Locks {
         caller.locks(&self.locks, &self.key_prefix)
+    }
+
+    /// `principal` acting as an operator in its tenant, recorded as done `by` that name.
+    pub fn operator<'a>(&'a self, principal: &'a Principal, by: String) -> Operator<'a> {
+        Operator {
+            principal,
+            locks: self.locks_for(principal),
+            audit: &self.audit,
+            by,
+        }
+    }
+
+    /// An operator's reason as given, under this server's `--max-reason-chars`.
+    pub fn reason(&self, raw: &str) -> Result<Reason, Problem> {
+        Reason::parse(raw, self.limits.per_lock.reason_chars)
     }
 }
 

@@ -1,19 +1,18 @@
-//! `/v1/admin`: operator actions, behind the admin token or an admin key. Each is recorded
-//! with who did it and why in the audit log (and, for force releases, the lock's history).
+//! `/v1/admin`: operator actions, behind the admin token or an admin key: thin adapters over
+//! [`crate::operator`], which checks, acts and records each once for the API and the
+//! dashboard alike.
 
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use serde_json::json;
 use utoipa::IntoParams;
 
 use super::bodies;
 use super::extract::{JsonBody, NamePath, Query};
-use crate::audit::AuditEntry;
-use crate::auth::{AdminRole, Caller, Principal};
-use crate::limits::ledger::now_ms;
-use crate::locks::{ForcedRelease, HeldAs, LimitChange, LockError, Resource};
-use crate::problem::{Problem, ProblemDetails, ProblemKind};
+use crate::auth::{AdminRole, Caller};
+use crate::locks::LimitChange;
+use crate::operator::Aim;
+use crate::problem::{Problem, ProblemDetails};
 use crate::state::AppState;
 use crate::wire::{ForceReleaseBody, LimitBody, LimitChangeBody};
 
@@ -64,111 +63,12 @@ pub async fn force_release(
     NamePath(name): NamePath,
     Query(query): Query<ForceReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
-    caller.check_name(&name)?;
-    check_reason(&state, &query.reason)?;
-    let locks = state.locks_for(&caller);
-    let by = caller.label();
-    let forced = match locks
-        .force_release(Resource::Lock, &name, &by, &query.reason, false)
-        .await
-    {
-        // A semaphore's name: its permits come back, as on the semaphore route.
-        Err(LockError::KindConflict {
-            held_as: HeldAs::Semaphore,
-        }) => {
-            locks
-                .force_release(Resource::Semaphore, &name, &by, &query.reason, false)
-                .await?
-        }
-        forced => forced?,
-    };
-    audit_forced(&state, &caller, "force_release", &forced, &query.reason).await;
+    let reason = state.reason(&query.reason)?;
+    let forced = state
+        .operator(&caller, caller.label())
+        .force_release(&name, Aim::Lock, &reason)
+        .await?;
     Ok(Json(bodies::forced(forced)))
-}
-
-/// A reason longer than `--max-reason-chars` is refused (422 `reason_too_long`), and so is one
-/// with a control character (a line break would start a forged line in a text log or a
-/// history view): 400 `invalid_query`.
-pub(super) fn check_reason(state: &AppState, reason: &str) -> Result<(), Problem> {
-    if reason.chars().any(char::is_control) {
-        return Err(Problem::new(
-            ProblemKind::InvalidQuery,
-            "a reason may not hold control characters (line breaks, tabs)",
-        ));
-    }
-    let max = state.limits.per_lock.reason_chars;
-    if reason.chars().count() > max {
-        return Err(Problem::new(
-            ProblemKind::ReasonTooLong,
-            format!("a reason has at most {max} characters (--max-reason-chars)"),
-        ));
-    }
-    Ok(())
-}
-
-/// Records a force release and the leases it removed.
-pub(super) async fn audit_forced(
-    state: &AppState,
-    caller: &Principal,
-    action: &str,
-    forced: &ForcedRelease,
-    reason: &str,
-) {
-    audit(
-        state,
-        caller,
-        action,
-        &forced.lock.to_string(),
-        reason,
-        crate::audit::removed(forced),
-    )
-    .await;
-}
-
-/// Appends one entry, by `caller`, to the audit log, filed under the caller's tenant.
-pub(super) async fn audit(
-    state: &AppState,
-    caller: &Principal,
-    action: &str,
-    target: &str,
-    reason: &str,
-    details: serde_json::Value,
-) {
-    audit_in(
-        state,
-        caller,
-        &caller.tenant,
-        action,
-        target,
-        reason,
-        details,
-    )
-    .await;
-}
-
-/// Appends one entry, by `caller`, to the audit log, filed under `tenant`: what was acted on
-/// belongs there (an API key the admin token made for a tenant is that tenant's).
-pub(super) async fn audit_in(
-    state: &AppState,
-    caller: &Principal,
-    tenant: &crate::tenant::Tenant,
-    action: &str,
-    target: &str,
-    reason: &str,
-    details: serde_json::Value,
-) {
-    state
-        .audit
-        .record(&AuditEntry {
-            at_ms: now_ms(),
-            by: caller.label(),
-            action: action.to_owned(),
-            tenant: tenant.clone(),
-            target: target.to_owned(),
-            reason: reason.to_owned(),
-            details,
-        })
-        .await;
 }
 
 #[utoipa::path(
@@ -196,24 +96,12 @@ pub async fn force_release_semaphore(
     NamePath(name): NamePath,
     Query(query): Query<SemaphoreReleaseQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
-    caller.check_name(&name)?;
-    check_reason(&state, &query.reason)?;
+    let reason = state.reason(&query.reason)?;
+    let aim = Aim::Semaphore { clear: query.clear };
     let forced = state
-        .locks_for(&caller)
-        .force_release(
-            Resource::Semaphore,
-            &name,
-            &caller.label(),
-            &query.reason,
-            query.clear,
-        )
+        .operator(&caller, caller.label())
+        .force_release(&name, aim, &reason)
         .await?;
-    let action = if query.clear {
-        "force_release_semaphore_clear"
-    } else {
-        "force_release_semaphore"
-    };
-    audit_forced(&state, &caller, action, &forced, &query.reason).await;
     Ok(Json(bodies::forced(forced)))
 }
 
@@ -245,31 +133,14 @@ pub async fn set_semaphore_limit(
     NamePath(name): NamePath,
     JsonBody(body): JsonBody<LimitBody>,
 ) -> Result<Json<LimitChangeBody>, Problem> {
-    caller.check_name(&name)?;
-    let max = state.limits.max_permits;
-    if !(1..=max).contains(&body.limit) {
-        return Err(Problem::new(
-            ProblemKind::InvalidBody,
-            format!("limit must be between 1 and {max}"),
-        ));
-    }
     let LimitChange {
         limit,
         previous,
         available,
     } = state
-        .locks_for(&caller)
-        .set_semaphore_limit(&name, body.limit, &caller.label())
+        .operator(&caller, caller.label())
+        .set_limit(&name, body.limit, state.limits.max_permits)
         .await?;
-    audit(
-        &state,
-        &caller,
-        "semaphore_limit",
-        name.as_str(),
-        "",
-        json!({"limit": limit, "previous": previous}),
-    )
-    .await;
     Ok(Json(LimitChangeBody {
         semaphore: name.to_string(),
         limit,

@@ -8,8 +8,9 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::auth::{Principal, Watched};
-use crate::limits::ledger::{Account, Entry, Full, Ledger, now_ms};
+use crate::limits::ledger::{Account, Entry, Full, Ledger};
 use crate::limits::slots::Slot;
+use crate::locks::wall_ms;
 use crate::locks::{HISTORY_LIFE, LeaseId, LockName, Locks, Timestamp};
 use crate::problem::{Problem, ProblemKind};
 use crate::state::AppState;
@@ -109,7 +110,7 @@ impl Admission {
                 }
                 (leases, reserved, format!("pending:{}", Uuid::now_v7()))
             };
-        let now = now_ms();
+        let now = wall_ms();
         let until = now + millis(ask.wait + PENDING_SLACK);
         let mut entries: Vec<Entry> = reserved
             .iter()

@@ -7,7 +7,7 @@
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 
-use crate::locks::journal::{EventId, READ_MAX};
+use crate::locks::feed::journal::{EventId, READ_MAX};
 use crate::locks::{LockEvent, Locks};
 
 /// The most events `?backlog=` may ask for.

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use crate::locks::{
     self, ForcedRelease, Grant, HeldAs, HolderView, LeaseKind, LeaseState, LeaseView, LiveEntry,
     LockError, LockName, LockView, Metadata, PermitHolderView, QueuedView, Release, Renewal,
-    RwMode, SemaphoreView, Ticket, Timestamp, WaiterView,
+    RwMode, SemaphoreView, Ticket, Timestamp, WaiterView, wall_ms,
 };
 use crate::problem::Problem;
 use crate::wire::{
@@ -246,7 +246,7 @@ pub(super) fn lock(view: LockView) -> LockBody {
         remaining_ms: view.remaining_ms,
         expires_at: view.expires_at.map(|t| t.rfc3339()),
         held_since: since.map(Timestamp::rfc3339),
-        held_for_ms: locks::held_for(since, now_ms()),
+        held_for_ms: locks::held_for(since, wall_ms()),
         waiting: Vec::new(),
         waiting_count: 0,
     }
@@ -262,14 +262,6 @@ pub(super) fn waiter(w: WaiterView) -> WaiterBody {
         permits: w.permits,
         instance: w.instance,
     }
-}
-
-/// This instance's clock (ms since the Unix epoch): inspections carry no Redis time for
-/// every view.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, millis)
 }
 
 fn permit_holder(h: PermitHolderView) -> PermitHolderBody {
@@ -308,7 +300,7 @@ pub(super) fn forced(forced: ForcedRelease) -> ForceReleaseBody {
 /// A live lock or semaphore in brief, for listings.
 pub(super) fn live(entry: LiveEntry) -> LiveBody {
     let name = entry.name().to_string();
-    let held_for_ms = locks::held_for(entry.held_since(), now_ms());
+    let held_for_ms = locks::held_for(entry.held_since(), wall_ms());
     match entry {
         LiveEntry::Lock(lock) => LiveBody {
             name,
@@ -329,7 +321,7 @@ pub(super) fn live(entry: LiveEntry) -> LiveBody {
         },
         LiveEntry::Semaphore(sem) => {
             // This instance's clock: the inspection carries no Redis time for semaphores.
-            let now = now_ms();
+            let now = wall_ms();
             LiveBody {
                 name,
                 kind: Some(HeldAs::Semaphore.as_str().to_owned()),

@@ -7,7 +7,6 @@ use axum::extract::State;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::admin::{audit_forced, check_reason};
 use super::bodies;
 use super::extract::{LeasePath, Query};
 use crate::auth::{AdminRole, Caller};
@@ -85,12 +84,10 @@ async fn evict(
     LeasePath { name, id }: LeasePath,
     Query(query): Query<EvictQuery>,
 ) -> Result<Json<ForceReleaseBody>, Problem> {
-    caller.check_name(&name)?;
-    check_reason(&state, &query.reason)?;
+    let reason = state.reason(&query.reason)?;
     let evicted = state
-        .locks_for(&caller)
-        .evict(resource, &name, id, &caller.label(), &query.reason)
+        .operator(&caller, caller.label())
+        .evict(Some(resource), &name, id, &reason)
         .await?;
-    audit_forced(&state, &caller, "evict", &evicted, &query.reason).await;
     Ok(Json(bodies::forced(evicted)))
 }

@@ -11,12 +11,11 @@ use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
 
-use super::admin::audit_in;
 use super::extract::{JsonBody, Path, Query};
+use crate::audit::AuditEntry;
 use crate::auth::keys::{KeyQuotas, KeyRecord, KeySecret, NewKey};
 use crate::auth::{AdminRole, Caller, KeyError, NamePatterns, Principal, Role, Who};
-use crate::limits::ledger::now_ms;
-use crate::locks::Timestamp;
+use crate::locks::{Timestamp, wall_ms};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::tenant::Tenant;
@@ -341,7 +340,7 @@ fn key_body(record: &KeyRecord) -> KeyBody {
         created_at: Timestamp(record.created_at_ms).rfc3339(),
         created_by: record.created_by.clone(),
         rotating_until: record
-            .rotating_until_ms(now_ms())
+            .rotating_until_ms(wall_ms())
             .map(|at| Timestamp(at).rfc3339()),
     }
 }
@@ -368,4 +367,29 @@ fn key_problem(e: KeyError) -> Problem {
             Problem::new(ProblemKind::Internal, "internal error")
         }
     }
+}
+
+/// Appends one entry, by `caller`, to the audit log, filed under `tenant`: what was acted on
+/// belongs there (an API key the admin token made for a tenant is that tenant's).
+async fn audit_in(
+    state: &AppState,
+    caller: &Principal,
+    tenant: &Tenant,
+    action: &str,
+    target: &str,
+    reason: &str,
+    details: serde_json::Value,
+) {
+    state
+        .audit
+        .record(&AuditEntry {
+            at_ms: wall_ms(),
+            by: caller.label(),
+            action: action.to_owned(),
+            tenant: tenant.clone(),
+            target: target.to_owned(),
+            reason: reason.to_owned(),
+            details,
+        })
+        .await;
 }

@@ -5,7 +5,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::{Caller, ReaderRole};
-use crate::limits::ledger::now_ms;
+use crate::locks::wall_ms;
 use crate::metrics::{CENSUS_BUDGET, CONTENT_TYPE};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -54,7 +54,7 @@ pub async fn scrape(caller: Caller<ReaderRole>, State(state): State<AppState>) -
         state.locks.hears_unlocks(),
         census.as_ref(),
         state.metrics.lock_names(),
-        now_ms(),
+        wall_ms(),
     );
     match state
         .metrics

@@ -16,9 +16,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use crate::redis::{Redis, wall_ms};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -152,7 +152,7 @@ pub struct KeyStore {
 }
 
 struct Inner {
-    conn: ConnectionManager,
+    conn: Redis,
     records: String,
     names: String,
     by_digest: String,
@@ -162,7 +162,7 @@ struct Inner {
 
 impl KeyStore {
     /// The store under the deployment's key prefix `base`.
-    pub fn new(conn: ConnectionManager, base: &str) -> Self {
+    pub fn new(conn: Redis, base: &str) -> Self {
         Self {
             inner: Arc::new(Inner {
                 conn,
@@ -175,7 +175,7 @@ impl KeyStore {
         }
     }
 
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> Redis {
         self.inner.conn.clone()
     }
 
@@ -194,7 +194,7 @@ impl KeyStore {
             Some(id) => self
                 .read(&id)
                 .await?
-                .filter(|r| r.accepts(&digest, now_ms())),
+                .filter(|r| r.accepts(&digest, wall_ms())),
             None => None,
         };
         let record = record.map(Arc::new);
@@ -273,7 +273,7 @@ impl KeyStore {
             roles,
             patterns: new.patterns.as_slice().to_vec(),
             quotas: new.quotas,
-            created_at_ms: now_ms(),
+            created_at_ms: wall_ms(),
             created_by: by.to_owned(),
             secrets: vec![Secret {
                 digest: digest.clone(),
@@ -323,7 +323,7 @@ impl KeyStore {
         grace: Duration,
     ) -> Result<(KeyRecord, KeySecret), KeyError> {
         let mut record = self.read(id).await?.ok_or(KeyError::NotFound)?;
-        let now = now_ms();
+        let now = wall_ms();
         let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
         let secret = KeySecret(random_secret(KEY_PREFIX, 32));
         let digest = TokenDigest::of(secret.expose()).hex();
@@ -425,10 +425,4 @@ impl KeyStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

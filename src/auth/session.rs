@@ -15,17 +15,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::redis::Redis;
 use axum::http::HeaderMap;
 use axum::http::header;
 use hkdf::Hkdf;
 use hmac::{Hmac, KeyInit as _, Mac as _};
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use tokio::sync::OnceCell;
 
-use super::keys::now_ms;
 use crate::locks::{TokenDigest, own_key, random_secret};
+use crate::redis::wall_ms;
 
 /// The session cookie's name over plain HTTP; under TLS it gets the `__Host-` prefix.
 pub const COOKIE: &str = "leasehold_session";
@@ -77,7 +77,7 @@ pub struct Sessions {
 }
 
 struct Inner {
-    conn: ConnectionManager,
+    conn: Redis,
     records: String,
     secret_key: String,
     keys: OnceCell<SessionKeys>,
@@ -90,7 +90,7 @@ struct Inner {
 pub struct SessionError(#[from] redis::RedisError);
 
 impl Sessions {
-    pub fn new(conn: ConnectionManager, base: &str, secure: bool) -> Self {
+    pub fn new(conn: Redis, base: &str, secure: bool) -> Self {
         Self {
             inner: Arc::new(Inner {
                 conn,
@@ -147,7 +147,7 @@ impl Sessions {
         let id = random_secret("", 32);
         let stored = Stored {
             who: who.clone(),
-            expires_at_ms: now_ms().saturating_add(millis(SESSION_LIFE)),
+            expires_at_ms: wall_ms().saturating_add(millis(SESSION_LIFE)),
         };
         let json = serde_json::to_string(&stored).unwrap_or_default();
         redis::cmd("SET")
@@ -175,7 +175,7 @@ impl Sessions {
             .await
             .ok()?;
         let stored: Stored = serde_json::from_str(&json?).ok()?;
-        (stored.expires_at_ms > now_ms()).then(|| Session {
+        (stored.expires_at_ms > wall_ms()).then(|| Session {
             id: id.to_owned(),
             who: stored.who,
         })
@@ -190,7 +190,7 @@ impl Sessions {
             .await?;
         Ok(json
             .and_then(|j| serde_json::from_str::<Stored>(&j).ok())
-            .filter(|stored| stored.expires_at_ms > now_ms())
+            .filter(|stored| stored.expires_at_ms > wall_ms())
             .map(|stored| Session {
                 id: id.to_owned(),
                 who: stored.who,

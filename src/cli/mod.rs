@@ -21,8 +21,7 @@ use serde_json::{Value, json};
 
 use crate::client::{
     AcquireOptions, Acquired, Client, ClientError, ClientOptions, LockKind, PermitOptions, Problem,
-    Reply,
-    Resource,
+    Reply, Resource,
 };
 use crate::config::{
     AcquireArgs, Cli, CompletionsArgs, LeaseArgs, LeaseRequestArgs, LsArgs, ServerArgs, StatusArgs,

@@ -14,9 +14,9 @@
 //! the ledger heals by itself. The `<owner>` is `key:<id>`, `addr:<ip>` or `admin`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::redis::{Redis, wall_ms};
 
 /// How long after its last entry's end an account's key stays in Redis.
 const ACCOUNT_SLACK_MS: u64 = 60_000;
@@ -46,14 +46,14 @@ pub struct Full {
 /// The quota accounts of the deployment; cheap to clone.
 #[derive(Clone)]
 pub struct Ledger {
-    conn: ConnectionManager,
+    conn: Redis,
     /// Shared, not copied: every admitted request keeps a clone of the ledger.
     prefix: Arc<str>,
 }
 
 impl Ledger {
     /// The ledger under the deployment's key prefix `base`.
-    pub fn new(conn: ConnectionManager, base: &str) -> Self {
+    pub fn new(conn: Redis, base: &str) -> Self {
         Self {
             conn,
             prefix: format!("{base}leasehold:quota:").into(),
@@ -96,7 +96,7 @@ impl Ledger {
     /// position in `entries`). An entry that was there already never makes its account full:
     /// it adds nothing. Accounts with no cap (`u64::MAX`) are skipped.
     pub async fn reserve(&self, entries: &[Entry]) -> Result<Result<(), Full>, redis::RedisError> {
-        let now = now_ms();
+        let now = wall_ms();
         let counted: Vec<&Entry> = entries
             .iter()
             .filter(|e| e.account.cap < u64::MAX)
@@ -170,7 +170,7 @@ impl Ledger {
         }
         let mut pipe = redis::pipe();
         pipe.zadd(&account.key, member, until_ms).ignore();
-        expire(&mut pipe, &account.key, until_ms.saturating_sub(now_ms()));
+        expire(&mut pipe, &account.key, until_ms.saturating_sub(wall_ms()));
         pipe.query_async(&mut self.conn.clone()).await
     }
 
@@ -192,7 +192,7 @@ impl Ledger {
             .arg(until_ms)
             .arg(member)
             .ignore();
-        expire(&mut pipe, &account.key, until_ms.saturating_sub(now_ms()));
+        expire(&mut pipe, &account.key, until_ms.saturating_sub(wall_ms()));
         pipe.query_async(&mut self.conn.clone()).await
     }
 
@@ -219,7 +219,7 @@ impl Ledger {
     pub async fn count(&self, account: &Account) -> Result<u64, redis::RedisError> {
         redis::cmd("ZCOUNT")
             .arg(&account.key)
-            .arg(format!("({}", now_ms()))
+            .arg(format!("({}", wall_ms()))
             .arg("+inf")
             .query_async(&mut self.conn.clone())
             .await
@@ -232,10 +232,4 @@ fn expire(pipe: &mut redis::Pipeline, key: &str, ttl_ms: u64) {
     let ms = ttl_ms.saturating_add(ACCOUNT_SLACK_MS);
     pipe.cmd("PEXPIRE").arg(key).arg(ms).arg("NX").ignore();
     pipe.cmd("PEXPIRE").arg(key).arg(ms).arg("GT").ignore();
-}
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -2,29 +2,8 @@
 
 use std::time::Duration;
 
-use super::kind::HeldAs;
-use super::model::{Contention, LeaseState};
-
-/// Input that cannot name a lock, lease or TTL.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidInput {
-    #[error("invalid lock name: {0}")]
-    LockName(String),
-    #[error("ttl_ms must be between {min_ms} and {max_ms}, got {ttl_ms}")]
-    Ttl {
-        ttl_ms: u64,
-        min_ms: u64,
-        max_ms: u64,
-    },
-    #[error("invalid holder label: {0}")]
-    Holder(String),
-    #[error("invalid metadata: {0}")]
-    Metadata(String),
-    #[error("a lease token looks like lht_ followed by 43 base64url characters")]
-    TokenShape,
-    #[error("an Idempotency-Key has 1 to 255 printable ASCII characters")]
-    IdempotencyKey,
-}
+pub use super::types::InvalidInput;
+use super::types::{Contention, HeldAs, LeaseState};
 
 /// Why a lock operation did not happen.
 #[derive(Debug, thiserror::Error)]

@@ -1,72 +1,62 @@
 //! The lock domain: leases on Redis-held locks and semaphores, in Redisson's data layouts.
-//! Knows nothing of HTTP; reports what happens through an [`observer::Observer`].
+//! Knows nothing of HTTP; reports what happens through an [`observer::Observer`], and reaches
+//! Redis only through the seam ([`crate::redis::Redis`]).
 //!
-//! - [`Locks`]: the one handle the transport layers use.
-//! - [`kind`]: what a lease is ([`LeaseKind`]) and what a name is held as ([`HeldAs`]).
-//! - [`model`]: names, tokens, TTLs, fencing tokens, and the views of leases and locks.
-//! - `scripts`: one Rust twin per Lua file in `lua/` (arguments and reply), run by
-//!   [`Locks::call`].
-//! - `waiting`: acquiring (new leases, reentries, tickets, permits) with a server-side wait,
-//!   and giving back what a caller that went away may have got.
-//! - `leases`: heartbeat, release, leave, inspect a lease; `views`: a lock's or semaphore's
-//!   state; `admin`: force release and semaphore limits; `listing`: the live locks; `history`:
-//!   a lock's recent events.
-//! - `watch`: waiting, for a lease's holder, until the lease ends.
-//! - [`keys`]: the Redis key layout; [`waiters`]: the in-process registry the subscriber wakes;
-//!   `clock`: Redis's clock, for script deadlines.
-//! - For operators: [`waitlist`]: who waits, in Redis, for every instance to show; `sweeper`:
-//!   expiries recorded when they happen; [`journal`]: the recent events of every lock, with
-//!   ids; `census`: the oldest hold and the waiters over all locks (metrics); `eviction`: one
-//!   lease removed by an admin; `tenure`: how long a name has been held.
+//! Where things are:
+//! - [`Locks`] (here): the one handle the transport layers use, and the one way a Lua
+//!   function is called ([`Locks::call`]).
+//! - [`types`]: the vocabulary: names, lease ids and tokens, TTLs, kinds, requests, views, the
+//!   typed [`LockEvent`].
+//! - [`ops`]: what callers do, one file per family of use cases: `acquire` (new leases,
+//!   reentries, tickets, permits, waiting server-side, rolling back what a caller that went
+//!   away got), `lease` (heartbeat, release, leave, inspect a lease), `inspect` (a lock's or
+//!   semaphore's state), `listing` and `census` (the live names), `admin` and `eviction`
+//!   (operators' actions), `watch` (a lease's end), `tenure` (how long a name is held).
+//! - [`wakeups`]: the in-process registry of waiting requests, and what wakes them (the
+//!   subscriber's unlock messages).
+//! - [`feed`]: what the domain tells about itself: the history stream, the live publisher and
+//!   its journal, the waiting lists, the names index, the expiry sweeper.
+//! - `scripts`: one Rust twin per Lua file in `lua/` (arguments and reply).
+//! - [`layout`]: the Redis key layout;
+//!   [`error`]: what can go wrong, as situations.
 
-mod admin;
-mod census;
-mod clock;
+pub use crate::redis::wall_ms;
+
 pub mod error;
-mod eviction;
-pub mod gate;
-mod history;
-pub mod index;
-pub mod journal;
-pub mod keys;
-pub mod kind;
-mod leases;
-mod listing;
-pub mod memory;
-pub mod model;
+pub mod feed;
+pub mod layout;
 pub mod observer;
-mod publisher;
-mod queue;
+pub mod ops;
 mod scripts;
-pub mod sweeper;
-mod tenure;
-mod views;
-pub mod waiters;
-mod waiting;
-pub mod waitlist;
-mod watch;
+pub mod types;
+pub mod wakeups;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-pub use census::Census;
-pub use error::{InvalidInput, LockError};
-pub use history::{HISTORY_LIFE, HISTORY_SHOWN, LockEvent, merged, ongoing, ongoing_permits};
-pub use keys::{KeySpace, OWN_TAG, own_key};
-pub use kind::{HeldAs, LeaseKind, Resource};
-pub use listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
-pub use memory::{MemoryState, RedisMemory};
-pub use model::*;
-pub use observer::Observer;
-use scripts::Script;
-pub use tenure::held_for;
-use waiters::Waiters;
-pub use waitlist::WaiterView;
-pub use watch::{LeaseEnd, LeaseWatch};
+pub use self::error::LockError;
+pub use self::feed::history::{HISTORY_LIFE, HISTORY_SHOWN, merged, ongoing, ongoing_permits};
+pub use self::feed::waitlist::WaiterView;
+pub use self::layout::{KeySpace, OWN_TAG, own_key};
+pub use self::observer::Observer;
+pub use self::ops::census::Census;
+pub use self::ops::listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
+pub use self::ops::tenure::held_for;
+pub use self::ops::watch::{LeaseEnd, LeaseWatch};
+use self::scripts::Script;
+pub use self::types::{
+    AcquireRequest, Acquired, Contention, EventKind, FencingToken, ForcedRelease, Grant, HeldAs,
+    HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
+    LeaseToken, LeaseView, LimitChange, LockEvent, LockName, LockView, Metadata, PermitHolderView,
+    PermitRequest, QueuedView, Release, Renewal, Resource, RwMode, RwPolicy, SemaphoreView, Ticket,
+    Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
+};
+use self::wakeups::Waiters;
+use crate::redis::Redis;
+pub use crate::redis::{MemoryState, RedisMemory};
 
 /// Settings of the lock domain that do not change while the service runs.
 #[derive(Debug, Clone)]
@@ -78,7 +68,7 @@ pub struct LockSettings {
     /// How long a fair-queue ticket keeps its place without being polled.
     pub ticket_timeout_ms: u64,
     /// How long one Redis command may take; a script that changes state refuses to run later
-    /// than this after it was sent (see `clock`).
+    /// than this after it was sent (see [`crate::redis::clock`]).
     pub redis_timeout: Duration,
     /// The requests' script calls that wait on Redis at once, at most, in this process (of
     /// every key space; the sweeper's are apart). Beyond that a call waits for its turn
@@ -97,17 +87,16 @@ pub struct Locks {
 }
 
 struct Inner {
-    conn: ConnectionManager,
+    conn: Redis,
     keys: KeySpace,
     events_channel: Arc<str>,
     waiters: Arc<Waiters>,
     settings: LockSettings,
     shutdown: CancellationToken,
     observer: Arc<dyn Observer>,
-    clock: Arc<clock::RedisClock>,
-    publisher: Arc<publisher::Publisher>,
-    waitlist: Arc<waitlist::Writer>,
-    noted: Arc<index::Noted>,
+    publisher: Arc<feed::publisher::Publisher>,
+    waitlist: Arc<feed::waitlist::Writer>,
+    noted: Arc<feed::index::Noted>,
     /// Turns for the requests' script calls (see [`LockSettings::calls_in_flight`]).
     calls: Arc<Semaphore>,
 }
@@ -116,11 +105,11 @@ struct Inner {
 const QUEUE_LISTED: u64 = 100;
 
 /// A turn to send one script call to Redis.
-type Turn<'a> = tokio::sync::SemaphorePermit<'a>;
+pub(in crate::locks) type Turn<'a> = tokio::sync::SemaphorePermit<'a>;
 
 impl Locks {
     pub fn new(
-        conn: ConnectionManager,
+        conn: Redis,
         settings: &LockSettings,
         waiters: Arc<Waiters>,
         shutdown: CancellationToken,
@@ -136,7 +125,6 @@ impl Locks {
                 settings: settings.clone(),
                 shutdown,
                 observer,
-                clock: Arc::default(),
                 publisher: Arc::default(),
                 waitlist: Arc::default(),
                 noted: Arc::default(),
@@ -147,7 +135,8 @@ impl Locks {
 
     /// The same handle acting in another key space (a tenant's): every key, channel and
     /// event of the returned handle lives under `keys`, while the Redis connection, the
-    /// waiter registry, the clock, the event publisher, the waiting lists' writer and the observer stay shared. Cheap enough per request.
+    /// waiter registry, the event publisher, the waiting lists' writer and the observer stay
+    /// shared. Cheap enough per request.
     /// The one subscriber still wakes its waiters as long as `keys`'s prefix starts with the
     /// subscriber's (its patterns are `<channel>{<prefix>*`).
     pub fn in_space(&self, keys: KeySpace) -> Self {
@@ -161,7 +150,6 @@ impl Locks {
                 settings: inner.settings.clone(),
                 shutdown: inner.shutdown.clone(),
                 observer: inner.observer.clone(),
-                clock: inner.clock.clone(),
                 publisher: inner.publisher.clone(),
                 waitlist: inner.waitlist.clone(),
                 noted: inner.noted.clone(),
@@ -174,9 +162,8 @@ impl Locks {
     /// shutdown.
     pub fn spawn_clock_sync(&self) -> tokio::task::JoinHandle<()> {
         self.inner
-            .clock
-            .clone()
-            .spawn_sync(self.inner.conn.clone(), self.inner.shutdown.clone())
+            .conn
+            .spawn_clock_sync(self.inner.shutdown.clone())
     }
 
     /// Publishes this process's live events (of every key space) on their events channels
@@ -265,6 +252,11 @@ impl Locks {
         self.inner.waiters.unlocks().is_armed()
     }
 
+    /// Redis's memory now (see `crate::redis::memory`).
+    pub async fn redis_memory(&self) -> Result<RedisMemory, LockError> {
+        Ok(self.inner.conn.memory().await?)
+    }
+
     /// Checks that Redis answers.
     pub async fn ping(&self) -> Result<(), LockError> {
         let mut conn = self.inner.conn.clone();
@@ -276,7 +268,7 @@ impl Locks {
     /// on their own when Redis lost it; doing it at start-up finds a Redis without Functions
     /// (before 7.0) at once.
     pub async fn load_functions(&self) -> Result<(), LockError> {
-        scripts::library::load(&mut self.inner.conn.clone()).await?;
+        scripts::library::load(&self.inner.conn).await?;
         Ok(())
     }
 
@@ -328,13 +320,13 @@ impl Locks {
     /// connection, and its timeouts, with the requests').
     async fn call_on<S: Script>(
         &self,
-        mut conn: ConnectionManager,
+        mut conn: Redis,
         name: &LockName,
         script: &S,
     ) -> Result<S::Reply, LockError> {
         let keys = self.inner.keys.lock(name);
         let settings = &self.inner.settings;
-        let deadline = self.inner.clock.deadline(settings.redis_timeout);
+        let deadline = self.inner.conn.clock().deadline(settings.redis_timeout);
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(scripts::library::LIBRARY.function(S::FILE))
             .arg(2)
@@ -359,10 +351,10 @@ impl Locks {
                 cmd.query_async(&mut conn).await
             };
         if let Err(e) = &result
-            && scripts::library::is_missing(e)
+            && crate::redis::functions::is_missing(e)
         {
             tracing::info!("loading the Lua function library into Redis");
-            result = match scripts::library::load(&mut conn).await {
+            result = match scripts::library::load(&conn).await {
                 Ok(()) => cmd.query_async(&mut conn).await,
                 Err(e) => Err(e),
             };
@@ -375,7 +367,7 @@ impl Locks {
         if let Err(e) = &result
             && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
         {
-            self.inner.clock.wait_past(deadline).await;
+            self.inner.conn.clock().wait_past(deadline).await;
         }
         let raw = result?;
         self.publish_reply_events(name, &raw);

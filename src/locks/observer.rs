@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::kind::LeaseKind;
-use super::model::{LeaseId, LockName};
+use super::types::LeaseKind;
+use super::types::{LeaseId, LockName};
 
 /// How one acquire request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

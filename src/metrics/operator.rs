@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -253,9 +253,8 @@ impl Default for Process {
             "When the process started, in seconds since the Unix epoch",
             p.start.clone(),
         );
-        let started = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        #[allow(clippy::cast_precision_loss)] // ms since 1970 fit f64's 52 bits
+        let started = crate::locks::wall_ms() as f64 / 1000.0;
         p.start.set(started);
         Self { registry, ..p }
     }

@@ -3,7 +3,7 @@
 //! `main` and the tests both call [`run`], so tests exercise exactly what production runs.
 //!
 //! - [`listener`]: the accept loop (hyper with a timer: header, idle and connection limits).
-//! - [`tls`]: certificates for `--tls-cert`/`--tls-key`, and `rediss://`.
+//! - [`tls`]: certificates for `--tls-cert`/`--tls-key`.
 
 mod front_door;
 pub mod listener;
@@ -17,7 +17,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, header};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -35,16 +34,17 @@ use crate::audit::AuditLog;
 use crate::auth::browser::BrowserPolicy;
 use crate::auth::{Access, AdminAuth, AnonymousPolicy, KeyStore, Sessions};
 use crate::config::ServeArgs;
-use crate::durability::{Durability, DurabilityError};
-use crate::events::{EventFeed, Expiries, spawn_subscriber};
+use crate::events::{EventFeed, FeedRoute};
 use crate::limits::ledger::Ledger;
 use crate::limits::rate::RateLimits;
 use crate::limits::{ClientLimits, LockLimits};
-use crate::locks::sweeper;
-use crate::locks::waiters::Waiters;
+use crate::locks::feed::sweeper::{self, Expiries};
+use crate::locks::wakeups::{Waiters, Wakeups};
 use crate::locks::{LockError, LockSettings, Locks, TtlPolicy};
 use crate::metrics::Metrics;
 use crate::own_keys;
+use crate::redis::durability::{Durability, DurabilityError};
+use crate::redis::{ConnectError, Redis, RedisSettings, Route, Topics};
 use crate::state::{ApiLimits, AppState, DashboardSettings, Shared};
 use crate::{api, dashboard};
 
@@ -201,7 +201,7 @@ impl ServerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error(transparent)]
-    RedisClient(#[from] tls::RedisClientError),
+    RedisClient(#[from] ConnectError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     #[error(
@@ -247,18 +247,11 @@ pub async fn run(
     let local = listener.local_addr().map_err(ServerError::Listener)?;
     let loopback = local.ip().is_loopback();
     let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
-    let client = tls::redis_client(&config.redis_url, config.redis_ca_file.as_deref())?;
-    let redis_timeout = config.locks.redis_timeout;
-    // Few, quick reconnect attempts: while Redis is away, requests must fail fast (503)
-    // instead of queueing behind a long backoff.
-    let manager_config = ConnectionManagerConfig::new()
-        .set_response_timeout(Some(redis_timeout))
-        .set_connection_timeout(Some(redis_timeout.min(Duration::from_millis(500))))
-        .set_number_of_retries(1)
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(200));
-    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
-        .map_err(ServerError::Redis)?;
+    let conn = Redis::connect(&RedisSettings {
+        url: config.redis_url.clone(),
+        ca_file: config.redis_ca_file.clone(),
+        timeout: config.locks.redis_timeout,
+    })?;
     check_durability(&conn, config.allow_eviction).await?;
     let migration_task = migrate_own_keys(&conn, &config.locks.key_prefix, &shutdown).await?;
 
@@ -279,17 +272,26 @@ pub async fn run(
     let feed = EventFeed::default();
     let (to_sweeper, expired) = tokio::sync::mpsc::channel(sweeper::EXPIRED_QUEUE);
     let expiries = Expiries {
-        channel: sweeper::expired_channel(client.get_connection_info().redis_settings().db()),
+        channel: sweeper::expired_channel(conn.db()),
         to_sweeper,
     };
-    let (subscriber, subscriber_task) = spawn_subscriber(
-        client,
-        prefix.clone(),
-        waiters.clone(),
-        feed.clone(),
-        expiries,
-        shutdown.clone(),
-    );
+    let wakeups = Wakeups {
+        waiters: waiters.clone(),
+        keys: crate::locks::KeySpace::new(prefix.as_str()),
+    };
+    let feed_route = FeedRoute {
+        feed: feed.clone(),
+        base: prefix.clone(),
+    };
+    let mut gated = vec![wakeups.subscription()];
+    gated.extend(feed_route.subscriptions());
+    let topics = Topics {
+        always: vec![expiries.channel.clone()],
+        gated,
+    };
+    let routes: Vec<Arc<dyn Route>> =
+        vec![Arc::new(wakeups), Arc::new(expiries), Arc::new(feed_route)];
+    let (subscriber, subscriber_task) = conn.spawn_subscriber(topics, routes, shutdown.clone());
     let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
     let locks = Locks::new(
         conn.clone(),
@@ -477,7 +479,7 @@ fn checked_request_id(mut request: axum::extract::Request) -> axum::extract::Req
 /// before anything reads it. A Redis that does not answer yet is not held against the start:
 /// the move is retried every second in the background until it is done (or shutdown).
 async fn migrate_own_keys(
-    conn: &ConnectionManager,
+    conn: &Redis,
     base: &str,
     shutdown: &CancellationToken,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, ServerError> {
@@ -516,10 +518,7 @@ async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
 
 /// Says what this Redis can lose and refuses one that evicts keys (unless allowed). A Redis
 /// that does not answer yet is not judged: requests get 503 until it does.
-async fn check_durability(
-    conn: &ConnectionManager,
-    allow_eviction: bool,
-) -> Result<(), DurabilityError> {
+async fn check_durability(conn: &Redis, allow_eviction: bool) -> Result<(), DurabilityError> {
     match Durability::read(&mut conn.clone()).await {
         Ok(durability) => durability.judge(allow_eviction),
         Err(e) => {

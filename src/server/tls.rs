@@ -2,7 +2,7 @@
 //! key from PEM files, ALPN for HTTP/2 and HTTP/1.1; and Redis over `rediss://` with an
 //! optional private CA.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject as _;
@@ -32,11 +32,6 @@ pub enum TlsError {
     NoCert { path: PathBuf },
     #[error("the certificate and key do not make a TLS configuration: {0}")]
     Config(#[from] rustls::Error),
-    #[error("cannot read the CA file {path}: {source}")]
-    Ca {
-        path: PathBuf,
-        source: std::io::Error,
-    },
 }
 
 /// The acceptor for `files`.
@@ -62,35 +57,4 @@ pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
         .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
-}
-
-/// A Redis client for `url`; with `ca` (PEM), a `rediss://` server's certificate is checked
-/// against that CA instead of the system's.
-pub fn redis_client(url: &str, ca: Option<&Path>) -> Result<redis::Client, RedisClientError> {
-    crate::crypto::install_provider();
-    let Some(ca) = ca else {
-        return redis::Client::open(url).map_err(RedisClientError::Url);
-    };
-    let root_cert = std::fs::read(ca).map_err(|source| {
-        RedisClientError::Tls(TlsError::Ca {
-            path: ca.to_owned(),
-            source,
-        })
-    })?;
-    redis::Client::build_with_tls(
-        url,
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(root_cert),
-        },
-    )
-    .map_err(RedisClientError::Url)
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RedisClientError {
-    #[error("invalid Redis URL: {0}")]
-    Url(#[source] redis::RedisError),
-    #[error(transparent)]
-    Tls(TlsError),
 }

@@ -445,7 +445,7 @@ async fn every_log_line_of_a_request_carries_its_request_id() {
     let background = |line: &Value| {
         line["target"].as_str().is_some_and(|t| {
             [
-                "leasehold::locks::sweeper",
+                "leasehold::locks::feed::sweeper",
                 "leasehold::events",
                 "leasehold::locks::clock",
                 "leasehold::locks::publisher",

@@ -121,6 +121,7 @@ impl LeaseState {
 }
 
 // The schema lists what a server sends (not `Unknown`, the client's fallback).
+#[cfg(feature = "openapi")]
 impl utoipa::PartialSchema for LeaseState {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         utoipa::openapi::schema::ObjectBuilder::new()
@@ -131,7 +132,8 @@ impl utoipa::PartialSchema for LeaseState {
     }
 }
 
-impl ToSchema for LeaseState {}
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for LeaseState {}
 
 /// `POST /v1/locks/{name}/leases`. Every field is optional; an empty body is fine.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -144,11 +146,14 @@ pub struct AcquireBody {
     /// Free-text label naming the holder, shown to operators and to refused acquirers: 1 to
     /// 200 characters, no control, invisible or direction-changing characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(
-        min_length = 1,
-        max_length = 200,
-        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
-    ))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
+        )
+    )]
     pub holder: Option<String>,
     /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,11 +199,14 @@ pub struct PermitBody {
     /// Free-text label naming the holder: 1 to 200 characters, no control, invisible or
     /// direction-changing characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(
-        min_length = 1,
-        max_length = 200,
-        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
-    ))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
+        )
+    )]
     pub holder: Option<String>,
     /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -536,12 +544,18 @@ pub struct KeyQuotasBody {
 pub struct KeyCreateBody {
     /// Unique within its tenant; audit entries and histories name the key by it: 1 to 100
     /// printable ASCII characters (spaces around it are dropped).
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 100, pattern = "^[ -~]*[!-~][ -~]*$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 100, pattern = "^[ -~]*[!-~][ -~]*$")
+    )]
     pub name: String,
     /// The key space the key acts in; "" (the default) for the default tenant: up to 64
     /// ASCII letters, digits and . _ - :
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(max_length = 64, pattern = "^[A-Za-z0-9._:-]*$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 64, pattern = "^[A-Za-z0-9._:-]*$")
+    )]
     pub tenant: String,
     /// What the key may do; `["client"]` when absent.
     #[serde(default)]

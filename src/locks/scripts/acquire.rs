@@ -5,8 +5,8 @@ use serde::Deserialize;
 
 use super::{Refusal, Script, parse, status_of};
 use crate::locks::error::LockError;
-use crate::locks::kind::LeaseKind;
-use crate::locks::model::{
+use crate::locks::types::LeaseKind;
+use crate::locks::types::{
     HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, RwPolicy, Ttl, fingerprint,
 };
 

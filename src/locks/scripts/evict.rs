@@ -2,8 +2,8 @@
 
 use super::Script;
 use super::force_release::ForceReleaseReply;
-use crate::locks::kind::Resource;
-use crate::locks::model::LeaseId;
+use crate::locks::types::LeaseId;
+use crate::locks::types::Resource;
 
 pub(in crate::locks) struct Evict<'a> {
     pub lease: LeaseId,

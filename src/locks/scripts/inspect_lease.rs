@@ -3,8 +3,8 @@
 use serde::Deserialize;
 
 use super::Script;
-use crate::locks::kind::LeaseKind;
-use crate::locks::model::{LeaseId, LeaseState};
+use crate::locks::types::LeaseKind;
+use crate::locks::types::{LeaseId, LeaseState};
 
 pub(in crate::locks) struct InspectLease {
     pub lease: LeaseId,

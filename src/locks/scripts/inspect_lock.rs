@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::{HolderEntry, Script, list};
-use crate::locks::kind::HeldAs;
+use crate::locks::types::HeldAs;
 
 pub(in crate::locks) struct InspectLock {
     /// How many queued waiters to list at most.

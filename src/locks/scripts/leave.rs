@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::{Refusal, Script};
-use crate::locks::model::{LeaseId, LeaseState, LeaseToken};
+use crate::locks::types::{LeaseId, LeaseState, LeaseToken};
 
 pub(in crate::locks) struct Leave<'a> {
     pub ticket: LeaseId,

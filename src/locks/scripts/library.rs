@@ -141,21 +141,10 @@ fn split_once_part(source: &str) -> (&str, &str) {
     source.split_once(PER_CALL_MARKER).unwrap_or(("", source))
 }
 
-/// Whether a Redis error says the library's functions are not there (so: load it and retry).
-pub(in crate::locks) fn is_missing(error: &redis::RedisError) -> bool {
-    error.to_string().contains("Function not found")
-}
-
-/// Loads the library (or replaces a library of the same name, which has the same text).
-pub(in crate::locks) async fn load(
-    conn: &mut redis::aio::ConnectionManager,
-) -> redis::RedisResult<()> {
-    redis::cmd("FUNCTION")
-        .arg("LOAD")
-        .arg("REPLACE")
-        .arg(&LIBRARY.text)
-        .query_async::<String>(conn)
-        .await?;
+/// Loads the library into Redis (or replaces a library of the same name, which has the same
+/// text).
+pub(in crate::locks) async fn load(redis: &crate::redis::Redis) -> redis::RedisResult<()> {
+    redis.load_functions(&LIBRARY.text).await?;
     tracing::debug!(library = %LIBRARY.name, "loaded the Lua function library");
     Ok(())
 }

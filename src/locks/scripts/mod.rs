@@ -27,9 +27,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use super::error::LockError;
-use super::kind::LeaseKind;
-use super::model::LeaseState;
-use super::model::{LeaseId, LeaseToken};
+use super::types::{LeaseId, LeaseKind, LeaseState, LeaseToken};
 
 /// One function of `lua/` and how to call it.
 pub(super) trait Script {

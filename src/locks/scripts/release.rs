@@ -7,8 +7,8 @@ use serde::Deserialize;
 
 use super::{Refusal, Script, parse, status_of};
 use crate::locks::error::LockError;
-use crate::locks::kind::LeaseKind;
-use crate::locks::model::{IdempotencyKey, LeaseId, LeaseToken, RwMode, fingerprint};
+use crate::locks::types::LeaseKind;
+use crate::locks::types::{IdempotencyKey, LeaseId, LeaseToken, RwMode, fingerprint};
 
 /// Why a release script runs.
 #[derive(Debug, Clone, Copy)]

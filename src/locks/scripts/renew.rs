@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::{Refusal, Script};
-use crate::locks::model::{LeaseId, LeaseToken, Ttl};
+use crate::locks::types::{LeaseId, LeaseToken, Ttl};
 
 pub(in crate::locks) struct Renew<'a> {
     pub lease: LeaseId,

@@ -2,7 +2,7 @@
 
 use super::Script;
 use super::acquire::AcquireReply;
-use crate::locks::model::{
+use crate::locks::types::{
     HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, PermitRequest, fingerprint,
 };
 

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::{Script, list};
-use crate::locks::model::{LeaseId, LeaseState};
+use crate::locks::types::{LeaseId, LeaseState};
 
 pub(in crate::locks) struct SemaphoreInspect {
     /// A lease to describe as well.

@@ -3,7 +3,7 @@
 
 use super::Script;
 use super::release::{ReleaseHow, ReleaseReply, semaphore_parts};
-use crate::locks::model::{LeaseId, LeaseToken};
+use crate::locks::types::{LeaseId, LeaseToken};
 
 pub(in crate::locks) struct SemaphoreRelease<'a> {
     pub lease: LeaseId,

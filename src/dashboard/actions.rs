@@ -1,0 +1,115 @@
+//! The admin's forms on the lock page: force release and evict, as `DELETE /v1/admin/...`
+//! does them (one owner: [`crate::operator`]). Signed-in admins only, with the CSRF token, a
+//! same-origin check and a confirmation ([`admin_form`]); recorded as done by the dashboard
+//! admin (or the key signed in with). GET never changes anything.
+
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Redirect};
+use serde::Deserialize;
+
+use super::error::{PageError, PageResult};
+use super::lock::lock_name;
+use super::viewer::{admin_form, done_by};
+use crate::locks::LeaseId;
+use crate::operator::{Aim, Reason};
+use crate::problem::ProblemKind;
+use crate::state::AppState;
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ForceReleaseForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /locks/{name}/force-release`: removes every holder (a semaphore's permits all come
+/// back), with the given reason, in the lock's history and the audit log.
+pub(super) async fn force_release(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(raw): Path<String>,
+    Form(form): Form<ForceReleaseForm>,
+) -> PageResult {
+    let principal = admin_form(
+        &state,
+        &headers,
+        &uri,
+        &form.csrf,
+        &form.confirm,
+        "force-release",
+    )
+    .await?;
+    let name = lock_name(&raw)?;
+    let reason = form_reason(&state, &form.reason)?;
+    let forced = state
+        .operator(&principal, done_by(&principal))
+        .force_release(&name, Aim::Lock, &reason)
+        .await?;
+    Ok(Redirect::to(&format!(
+        "/locks/{}?released={}",
+        name.as_str(),
+        forced.removed.len()
+    ))
+    .into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct EvictForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    lease_id: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /locks/{name}/evict`: removes one lease, as `DELETE /v1/admin/.../leases/{id}` does;
+/// the other holders keep theirs.
+pub(super) async fn evict(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(raw): Path<String>,
+    Form(form): Form<EvictForm>,
+) -> PageResult {
+    let principal = admin_form(
+        &state,
+        &headers,
+        &uri,
+        &form.csrf,
+        &form.confirm,
+        "evict a lease",
+    )
+    .await?;
+    let name = lock_name(&raw)?;
+    let Some(id) = LeaseId::parse(form.lease_id.trim()) else {
+        return Err(PageError::new(
+            ProblemKind::InvalidForm,
+            "choose the lease to evict",
+        ));
+    };
+    let reason = form_reason(&state, &form.reason)?;
+    state
+        .operator(&principal, done_by(&principal))
+        .evict(None, &name, id, &reason)
+        .await?;
+    Ok(Redirect::to(&format!("/locks/{}?evicted={id}", name.as_str())).into_response())
+}
+
+/// A form's reason under the API's policy (at most `--max-reason-chars`: 422 beyond), once
+/// its line breaks are spaces: a pasted reason may carry them, and a reason is one line in
+/// logs and histories.
+fn form_reason(state: &AppState, raw: &str) -> Result<Reason, PageError> {
+    let line: String = raw
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    Ok(state.reason(&line)?)
+}

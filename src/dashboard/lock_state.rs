@@ -1,0 +1,182 @@
+//! The parts of the lock page that come from the lock (or semaphore) itself: its kind and
+//! mode, holders with their reentries and fencing tokens, the fair queue.
+
+use super::format::{
+    holder_label, lease_text, metadata_text, permit_holder_label, remaining_until, time_text,
+    ttl_text, when,
+};
+use crate::locks::{HeldAs, LockView, SemaphoreView, Timestamp, wall_ms};
+
+/// The parts of the lock page that come from the lock (or semaphore) itself.
+pub struct LockState {
+    pub kind: String,
+    pub mode: Option<String>,
+    pub semaphore: Option<SemaphoreFacts>,
+    pub ttl: String,
+    pub fence: u64,
+    pub queue_length: u64,
+    pub queue_more: u64,
+    pub write_holder: Option<String>,
+    pub read_holders: String,
+    pub holders: Vec<HolderRow>,
+    pub queue: Vec<QueueRow>,
+    /// When the oldest current hold began.
+    pub held_since: Option<Timestamp>,
+}
+
+impl LockState {
+    pub fn free() -> Self {
+        Self {
+            kind: "free".into(),
+            mode: None,
+            semaphore: None,
+            ttl: ttl_text(None),
+            fence: 0,
+            queue_length: 0,
+            queue_more: 0,
+            write_holder: None,
+            read_holders: String::new(),
+            holders: Vec::new(),
+            queue: Vec::new(),
+            held_since: None,
+        }
+    }
+
+    pub fn of_lock(lock: &LockView) -> Self {
+        let ttl = ttl_text(lock.remaining_ms);
+        let holders = lock
+            .holders
+            .iter()
+            .map(|h| HolderRow {
+                evictable: h.lease_id.is_some(),
+                lease_id: lease_text(h),
+                label: holder_label(h),
+                metadata: metadata_text(h.metadata.as_ref()),
+                count: h.reentry_count,
+                read: h.read_count.unwrap_or(0),
+                write: h.write_count.unwrap_or(0),
+                acquired_at: when(h.acquired_at, wall_ms()),
+                ttl: ttl.clone(),
+                fence: h
+                    .fencing_token
+                    .map_or_else(String::new, |f| f.0.to_string()),
+            })
+            .collect();
+        let write_holder = lock
+            .holders
+            .iter()
+            .find(|h| h.write_count.unwrap_or(0) > 0)
+            .map(|h| {
+                format!(
+                    "{} ({} write holds)",
+                    holder_label(h),
+                    h.write_count.unwrap_or(0)
+                )
+            });
+        let read_holders = lock
+            .holders
+            .iter()
+            .filter(|h| h.read_count.unwrap_or(0) > 0)
+            .map(|h| format!("{} ({})", holder_label(h), h.read_count.unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let queue: Vec<QueueRow> = lock
+            .queue
+            .iter()
+            .map(|q| QueueRow {
+                position: q.position,
+                label: q.holder.clone().unwrap_or_else(|| q.holder_id.clone()),
+                lease_id: q.lease_id.map(|id| id.to_string()).unwrap_or_default(),
+                since: when(q.queued_at, wall_ms()),
+                deadline: time_text(q.deadline),
+            })
+            .collect();
+        Self {
+            kind: lock.kind.map_or("free", HeldAs::as_str).to_owned(),
+            mode: lock.mode.map(|m| m.as_str().to_owned()),
+            semaphore: None,
+            ttl,
+            fence: lock.fencing_counter.0,
+            queue_length: lock.queue_length,
+            queue_more: lock
+                .queue_length
+                .saturating_sub(u64::try_from(queue.len()).unwrap_or(u64::MAX)),
+            write_holder,
+            read_holders,
+            holders,
+            queue,
+            held_since: lock.held_since(),
+        }
+    }
+
+    pub fn of_semaphore(sem: &SemaphoreView) -> Self {
+        let holders = sem
+            .holders
+            .iter()
+            .map(|h| HolderRow {
+                evictable: h.lease_id.is_some(),
+                lease_id: h.lease_id.map(|id| id.to_string()).unwrap_or_default(),
+                label: permit_holder_label(h),
+                metadata: metadata_text(h.metadata.as_ref()),
+                count: h.permits,
+                read: 0,
+                write: 0,
+                acquired_at: when(h.acquired_at, wall_ms()),
+                ttl: ttl_text(h.expires_at.map(remaining_until)),
+                fence: h
+                    .fencing_token
+                    .map_or_else(String::new, |f| f.0.to_string()),
+            })
+            .collect();
+        Self {
+            kind: HeldAs::Semaphore.as_str().to_owned(),
+            mode: None,
+            semaphore: Some(SemaphoreFacts {
+                used: sem.used,
+                limit: sem.limit,
+            }),
+            ttl: ttl_text(
+                sem.holders
+                    .iter()
+                    .filter_map(|h| h.expires_at)
+                    .max()
+                    .map(remaining_until),
+            ),
+            fence: sem.fencing_counter.0,
+            queue_length: 0,
+            queue_more: 0,
+            write_holder: None,
+            read_holders: String::new(),
+            holders,
+            queue: Vec::new(),
+            held_since: sem.held_since(),
+        }
+    }
+}
+
+pub struct SemaphoreFacts {
+    pub used: u64,
+    pub limit: u32,
+}
+
+pub struct HolderRow {
+    pub lease_id: String,
+    /// A Leasehold lease (an admin may evict it), not a Redisson client.
+    pub evictable: bool,
+    pub label: String,
+    pub metadata: String,
+    pub count: u64,
+    pub read: u64,
+    pub write: u64,
+    pub acquired_at: String,
+    pub ttl: String,
+    pub fence: String,
+}
+
+pub struct QueueRow {
+    pub position: u64,
+    pub label: String,
+    pub lease_id: String,
+    pub since: String,
+    pub deadline: String,
+}

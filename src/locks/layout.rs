@@ -1,0 +1,237 @@
+//! The Redis key layout. Every key of one lock (or semaphore) shares its hash tag, so each
+//! script touches a single Redis Cluster slot. For a lock `L` = prefix + name:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `L` | hash | Redisson's lock hash: `<lease-id>:1` = reentry count (RLock, RFairLock), or `mode` + read holders + `<lease-id>:1:write` (RReadWriteLock); PEXPIRE = TTL |
+//! | `{L}:<lease-id>:1:rwlock_timeout:<n>` | string | Redisson's per-read-hold timeout keys |
+//! | `redisson_lock_queue:{L}` | list | Redisson's RFairLock queue of waiting holder ids |
+//! | `redisson_lock_timeout:{L}` | zset | fair waiters' deadlines (ms) |
+//! | `redisson_lock__channel:{L}` | channel | Redisson's unlock message `0`; `..:{L}:<holder>` wakes one fair waiter |
+//! | `redisson_rwlock:{L}` | channel | Redisson's read/write unlock message |
+//! | `{L}:leasehold` | hash | `fence` (last fencing token); the record of the lease holding an exclusive lock (`lease`, `kind`, `rec`, `holder`, `meta`); `r:`/`h:`/`m:<id>` records of shared leases and queued tickets; `limit` for semaphores; expires after its last lease (not for semaphores) |
+//! | `{L}:leasehold:idem:<sha256>` | hash | an `Idempotency-Key`'s first answer |
+//! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
+//! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON |
+//! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
+//! | `P{leasehold/}:events:recent` | stream | the backlog of those events (see `journal`); a tenant's: `P + tenant/{leasehold/}:events:recent` |
+//!
+//! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting
+//! available permits, `redisson_sc:{S}` a zset of held permit ids -> expiry (and the channel
+//! that announces freed permits); its records use `{S}:leasehold...` as above.
+//!
+//! `P` is the configured key prefix (empty by default, like Redisson). Names and prefixes
+//! never contain braces, so `{P + name}` hashes exactly as `P + name` does.
+
+use super::types::{LeaseId, LockName};
+
+/// Redisson's channel prefixes: RLock/RFairLock unlocks, RReadWriteLock unlocks, semaphores.
+const UNLOCK_CHANNEL: &str = "redisson_lock__channel:";
+const RW_CHANNEL: &str = "redisson_rwlock:";
+const SEMAPHORE_CHANNEL: &str = "redisson_sc:";
+/// Each key space's events channel, after its prefix.
+pub(super) const EVENTS_CHANNEL: &str = "leasehold:events";
+
+/// How many waiters a message should wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wakes {
+    One,
+    All,
+}
+
+/// The hash tag of every key of Leasehold's own (API keys, sessions, the audit log, each key
+/// space's events backlog): never `{L}` for any lock key `L`, which ends with a name's
+/// character, never `/` (see `own_keys` at the crate's top for the whole argument).
+pub const OWN_TAG: &str = "{leasehold/}";
+
+/// Leasehold's own key `rest` in the key space whose prefix is `space` (the deployment's `P`,
+/// or a tenant's `P + tenant + "/"`).
+pub fn own_key(space: &str, rest: &str) -> String {
+    format!("{space}{OWN_TAG}:{rest}")
+}
+
+/// Builds key names under one optional prefix.
+#[derive(Debug, Clone, Default)]
+pub struct KeySpace {
+    prefix: String,
+}
+
+impl KeySpace {
+    /// `prefix` must not contain braces or glob characters (checked by the configuration).
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// What every key and channel of this space starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn lock(&self, name: &LockName) -> LockKeys {
+        LockKeys {
+            key: format!("{}{}", self.prefix, name.as_str()),
+        }
+    }
+
+    /// A `SCAN MATCH` pattern for the state hash (`{L}:leasehold`) of every lock and
+    /// semaphore whose name starts with `name_prefix`. Names cannot contain glob characters,
+    /// so the prefix needs no escaping.
+    pub fn state_pattern(&self, name_prefix: &str) -> String {
+        format!("{{{}{name_prefix}*}}:leasehold", self.prefix)
+    }
+
+    /// The lock name a state hash key found by [`Self::state_pattern`] belongs to.
+    pub fn name_of_state_key<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix('{')?
+            .strip_prefix(self.prefix.as_str())?
+            .strip_suffix("}:leasehold")
+    }
+
+    /// Leasehold's own key `rest` in this space (see [`own_key`]).
+    pub fn own(&self, rest: &str) -> String {
+        own_key(&self.prefix, rest)
+    }
+
+    /// The events backlog of this space (see `journal`).
+    pub fn journal(&self) -> String {
+        self.own("events:recent")
+    }
+
+    pub fn events_channel(&self) -> String {
+        format!("{}{EVENTS_CHANNEL}", self.prefix)
+    }
+
+    /// Patterns matching every channel that can wake a waiter under this prefix.
+    pub fn wake_patterns(&self) -> Vec<String> {
+        [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL]
+            .iter()
+            .map(|channel| format!("{channel}{{{}*", self.prefix))
+            .collect()
+    }
+
+    /// The registry key a message on `channel` wakes: the text inside `channel`'s braces
+    /// (`L`), or for a fair waiter's own channel `L}:<holder>` (see [`LockKeys::waiter`]).
+    pub fn wake_key_of_channel<'a>(&self, channel: &'a str) -> Option<&'a str> {
+        self.wake_of_channel(channel).map(|(key, _)| key)
+    }
+
+    /// The registry key a message on `channel` wakes, and whether one waiter or all should
+    /// try: an RLock unlock frees the lock for one holder; a read/write unlock may admit many
+    /// readers and a semaphore message several permits.
+    pub fn wake_of_channel<'a>(&self, channel: &'a str) -> Option<(&'a str, Wakes)> {
+        let (rest, wakes) = if let Some(rest) = channel.strip_prefix(UNLOCK_CHANNEL) {
+            (rest, Wakes::One)
+        } else if let Some(rest) = channel.strip_prefix(RW_CHANNEL) {
+            (rest, Wakes::All)
+        } else {
+            (channel.strip_prefix(SEMAPHORE_CHANNEL)?, Wakes::All)
+        };
+        let rest = rest.strip_prefix('{')?;
+        Some(match rest.strip_suffix('}') {
+            Some(lock) => (lock, wakes),
+            // A fair waiter's own channel: there is exactly one waiter to wake.
+            None => (rest, Wakes::All),
+        })
+    }
+}
+
+/// The keys of one lock or semaphore.
+#[derive(Debug, Clone)]
+pub struct LockKeys {
+    key: String,
+}
+
+impl LockKeys {
+    /// The Redisson lock hash (or semaphore counter), and the registry key of its waiters.
+    pub fn lock(&self) -> &str {
+        &self.key
+    }
+
+    /// The capped stream of the lock's (or semaphore's) events.
+    pub fn history(&self) -> String {
+        format!("{{{}}}:leasehold:history", self.key)
+    }
+
+    /// Keys whose existence means the lock is held or waited for, or the semaphore has
+    /// permits out: the lock hash (or permit counter), the fair queue, Redisson's zset of held
+    /// permits (`{S}:timeout`). All share the lock's slot (`L` hashes as `{L}` does).
+    pub fn liveness_keys(&self) -> [String; 3] {
+        let k = &self.key;
+        [
+            k.clone(),
+            format!("redisson_lock_queue:{{{k}}}"),
+            format!("{{{k}}}:timeout"),
+        ]
+    }
+
+    /// The registry key that wakes one fair waiter: its own Redisson channel's inner text.
+    pub fn waiter(&self, id: LeaseId) -> String {
+        format!("{}}}:{id}:1", self.key)
+    }
+
+    /// The lock's state hash: fencing counter, lease records, limit (see `lua/prelude.lua`).
+    pub fn state(&self) -> String {
+        format!("{{{}}}:leasehold", self.key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_lock_hash_tag_and_follow_redisson() {
+        let space = KeySpace::new("app:");
+        let name = LockName::parse("jobs").expect("valid name");
+        let keys = space.lock(&name);
+        assert_eq!(keys.lock(), "app:jobs");
+        assert_eq!(keys.state(), "{app:jobs}:leasehold");
+        assert_eq!(keys.history(), "{app:jobs}:leasehold:history");
+        assert_eq!(space.state_pattern("jo"), "{app:jo*}:leasehold");
+        assert_eq!(space.name_of_state_key(&keys.state()), Some("jobs"));
+        assert_eq!(
+            space.name_of_state_key("{app:jobs}:leasehold:lease:x"),
+            None
+        );
+    }
+
+    #[test]
+    fn channels_map_to_the_waiters_they_wake() {
+        let space = KeySpace::new("");
+        let name = LockName::parse("jobs").expect("valid name");
+        let keys = space.lock(&name);
+        assert_eq!(
+            space.wake_key_of_channel("redisson_lock__channel:{jobs}"),
+            Some("jobs")
+        );
+        assert_eq!(
+            space.wake_key_of_channel("redisson_rwlock:{jobs}"),
+            Some("jobs")
+        );
+        assert_eq!(
+            space.wake_key_of_channel("redisson_sc:{jobs}"),
+            Some("jobs")
+        );
+        let id = crate::locks::LeaseToken::generate().lease_id();
+        let own = format!("redisson_lock__channel:{{jobs}}:{id}:1");
+        assert_eq!(
+            space.wake_key_of_channel(&own),
+            Some(keys.waiter(id).as_str())
+        );
+        assert_eq!(space.wake_key_of_channel("other"), None);
+        assert_eq!(
+            space.wake_of_channel("redisson_lock__channel:{jobs}"),
+            Some(("jobs", Wakes::One))
+        );
+        assert_eq!(
+            space.wake_of_channel("redisson_rwlock:{jobs}"),
+            Some(("jobs", Wakes::All))
+        );
+        assert_eq!(
+            space.wake_of_channel("redisson_sc:{jobs}"),
+            Some(("jobs", Wakes::All))
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! What callers do with locks and semaphores: one file per family of use cases, each an
+//! `impl Locks` block over the scripts it calls.
+
+pub mod acquire;
+pub mod admin;
+pub mod census;
+pub mod eviction;
+pub mod inspect;
+pub mod lease;
+pub mod listing;
+pub mod tenure;
+pub mod watch;

@@ -1,0 +1,223 @@
+//! What a lease is, and what a name is held as. Every question whose answer depends on the kind
+//! is a method here, so a new kind is one new variant and the compiler lists each place that
+//! must decide; views, metrics and the API ask these types instead of comparing strings.
+
+use serde::Deserialize;
+
+/// The kinds of lease, each with Redisson's semantics and Redis layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseKind {
+    /// Redisson RLock: the same lease may enter again and again.
+    Reentrant,
+    /// Curator InterProcessSemaphoreMutex: a second entry by the holder is refused.
+    Exclusive,
+    /// Redisson RFairLock / Curator InterProcessMutex: strict FIFO among live waiters.
+    Fair,
+    /// Redisson RReadWriteLock, shared side.
+    Read,
+    /// Redisson RReadWriteLock, exclusive side.
+    Write,
+    /// Redisson RPermitExpirableSemaphore: some permits of a semaphore.
+    Semaphore,
+}
+
+/// Which family of routes, scripts and keys a lease belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// `/v1/locks`: every lock kind, on Redisson's lock hash.
+    Lock,
+    /// `/v1/semaphores`: permits, on Redisson's semaphore counter.
+    Semaphore,
+}
+
+impl LeaseKind {
+    pub const ALL: [Self; 6] = [
+        Self::Reentrant,
+        Self::Exclusive,
+        Self::Fair,
+        Self::Read,
+        Self::Write,
+        Self::Semaphore,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reentrant => "reentrant",
+            Self::Exclusive => "exclusive",
+            Self::Fair => "fair",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Semaphore => "semaphore",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == raw)
+    }
+
+    pub fn resource(self) -> Resource {
+        match self {
+            Self::Semaphore => Resource::Semaphore,
+            _ => Resource::Lock,
+        }
+    }
+
+    /// Waits in a FIFO queue of tickets, each woken on its own channel.
+    pub fn is_fair(self) -> bool {
+        self == Self::Fair
+    }
+
+    /// A read/write lock's side: holds per mode, Redisson's rwlock_timeout keys.
+    pub fn is_read_write(self) -> bool {
+        matches!(self, Self::Read | Self::Write)
+    }
+
+    /// Shares the lock with other leases of its kind.
+    pub fn is_shared(self) -> bool {
+        matches!(self, Self::Read | Self::Semaphore)
+    }
+
+    /// Stands in a line while it waits, which it must leave when its request ends: fair
+    /// tickets, and writers (so that readers under the fifo policy wait behind them).
+    pub fn stands_in_line(self) -> bool {
+        matches!(self, Self::Fair | Self::Write)
+    }
+
+    /// What a name is held as while a lease of this kind holds it.
+    pub fn held_as(self) -> HeldAs {
+        match self {
+            Self::Reentrant => HeldAs::Reentrant,
+            Self::Exclusive => HeldAs::Exclusive,
+            Self::Fair => HeldAs::Fair,
+            Self::Read | Self::Write => HeldAs::ReadWrite,
+            Self::Semaphore => HeldAs::Semaphore,
+        }
+    }
+}
+
+/// What a name is used as while anyone holds it (or waits for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldAs {
+    Reentrant,
+    Exclusive,
+    Fair,
+    #[serde(rename = "rw")]
+    ReadWrite,
+    Semaphore,
+    /// A Redisson client's lock no lease of ours holds, or a key another program made.
+    Foreign,
+}
+
+impl HeldAs {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reentrant => "reentrant",
+            Self::Exclusive => "exclusive",
+            Self::Fair => "fair",
+            Self::ReadWrite => "rw",
+            Self::Semaphore => "semaphore",
+            Self::Foreign => "foreign",
+        }
+    }
+
+    pub fn is_semaphore(self) -> bool {
+        self == Self::Semaphore
+    }
+
+    /// The routes that manage the name as it is held now.
+    pub fn resource(self) -> Resource {
+        match self {
+            Self::Semaphore => Resource::Semaphore,
+            _ => Resource::Lock,
+        }
+    }
+}
+
+/// Who goes first on a read/write lock when a writer waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RwPolicy {
+    /// Redisson's behaviour: a reader joins readers already holding, even past a waiting
+    /// writer (writers can starve under a steady stream of readers).
+    #[default]
+    ReadersFirst,
+    /// Curator's InterProcessReadWriteLock order: a reader arriving after a waiting writer
+    /// waits behind it, so writers cannot starve.
+    Fifo,
+}
+
+impl RwPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadersFirst => "readers_first",
+            Self::Fifo => "fifo",
+        }
+    }
+}
+
+/// Which hold of a read/write lease a release gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RwMode {
+    Read,
+    Write,
+}
+
+impl RwMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "read" => Some(Self::Read),
+            "write" => Some(Self::Write),
+            _ => None,
+        }
+    }
+}
+
+/// How a lease ended, or that it still holds its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    Held,
+    /// A fair-queue ticket still waiting.
+    Queued,
+    Released,
+    Expired,
+    ForceReleased,
+    /// A fair-queue ticket whose waiter gave up.
+    Left,
+}
+
+impl LeaseState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Queued => "queued",
+            Self::Released => "released",
+            Self::Expired => "expired",
+            Self::ForceReleased => "force_released",
+            Self::Left => "left",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_their_names_and_know_their_resource() {
+        for kind in LeaseKind::ALL {
+            assert_eq!(LeaseKind::parse(kind.as_str()), Some(kind));
+            assert_eq!(kind.held_as().resource(), kind.resource());
+        }
+        assert_eq!(LeaseKind::parse("rw"), None);
+        assert_eq!(LeaseKind::Read.held_as().as_str(), "rw");
+    }
+}

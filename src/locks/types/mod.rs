@@ -1,0 +1,28 @@
+//! The lock domain's vocabulary: names, leases' ids and tokens, the values a lease is made of,
+//! what a lease is (its kind), what callers ask and get, and how leases and locks look from
+//! outside. Parsed once at the edge, trusted everywhere inside. No file here imports anything
+//! of the domain but this vocabulary, so no type depends on what uses it.
+
+mod event;
+mod invalid;
+mod kind;
+mod name;
+mod requests;
+mod token;
+mod values;
+mod views;
+
+pub use event::{EventKind, LockEvent};
+pub use invalid::InvalidInput;
+pub use kind::{HeldAs, LeaseKind, LeaseState, Resource, RwMode, RwPolicy};
+pub use name::LockName;
+pub use requests::{
+    AcquireRequest, Acquired, Contention, Grant, PermitRequest, Release, Renewal, Ticket,
+};
+pub use token::{IdempotencyKey, LeaseId, LeaseToken, TokenDigest, random_secret};
+pub(crate) use token::{fingerprint, request_nonce};
+pub use values::{FencingToken, HolderLabel, Metadata, Timestamp, Ttl, TtlPolicy};
+pub use views::{
+    ForcedRelease, HolderView, LeaseView, LimitChange, LockView, PermitHolderView, QueuedView,
+    SemaphoreView,
+};

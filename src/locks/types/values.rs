@@ -1,0 +1,190 @@
+//! The values a lease is made of: its TTL and the bounds on it, its fencing token, its holder
+//! label and metadata, and points in time.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::InvalidInput;
+
+/// A lease time to live, within the configured bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ttl(Duration);
+
+impl Ttl {
+    pub fn as_millis(self) -> u64 {
+        u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn as_duration(self) -> Duration {
+        self.0
+    }
+}
+
+/// The TTLs a deployment accepts, and the one it gives when a client names none.
+#[derive(Debug, Clone, Copy)]
+pub struct TtlPolicy {
+    pub default_ms: u64,
+    pub min_ms: u64,
+    pub max_ms: u64,
+}
+
+impl TtlPolicy {
+    pub fn default_ttl(&self) -> Ttl {
+        Ttl(Duration::from_millis(self.default_ms))
+    }
+
+    pub fn parse(&self, ttl_ms: u64) -> Result<Ttl, InvalidInput> {
+        if ttl_ms < self.min_ms || ttl_ms > self.max_ms {
+            return Err(InvalidInput::Ttl {
+                ttl_ms,
+                min_ms: self.min_ms,
+                max_ms: self.max_ms,
+            });
+        }
+        Ok(Ttl(Duration::from_millis(ttl_ms)))
+    }
+}
+
+/// A per-lock number that grows with every new acquisition and never goes back, not even
+/// after a release, an expiry, or Redis losing data: each is one more than the last and at
+/// least Redis's clock in microseconds (so about 1.8e15 today: still exact as a JSON number,
+/// below 2^53). The protected resource rejects writes carrying a smaller one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct FencingToken(pub u64);
+
+/// A free-text label naming who holds a lease ("worker-3", "deploy cron"), for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderLabel(String);
+
+impl HolderLabel {
+    pub const MAX_LEN: usize = 200;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.is_empty() || raw.chars().count() > Self::MAX_LEN {
+            return Err(InvalidInput::Holder(format!(
+                "a holder label has 1 to {} characters",
+                Self::MAX_LEN
+            )));
+        }
+        if raw.chars().any(char::is_control) {
+            return Err(InvalidInput::Holder(
+                "a holder label may not hold control characters".into(),
+            ));
+        }
+        if let Some(bad) = raw.chars().find(|&c| invisible(c)) {
+            return Err(InvalidInput::Holder(format!(
+                "a holder label may not hold invisible or direction-changing characters \
+                 (U+{:04X}): it would show as another label",
+                u32::from(bad)
+            )));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Characters that change how text around them shows without showing themselves: bidi
+/// embeddings, overrides, isolates and marks, and zero-width characters (Unicode's format
+/// characters that matter for spoofing). A label holding one could pass for another on the
+/// dashboard and in a 409's `holder`.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
+/// A small JSON object a client attaches to its lease (job id, host, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metadata(serde_json::Map<String, serde_json::Value>);
+
+impl Metadata {
+    pub const MAX_BYTES: usize = 4096;
+
+    pub fn parse(value: serde_json::Value) -> Result<Self, InvalidInput> {
+        let serde_json::Value::Object(map) = value else {
+            return Err(InvalidInput::Metadata(
+                "metadata must be a JSON object".into(),
+            ));
+        };
+        let size = serde_json::to_string(&map)
+            .map(|s| s.len())
+            .unwrap_or(usize::MAX);
+        if size > Self::MAX_BYTES {
+            return Err(InvalidInput::Metadata(format!(
+                "metadata may take {} bytes as JSON, this takes {size}",
+                Self::MAX_BYTES
+            )));
+        }
+        Ok(Self(map))
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::Value::Object(self.0.clone()).to_string()
+    }
+
+    pub fn into_value(self) -> serde_json::Value {
+        serde_json::Value::Object(self.0)
+    }
+
+    /// Reads what `to_json` stored; anything else (or nothing) is no metadata.
+    pub(crate) fn from_stored(raw: Option<&str>) -> Option<Self> {
+        match serde_json::from_str(raw?) {
+            Ok(serde_json::Value::Object(map)) => Some(Self(map)),
+            _ => None,
+        }
+    }
+}
+
+/// A point in time as Redis's clock gave it, in milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Timestamp(pub u64);
+
+impl Timestamp {
+    pub fn plus(self, ms: u64) -> Self {
+        Self(self.0.saturating_add(ms))
+    }
+
+    pub fn as_system_time(self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.0)
+    }
+
+    /// RFC 3339 with milliseconds, UTC.
+    pub fn rfc3339(self) -> String {
+        humantime::format_rfc3339_millis(self.as_system_time()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_policy_enforces_bounds() {
+        let policy = TtlPolicy {
+            default_ms: 30_000,
+            min_ms: 1_000,
+            max_ms: 60_000,
+        };
+        assert_eq!(policy.parse(1_000).map(Ttl::as_millis), Ok(1_000));
+        assert!(policy.parse(999).is_err());
+        assert!(policy.parse(60_001).is_err());
+    }
+
+    #[test]
+    fn metadata_must_be_a_small_object() {
+        assert!(Metadata::parse(serde_json::json!({"job": 7})).is_ok());
+        assert!(Metadata::parse(serde_json::json!([1])).is_err());
+        assert!(Metadata::parse(serde_json::json!({"x": "y".repeat(5000)})).is_err());
+    }
+}

@@ -1,0 +1,213 @@
+//! What an operator may do to locks and semaphores, owned once: force release (a lock, a
+//! semaphore, or whatever a name is held as), evict one lease, set a semaphore's limit. One
+//! policy for the reason given, one audit entry per action; the API (`/v1/admin`) and the
+//! dashboard's forms are thin adapters over it, so the two cannot drift apart.
+
+use serde_json::json;
+
+use crate::audit::{self, AuditEntry, AuditLog};
+use crate::auth::Principal;
+use crate::locks::{
+    ForcedRelease, HeldAs, LeaseId, LimitChange, LockError, LockName, Locks, Resource,
+};
+use crate::problem::{Problem, ProblemKind};
+
+/// Why an operator acted: one line of at most `--max-reason-chars` characters, kept in the
+/// lock's history and the audit log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reason(String);
+
+impl Reason {
+    /// A reason as given (trimmed); refused when it holds a control character (a line break
+    /// would start a forged line in a text log or a history view: 400 `invalid_query`) or is
+    /// longer than `max` characters (422 `reason_too_long`).
+    pub fn parse(raw: &str, max: usize) -> Result<Self, Problem> {
+        let raw = raw.trim();
+        if raw.chars().any(char::is_control) {
+            return Err(Problem::new(
+                ProblemKind::InvalidQuery,
+                "a reason may not hold control characters (line breaks, tabs)",
+            ));
+        }
+        if raw.chars().count() > max {
+            return Err(Problem::new(
+                ProblemKind::ReasonTooLong,
+                format!("a reason has at most {max} characters (--max-reason-chars)"),
+            ));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a force release is aimed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aim {
+    /// The lock of that name; a semaphore's name works too (its permits come back).
+    Lock,
+    /// The semaphore; with `clear`, the semaphore itself goes as well (its counter and limit).
+    Semaphore { clear: bool },
+}
+
+/// An operator acting: who (for the records), and in which key space.
+pub struct Operator<'a> {
+    pub principal: &'a Principal,
+    /// The principal's key space.
+    pub locks: Locks,
+    pub audit: &'a AuditLog,
+    /// How the records name who did it (a key's name, `admin token`, `dashboard admin`).
+    pub by: String,
+}
+
+impl Operator<'_> {
+    /// Removes every holder of `name` and wakes its waiters; the removed leases' holders get
+    /// 410 from then on. Recorded in the lock's history and the audit log.
+    pub async fn force_release(
+        &self,
+        name: &LockName,
+        aim: Aim,
+        reason: &Reason,
+    ) -> Result<ForcedRelease, Problem> {
+        self.principal.check_name(name)?;
+        let (resource, clear, action) = match aim {
+            Aim::Lock => (Resource::Lock, false, "force_release"),
+            Aim::Semaphore { clear: false } => {
+                (Resource::Semaphore, false, "force_release_semaphore")
+            }
+            Aim::Semaphore { clear: true } => {
+                (Resource::Semaphore, true, "force_release_semaphore_clear")
+            }
+        };
+        let forced = match self.release_as(resource, name, reason, clear).await {
+            // A semaphore's name on the lock route: its permits come back, as on the
+            // semaphore route.
+            Err(LockError::KindConflict {
+                held_as: HeldAs::Semaphore,
+            }) if aim == Aim::Lock => {
+                self.release_as(Resource::Semaphore, name, reason, false)
+                    .await?
+            }
+            forced => forced?,
+        };
+        self.record(action, name.as_str(), reason, audit::removed(&forced))
+            .await;
+        Ok(forced)
+    }
+
+    async fn release_as(
+        &self,
+        resource: Resource,
+        name: &LockName,
+        reason: &Reason,
+        clear: bool,
+    ) -> Result<ForcedRelease, LockError> {
+        self.locks
+            .force_release(resource, name, &self.by, reason.as_str(), clear)
+            .await
+    }
+
+    /// Removes one lease of `name` (a dead reader among three, one holder's permits) and
+    /// leaves the others; `resource` `None`: whatever the name is held as now. Recorded like a
+    /// force release.
+    pub async fn evict(
+        &self,
+        resource: Option<Resource>,
+        name: &LockName,
+        id: LeaseId,
+        reason: &Reason,
+    ) -> Result<ForcedRelease, Problem> {
+        self.principal.check_name(name)?;
+        let resource = match resource {
+            Some(resource) => resource,
+            None => self.held_as(name).await?,
+        };
+        let evicted = self
+            .locks
+            .evict(resource, name, id, &self.by, reason.as_str())
+            .await?;
+        self.record("evict", name.as_str(), reason, audit::removed(&evicted))
+            .await;
+        Ok(evicted)
+    }
+
+    /// Gives the semaphore `name` another size (1 to `max`). With fewer permits than are out,
+    /// acquirers wait until enough come back; nobody is evicted.
+    pub async fn set_limit(
+        &self,
+        name: &LockName,
+        limit: u32,
+        max: u32,
+    ) -> Result<LimitChange, Problem> {
+        self.principal.check_name(name)?;
+        if !(1..=max).contains(&limit) {
+            return Err(Problem::new(
+                ProblemKind::InvalidBody,
+                format!("limit must be between 1 and {max}"),
+            ));
+        }
+        let change = self
+            .locks
+            .set_semaphore_limit(name, limit, &self.by)
+            .await?;
+        self.record(
+            "semaphore_limit",
+            name.as_str(),
+            &Reason::default(),
+            json!({"limit": change.limit, "previous": change.previous}),
+        )
+        .await;
+        Ok(change)
+    }
+
+    /// The routes of whatever `name` is held as now (a lock, or a semaphore).
+    pub async fn held_as(&self, name: &LockName) -> Result<Resource, Problem> {
+        Ok(self
+            .locks
+            .lock(name)
+            .await?
+            .and_then(|view| view.kind)
+            .map_or(Resource::Lock, HeldAs::resource))
+    }
+
+    async fn record(
+        &self,
+        action: &str,
+        target: &str,
+        reason: &Reason,
+        details: serde_json::Value,
+    ) {
+        self.audit
+            .record(&AuditEntry {
+                at_ms: crate::locks::wall_ms(),
+                by: self.by.clone(),
+                action: action.to_owned(),
+                tenant: self.principal.tenant.clone(),
+                target: target.to_owned(),
+                reason: reason.as_str().to_owned(),
+                details,
+            })
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_is_one_line_and_not_too_long() {
+        assert_eq!(
+            Reason::parse("  stuck job ", 20).map(|r| r.0).ok(),
+            Some("stuck job".to_owned())
+        );
+        assert!(Reason::parse("a\nb", 20).is_err());
+        assert!(Reason::parse(&"x".repeat(21), 20).is_err());
+        assert!(
+            Reason::parse(&"é".repeat(20), 20).is_ok(),
+            "characters, not bytes"
+        );
+    }
+}
