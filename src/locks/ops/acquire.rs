@@ -3,10 +3,7 @@
 //! holder's TTL to run out, or for the deadline. Never a fixed poll.
 //!
 //! A request whose caller goes away (the HTTP request's future is dropped) gives back what it
-//! may have got ([`MayHold`]): a grant that may have happened is rolled back (only that grant,
-//! and only if no other request has answered with it since), a place in a fair queue or in
-//! the waiting-writers line is left. A ticket's poll that fails on Redis or shutdown keeps the
-//! ticket's place: its client still has the ticket and polls again.
+//! may have got: the loop tells [`super::rollback`] each step, which decides.
 
 use std::pin::pin;
 use std::time::Duration;
@@ -14,126 +11,17 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use tokio::time::Instant;
 
+use super::attempt::{Outcome, Target};
+use super::rollback::{InFlight, MayHold, Step};
+use crate::locks::Locks;
 use crate::locks::error::LockError;
-use crate::locks::feed::waitlist::Wanted;
 use crate::locks::observer::{AcquireOutcome, AcquireReport, Wake};
-use crate::locks::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
-use crate::locks::scripts::non_empty;
-use crate::locks::scripts::semaphore_acquire::SemaphoreAcquire;
+use crate::locks::scripts::acquire::Op;
 use crate::locks::types::{
-    AcquireRequest, Acquired, Contention, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseToken,
-    LockName, Metadata, PermitRequest, RwPolicy, Ticket, Timestamp, Ttl, request_nonce,
+    AcquireRequest, Acquired, Grant, LeaseId, LeaseKind, LeaseToken, LockName, PermitRequest,
+    RwPolicy, Ticket, Ttl, request_nonce,
 };
-use crate::locks::types::{LeaseKind, Resource};
 use crate::locks::wakeups::{Parking, Registration};
-use crate::locks::{EventKind, FencingToken, LockEvent, Locks};
-
-/// What is being acquired.
-enum Target<'a> {
-    Lock {
-        op: Op,
-        kind: Option<LeaseKind>,
-        policy: RwPolicy,
-        ttl: Option<Ttl>,
-        /// Owned, not borrowed from the request: the waiting future is then the one place
-        /// a parked waiter keeps them.
-        holder: Option<HolderLabel>,
-        metadata: Option<Metadata>,
-        idempotency: Option<IdempotencyKey>,
-    },
-    Semaphore(&'a PermitRequest),
-}
-
-impl Target<'_> {
-    fn op(&self) -> Option<Op> {
-        match self {
-            Self::Lock { op, .. } => Some(*op),
-            Self::Semaphore(_) => None,
-        }
-    }
-
-    /// The kind asked for, when known before the grant (a reentry takes its lease's).
-    fn kind(&self) -> Option<LeaseKind> {
-        match self {
-            Self::Lock { op: Op::Poll, .. } => Some(LeaseKind::Fair),
-            Self::Lock { kind, .. } => *kind,
-            Self::Semaphore(_) => Some(LeaseKind::Semaphore),
-        }
-    }
-
-    fn resource(&self) -> Resource {
-        match self {
-            Self::Lock { .. } => Resource::Lock,
-            Self::Semaphore(_) => Resource::Semaphore,
-        }
-    }
-
-    /// What the waiting list shows of this request (see `waitlist`).
-    fn wanted(&self) -> Wanted<'_> {
-        match self {
-            Self::Lock { holder, .. } => Wanted {
-                kind: self.kind(),
-                holder: holder.as_ref().map(HolderLabel::as_str),
-                permits: None,
-            },
-            Self::Semaphore(p) => Wanted {
-                kind: self.kind(),
-                holder: p.holder.as_ref().map(HolderLabel::as_str),
-                permits: Some(p.permits),
-            },
-        }
-    }
-}
-
-/// One attempt's outcome.
-enum Outcome {
-    Granted(Grant),
-    Queued {
-        /// The ticket (another request's, when a retried Idempotency-Key replays it).
-        ticket: LeaseId,
-        token: Option<LeaseToken>,
-        position: u64,
-        retry: Option<Duration>,
-        poll_by: Timestamp,
-    },
-    Held {
-        contention: Contention,
-        arrived_ms: u64,
-    },
-}
-
-/// What a request holds that its client may not know about, to give back if the request is
-/// dropped (its client went away) or fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MayHold {
-    Nothing,
-    /// A place in a line: a fair ticket, or a waiting writer's place (fifo readers wait
-    /// behind it).
-    Place,
-    /// A grant its attempt may have made with no answer carrying it yet.
-    Grant,
-    GrantOrPlace,
-}
-
-impl MayHold {
-    fn and_grant(self) -> Self {
-        match self {
-            Self::Nothing | Self::Grant => Self::Grant,
-            Self::Place | Self::GrantOrPlace => Self::GrantOrPlace,
-        }
-    }
-
-    fn answered(self) -> Self {
-        match self {
-            Self::Nothing | Self::Grant => Self::Nothing,
-            Self::Place | Self::GrantOrPlace => Self::Place,
-        }
-    }
-
-    fn grant(self) -> bool {
-        matches!(self, Self::Grant | Self::GrantOrPlace)
-    }
-}
 
 impl Locks {
     /// Acquires `name` for a new lease of `request.kind`, or re-enters the lease
@@ -253,6 +141,8 @@ impl Locks {
             let mut arrived_ms = 0;
             let mut registration: Option<(LeaseId, Registration)> = None;
             loop {
+                // A poll of the ticket its client holds (not one this request issued).
+                let polls_clients_ticket = target.op() == Some(Op::Poll) && !issues_ticket;
                 // Registered before the attempt, so a wake-up right after a refusal is not lost.
                 if !wait.is_zero()
                     && registration
@@ -285,9 +175,10 @@ impl Locks {
                         Some(turn) => {
                             // Until the script answers, it may have granted (reentries are never
                             // rolled back: the lease is the client's already).
-                            if target.op() != Some(Op::Reenter) {
-                                request.may_hold = request.may_hold.and_grant();
-                            }
+                            let reentry = target.op() == Some(Op::Reenter);
+                            request.may_hold = request
+                                .may_hold
+                                .after(Step::Sending { reentry }, polls_clients_ticket);
                             // Boxed: the attempt's future (script arguments, the Redis call) is
                             // large and lives only while it runs; inline, every parked waiter
                             // would keep room for it.
@@ -299,18 +190,16 @@ impl Locks {
                     };
                     let outcome = match attempt {
                         Ok(outcome) => {
-                            request.may_hold = request.may_hold.answered();
+                            request.may_hold =
+                                request.may_hold.after(Step::Answered, polls_clients_ticket);
                             outcome
                         }
                         Err(e) => {
                             locks.observe_refusal(request.id, &e);
-                            if e.unavailable() && target.op() == Some(Op::Poll) && !issues_ticket {
-                                // The ticket's client polls again: it gets any grant this attempt
-                                // made, and keeps its place.
-                                request.may_hold = MayHold::Nothing;
-                            } else if !e.unavailable() {
-                                request.may_hold = request.may_hold.answered();
-                            }
+                            let unavailable = e.unavailable();
+                            request.may_hold = request
+                                .may_hold
+                                .after(Step::Failed { unavailable }, polls_clients_ticket);
                             let outcome = if e.unavailable() {
                                 AcquireOutcome::Failed
                             } else {
@@ -362,10 +251,13 @@ impl Locks {
                                 // under it, and refused.
                                 *idempotency = None;
                             }
-                            request.may_hold = MayHold::Place;
+                            request.may_hold =
+                                request.may_hold.after(Step::InLine, polls_clients_ticket);
                             if Instant::now() >= deadline || notified.is_none() {
                                 // The ticket keeps its place for the client to poll.
-                                request.may_hold = MayHold::Nothing;
+                                request.may_hold = request
+                                    .may_hold
+                                    .after(Step::TicketHandedOut, polls_clients_ticket);
                                 locks.report(name, report.end(AcquireOutcome::Queued));
                                 return Ok(Acquired::Queued(Ticket {
                                     lease_id: request.id,
@@ -384,7 +276,8 @@ impl Locks {
                             arrived_ms = arrived;
                             // A waiting writer stands in line (fifo policy) until it leaves.
                             if target.kind().is_some_and(LeaseKind::stands_in_line) {
-                                request.may_hold = MayHold::Place;
+                                request.may_hold =
+                                    request.may_hold.after(Step::InLine, polls_clients_ticket);
                             }
                             if Instant::now() >= deadline || notified.is_none() {
                                 let outcome = if notified.is_none() {
@@ -429,10 +322,9 @@ impl Locks {
                     () = notified => Wake::Message,
                     () = tokio::time::sleep_until(retry_at) => Wake::Timer,
                     () = locks.inner.shutdown.cancelled() => {
-                        if target.op() == Some(Op::Poll) && !issues_ticket {
-                            // The client polls its ticket again elsewhere: keep its place.
-                            request.may_hold = MayHold::Nothing;
-                        }
+                        // (Polling its client's ticket: the client polls again elsewhere, and
+                        // the ticket keeps its place.)
+                        request.may_hold = request.may_hold.after(Step::ShuttingDown, polls_clients_ticket);
                         locks.report(name, report.end(AcquireOutcome::Failed));
                         return Err(LockError::ShuttingDown);
                     }
@@ -460,165 +352,6 @@ impl Locks {
             waited: report.waited,
             handoff: report.handoff,
         });
-    }
-
-    async fn attempt(
-        &self,
-        name: &LockName,
-        target: &Target<'_>,
-        request: &InFlight,
-        liveness: Duration,
-        arrived_ms: u64,
-        turn: &crate::locks::Turn<'_>,
-    ) -> Result<Outcome, LockError> {
-        let (id, token) = (request.id, &request.token);
-        let (reply, idempotency) = match target {
-            Target::Lock {
-                op,
-                kind,
-                policy,
-                ttl,
-                holder,
-                metadata,
-                idempotency,
-            } => {
-                let script = Acquire {
-                    op: *op,
-                    ttl: *ttl,
-                    id,
-                    token,
-                    holder: holder.as_ref(),
-                    metadata: metadata.as_ref(),
-                    kind: *kind,
-                    policy: *policy,
-                    liveness_ms: millis(liveness),
-                    arrived_ms,
-                    nonce: &request.nonce,
-                    idempotency: idempotency.as_ref(),
-                };
-                (
-                    self.call_in_turn(turn, name, &script).await?,
-                    idempotency.as_ref(),
-                )
-            }
-            Target::Semaphore(permits) => {
-                let script = SemaphoreAcquire {
-                    request: permits,
-                    id,
-                    token,
-                    nonce: &request.nonce,
-                };
-                (
-                    self.call_in_turn(turn, name, &script).await?,
-                    permits.idempotency.as_ref(),
-                )
-            }
-        };
-        let unseal = |sealed: &Option<String>| {
-            sealed
-                .as_deref()
-                .filter(|s| !s.is_empty())
-                .and_then(|s| idempotency.and_then(|key| key.unseal(s)))
-        };
-        match reply {
-            AcquireReply::Acquired(g) => {
-                // A replayed new lease shows the first token (unsealed with the key); a ticket
-                // polled again shows none (its client has it).
-                let shown = match (g.replayed, unseal(&g.sealed)) {
-                    (_, Some(first)) => Some(first),
-                    (true, None) => None,
-                    (false, None) => (target.op() != Some(Op::Reenter)).then(|| token.clone()),
-                };
-                let kind = if target.op() == Some(Op::Poll) {
-                    EventKind::Granted
-                } else {
-                    EventKind::Acquired
-                };
-                self.publish_grant(name, kind, &g);
-                Ok(Outcome::Granted(grant(g, shown, true)?))
-            }
-            // Its event came with the reply (`ev`): the history has it too.
-            AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(g, None, false)?)),
-            AcquireReply::Held {
-                pttl,
-                holder_id,
-                lease_id,
-                holder,
-                arrived_ms,
-            } => Ok(Outcome::Held {
-                contention: Contention {
-                    holder: non_empty(holder),
-                    lease_id: lease_id.as_deref().and_then(LeaseId::parse),
-                    holder_id,
-                    retry_after: positive_ms(pttl),
-                },
-                arrived_ms: arrived_ms.unwrap_or(0),
-            }),
-            AcquireReply::Queued {
-                lease_id,
-                position,
-                pttl,
-                deadline_ms,
-                sealed,
-                new,
-                holder,
-                now_us,
-            } => {
-                let ticket = LeaseId::parse(&lease_id)
-                    .ok_or_else(|| LockError::BadReply(format!("ticket id {lease_id:?}")))?;
-                if new {
-                    let at_us = now_us.unwrap_or(0);
-                    self.publish(
-                        &LockEvent::new(EventKind::Queued, name, at_us / 1000)
-                            .lease(ticket, non_empty(holder).as_deref())
-                            .with("at_us", at_us),
-                    );
-                }
-                Ok(Outcome::Queued {
-                    ticket,
-                    token: unseal(&sealed),
-                    position,
-                    retry: positive_ms(pttl),
-                    poll_by: Timestamp(deadline_ms),
-                })
-            }
-            AcquireReply::UnknownToken => Err(LockError::UnknownToken),
-            AcquireReply::TicketToken => Err(LockError::TicketPending),
-            AcquireReply::TicketExpired => Err(LockError::TicketExpired),
-            AcquireReply::KindConflict { held_as } => Err(LockError::kind_conflict(&held_as)),
-            AcquireReply::NotReentrant => Err(LockError::NotReentrant),
-            AcquireReply::UpgradeRefused => Err(LockError::UpgradeRefused),
-            AcquireReply::LimitMismatch { limit } => Err(LockError::LimitMismatch { limit }),
-            AcquireReply::IdempotencyMismatch => Err(LockError::IdempotencyMismatch),
-            AcquireReply::Refused(r) => Err(r.into()),
-        }
-    }
-}
-
-impl Locks {
-    /// The live event of a grant (not of one answered again).
-    fn publish_grant(&self, name: &LockName, kind: EventKind, g: &Granted) {
-        if g.replayed {
-            return;
-        }
-        let at_us = g.now_us.unwrap_or(g.now_ms * 1000);
-        let Some(id) = LeaseId::parse(&g.lease_id) else {
-            return;
-        };
-        let count = if g.kind == LeaseKind::Semaphore {
-            "permits"
-        } else {
-            "reentry_count"
-        };
-        self.publish(
-            &LockEvent::new(kind, name, g.now_ms)
-                .lease(id, g.holder.as_deref().filter(|h| !h.is_empty()))
-                .with("kind", g.kind.as_str())
-                .with(count, g.reentry_count)
-                .with("fencing_token", g.fencing_token)
-                .with("ttl_ms", g.ttl_ms)
-                .with("at_us", at_us),
-        );
     }
 }
 
@@ -658,92 +391,5 @@ impl Report {
                 .filter(|_| granted)
                 .map(|(at, wake)| (wake, at.elapsed())),
         }
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn positive_ms(ms: i64) -> Option<Duration> {
-    u64::try_from(ms).ok().map(Duration::from_millis)
-}
-
-fn grant(g: Granted, token: Option<LeaseToken>, new_lease: bool) -> Result<Grant, LockError> {
-    let lease_id = LeaseId::parse(&g.lease_id)
-        .ok_or_else(|| LockError::BadReply(format!("lease id {:?}", g.lease_id)))?;
-    Ok(Grant {
-        lease_id,
-        token,
-        new_lease,
-        replayed: g.replayed,
-        kind: g.kind,
-        holder: non_empty(g.holder),
-        fencing_token: FencingToken(g.fencing_token),
-        reentry_count: g.reentry_count,
-        ttl_ms: g.ttl_ms,
-        acquired_at: Timestamp(g.created_ms),
-        expires_at: Timestamp(g.expires_ms.unwrap_or(g.now_ms.saturating_add(g.ttl_ms))),
-    })
-}
-
-/// One acquire request while it runs: the lease (or ticket) it acts for and what it may hold
-/// that its client does not know about; dropping it gives that back.
-struct InFlight {
-    locks: Locks,
-    name: LockName,
-    resource: Resource,
-    id: LeaseId,
-    token: LeaseToken,
-    /// Names the grants this request makes: only they may be rolled back by it.
-    nonce: String,
-    may_hold: MayHold,
-    /// The id this request is on its lock's waiting list as, if it is: it leaves the list
-    /// when it ends, however it ends (the client gone too).
-    listed: Option<LeaseId>,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if let Some(id) = self.listed.take() {
-            self.locks.unlist(&self.name, id);
-        }
-        if self.may_hold == MayHold::Nothing {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (locks, name, id, token, nonce) = (
-            self.locks.clone(),
-            self.name.clone(),
-            self.id,
-            self.token.clone(),
-            std::mem::take(&mut self.nonce),
-        );
-        let (resource, may_hold) = (self.resource, self.may_hold);
-        runtime.spawn(async move {
-            if may_hold.grant() {
-                match locks.roll_back(resource, &name, id, &token, &nonce).await {
-                    Ok(_) => tracing::info!(lock = %name, lease_id = %id, "rolled back a grant whose client went away"),
-                    Err(
-                        LockError::UnknownLease
-                        | LockError::TicketPending
-                        | LockError::LeaseLost(_)
-                        | LockError::NotRolledBack,
-                    ) => {}
-                    Err(e) => tracing::warn!(lock = %name, lease_id = %id, error = %e, "could not roll back an undelivered grant"),
-                }
-            }
-            // A grant that was never made may have left a place in line instead.
-            if resource == Resource::Lock
-                && let Err(e) = locks.leave(&name, id, &token).await
-            {
-                match e {
-                    LockError::UnknownLease | LockError::LeaseLost(_) => {}
-                    e => tracing::warn!(lock = %name, lease_id = %id, error = %e, "could not leave the queue"),
-                }
-            }
-        });
     }
 }

@@ -3,10 +3,14 @@
 
 pub mod acquire;
 pub mod admin;
+pub mod attempt;
+#[cfg(test)]
+mod budgets;
 pub mod census;
 pub mod eviction;
 pub mod inspect;
 pub mod lease;
 pub mod listing;
+pub mod rollback;
 pub mod tenure;
 pub mod watch;

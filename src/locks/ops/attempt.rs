@@ -1,0 +1,279 @@
+//! One attempt of an acquire request: what is asked for ([`Target`]), the script call, and
+//! its reply read as an [`Outcome`] (granted, queued with a ticket, or held by another),
+//! with the grant's live event published. The waiting loop around it is [`super::acquire`].
+
+use std::time::Duration;
+
+use crate::locks::error::LockError;
+use crate::locks::feed::waitlist::Wanted;
+use crate::locks::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
+use crate::locks::scripts::non_empty;
+use crate::locks::scripts::semaphore_acquire::SemaphoreAcquire;
+use crate::locks::types::{
+    Contention, Grant, HolderLabel, IdempotencyKey, LeaseKind, LeaseToken, LockName, Metadata,
+    PermitRequest, Resource, RwPolicy, Timestamp, Ttl,
+};
+use crate::locks::{EventKind, FencingToken, LeaseId, LockEvent, Locks};
+
+use super::rollback::InFlight;
+
+/// What is being acquired.
+pub(super) enum Target<'a> {
+    Lock {
+        op: Op,
+        kind: Option<LeaseKind>,
+        policy: RwPolicy,
+        ttl: Option<Ttl>,
+        /// Owned, not borrowed from the request: the waiting future is then the one place
+        /// a parked waiter keeps them.
+        holder: Option<HolderLabel>,
+        metadata: Option<Metadata>,
+        idempotency: Option<IdempotencyKey>,
+    },
+    Semaphore(&'a PermitRequest),
+}
+
+impl Target<'_> {
+    pub(super) fn op(&self) -> Option<Op> {
+        match self {
+            Self::Lock { op, .. } => Some(*op),
+            Self::Semaphore(_) => None,
+        }
+    }
+
+    /// The kind asked for, when known before the grant (a reentry takes its lease's).
+    pub(super) fn kind(&self) -> Option<LeaseKind> {
+        match self {
+            Self::Lock { op: Op::Poll, .. } => Some(LeaseKind::Fair),
+            Self::Lock { kind, .. } => *kind,
+            Self::Semaphore(_) => Some(LeaseKind::Semaphore),
+        }
+    }
+
+    pub(super) fn resource(&self) -> Resource {
+        match self {
+            Self::Lock { .. } => Resource::Lock,
+            Self::Semaphore(_) => Resource::Semaphore,
+        }
+    }
+
+    /// What the waiting list shows of this request (see `waitlist`).
+    pub(super) fn wanted(&self) -> Wanted<'_> {
+        match self {
+            Self::Lock { holder, .. } => Wanted {
+                kind: self.kind(),
+                holder: holder.as_ref().map(HolderLabel::as_str),
+                permits: None,
+            },
+            Self::Semaphore(p) => Wanted {
+                kind: self.kind(),
+                holder: p.holder.as_ref().map(HolderLabel::as_str),
+                permits: Some(p.permits),
+            },
+        }
+    }
+}
+
+/// One attempt's outcome.
+pub(super) enum Outcome {
+    Granted(Grant),
+    Queued {
+        /// The ticket (another request's, when a retried Idempotency-Key replays it).
+        ticket: LeaseId,
+        token: Option<LeaseToken>,
+        position: u64,
+        retry: Option<Duration>,
+        poll_by: Timestamp,
+    },
+    Held {
+        contention: Contention,
+        arrived_ms: u64,
+    },
+}
+
+impl Locks {
+    pub(super) async fn attempt(
+        &self,
+        name: &LockName,
+        target: &Target<'_>,
+        request: &InFlight,
+        liveness: Duration,
+        arrived_ms: u64,
+        turn: &crate::locks::Turn<'_>,
+    ) -> Result<Outcome, LockError> {
+        let (id, token) = (request.id, &request.token);
+        let (reply, idempotency) = match target {
+            Target::Lock {
+                op,
+                kind,
+                policy,
+                ttl,
+                holder,
+                metadata,
+                idempotency,
+            } => {
+                let script = Acquire {
+                    op: *op,
+                    ttl: *ttl,
+                    id,
+                    token,
+                    holder: holder.as_ref(),
+                    metadata: metadata.as_ref(),
+                    kind: *kind,
+                    policy: *policy,
+                    liveness_ms: millis(liveness),
+                    arrived_ms,
+                    nonce: &request.nonce,
+                    idempotency: idempotency.as_ref(),
+                };
+                (
+                    self.call_in_turn(turn, name, &script).await?,
+                    idempotency.as_ref(),
+                )
+            }
+            Target::Semaphore(permits) => {
+                let script = SemaphoreAcquire {
+                    request: permits,
+                    id,
+                    token,
+                    nonce: &request.nonce,
+                };
+                (
+                    self.call_in_turn(turn, name, &script).await?,
+                    permits.idempotency.as_ref(),
+                )
+            }
+        };
+        let unseal = |sealed: &Option<String>| {
+            sealed
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .and_then(|s| idempotency.and_then(|key| key.unseal(s)))
+        };
+        match reply {
+            AcquireReply::Acquired(g) => {
+                // A replayed new lease shows the first token (unsealed with the key); a ticket
+                // polled again shows none (its client has it).
+                let shown = match (g.replayed, unseal(&g.sealed)) {
+                    (_, Some(first)) => Some(first),
+                    (true, None) => None,
+                    (false, None) => (target.op() != Some(Op::Reenter)).then(|| token.clone()),
+                };
+                let kind = if target.op() == Some(Op::Poll) {
+                    EventKind::Granted
+                } else {
+                    EventKind::Acquired
+                };
+                self.publish_grant(name, kind, &g);
+                Ok(Outcome::Granted(grant(g, shown, true)?))
+            }
+            // Its event came with the reply (`ev`): the history has it too.
+            AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(g, None, false)?)),
+            AcquireReply::Held {
+                pttl,
+                holder_id,
+                lease_id,
+                holder,
+                arrived_ms,
+            } => Ok(Outcome::Held {
+                contention: Contention {
+                    holder: non_empty(holder),
+                    lease_id: lease_id.as_deref().and_then(LeaseId::parse),
+                    holder_id,
+                    retry_after: positive_ms(pttl),
+                },
+                arrived_ms: arrived_ms.unwrap_or(0),
+            }),
+            AcquireReply::Queued {
+                lease_id,
+                position,
+                pttl,
+                deadline_ms,
+                sealed,
+                new,
+                holder,
+                now_us,
+            } => {
+                let ticket = LeaseId::parse(&lease_id)
+                    .ok_or_else(|| LockError::BadReply(format!("ticket id {lease_id:?}")))?;
+                if new {
+                    let at_us = now_us.unwrap_or(0);
+                    self.publish(
+                        &LockEvent::new(EventKind::Queued, name, at_us / 1000)
+                            .lease(ticket, non_empty(holder).as_deref())
+                            .with("at_us", at_us),
+                    );
+                }
+                Ok(Outcome::Queued {
+                    ticket,
+                    token: unseal(&sealed),
+                    position,
+                    retry: positive_ms(pttl),
+                    poll_by: Timestamp(deadline_ms),
+                })
+            }
+            AcquireReply::UnknownToken => Err(LockError::UnknownToken),
+            AcquireReply::TicketToken => Err(LockError::TicketPending),
+            AcquireReply::TicketExpired => Err(LockError::TicketExpired),
+            AcquireReply::KindConflict { held_as } => Err(LockError::kind_conflict(&held_as)),
+            AcquireReply::NotReentrant => Err(LockError::NotReentrant),
+            AcquireReply::UpgradeRefused => Err(LockError::UpgradeRefused),
+            AcquireReply::LimitMismatch { limit } => Err(LockError::LimitMismatch { limit }),
+            AcquireReply::IdempotencyMismatch => Err(LockError::IdempotencyMismatch),
+            AcquireReply::Refused(r) => Err(r.into()),
+        }
+    }
+}
+
+impl Locks {
+    /// The live event of a grant (not of one answered again).
+    fn publish_grant(&self, name: &LockName, kind: EventKind, g: &Granted) {
+        if g.replayed {
+            return;
+        }
+        let at_us = g.now_us.unwrap_or(g.now_ms * 1000);
+        let Some(id) = LeaseId::parse(&g.lease_id) else {
+            return;
+        };
+        let count = if g.kind == LeaseKind::Semaphore {
+            "permits"
+        } else {
+            "reentry_count"
+        };
+        self.publish(
+            &LockEvent::new(kind, name, g.now_ms)
+                .lease(id, g.holder.as_deref().filter(|h| !h.is_empty()))
+                .with("kind", g.kind.as_str())
+                .with(count, g.reentry_count)
+                .with("fencing_token", g.fencing_token)
+                .with("ttl_ms", g.ttl_ms)
+                .with("at_us", at_us),
+        );
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn positive_ms(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
+}
+
+fn grant(g: Granted, token: Option<LeaseToken>, new_lease: bool) -> Result<Grant, LockError> {
+    let lease_id = LeaseId::parse(&g.lease_id)
+        .ok_or_else(|| LockError::BadReply(format!("lease id {:?}", g.lease_id)))?;
+    Ok(Grant {
+        lease_id,
+        token,
+        new_lease,
+        replayed: g.replayed,
+        kind: g.kind,
+        holder: non_empty(g.holder),
+        fencing_token: FencingToken(g.fencing_token),
+        reentry_count: g.reentry_count,
+        ttl_ms: g.ttl_ms,
+        acquired_at: Timestamp(g.created_ms),
+        expires_at: Timestamp(g.expires_ms.unwrap_or(g.now_ms.saturating_add(g.ttl_ms))),
+    })
+}
