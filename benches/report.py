@@ -6,6 +6,7 @@ benches/before.json) and after (this run).
 python3 benches/report.py bench-out/results.jsonl "benches/run.sh 10" benches/before.json > BENCHMARKS.md
 """
 import json
+from pathlib import Path
 import sys
 
 
@@ -591,6 +592,12 @@ def main():
         if r:
             w(f"| {name} | {num(r['cycles_per_s'])} | {ms(r['acquire_ms']['p50'])} / {ms(r['acquire_ms']['p99'])} |")
     w("")
+
+    # The measurements behind the code's shape: kept by hand in benches/why.md, not made by a run.
+    why = Path(__file__).with_name("why.md")
+    if why.exists():
+        w(why.read_text().rstrip())
+        w("")
 
 
     print("\n".join(out))

@@ -2,25 +2,25 @@
 -- queue ticket try again. Layouts are Redisson's: RLock (reentrant, exclusive), RFairLock
 -- (fair: queue list + deadline zset), RReadWriteLock (read, write: `mode`, holder fields,
 -- rwlock_timeout keys). KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): ttl (ms); "0" on reentry or poll keeps the lease's own TTL
--- A(2): "new", "reenter" (with a lease token) or "poll" (a fair ticket tries again)
--- A(3): the lease id: the one the new token proves (new), the presented token proves
+-- A(1) ttl_ms: ttl (ms); "0" on reentry or poll keeps the lease's own TTL
+-- A(2) op: "new", "reenter" (with a lease token) or "poll" (a fair ticket tries again)
+-- A(3) lease_id: the lease id: the one the new token proves (new), the presented token proves
 --       (reenter), or the ticket's (poll)
--- A(4): "1" when the presented token proves A(3) (always for new and reenter)
--- A(5): kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
--- A(6): this request's nonce: only a rollback naming it may take back a grant made here,
+-- A(4) proven: "1" when the presented token proves A(3) (always for new and reenter)
+-- A(5) kind: kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
+-- A(6) nonce: this request's nonce: only a rollback naming it may take back a grant made here,
 --       and only until another request has answered with that grant
 -- The rest are optional; the caller leaves out those at the end that are "" (a new
 -- reentrant, exclusive or read lease on its first try sends none of them):
--- A(7): when this request first tried (ms, from an earlier reply), or "" for now
--- A(8): read/write policy: "fifo", or "" (readers_first)
--- A(9): how long a queue place (fair waiter, waiting writer) lasts without a further attempt
+-- A(7) arrived_ms: when this request first tried (ms, from an earlier reply), or "" for now
+-- A(8) policy: read/write policy: "fifo", or "" (readers_first)
+-- A(9) liveness_ms: how long a queue place (fair waiter, waiting writer) lasts without a further attempt
 --       (ms); "" where no queue place can be taken: a new reentrant, exclusive or read lease
--- A(10): holder label
--- A(11): metadata as JSON text
--- A(12): sha256 hex of the request's Idempotency-Key
--- A(13): sha256 hex of what the request asks (checked against the key's first request)
--- A(14): the new lease's token sealed under the Idempotency-Key (hex)
+-- A(10) holder: holder label
+-- A(11) metadata: metadata as JSON text
+-- A(12) key_digest: sha256 hex of the request's Idempotency-Key
+-- A(13) fingerprint: sha256 hex of what the request asks (checked against the key's first request)
+-- A(14) sealed_token: the new lease's token sealed under the Idempotency-Key (hex)
 -- Returns: JSON with status = acquired | reentered | held | queued | lease_lost |
 --   unknown_token | ticket_token | unknown_lease | forbidden | ticket_expired | kind_conflict |
 --   not_reentrant | upgrade_refused | idempotency_mismatch | too_late. A grant answered again
@@ -29,8 +29,8 @@
 --   `ev`: events of other leases this call recorded (an expiry it noticed), to publish.
 -- Made once, when the library loads: the values of the call being served (every call sets
 -- them first, below the marker: Redis runs one function at a time), and the helpers that use
--- them. Helpers made inside the function, as closures over its locals, cost ~10,000 Redis
--- instructions per acquire (counted with callgrind: each captured local is an allocation).
+-- them. Helpers made inside the function, as closures over its locals, would cost an
+-- allocation per captured local on every call (BENCHMARKS.md, W2).
 local ttl, op, id, proven, kind, policy, liveness, arrival, nonce
 local label, meta, idem, fp, sealed
 local events, st, h
@@ -246,9 +246,8 @@ events, st = NO_EVENTS, nil
 -- The usual request: a new lease on a name nobody uses, without an Idempotency-Key, not after
 -- a wait. It is granted here with what the general path below would write, but reading fewer
 -- fields of the state (six rather than nine for the kinds recorded in the fixed fields, three
--- for read and write), building no tables and writing the state in one HSET (callgrind, 500
--- calls, when it first read seven fields and queued its writes: 102.7k Redis instructions per
--- reentrant acquire here, 120.7k on the general path). Whatever else it finds (a fair queue,
+-- for read and write), building no tables and writing the state in one HSET (BENCHMARKS.md,
+-- W3). Whatever else it finds (a fair queue,
 -- a lease whose record still says held: it ran out unnoticed, and its expiry must be
 -- recorded) goes on to the general path, which reads what it needs itself.
 if op == 'new' and idem == '' and arrival == NOW_S and redis.call('EXISTS', L) == 0 then

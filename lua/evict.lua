@@ -4,10 +4,10 @@
 -- (its holder's next call gets 410) and the history entry (type force_released, with
 -- `lease_ids` and `holders` naming the one lease and `scope` = "lease") says who and why.
 -- KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): lease id
--- A(2): who asked (for the history)
--- A(3): why (free text, "" for none)
--- A(4): "semaphore" for a semaphore's lease, "" for a lock's
+-- A(1) lease_id: lease id
+-- A(2) by: who asked (for the history)
+-- A(3) reason: why (free text, "" for none)
+-- A(4) resource: "semaphore" for a semaphore's lease, "" for a lock's
 -- Returns: JSON {status = force_released | not_held | too_late, holders = [the lease]}, and
 --   in `ev` the history entry. not_held: the lease does not hold this lock (or semaphore).
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end

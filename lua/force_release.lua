@@ -3,8 +3,8 @@
 -- head, or everyone). Each removed Leasehold lease is marked force_released, so its holder's
 -- next call gets 410. Queued fair waiters keep their places. A key some other program made
 -- is left alone. KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): who asked (for the history)
--- A(2): why (free text, "" for none)
+-- A(1) by: who asked (for the history)
+-- A(2) reason: why (free text, "" for none)
 -- Returns: JSON {status = force_released | not_held | kind_conflict (held_as) | too_late,
 --   holders = [{holder_id, reentry_count, lease_id?, holder?, kind?, fencing_token?,
 --   since_ms?}]}, and in `ev` the history entry, which names every holder removed.

@@ -1,7 +1,7 @@
 -- Read one lease's state without its token: held (with its counts and time left), queued
 -- (a fair ticket: its place), or how it ended (its record, or the lock's history). Changes
 -- nothing. KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): lease id
+-- A(1) lease_id: lease id
 -- Returns: JSON {found, state, kind, holder, metadata, fencing_token, ttl_ms, created_ms,
 --   expires_ms, ended_ms, reentry_count, read_count, write_count, position, pttl, now_ms}
 lock_begin(KEYS, ARGV)

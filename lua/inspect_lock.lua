@@ -2,7 +2,7 @@
 -- Redisson clients; read/write counts per holder), its fair queue in order, the time left and
 -- the fencing counter. Changes nothing; never reads out a key some other program made.
 -- KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): how many queued waiters to list at most
+-- A(1) queue_listed: how many queued waiters to list at most
 -- Returns: JSON {known, held_as, mode, fence, pttl, now_ms, queue_length,
 --   holders = [{holder_id, reentry_count, read_count, write_count, lease_id?, holder?,
 --     metadata?, fencing_token?, created_ms?, kind?}],

@@ -1,8 +1,8 @@
 -- A waiter gives up its place: a fair queue ticket (its request ended, or DELETE on the
 -- ticket) or a waiting writer. When the fair queue's head leaves a free lock, the next waiter
 -- is woken. KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): the waiter's lease id
--- A(2): "1" when the presented token proves the lease id
+-- A(1) lease_id: the waiter's lease id
+-- A(2) proven: "1" when the presented token proves the lease id
 -- Returns: JSON with status = left (with the ticket's history entry in `ev`) | not_queued |
 --   forbidden | unknown_lease | too_late
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end

@@ -14,7 +14,9 @@
 --          for none: by then its request has been answered 503, so running it late (delayed
 --          by a partition, or queued in a frozen Redis) would act behind its client's back
 -- ARGV[2]: how long an ended lease's idempotency record and state stay (ms)
--- The function's own ARGV follow; `A(n)` is its n-th.
+-- The function's own ARGV follow; `A(n)` is its n-th. Each file's header names them in order,
+-- `-- A(n) name: what it is`, with the names its Rust twin's `Script::ARGS` lists (a unit
+-- test holds the two together).
 
 -- Per-call values, set by begin() (TAG: cleared by begin(), made on first use by tag()).
 -- Times come as numbers and as text: Redis's Lua turns a number into text slowly (about a

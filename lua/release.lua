@@ -5,16 +5,16 @@
 -- same lease turns the lock into a read lock). Also rolls back a grant whose client went
 -- away, but only the grant the rolling-back request made and nobody has answered with since.
 -- KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): lease id
--- A(2): "1" when the presented token proves the lease id
+-- A(1) lease_id: lease id
+-- A(2) proven: "1" when the presented token proves the lease id
 -- The rest are optional; the caller leaves out those at the end that are "" (the usual
 -- release sends none of them):
--- A(3): "all" to release every level (of both modes, unless A(5) names one), "" for one
--- A(4): why: "" (released), or "client_gone" to roll back an undelivered grant
--- A(5): read/write leases: which hold to release, "read" or "write" ("": write first)
--- A(6): client_gone: the nonce of the request that made the grant
--- A(7): sha256 hex of the request's Idempotency-Key
--- A(8): sha256 hex of what the request asks
+-- A(3) all: "all" to release every level (of both modes, unless A(5) names one), "" for one
+-- A(4) why: why: "" (released), or "client_gone" to roll back an undelivered grant
+-- A(5) mode: read/write leases: which hold to release, "read" or "write" ("": write first)
+-- A(6) nonce: client_gone: the nonce of the request that made the grant
+-- A(7) key_digest: sha256 hex of the request's Idempotency-Key
+-- A(8) fingerprint: sha256 hex of what the request asks
 -- Returns: JSON with status = released | still_held | mode_not_held | lease_lost | queued |
 --   forbidden | unknown_lease | not_rolled_back | idempotency_mismatch | too_late; released
 --   carries the lease's kind, since_ms and now_ms (its age is their difference: the server
@@ -84,8 +84,7 @@ local id, proven, all = ARGV[3], ARGV[4] == '1', ARGV[5] == 'all'
 -- fair with nobody queued), released by its own token, for no other reason, without an
 -- Idempotency-Key (so no argument after A(3)). It ends here with what the general path below
 -- would write, reading five fields of the state rather than eight, building no tables and
--- writing the state in one HSET (callgrind, 500 calls, when it still queued its writes:
--- 109.1k Redis instructions per call here, 139.1k on the general path). The last hold of a
+-- writing the state in one HSET (BENCHMARKS.md, W4). The last hold of a
 -- read or write lease that holds the lock alone ends in release_last_shared. Anything else (a
 -- queue to wake, a level left, a lease lost, a rollback) goes on to the general path.
 -- A lease the fixed fields do not record (a shared one, a fair ticket, one that ended) is
@@ -99,7 +98,7 @@ if proven and ARGV[6] == nil then
   local rec, fields, kind, since, fence = v[2]
   -- A held record with no end and no permits (see pack): its fields up to the fence are
   -- matched, the rest checked by its last two characters (a nonce is hex): a pattern over
-  -- the whole record cost ~5,000 Redis instructions more per call. (string.find answers
+  -- the whole record costs more on every call (BENCHMARKS.md, W5). (string.find answers
   -- with a number: string.sub would make a string, which Redis's Lua hashes.)
   if v[1] == id and not v[4] and rec and string.find(rec, '||', -2, true) then
     fields, kind, since, fence = string.match(rec, '^held(|(%l+)|%d+|(%d+)|%d+|(%d+)|)')

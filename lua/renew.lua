@@ -2,9 +2,9 @@
 -- hold renews its own rwlock_timeout keys as well as the lock hash (renewing only the hash is
 -- how read locks get lost elsewhere). A lease that lost its lock is reported lost, never
 -- re-acquired. KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): lease id
--- A(2): "1" when the presented token proves the lease id
--- A(3): new ttl (ms); "0" keeps the lease's own TTL
+-- A(1) lease_id: lease id
+-- A(2) proven: "1" when the presented token proves the lease id
+-- A(3) ttl_ms: new ttl (ms); "0" keeps the lease's own TTL
 -- Returns: JSON with status = renewed | lease_lost | queued | forbidden | unknown_lease |
 --   too_late; renewed carries slack_ms, how much of the old TTL was left when the heartbeat
 --   came, and the lease's holder.

@@ -3,17 +3,17 @@
 -- trySetPermits); while permits are out, later ones must name the same; with none out, a new
 -- limit stands (a limit ends with the semaphore's last permit). KEYS, ARGV[1..2]: see
 -- prelude.lua. Then:
--- A(1): ttl (ms)
--- A(2): the new lease id (the one the new token proves)
--- A(3): the limit the caller expects
--- A(4): permits wanted
--- A(5): this request's nonce (see acquire.lua)
+-- A(1) ttl_ms: ttl (ms)
+-- A(2) lease_id: the new lease id (the one the new token proves)
+-- A(3) limit: the limit the caller expects
+-- A(4) permits: permits wanted
+-- A(5) nonce: this request's nonce (see acquire.lua)
 -- The optional ones follow; the caller leaves out those at the end that are "" (none):
--- A(6): holder label
--- A(7): metadata as JSON text
--- A(8): sha256 hex of the request's Idempotency-Key
--- A(9): sha256 hex of what the request asks (checked against the key's first request)
--- A(10): the new token sealed under the Idempotency-Key (hex)
+-- A(6) holder: holder label
+-- A(7) metadata: metadata as JSON text
+-- A(8) key_digest: sha256 hex of the request's Idempotency-Key
+-- A(9) fingerprint: sha256 hex of what the request asks (checked against the key's first request)
+-- A(10) sealed_token: the new token sealed under the Idempotency-Key (hex)
 -- Returns: JSON with status = acquired | held (with pttl: when the next permit expires) |
 --   limit_mismatch | kind_conflict | lease_lost | idempotency_mismatch | too_late; a retried
 --   key's answer carries replayed = true and sealed; `ev`: events to publish (expiries noticed)

@@ -3,9 +3,9 @@
 -- 410). With "clear", the semaphore itself goes as well (its counter and limit): the next
 -- acquirer sets a new limit, and the name can be used as a lock. KEYS, ARGV[1..2]: see
 -- prelude.lua. Then:
--- A(1): who asked (for the history)
--- A(2): why (free text, "" for none)
--- A(3): "clear" to remove the semaphore, "" to return its permits
+-- A(1) by: who asked (for the history)
+-- A(2) reason: why (free text, "" for none)
+-- A(3) clear: "clear" to remove the semaphore, "" to return its permits
 -- Returns: JSON {status = force_released | not_held | kind_conflict (held_as) | too_late,
 --   holders = [{holder_id, reentry_count, lease_id?, holder?, fencing_token?, since_ms?}]},
 --   and in `ev` the history entry, which names every holder removed

@@ -1,7 +1,7 @@
 -- Read a semaphore in one snapshot: limit, permits in use (expired ones do not count), and
 -- the holders: Leasehold leases, and the permits of Redisson clients as one entry. Changes
 -- nothing. KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): a lease id to describe as well ("" for none)
+-- A(1) lease_id: a lease id to describe as well ("" for none)
 -- Returns: JSON {known, limit, used, fence, now_ms, holders = [{lease_id?, holder, metadata,
 --   permits, fencing_token, created_ms, expires_ms}], lease?}
 semaphore_begin(KEYS, ARGV)

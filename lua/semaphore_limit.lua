@@ -1,8 +1,8 @@
 -- Admin: give a semaphore another limit. The available count moves by the difference (as
 -- Redisson's addPermits); with fewer permits than are out, it goes below zero and acquirers
 -- wait until enough come back. KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): the new limit
--- A(2): who asked (for the history)
+-- A(1) limit: the new limit
+-- A(2) by: who asked (for the history)
 -- Returns: JSON {status = changed (limit, previous, available) | not_found | kind_conflict |
 --   too_late}, and in `ev` the history entry
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end

@@ -1,14 +1,14 @@
 -- Give a semaphore lease's permits back and announce them on redisson_sc:{L} (the number now
 -- available, as Redisson's release does), waking waiters. Also rolls back a grant whose
 -- client went away (see release.lua). KEYS, ARGV[1..2]: see prelude.lua. Then:
--- A(1): lease id
--- A(2): "1" when the presented token proves the lease id
+-- A(1) lease_id: lease id
+-- A(2) proven: "1" when the presented token proves the lease id
 -- The rest are optional; the caller leaves out those at the end that are "" (the usual
 -- release sends none of them):
--- A(3): why: "" (released), or "client_gone" to roll back an undelivered grant
--- A(4): client_gone: the nonce of the request that made the grant
--- A(5): sha256 hex of the request's Idempotency-Key
--- A(6): sha256 hex of what the request asks
+-- A(3) why: why: "" (released), or "client_gone" to roll back an undelivered grant
+-- A(4) nonce: client_gone: the nonce of the request that made the grant
+-- A(5) key_digest: sha256 hex of the request's Idempotency-Key
+-- A(6) fingerprint: sha256 hex of what the request asks
 -- Returns: JSON with status = released | lease_lost | forbidden | unknown_lease |
 --   not_rolled_back | idempotency_mismatch | too_late; released carries kind = semaphore,
 --   since_ms and now_ms (the lease's age is their difference), and in `ev` its history entry

@@ -1,8 +1,8 @@
 -- Heartbeat for a semaphore lease: every one of its permits expires later. KEYS,
 -- ARGV[1..2]: see prelude.lua. Then:
--- A(1): lease id
--- A(2): "1" when the presented token proves the lease id
--- A(3): new ttl (ms); "0" keeps the lease's own TTL
+-- A(1) lease_id: lease id
+-- A(2) proven: "1" when the presented token proves the lease id
+-- A(3) ttl_ms: new ttl (ms); "0" keeps the lease's own TTL
 -- Returns: JSON with status = renewed | lease_lost | forbidden | unknown_lease | too_late
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
 local id, proven, ttl = A(1), A(2) == '1', A(3)

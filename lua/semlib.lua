@@ -23,7 +23,7 @@ local function semaphore_begin(keys, argv)
 end
 
 -- Permit ids are made from bytes looked up, not computed: gsub with a function per byte
--- cost ~30,000 Redis instructions per call (callgrind), more than the rest of a release.
+-- cost more than the rest of a release (BENCHMARKS.md, W6).
 -- BYTE: two hex digits -> that byte (both cases); SUFFIX[i]: permit number i as 4 bytes.
 -- Made on first use: code run while FUNCTION LOAD loads the library cannot reach `string`.
 local BYTE, SUFFIX

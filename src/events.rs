@@ -46,16 +46,14 @@ pub struct EventFeed {
     tx: broadcast::Sender<FeedMessage>,
     /// Whether the subscriber holds the default tenant's events channel. Every instance
     /// publishes every event there; held all the time, each batch would come back to every
-    /// instance whether or not anyone there watches: with one instance, in the 16-connection
-    /// acquire + release loop of BENCHMARKS.md §3, that delivery cost about 4 % of the cycles
-    /// per second, and each instance added receives every batch again.
+    /// instance whether or not anyone there watches, a cost on every cycle (BENCHMARKS.md,
+    /// W8), and each instance added receives every batch again.
     default: Arc<SubscriptionGate>,
     /// Whether the subscriber holds the tenants' events pattern (`<prefix>*/leasehold:events`).
     /// Redis matches every PUBLISH on the server against every pattern subscribed, and a
-    /// pattern that starts with `*` is tried at every position of the channel's name: ~3,000
-    /// instructions (callgrind, a short lock name; more for longer ones) for each unlock
-    /// message of every release, Redisson clients' too, per instance holding it, where
-    /// Redisson's whole minimal lock + unlock pair costs ~60,000.
+    /// pattern that starts with `*` is tried at every position of the channel's name, for each
+    /// unlock message of every release, Redisson clients' too, per instance holding it: a
+    /// twentieth of Redisson's whole lock + unlock pair (BENCHMARKS.md, W8).
     tenants: Arc<SubscriptionGate>,
 }
 

@@ -73,10 +73,10 @@ pub struct LockSettings {
     /// The requests' script calls that wait on Redis at once, at most, in this process (of
     /// every key space; the sweeper's are apart). Beyond that a call waits for its turn
     /// holding nothing but its place, for at most `redis_timeout`. Sent at once, each waiting
-    /// call would hold its command, the client's boxed future and room for its reply (about
-    /// 2 KB): a burst of requests (10,000 waiters parking at once) held them all together,
-    /// about 20 MB, which the allocator then kept as free memory. Redis runs one call at a
-    /// time; a few hundred queued keep it busy.
+    /// call would hold its command, the client's boxed future and room for its reply: a burst
+    /// of requests (10,000 waiters parking at once) held them all together, and the allocator
+    /// then kept that memory (BENCHMARKS.md, W10). Redis runs one call at a time; a few
+    /// hundred queued keep it busy.
     pub calls_in_flight: usize,
 }
 

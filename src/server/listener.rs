@@ -198,9 +198,9 @@ impl Drop for AddressSlot {
 
 /// The two protocol builders, set up once. Each connection gets the one its first bytes (or
 /// its TLS ALPN) ask for, rather than hyper-util's `auto` builder: that one reads the first 24
-/// bytes itself and replays them as a separate first read, which made hyper double its 8 KB
-/// read buffer on every HTTP/1.1 connection; and its connection type holds both protocols'
-/// state, so every HTTP/1.1 task carried HTTP/2's too.
+/// bytes itself and replays them as a separate first read, which made hyper double its read
+/// buffer on every HTTP/1.1 connection; and its connection type holds both protocols' state,
+/// so every HTTP/1.1 task carried HTTP/2's too (BENCHMARKS.md, W12).
 struct Builders {
     http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,

@@ -118,8 +118,8 @@ enum Change {
 /// whatever changes are queued (an HSET or HDEL each, and one pair of PEXPIREs per hash),
 /// rather than a round trip per waiter. A burst of waiters (10,000 parking at once) then
 /// costs Redis a few hundred pipelines, not 10,000, and the server keeps one queued change
-/// per waiter (a few hundred bytes), not a Redis call in flight (the pipeline, its boxed
-/// future, its buffers: about 2 KB, all of them at once, behind the attempts in Redis).
+/// per waiter, not a Redis call in flight (the pipeline, its boxed future, its buffers, all
+/// of them at once, behind the attempts in Redis; BENCHMARKS.md, W11).
 /// One writer on one connection: a request's removal is written after its entry.
 pub(in crate::locks) struct Writer {
     queue: Queue<Change>,

@@ -89,7 +89,11 @@ async fn a_parked_ticket_polls_future_stays_within_its_budget() {
     let name = name();
     let token = LeaseToken::generate();
     let future = locks.poll_ticket(&name, token.lease_id(), token.clone(), Duration::ZERO);
-    check("Locks::poll_ticket", std::mem::size_of_val(&future), POLL_TICKET);
+    check(
+        "Locks::poll_ticket",
+        std::mem::size_of_val(&future),
+        POLL_TICKET,
+    );
 }
 
 #[tokio::test]

@@ -54,6 +54,7 @@ pub(in crate::locks) struct Acquire<'a> {
 
 impl Script for Acquire<'_> {
     const FILE: &'static str = "acquire";
+    const ARGS: &'static [&'static str] = &["ttl_ms", "op", "lease_id", "proven", "kind", "nonce", "arrived_ms", "policy", "liveness_ms", "holder", "metadata", "key_digest", "fingerprint", "sealed_token"];
     const NOTES_NAME: bool = true;
     type Reply = AcquireReply;
 

@@ -14,6 +14,7 @@ pub(in crate::locks) struct Evict<'a> {
 
 impl Script for Evict<'_> {
     const FILE: &'static str = "evict";
+    const ARGS: &'static [&'static str] = &["lease_id", "by", "reason", "resource"];
     type Reply = ForceReleaseReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {

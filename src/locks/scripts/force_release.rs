@@ -22,6 +22,7 @@ impl ForceRelease<'_> {
 
 impl Script for ForceRelease<'_> {
     const FILE: &'static str = "force_release";
+    const ARGS: &'static [&'static str] = &["by", "reason"];
     type Reply = ForceReleaseReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {

@@ -12,6 +12,7 @@ pub(in crate::locks) struct InspectLease {
 
 impl Script for InspectLease {
     const FILE: &'static str = "inspect_lease";
+    const ARGS: &'static [&'static str] = &["lease_id"];
     type Reply = LeaseSnapshot;
 
     fn args(&self, cmd: &mut redis::Cmd) {

@@ -12,6 +12,7 @@ pub(in crate::locks) struct InspectLock {
 
 impl Script for InspectLock {
     const FILE: &'static str = "inspect_lock";
+    const ARGS: &'static [&'static str] = &["queue_listed"];
     type Reply = LockSnapshot;
 
     fn args(&self, cmd: &mut redis::Cmd) {

@@ -12,6 +12,7 @@ pub(in crate::locks) struct Leave<'a> {
 
 impl Script for Leave<'_> {
     const FILE: &'static str = "leave";
+    const ARGS: &'static [&'static str] = &["lease_id", "proven"];
     type Reply = LeaveReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {

@@ -1,7 +1,7 @@
 //! The Redis Function library every script call runs in: `lua/prelude.lua`, `lua/locklib.lua`
 //! and `lua/semlib.lua` (helpers, defined once when the library loads), then one function per
-//! operation file. Defining ~50 helpers on every EVALSHA cost more Redis time than most
-//! operations themselves; a library defines them once (see BENCHMARKS.md).
+//! operation file. Defining the helpers on every EVALSHA cost more Redis time than most
+//! operations themselves; a library defines them once (BENCHMARKS.md, W1).
 //!
 //! The library's name carries a hash of its text (`leasehold_<hash>`, functions
 //! `lh_<hash>_<op>`), so two Leasehold versions sharing one Redis (a rolling upgrade) each run
@@ -15,63 +15,13 @@ use std::sync::LazyLock;
 
 use sha2::{Digest, Sha256};
 
-/// Each operation's file in `lua/`, by name.
-const OPERATIONS: [(&str, &str); 15] = [
-    ("acquire", include_str!("../../../lua/acquire.lua")),
-    ("release", include_str!("../../../lua/release.lua")),
-    ("renew", include_str!("../../../lua/renew.lua")),
-    ("leave", include_str!("../../../lua/leave.lua")),
-    (
-        "force_release",
-        include_str!("../../../lua/force_release.lua"),
-    ),
-    (
-        "inspect_lock",
-        include_str!("../../../lua/inspect_lock.lua"),
-    ),
-    (
-        "inspect_lease",
-        include_str!("../../../lua/inspect_lease.lua"),
-    ),
-    (
-        "semaphore_acquire",
-        include_str!("../../../lua/semaphore_acquire.lua"),
-    ),
-    (
-        "semaphore_release",
-        include_str!("../../../lua/semaphore_release.lua"),
-    ),
-    (
-        "semaphore_renew",
-        include_str!("../../../lua/semaphore_renew.lua"),
-    ),
-    (
-        "semaphore_inspect",
-        include_str!("../../../lua/semaphore_inspect.lua"),
-    ),
-    (
-        "semaphore_force_release",
-        include_str!("../../../lua/semaphore_force_release.lua"),
-    ),
-    (
-        "semaphore_limit",
-        include_str!("../../../lua/semaphore_limit.lua"),
-    ),
-    ("sweep", include_str!("../../../lua/sweep.lua")),
-    ("evict", include_str!("../../../lua/evict.lua")),
-];
+use super::OPERATIONS;
 
-/// The operations that only take Redis memory: every other one frees or keeps what a lease
-/// already holds (release, heartbeat, inspection, sweeping, admin removals) and is registered
-/// `allow-oom`, so that under `maxmemory` with `noeviction` (Redis full) leases can still be
-/// released and kept alive while new ones are refused. (A function without the flag is refused
-/// whole by a full Redis, even one that would only have freed memory.)
-const GROWING: [&str; 3] = ["acquire", "semaphore_acquire", "semaphore_limit"];
-
-const HELPERS: [&str; 3] = [
-    include_str!("../../../lua/prelude.lua"),
-    include_str!("../../../lua/locklib.lua"),
-    include_str!("../../../lua/semlib.lua"),
+/// The helpers, by file name in `lua/`, in the order they are defined.
+pub(super) const HELPERS: [(&str, &str); 3] = [
+    ("prelude", include_str!("../../../lua/prelude.lua")),
+    ("locklib", include_str!("../../../lua/locklib.lua")),
+    ("semlib", include_str!("../../../lua/semlib.lua")),
 ];
 
 /// The assembled library.
@@ -94,17 +44,24 @@ pub(in crate::locks) static LIBRARY: LazyLock<Library> = LazyLock::new(build);
 
 fn build() -> Library {
     // Every operation is a function of its own, made once when the library loads (a closure
-    // made on every call cost about 6,000 Redis instructions per cycle, counted with
-    // callgrind), so that its `return` ends only it: what it queued for STATE is then written
+    // made on every call costs Redis instructions on every cycle: BENCHMARKS.md, W1), so that
+    // its `return` ends only it: what it queued for STATE is then written
     // (flush_state), whichever way it returned.
     //
     // An operation's file may start with what its function shares between calls (the values
     // of the call being served, and helpers that use them), made once too: that part ends at
     // the line `-- @per-call`. Each operation is a `do` block, so those names are its own.
-    let mut body = HELPERS.join("\n");
-    for (op, source) in OPERATIONS {
+    let mut body = HELPERS.map(|(_, source)| source).join("\n");
+    for operation in OPERATIONS {
+        let (op, source) = (operation.file, operation.source);
         let (once, per_call) = split_once_part(source);
-        let flags = if GROWING.contains(&op) {
+        // The operations that only take Redis memory: every other one frees or keeps what a
+        // lease already holds (release, heartbeat, inspection, sweeping, admin removals) and
+        // is registered `allow-oom`, so that under `maxmemory` with `noeviction` (Redis full)
+        // leases can still be released and kept alive while new ones are refused. (A function
+        // without the flag is refused whole by a full Redis, even one that would only have
+        // freed memory.)
+        let flags = if operation.grows {
             ""
         } else {
             ", flags = {'allow-oom'}"
@@ -123,7 +80,7 @@ fn build() -> Library {
     );
     let functions = OPERATIONS
         .iter()
-        .map(|(op, _)| (*op, format!("lh_{hash}_{op}")))
+        .map(|op| (op.file, format!("lh_{hash}_{}", op.file)))
         .collect();
     Library {
         name,
@@ -159,8 +116,8 @@ mod tests {
         assert!(lib.name.starts_with("leasehold_"));
         assert!(lib.text.starts_with(&format!("#!lua name={}\n", lib.name)));
         let hash = lib.name.trim_start_matches("leasehold_");
-        for (op, _) in OPERATIONS {
-            let f = lib.function(op);
+        for op in OPERATIONS {
+            let (op, f) = (op.file, lib.function(op.file));
             assert_eq!(f, format!("lh_{hash}_{op}"));
             assert!(lib.text.contains(&format!("function_name = '{f}'")));
         }

@@ -6,22 +6,61 @@
 //! The functions live in one Redis Function library ([`library`]): the shared helpers are
 //! defined once when it loads, not on every call.
 
-pub(super) mod acquire;
-pub(super) mod evict;
-pub(super) mod force_release;
-pub(super) mod inspect_lease;
-pub(super) mod inspect_lock;
-pub(super) mod leave;
 pub(super) mod library;
-pub(super) mod release;
-pub(super) mod renew;
-pub(super) mod semaphore_acquire;
-pub(super) mod semaphore_force_release;
-pub(super) mod semaphore_inspect;
-pub(super) mod semaphore_limit;
-pub(super) mod semaphore_release;
-pub(super) mod semaphore_renew;
-pub(super) mod sweep;
+
+/// The one list of operations: each is a file of `lua/` (its function in the library) and a
+/// module here with its Rust twin. `grows`: the operation may take Redis memory (registered
+/// without `allow-oom`; see [`library`]).
+macro_rules! operations {
+    ($($op:ident: $twin:ty $(, $grows:ident)?;)+) => {
+        $(pub(super) mod $op;)+
+
+        /// One operation of the library.
+        pub(super) struct Operation {
+            /// The file's name in `lua/`, without `.lua`.
+            pub file: &'static str,
+            pub source: &'static str,
+            /// Registered without `allow-oom`: refused by a full Redis.
+            pub grows: bool,
+        }
+
+        pub(super) const OPERATIONS: &[Operation] = &[$(Operation {
+            file: stringify!($op),
+            source: include_str!(concat!("../../../lua/", stringify!($op), ".lua")),
+            grows: operations!(@grows $($grows)?),
+        },)+];
+
+        /// Each operation's twin: its `FILE` and `ARGS`, for the tests that hold them to the
+        /// list and to the Lua headers.
+        #[cfg(test)]
+        pub(super) const TWINS: &[(&str, &str, &[&str])] = &[$((
+            stringify!($op),
+            <$twin as Script>::FILE,
+            <$twin as Script>::ARGS,
+        ),)+];
+    };
+    (@grows grows) => { true };
+    (@grows) => { false };
+}
+
+operations! {
+    acquire: acquire::Acquire<'static>, grows;
+    release: release::Release<'static>;
+    renew: renew::Renew<'static>;
+    leave: leave::Leave<'static>;
+    force_release: force_release::ForceRelease<'static>;
+    inspect_lock: inspect_lock::InspectLock;
+    inspect_lease: inspect_lease::InspectLease;
+    semaphore_acquire: semaphore_acquire::SemaphoreAcquire<'static>, grows;
+    semaphore_release: semaphore_release::SemaphoreRelease<'static>;
+    semaphore_renew: semaphore_renew::SemaphoreRenew<'static>;
+    semaphore_inspect: semaphore_inspect::SemaphoreInspect;
+    semaphore_force_release: semaphore_force_release::SemaphoreForceRelease<'static>;
+    // A limit may be set on a semaphore nobody has used yet: it makes the semaphore.
+    semaphore_limit: semaphore_limit::SemaphoreLimit<'static>, grows;
+    sweep: sweep::Sweep;
+    evict: evict::Evict<'static>;
+}
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -34,6 +73,9 @@ pub(super) trait Script {
     /// The file's name in `lua/` (without `.lua`): the function's name in the library, and
     /// the metrics label.
     const FILE: &'static str;
+    /// The names of the function's own ARGV, in order, as its Lua file's header names them
+    /// (`-- A(n) name: ...`); a unit test holds the two together.
+    const ARGS: &'static [&'static str];
     /// Whether a call names a lock that may be live now (an acquire): its name goes into the
     /// names index (see `locks::index`).
     const NOTES_NAME: bool = false;
@@ -132,9 +174,8 @@ pub(super) fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, LockError> {
 
 /// The `status` a function's reply opens with (every function writes it first), for the
 /// replies parsed by status: serde reads an enum tagged by `status` into a buffer of every
-/// member first. Read that way, the replies cost 8.7 % of the server's instructions per
-/// lock cycle; the usual grant and release read straight into their struct, 4.1 %
-/// (callgrind, 300 cycles over HTTP).
+/// member first, which cost twice what reading the usual grant and release straight into
+/// their struct does (BENCHMARKS.md, W7).
 pub(super) fn status_of(raw: &str) -> Option<&str> {
     raw.strip_prefix(r#"{"status":""#)?.split('"').next()
 }
@@ -203,5 +244,62 @@ mod tests {
             ReleaseReply::read(r#"{"status":"lease_lost","state":"expired"}"#),
             Ok(ReleaseReply::Refused(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::{OPERATIONS, TWINS};
+
+    /// `-- A(n) name:` lines of a Lua file's header, in order (`n` counted from 1).
+    fn header_names(source: &str) -> Vec<&str> {
+        let mut names = Vec::new();
+        for line in source.lines() {
+            let Some(rest) = line.strip_prefix("-- A(") else {
+                continue;
+            };
+            let (n, rest) = rest.split_once(')').expect("-- A(n)");
+            assert_eq!(
+                n.parse::<usize>().ok(),
+                Some(names.len() + 1),
+                "argument {n} is out of order in: {line}"
+            );
+            let name = rest
+                .trim_start()
+                .split_once(':')
+                .map(|(name, _)| name)
+                .expect("-- A(n) name: what");
+            names.push(name);
+        }
+        names
+    }
+
+    #[test]
+    fn each_lua_files_argument_header_names_its_twins_arguments_in_order() {
+        for (op, (module, file, args)) in OPERATIONS.iter().zip(TWINS) {
+            assert_eq!(op.file, *module);
+            assert_eq!(*file, op.file, "the twin in {module}.rs names another file");
+            assert_eq!(
+                header_names(op.source),
+                *args,
+                "lua/{}.lua's header and its Rust twin name other arguments",
+                op.file
+            );
+        }
+    }
+
+    #[test]
+    fn every_file_of_lua_is_an_operation_or_a_helper() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .expect("lua/")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|f| f.strip_suffix(".lua").map(str::to_owned))
+            .collect();
+        files.sort();
+        let mut known: Vec<String> = OPERATIONS.iter().map(|o| o.file.to_owned()).collect();
+        known.extend(super::library::HELPERS.iter().map(|(f, _)| (*f).to_owned()));
+        known.sort();
+        assert_eq!(files, known);
     }
 }

@@ -81,6 +81,7 @@ pub(in crate::locks) struct Release<'a> {
 
 impl Script for Release<'_> {
     const FILE: &'static str = "release";
+    const ARGS: &'static [&'static str] = &["lease_id", "proven", "all", "why", "mode", "nonce", "key_digest", "fingerprint"];
     type Reply = ReleaseReply;
 
     fn parse(raw: &str) -> Result<ReleaseReply, LockError> {

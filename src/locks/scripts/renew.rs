@@ -23,6 +23,7 @@ impl Renew<'_> {
 
 impl Script for Renew<'_> {
     const FILE: &'static str = "renew";
+    const ARGS: &'static [&'static str] = &["lease_id", "proven", "ttl_ms"];
     type Reply = RenewReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {

@@ -15,6 +15,7 @@ pub(in crate::locks) struct SemaphoreAcquire<'a> {
 
 impl Script for SemaphoreAcquire<'_> {
     const FILE: &'static str = "semaphore_acquire";
+    const ARGS: &'static [&'static str] = &["ttl_ms", "lease_id", "limit", "permits", "nonce", "holder", "metadata", "key_digest", "fingerprint", "sealed_token"];
     const NOTES_NAME: bool = true;
     type Reply = AcquireReply;
 

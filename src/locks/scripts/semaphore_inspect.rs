@@ -12,6 +12,7 @@ pub(in crate::locks) struct SemaphoreInspect {
 
 impl Script for SemaphoreInspect {
     const FILE: &'static str = "semaphore_inspect";
+    const ARGS: &'static [&'static str] = &["lease_id"];
     type Reply = SemaphoreSnapshot;
 
     fn args(&self, cmd: &mut redis::Cmd) {

@@ -11,6 +11,7 @@ pub(in crate::locks) struct SemaphoreLimit<'a> {
 
 impl Script for SemaphoreLimit<'_> {
     const FILE: &'static str = "semaphore_limit";
+    const ARGS: &'static [&'static str] = &["limit", "by"];
     type Reply = LimitReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {

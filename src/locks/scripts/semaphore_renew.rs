@@ -7,6 +7,7 @@ pub(in crate::locks) struct SemaphoreRenew<'a>(pub Renew<'a>);
 
 impl Script for SemaphoreRenew<'_> {
     const FILE: &'static str = "semaphore_renew";
+    const ARGS: &'static [&'static str] = &["lease_id", "proven", "ttl_ms"];
     type Reply = RenewReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {

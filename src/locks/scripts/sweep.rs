@@ -8,6 +8,7 @@ pub(in crate::locks) struct Sweep;
 
 impl Script for Sweep {
     const FILE: &'static str = "sweep";
+    const ARGS: &'static [&'static str] = &[];
     type Reply = SweepReply;
 
     fn args(&self, _cmd: &mut redis::Cmd) {}
