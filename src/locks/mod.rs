@@ -335,6 +335,13 @@ impl Locks {
             .arg(deadline)
             .arg(settings.tombstone_ms);
         script.args(&mut cmd);
+        // FCALL, its name, the key count, two keys and two shared ARGV, then the twin's own,
+        // which its `ARGS` names (and the Lua file's header, by a test).
+        debug_assert!(
+            cmd.args_iter().count() <= 7 + S::ARGS.len(),
+            "{} sent more arguments than its ARGS name",
+            S::FILE
+        );
         let started = Instant::now();
         let mut index = redis::Pipeline::new();
         let mut result: redis::RedisResult<String> =

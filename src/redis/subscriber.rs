@@ -58,6 +58,8 @@ pub struct Gated {
 pub struct Topics {
     /// Channels held all the time.
     pub always: Vec<String>,
+    /// For the log: what they bring.
+    pub always_what: &'static str,
     pub gated: Vec<Gated>,
 }
 
@@ -115,7 +117,8 @@ async fn run(
                 status.connected.store(true, Ordering::Relaxed);
                 tracing::info!(
                     channels = ?topics.always,
-                    "subscribed (and, while needed, to {})",
+                    "subscribed to {} (and, while needed, to {})",
+                    topics.always_what,
                     topics.gated.iter().map(|g| g.what).collect::<Vec<_>>().join(", ")
                 );
                 for route in &routes {

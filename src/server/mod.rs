@@ -287,6 +287,7 @@ pub async fn run(
     gated.extend(feed_route.subscriptions());
     let topics = Topics {
         always: vec![expiries.channel.clone()],
+        always_what: "expiries",
         gated,
     };
     let routes: Vec<Arc<dyn Route>> =

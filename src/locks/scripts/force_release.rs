@@ -12,7 +12,7 @@ pub(in crate::locks) struct ForceRelease<'a> {
 }
 
 impl ForceRelease<'_> {
-    /// The ARGV `lua/force_release.lua` and `lua/semaphore_force_release.lua` both take.
+    /// The ARGV `lua/semaphore_force_release.lua` takes (the lock's takes the first two).
     pub(super) fn push(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.by)
             .arg(self.reason)
@@ -26,7 +26,7 @@ impl Script for ForceRelease<'_> {
     type Reply = ForceReleaseReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {
-        self.push(cmd);
+        cmd.arg(self.by).arg(self.reason);
     }
 }
 
