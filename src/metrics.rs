@@ -262,16 +262,7 @@ impl Metrics {
     /// Creates the counters' usual series at zero, so that `rate()` and alerts see them
     /// before the first event (a series born at 1 hides its first increase).
     fn start_from_zero(&self) {
-        use crate::locks::observer::AcquireOutcome as O;
-        let outcomes = [
-            O::Granted,
-            O::Reentered,
-            O::Queued,
-            O::Contended,
-            O::TimedOut,
-            O::Refused,
-            O::Failed,
-        ];
+        let outcomes = <crate::locks::observer::AcquireOutcome as strum::VariantArray>::VARIANTS;
         // With lock names as labels there is no usual series to start.
         if !self.lock_names {
             for kind in LeaseKind::ALL {

@@ -12,8 +12,21 @@ use crate::tenant::Tenant;
 
 /// What a caller may do. Roles are independent: an operator's key usually has `admin` and
 /// `reader`; a service's `client` (and `reader` to inspect what it waits for).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Role {
     /// Take, renew and release leases; poll and leave fair tickets.
     Client,
@@ -24,18 +37,14 @@ pub enum Role {
 }
 
 impl Role {
-    pub const ALL: [Self; 3] = [Self::Client, Self::Reader, Self::Admin];
+    pub const ALL: &[Self] = <Self as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Client => "client",
-            Self::Reader => "reader",
-            Self::Admin => "admin",
-        }
+        self.into()
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == raw)
+        raw.parse().ok()
     }
 
     fn bit(self) -> u8 {
@@ -64,7 +73,8 @@ impl Roles {
 
     pub fn to_vec(self) -> Vec<Role> {
         Role::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|r| self.contains(*r))
             .collect()
     }
@@ -285,6 +295,6 @@ mod tests {
         assert!(roles.contains(Role::Client) && roles.contains(Role::Admin));
         assert!(!roles.contains(Role::Reader));
         assert_eq!(roles.to_vec(), [Role::Client, Role::Admin]);
-        assert!(Role::ALL.into_iter().all(|r| Roles::ALL.contains(r)));
+        assert!(Role::ALL.iter().all(|&r| Roles::ALL.contains(r)));
     }
 }

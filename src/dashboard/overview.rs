@@ -173,11 +173,13 @@ const LONG_HOLD_MS: u64 = 10 * 60 * 1000;
 const NEAR_EXPIRY_MS: u64 = 5_000;
 
 /// How the overview's rows are ordered (within the page: pages follow Redis's SCAN order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
 pub enum Sort {
     #[default]
     Name,
     /// Longest held first.
+    #[strum(serialize = "held")]
     HeldFor,
     /// Most waiters first.
     Waiters,
@@ -185,19 +187,11 @@ pub enum Sort {
 
 impl Sort {
     pub fn parse(raw: Option<&str>) -> Self {
-        match raw {
-            Some("held") => Self::HeldFor,
-            Some("waiters") => Self::Waiters,
-            _ => Self::Name,
-        }
+        raw.and_then(|raw| raw.parse().ok()).unwrap_or_default()
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Name => "name",
-            Self::HeldFor => "held",
-            Self::Waiters => "waiters",
-        }
+        self.into()
     }
 }
 

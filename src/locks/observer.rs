@@ -7,7 +7,8 @@ use super::types::LeaseKind;
 use super::types::{LeaseId, LockName};
 
 /// How one acquire request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum AcquireOutcome {
     /// A new lease (at once or after waiting).
     Granted,
@@ -27,20 +28,13 @@ pub enum AcquireOutcome {
 
 impl AcquireOutcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Granted => "granted",
-            Self::Reentered => "reentered",
-            Self::Queued => "queued",
-            Self::Contended => "contended",
-            Self::TimedOut => "timed_out",
-            Self::Refused => "refused",
-            Self::Failed => "failed",
-        }
+        self.into()
     }
 }
 
 /// What woke a waiting request before the attempt that got the lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Wake {
     /// An unlock message (pub/sub) reached this instance.
     Message,
@@ -50,10 +44,7 @@ pub enum Wake {
 
 impl Wake {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Message => "message",
-            Self::Timer => "timer",
-        }
+        self.into()
     }
 }
 

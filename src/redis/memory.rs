@@ -16,7 +16,8 @@ pub struct RedisMemory {
 }
 
 /// How close Redis is to refusing new leases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum MemoryState {
     Ok,
     /// At or above [`SHORT_AT`] of `maxmemory`.
@@ -27,11 +28,7 @@ pub enum MemoryState {
 
 impl MemoryState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::Short => "short",
-            Self::Full => "full",
-        }
+        self.into()
     }
 }
 

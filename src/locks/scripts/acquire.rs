@@ -11,7 +11,8 @@ use crate::locks::types::{
 };
 
 /// How an attempt identifies itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub(in crate::locks) enum Op {
     /// A new lease (id and token made here).
     New,
@@ -23,11 +24,7 @@ pub(in crate::locks) enum Op {
 
 impl Op {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::New => "new",
-            Self::Reenter => "reenter",
-            Self::Poll => "poll",
-        }
+        self.into()
     }
 }
 

@@ -5,8 +5,20 @@
 use serde::Deserialize;
 
 /// The kinds of lease, each with Redisson's semantics and Redis layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum LeaseKind {
     /// Redisson RLock: the same lease may enter again and again.
     Reentrant,
@@ -32,28 +44,14 @@ pub enum Resource {
 }
 
 impl LeaseKind {
-    pub const ALL: [Self; 6] = [
-        Self::Reentrant,
-        Self::Exclusive,
-        Self::Fair,
-        Self::Read,
-        Self::Write,
-        Self::Semaphore,
-    ];
+    pub const ALL: &[Self] = <Self as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reentrant => "reentrant",
-            Self::Exclusive => "exclusive",
-            Self::Fair => "fair",
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Semaphore => "semaphore",
-        }
+        self.into()
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == raw)
+        raw.parse().ok()
     }
 
     pub fn resource(self) -> Resource {
@@ -97,13 +95,15 @@ impl LeaseKind {
 }
 
 /// What a name is used as while anyone holds it (or waits for it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum HeldAs {
     Reentrant,
     Exclusive,
     Fair,
     #[serde(rename = "rw")]
+    #[strum(serialize = "rw")]
     ReadWrite,
     Semaphore,
     /// A Redisson client's lock no lease of ours holds, or a key another program made.
@@ -112,14 +112,7 @@ pub enum HeldAs {
 
 impl HeldAs {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reentrant => "reentrant",
-            Self::Exclusive => "exclusive",
-            Self::Fair => "fair",
-            Self::ReadWrite => "rw",
-            Self::Semaphore => "semaphore",
-            Self::Foreign => "foreign",
-        }
+        self.into()
     }
 
     pub fn is_semaphore(self) -> bool {
@@ -136,7 +129,8 @@ impl HeldAs {
 }
 
 /// Who goes first on a read/write lock when a writer waits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum RwPolicy {
     /// Redisson's behaviour: a reader joins readers already holding, even past a waiting
     /// writer (writers can starve under a steady stream of readers).
@@ -149,15 +143,13 @@ pub enum RwPolicy {
 
 impl RwPolicy {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadersFirst => "readers_first",
-            Self::Fifo => "fifo",
-        }
+        self.into()
     }
 }
 
 /// Which hold of a read/write lease a release gives back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
 pub enum RwMode {
     Read,
     Write,
@@ -165,24 +157,20 @@ pub enum RwMode {
 
 impl RwMode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-        }
+        self.into()
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        match raw {
-            "read" => Some(Self::Read),
-            "write" => Some(Self::Write),
-            _ => None,
-        }
+        raw.parse().ok()
     }
 }
 
 /// How a lease ended, or that it still holds its lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum LeaseState {
     Held,
     /// A fair-queue ticket still waiting.
@@ -196,14 +184,7 @@ pub enum LeaseState {
 
 impl LeaseState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Held => "held",
-            Self::Queued => "queued",
-            Self::Released => "released",
-            Self::Expired => "expired",
-            Self::ForceReleased => "force_released",
-            Self::Left => "left",
-        }
+        self.into()
     }
 }
 
@@ -213,11 +194,15 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_their_names_and_know_their_resource() {
-        for kind in LeaseKind::ALL {
+        for &kind in LeaseKind::ALL {
             assert_eq!(LeaseKind::parse(kind.as_str()), Some(kind));
             assert_eq!(kind.held_as().resource(), kind.resource());
         }
         assert_eq!(LeaseKind::parse("rw"), None);
         assert_eq!(LeaseKind::Read.held_as().as_str(), "rw");
+        // The names the Lua functions and the wire format use.
+        assert_eq!(LeaseState::ForceReleased.as_str(), "force_released");
+        assert_eq!(RwPolicy::ReadersFirst.as_str(), "readers_first");
+        assert_eq!(RwMode::parse("write"), Some(RwMode::Write));
     }
 }
