@@ -43,7 +43,7 @@ pub struct SemaphoreReleaseQuery {
     path = "/v1/admin/locks/{name}",
     operation_id = "forceReleaseLock",
     tag = "admin",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ForceReleaseQuery),
+    params(("name" = String, Path), ForceReleaseQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "Every holder removed (`released: false` when nobody held it)", body = ForceReleaseBody),
@@ -76,7 +76,7 @@ pub async fn force_release(
     path = "/v1/admin/semaphores/{name}",
     operation_id = "forceReleaseSemaphore",
     tag = "admin",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), SemaphoreReleaseQuery),
+    params(("name" = String, Path), SemaphoreReleaseQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "Every permit returned (and with clear=true, the semaphore removed)", body = ForceReleaseBody),
@@ -110,7 +110,7 @@ pub async fn force_release_semaphore(
     path = "/v1/admin/semaphores/{name}/limit",
     operation_id = "setSemaphoreLimit",
     tag = "admin",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
+    params(("name" = String, Path)),
     request_body(content = LimitBody, content_type = "application/json"),
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(

@@ -29,7 +29,7 @@ pub struct EvictQuery {
     path = "/v1/admin/locks/{name}/leases/{lease_id}",
     operation_id = "evictLockLease",
     tag = "admin",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease to remove"), EvictQuery),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease to remove"), EvictQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "The lease removed (every level it held); other holders keep theirs. Recorded like a force release (`scope: lease`)", body = ForceReleaseBody),
@@ -55,7 +55,7 @@ pub async fn evict_lock_lease(
     path = "/v1/admin/semaphores/{name}/leases/{lease_id}",
     operation_id = "evictSemaphoreLease",
     tag = "admin",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease to remove"), EvictQuery),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease to remove"), EvictQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
         (status = 200, description = "The lease removed; its permits come back, other holders keep theirs. Recorded like a force release (`scope: lease`)", body = ForceReleaseBody),

@@ -31,7 +31,7 @@ use crate::wire::{
     path = "/v1/locks/{name}/leases",
     operation_id = "acquireLock",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
+    params(("name" = String, Path), WaitQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = Option<AcquireBody>, description = "Every field optional; an empty body is fine", content_type = "application/json"),
     security((), ("api_key" = ["client"]), ("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
@@ -269,7 +269,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     path = "/v1/locks/{name}/tickets/{ticket_id}",
     operation_id = "pollTicket",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)"), WaitQuery),
+    params(("name" = String, Path), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)"), WaitQuery),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 201, description = "The ticket's turn: the fair lock's lease (again, if it was granted before)", body = GrantBody, headers(("Location" = String, description = "The lease's URL"), ("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
@@ -334,7 +334,7 @@ pub fn poll_ticket(
     path = "/v1/locks/{name}/tickets/{ticket_id}",
     operation_id = "leaveQueue",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)")),
+    params(("name" = String, Path), ("ticket_id" = String, Path, format = Uuid, description = "The ticket's id (also its lease's)")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Left the queue", body = LeftBody),
@@ -374,7 +374,7 @@ pub async fn leave_queue(
     path = "/v1/locks/{name}/leases/{lease_id}/heartbeat",
     operation_id = "heartbeatLockLease",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
@@ -443,7 +443,7 @@ pub(super) async fn follow_loss(
     path = "/v1/locks/{name}/leases/{lease_id}",
     operation_id = "releaseLockLease",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ReleaseQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Released one level (or all); `released` when the lease holds nothing any more (other leases, such as other readers, may still hold the lock)", body = ReleaseBody),
@@ -511,7 +511,7 @@ pub(super) async fn released_response(
     path = "/v1/locks/{name}/leases/{lease_id}",
     operation_id = "inspectLockLease",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "The lease (never its token)", body = LeaseBody),

@@ -16,7 +16,7 @@ use crate::wire::{FenceCheckBody, FenceCheckReply, ListBody, ListQuery, LiveBody
     path = "/v1/locks/{name}",
     operation_id = "inspectLock",
     tag = "locks",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :")),
+    params(("name" = String, Path)),
     security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "Holders, fair queue, fencing counter", body = LockBody),
@@ -111,7 +111,7 @@ pub async fn list(
     path = "/v1/locks/{name}/fence/check",
     operation_id = "checkFence",
     tag = "locks",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :")),
+    params(("name" = String, Path)),
     request_body(content = FenceCheckBody, content_type = "application/json"),
     security((), ("api_key" = ["reader"])),
     responses(

@@ -8,11 +8,13 @@ use utoipa::Modify;
 use utoipa::Number;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::link::LinkBuilder;
+use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::request_body::RequestBody;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{OpenApi, Ref, RefOr, Required, Schema};
 
+use crate::locks::LockName;
 use crate::problem::ProblemDetails;
 use crate::state::ApiLimits;
 use crate::wire::{LockEventMessage, LostEvent};
@@ -220,7 +222,51 @@ pub(super) fn finish(doc: &mut OpenApi, limits: &ApiLimits) {
     CommonResponses.modify(doc);
     Links.modify(doc);
     OptionalBodies.modify(doc);
+    LockNames.modify(doc);
     bounds(doc, limits);
+}
+
+/// The lock-name path parameter, declared once: every operation names it `("name" = String,
+/// Path)` and gets here what a name may be ([`LockName::PATTERN`]) and what it names (a lock,
+/// or on `/v1/semaphores` paths a semaphore).
+struct LockNames;
+
+impl Modify for LockNames {
+    fn modify(&self, openapi: &mut OpenApi) {
+        for (path, item) in &mut openapi.paths.paths {
+            let what = if path.starts_with("/v1/semaphores/")
+                || path.starts_with("/v1/admin/semaphores/")
+            {
+                "Semaphore"
+            } else {
+                "Lock"
+            };
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                let parameters = operation.parameters.iter_mut().flatten();
+                for parameter in parameters.filter_map(|p| match p {
+                    RefOr::T(p) if p.name == "name" && p.parameter_in == ParameterIn::Path => {
+                        Some(p)
+                    }
+                    _ => None,
+                }) {
+                    parameter.description = Some(format!(
+                        "{what} name: 1-{} ASCII letters, digits and . _ - :",
+                        LockName::MAX_LEN
+                    ));
+                    if let Some(RefOr::T(Schema::Object(schema))) = parameter.schema.as_mut() {
+                        schema.pattern = Some(LockName::PATTERN.to_owned());
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Writes the bounds this server holds requests to (its flags: `--min-ttl-ms`,

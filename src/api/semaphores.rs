@@ -27,7 +27,7 @@ use crate::wire::{
     path = "/v1/semaphores/{name}/leases",
     operation_id = "acquireSemaphore",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), WaitQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
+    params(("name" = String, Path), WaitQuery, ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     request_body(content = PermitBody, description = "`limit` is required", content_type = "application/json"),
     security((), ("api_key" = ["client"])),
     responses(
@@ -151,7 +151,7 @@ fn lease_path(name: &LockName, id: LeaseId) -> String {
     path = "/v1/semaphores/{name}/leases/{lease_id}/heartbeat",
     operation_id = "heartbeatSemaphoreLease",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     request_body(content = Option<HeartbeatBody>, description = "Optional: a new TTL for this and later heartbeats", content_type = "application/json"),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
@@ -181,7 +181,7 @@ pub async fn heartbeat(
     path = "/v1/semaphores/{name}/leases/{lease_id}",
     operation_id = "releaseSemaphoreLease",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), ("Idempotency-Key" = Option<String>, Header, pattern = "^[ -~]{1,255}$", description = "1-255 printable ASCII characters (a UUID is best): a retry with the same key and request gets the first answer instead of acting twice")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "The permits came back", body = ReleaseBody),
@@ -223,7 +223,7 @@ pub async fn release(
     path = "/v1/semaphores/{name}/leases/{lease_id}",
     operation_id = "inspectSemaphoreLease",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "The lease (never its token)", body = LeaseBody),
@@ -245,7 +245,7 @@ pub async fn inspect_lease(
     path = "/v1/semaphores/{name}",
     operation_id = "inspectSemaphore",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :")),
+    params(("name" = String, Path)),
     security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "Limit, permits in use, holders", body = SemaphoreBody),

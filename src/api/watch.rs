@@ -25,7 +25,7 @@ use crate::wire::LostEvent;
     path = "/v1/locks/{name}/leases/{lease_id}/watch",
     operation_id = "watchLockLease",
     tag = "leases",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Lock name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds, then one `event: lost` whose data is a LostEvent (JSON), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
@@ -51,7 +51,7 @@ pub async fn watch_lock_lease(
     path = "/v1/semaphores/{name}/leases/{lease_id}/watch",
     operation_id = "watchSemaphoreLease",
     tag = "semaphores",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,200}$", description = "Semaphore name: 1-200 ASCII letters, digits and . _ - :"), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
         (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds its permits, then one `event: lost` whose data is a LostEvent (JSON), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),

@@ -14,6 +14,9 @@ pub struct LockName(String);
 
 impl LockName {
     pub const MAX_LEN: usize = 200;
+    /// What [`Self::parse`] accepts as a regular expression (RE2 and ECMA alike), for the API
+    /// document; `.` and `..` are refused besides.
+    pub const PATTERN: &str = "^[A-Za-z0-9._:-]{1,200}$";
 
     pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
         if raw.is_empty() || raw.len() > Self::MAX_LEN {
