@@ -3,6 +3,7 @@
 //! ([`crate::problem`]). [`routes`] is the route table; the server adds the dashboard's routes
 //! and the middleware ([`crate::server::app`]).
 
+mod acquire;
 mod admin;
 mod admission;
 mod backlog;
@@ -49,11 +50,11 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(locks::list))
         .routes(routes!(locks::inspect))
         .routes(routes!(locks::check_fence))
-        .routes(routes!(leases::acquire))
+        .routes(routes!(acquire::acquire))
         .routes(routes!(leases::inspect, leases::release))
         .routes(routes!(leases::heartbeat))
         .routes(routes!(watch::watch_lock_lease))
-        .routes(routes!(leases::poll_ticket, leases::leave_queue))
+        .routes(routes!(acquire::poll_ticket, acquire::leave_queue))
         .routes(routes!(semaphores::inspect))
         .routes(routes!(semaphores::acquire))
         .routes(routes!(semaphores::inspect_lease, semaphores::release))

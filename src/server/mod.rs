@@ -2,201 +2,46 @@
 //! together and serves them on an already bound listener until `shutdown` is cancelled.
 //! `main` and the tests both call [`run`], so tests exercise exactly what production runs.
 //!
+//! - [`settings`]: what [`run`] needs besides the listener ([`ServerConfig`]).
+//! - [`router`]: the routes and the middleware every request passes ([`app`]).
 //! - [`listener`]: the accept loop (hyper with a timer: header, idle and connection limits).
 //! - [`tls`]: certificates for `--tls-cert`/`--tls-key`.
 
 mod front_door;
 pub mod listener;
+mod router;
+mod settings;
 pub mod tls;
 
+pub use router::{Guards, Timeouts, app};
+pub use settings::ServerConfig;
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, header};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceBuilder;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::timeout::RequestBodyDeadlineLayer;
-use tower_http::trace::TraceLayer;
 
-use self::front_door::FrontDoorLayer;
-use self::listener::HttpLimits;
-use self::tls::TlsFiles;
 use crate::audit::AuditLog;
 use crate::auth::browser::BrowserPolicy;
 use crate::auth::{Access, AdminAuth, AnonymousPolicy, KeyStore, Sessions};
-use crate::config::ServeArgs;
 use crate::events::{EventFeed, FeedRoute};
 use crate::limits::ledger::Ledger;
 use crate::limits::rate::RateLimits;
-use crate::limits::{ClientLimits, LockLimits};
 use crate::locks::feed::sweeper::{self, Expiries};
 use crate::locks::wakeups::{Waiters, Wakeups};
-use crate::locks::{LockError, LockSettings, Locks, TtlPolicy};
+use crate::locks::{LockError, Locks};
 use crate::metrics::Metrics;
 use crate::own_keys;
 use crate::redis::durability::{Durability, DurabilityError};
 use crate::redis::{ConnectError, Redis, RedisSettings, Route, Topics};
-use crate::state::{ApiLimits, AppState, DashboardSettings, Shared};
-use crate::{api, dashboard};
+use crate::state::{AppState, Shared};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
 /// at once (503); this bounds everything else.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
-
-/// Request bodies are small JSON documents.
-const BODY_LIMIT_BYTES: usize = 64 * 1024;
-
-/// Everything [`run`] needs besides the listener. Built once: from the command line
-/// ([`Self::from_args`]) or with defaults for tests and benchmarks ([`Self::new`]).
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub redis_url: String,
-    /// A private CA for a `rediss://` Redis (PEM); the system's roots otherwise.
-    pub redis_ca_file: Option<PathBuf>,
-    pub locks: LockSettings,
-    pub limits: ApiLimits,
-    pub admin_token: Option<String>,
-    /// Label acquisition metrics with lock names (unbounded cardinality; off by default).
-    pub metrics_lock_names: bool,
-    /// Start even when Redis may evict keys (held locks among them).
-    pub allow_eviction: bool,
-    pub dashboard: DashboardSettings,
-    /// Let callers without a credential in on any address, even once API keys exist.
-    pub allow_anonymous: bool,
-    /// The `Host` names served; `None`: loopback names on a loopback listener, else any.
-    pub allowed_hosts: Option<Vec<String>>,
-    /// What one caller may do (rate, leases, waiters, event streams).
-    pub clients: ClientLimits,
-    pub http: HttpLimits,
-    /// How long a request may take beyond the wait it asked for.
-    pub request_timeout: Duration,
-    /// How long a request body may take to arrive.
-    pub body_timeout: Duration,
-    /// Serve HTTPS with this certificate and key.
-    pub tls: Option<TlsFiles>,
-}
-
-impl ServerConfig {
-    /// The defaults of `leasehold serve`, on `redis_url`, with no admin token.
-    pub fn new(redis_url: impl Into<String>) -> Self {
-        Self {
-            redis_url: redis_url.into(),
-            locks: LockSettings {
-                key_prefix: String::new(),
-                tombstone_ms: 60_000,
-                ticket_timeout_ms: 5_000,
-                redis_timeout: Duration::from_secs(1),
-                calls_in_flight: 256,
-            },
-            limits: ApiLimits {
-                ttl: TtlPolicy {
-                    default_ms: 30_000,
-                    min_ms: 1_000,
-                    max_ms: 86_400_000,
-                },
-                max_wait: Duration::from_secs(60),
-                ticket_timeout_ms: 5_000,
-                max_permits: 1_000,
-                per_lock: LockLimits::default(),
-                max_watches: 10_000,
-            },
-            admin_token: None,
-            metrics_lock_names: false,
-            allow_eviction: false,
-            dashboard: DashboardSettings::default(),
-            redis_ca_file: None,
-            allow_anonymous: false,
-            allowed_hosts: None,
-            clients: ClientLimits::default(),
-            http: HttpLimits::default(),
-            request_timeout: Duration::from_secs(30),
-            body_timeout: Duration::from_secs(10),
-            tls: None,
-        }
-    }
-
-    /// What `leasehold serve` was asked for, on `redis_url` (the embedded Redis's when none
-    /// was given), with `admin_token` (generated in embedded mode when none was given).
-    pub fn from_args(args: &ServeArgs, redis_url: String, admin_token: Option<String>) -> Self {
-        Self {
-            redis_url,
-            locks: LockSettings {
-                key_prefix: args.key_prefix.clone(),
-                tombstone_ms: args.tombstone_ms,
-                ticket_timeout_ms: args.ticket_timeout_ms,
-                redis_timeout: Duration::from_millis(args.redis_timeout_ms),
-                calls_in_flight: args.max_redis_calls.get(),
-            },
-            limits: ApiLimits {
-                ttl: TtlPolicy {
-                    default_ms: args.default_ttl_ms,
-                    min_ms: args.min_ttl_ms,
-                    max_ms: args.max_ttl_ms,
-                },
-                max_wait: Duration::from_millis(args.max_wait_ms),
-                ticket_timeout_ms: args.ticket_timeout_ms,
-                max_permits: args.max_permits,
-                per_lock: LockLimits {
-                    waiters_per_lock: args.max_waiters_per_lock,
-                    fair_queue: args.max_fair_queue,
-                    reentry_depth: args.max_reentry_depth,
-                    reason_chars: args.max_reason_chars,
-                },
-                max_watches: args.max_watches,
-            },
-            admin_token,
-            metrics_lock_names: args.metrics_lock_names,
-            allow_eviction: args.allow_eviction,
-            dashboard: DashboardSettings {
-                private: args.dashboard_private,
-            },
-            redis_ca_file: args.redis_ca_file.clone(),
-            allow_anonymous: args.allow_anonymous,
-            allowed_hosts: (!args.allowed_hosts.is_empty()).then(|| {
-                args.allowed_hosts
-                    .iter()
-                    .map(|h| h.to_ascii_lowercase())
-                    .collect()
-            }),
-            clients: ClientLimits {
-                rate_per_second: args.rate_limit,
-                rate_burst: args.rate_burst,
-                leases: args.max_leases_per_client,
-                waiters: args.max_waiters_per_client,
-                names: args.max_names_per_client,
-                tenant_names: args.max_names_per_tenant,
-                streams: args.max_streams_per_client,
-                limit_loopback: args.limit_loopback_clients,
-            },
-            http: HttpLimits {
-                header_timeout: Duration::from_millis(args.header_timeout_ms),
-                idle_timeout: Duration::from_millis(args.idle_timeout_ms),
-                max_connections: args.max_connections,
-                max_connections_per_address: args.max_connections_per_address,
-                limit_loopback: args.limit_loopback_clients,
-                max_h2_streams: args.max_h2_streams,
-            },
-            request_timeout: Duration::from_millis(args.request_timeout_ms),
-            body_timeout: Duration::from_millis(args.body_timeout_ms),
-            tls: match (&args.tls_cert, &args.tls_key) {
-                (Some(cert), Some(key)) => Some(TlsFiles {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                }),
-                _ => None,
-            },
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -390,90 +235,6 @@ fn exposed(local: SocketAddr, config: &ServerConfig, keys_exist: Option<bool>) -
         && !config.allow_anonymous
         && config.admin_token.is_none()
         && keys_exist == Some(false)
-}
-
-/// What every request passes before a handler runs: the browser guard (cross-site requests,
-/// `Host`) and the request and body deadlines.
-#[derive(Debug, Clone)]
-pub struct Guards {
-    pub browser: Arc<BrowserPolicy>,
-    pub timeouts: Timeouts,
-}
-
-/// How long a request and its body may take.
-#[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
-    pub request: Duration,
-    pub body: Duration,
-    /// The longest server-side wait a request may ask for (added to `request`).
-    pub max_wait: Duration,
-}
-
-/// The whole application: the API's routes and the dashboard's, with the middleware every
-/// request passes through.
-pub fn app(state: AppState, guards: Guards) -> Router {
-    let body_deadline = guards.timeouts.body;
-    api::routes(&state.limits)
-        .merge(dashboard::router())
-        .fallback(api::not_found)
-        .method_not_allowed_fallback(api::method_not_allowed)
-        // One layer stack, applied once: each `Router::layer` call would box every request's
-        // future again (a parked waiter carries each box for its whole wait). Outermost first;
-        // all of it sits inside the router (each route is wrapped), where the front door knows
-        // the matched route.
-        .layer(
-            ServiceBuilder::new()
-                // Outside the trace layer, so tokens never reach a log line.
-                .layer(SetSensitiveRequestHeadersLayer::new([
-                    header::AUTHORIZATION,
-                    header::COOKIE,
-                    HeaderName::from_static(crate::auth::KEY_HEADER),
-                ]))
-                .map_request(checked_request_id)
-                .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-                .layer(
-                    TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-                        let request_id = req
-                            .headers()
-                            .get("x-request-id")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("-");
-                        tracing::info_span!(
-                            "request",
-                            method = %req.method(),
-                            path = %req.uri().path(),
-                            request_id = %request_id,
-                        )
-                    }),
-                )
-                .layer(PropagateRequestIdLayer::x_request_id())
-                .layer(CatchPanicLayer::custom(api::panic_problem))
-                .layer(FrontDoorLayer::new(guards, state.metrics.clone()))
-                .layer(RequestBodyDeadlineLayer::new(body_deadline))
-                .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES)),
-        )
-        .with_state(state)
-}
-
-/// The longest `x-request-id` a client may choose.
-const REQUEST_ID_MAX: usize = 64;
-
-/// Keeps a client's `x-request-id` only when it is 1 to [`REQUEST_ID_MAX`] characters of
-/// `A-Z a-z 0-9 . _ : -`; anything else (quotes that would forge fields in text logs, 8 KB
-/// ids) is dropped, and the request gets a new UUID as if it had sent none.
-fn checked_request_id(mut request: axum::extract::Request) -> axum::extract::Request {
-    let valid = |id: &[u8]| {
-        (1..=REQUEST_ID_MAX).contains(&id.len())
-            && id
-                .iter()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
-    };
-    if let Some(id) = request.headers().get("x-request-id")
-        && !valid(id.as_bytes())
-    {
-        request.headers_mut().remove("x-request-id");
-    }
-    request
 }
 
 /// Moves an earlier version's own data out of lock names' reach ([`own_keys::migrate`])

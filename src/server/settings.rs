@@ -1,0 +1,154 @@
+//! What [`super::run`] needs besides the listener: built once from `leasehold serve`'s flags,
+//! or with defaults for tests and benchmarks.
+
+use super::listener::HttpLimits;
+use super::tls::TlsFiles;
+use crate::config::ServeArgs;
+use crate::limits::{ClientLimits, LockLimits};
+use crate::locks::{LockSettings, TtlPolicy};
+use crate::state::{ApiLimits, DashboardSettings};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything [`run`] needs besides the listener. Built once: from the command line
+/// ([`Self::from_args`]) or with defaults for tests and benchmarks ([`Self::new`]).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub redis_url: String,
+    /// A private CA for a `rediss://` Redis (PEM); the system's roots otherwise.
+    pub redis_ca_file: Option<PathBuf>,
+    pub locks: LockSettings,
+    pub limits: ApiLimits,
+    pub admin_token: Option<String>,
+    /// Label acquisition metrics with lock names (unbounded cardinality; off by default).
+    pub metrics_lock_names: bool,
+    /// Start even when Redis may evict keys (held locks among them).
+    pub allow_eviction: bool,
+    pub dashboard: DashboardSettings,
+    /// Let callers without a credential in on any address, even once API keys exist.
+    pub allow_anonymous: bool,
+    /// The `Host` names served; `None`: loopback names on a loopback listener, else any.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// What one caller may do (rate, leases, waiters, event streams).
+    pub clients: ClientLimits,
+    pub http: HttpLimits,
+    /// How long a request may take beyond the wait it asked for.
+    pub request_timeout: Duration,
+    /// How long a request body may take to arrive.
+    pub body_timeout: Duration,
+    /// Serve HTTPS with this certificate and key.
+    pub tls: Option<TlsFiles>,
+}
+
+impl ServerConfig {
+    /// The defaults of `leasehold serve`, on `redis_url`, with no admin token.
+    pub fn new(redis_url: impl Into<String>) -> Self {
+        Self {
+            redis_url: redis_url.into(),
+            locks: LockSettings {
+                key_prefix: String::new(),
+                tombstone_ms: 60_000,
+                ticket_timeout_ms: 5_000,
+                redis_timeout: Duration::from_secs(1),
+                calls_in_flight: 256,
+            },
+            limits: ApiLimits {
+                ttl: TtlPolicy {
+                    default_ms: 30_000,
+                    min_ms: 1_000,
+                    max_ms: 86_400_000,
+                },
+                max_wait: Duration::from_secs(60),
+                ticket_timeout_ms: 5_000,
+                max_permits: 1_000,
+                per_lock: LockLimits::default(),
+                max_watches: 10_000,
+            },
+            admin_token: None,
+            metrics_lock_names: false,
+            allow_eviction: false,
+            dashboard: DashboardSettings::default(),
+            redis_ca_file: None,
+            allow_anonymous: false,
+            allowed_hosts: None,
+            clients: ClientLimits::default(),
+            http: HttpLimits::default(),
+            request_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(10),
+            tls: None,
+        }
+    }
+
+    /// What `leasehold serve` was asked for, on `redis_url` (the embedded Redis's when none
+    /// was given), with `admin_token` (generated in embedded mode when none was given).
+    pub fn from_args(args: &ServeArgs, redis_url: String, admin_token: Option<String>) -> Self {
+        Self {
+            redis_url,
+            locks: LockSettings {
+                key_prefix: args.key_prefix.clone(),
+                tombstone_ms: args.tombstone_ms,
+                ticket_timeout_ms: args.ticket_timeout_ms,
+                redis_timeout: Duration::from_millis(args.redis_timeout_ms),
+                calls_in_flight: args.max_redis_calls.get(),
+            },
+            limits: ApiLimits {
+                ttl: TtlPolicy {
+                    default_ms: args.default_ttl_ms,
+                    min_ms: args.min_ttl_ms,
+                    max_ms: args.max_ttl_ms,
+                },
+                max_wait: Duration::from_millis(args.max_wait_ms),
+                ticket_timeout_ms: args.ticket_timeout_ms,
+                max_permits: args.max_permits,
+                per_lock: LockLimits {
+                    waiters_per_lock: args.max_waiters_per_lock,
+                    fair_queue: args.max_fair_queue,
+                    reentry_depth: args.max_reentry_depth,
+                    reason_chars: args.max_reason_chars,
+                },
+                max_watches: args.max_watches,
+            },
+            admin_token,
+            metrics_lock_names: args.metrics_lock_names,
+            allow_eviction: args.allow_eviction,
+            dashboard: DashboardSettings {
+                private: args.dashboard_private,
+            },
+            redis_ca_file: args.redis_ca_file.clone(),
+            allow_anonymous: args.allow_anonymous,
+            allowed_hosts: (!args.allowed_hosts.is_empty()).then(|| {
+                args.allowed_hosts
+                    .iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect()
+            }),
+            clients: ClientLimits {
+                rate_per_second: args.rate_limit,
+                rate_burst: args.rate_burst,
+                leases: args.max_leases_per_client,
+                waiters: args.max_waiters_per_client,
+                names: args.max_names_per_client,
+                tenant_names: args.max_names_per_tenant,
+                streams: args.max_streams_per_client,
+                limit_loopback: args.limit_loopback_clients,
+            },
+            http: HttpLimits {
+                header_timeout: Duration::from_millis(args.header_timeout_ms),
+                idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+                max_connections: args.max_connections,
+                max_connections_per_address: args.max_connections_per_address,
+                limit_loopback: args.limit_loopback_clients,
+                max_h2_streams: args.max_h2_streams,
+            },
+            request_timeout: Duration::from_millis(args.request_timeout_ms),
+            body_timeout: Duration::from_millis(args.body_timeout_ms),
+            tls: match (&args.tls_cert, &args.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            },
+        }
+    }
+}
