@@ -63,15 +63,16 @@ pub fn acquire(
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, Problem>> + Send {
     let wait = state.limits.wait(query.wait_ms);
-    let (request, ttl) = match acquire_request(&state, &caller, &name, &bearer, idempotency, body) {
-        Ok(asked) => asked,
-        Err(problem) => return Either::Left(future::ready(Err(problem))),
-    };
-    let (kind, policy, token) = (request.kind, request.policy, request.token.clone());
+    let (request, token, ttl) =
+        match acquire_request(&state, &caller, &name, &bearer, idempotency, body) {
+            Ok(asked) => asked,
+            Err(problem) => return Either::Left(future::ready(Err(problem))),
+        };
+    let (kind, policy) = (request.kind, request.policy);
     let lease_ttl = ttl.as_duration();
     let locks = state.locks_for(&caller);
     // The wait runs from here: admission is part of it.
-    let acquiring = Box::pin(locks.acquire(&name, request, ttl, wait));
+    let acquiring = Box::pin(locks.acquire(&name, request, token.clone(), ttl, wait));
     Either::Right(async move {
         let ask = Ask {
             name: &name,
@@ -148,8 +149,8 @@ impl Acquisition<'_> {
     }
 }
 
-/// The acquire request's body and bearer checked and made domain values: the request and the
-/// TTL a new lease gets.
+/// The acquire request's body and bearer checked and made domain values: the request, the
+/// bearer's lease token (a reentry) and the TTL a new lease gets.
 pub(super) fn acquire_request(
     state: &AppState,
     caller: &Caller<ClientRole>,
@@ -157,7 +158,7 @@ pub(super) fn acquire_request(
     bearer: &Bearer,
     idempotency: Option<IdempotencyKey>,
     body: AcquireBody,
-) -> Result<(AcquireRequest, Ttl), Problem> {
+) -> Result<(AcquireRequest, Option<LeaseToken>, Ttl), Problem> {
     caller.check_name(name)?;
     let token = bearer.lease_token()?;
     let ttl = requested_ttl(state, caller, body.ttl_ms)?;
@@ -165,13 +166,12 @@ pub(super) fn acquire_request(
         ttl,
         holder: body.holder.as_deref().map(HolderLabel::parse).transpose()?,
         metadata: body.metadata.map(Metadata::parse).transpose()?,
-        token,
         kind: body.kind.map(bodies::kind),
         policy: bodies::policy(body.policy),
         idempotency: idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
     };
     let ttl = ttl.unwrap_or(default_ttl(state, caller)?);
-    Ok((request, ttl))
+    Ok((request, token, ttl))
 }
 
 /// A reentry past `--max-reentry-depth` is taken back (one level released) and refused. Done

@@ -19,13 +19,13 @@ use crate::locks::observer::{AcquireOutcome, AcquireReport, Wake};
 use crate::locks::scripts::acquire::Op;
 use crate::locks::types::{
     AcquireRequest, Acquired, Grant, LeaseId, LeaseKind, LeaseToken, LockName, PermitRequest,
-    RwPolicy, Ticket, Ttl, request_nonce,
+    Ticket, Ttl, request_nonce,
 };
 use crate::locks::wakeups::{Parking, Registration};
 
 impl Locks {
-    /// Acquires `name` for a new lease of `request.kind`, or re-enters the lease
-    /// `request.token` proves, waiting up to `wait` (from this call) while the lock is taken.
+    /// Acquires `name` for a new lease of `request.kind` (`ttl` unless it names its own), or
+    /// re-enters the lease the `reentry` token proves, waiting up to `wait` (from this call) while the lock is taken.
     /// A fair lock still queued when the wait ends answers with a [`Ticket`] that keeps its
     /// place.
     ///
@@ -36,27 +36,23 @@ impl Locks {
         &self,
         name: &LockName,
         request: AcquireRequest,
+        reentry: Option<LeaseToken>,
         ttl: Ttl,
         wait: Duration,
     ) -> impl Future<Output = Result<Acquired, LockError>> + Send + use<> {
-        let (op, token, ttl) = match request.token {
+        let mut request = request;
+        let (op, token) = match reentry {
             // The script finds the lease from the token.
-            Some(token) => (Op::Reenter, token, request.ttl),
-            None => (Op::New, LeaseToken::generate(), Some(ttl)),
+            Some(token) => (Op::Reenter, token),
+            None => {
+                request.ttl = Some(ttl);
+                request.kind = request.kind.or(Some(LeaseKind::Reentrant));
+                (Op::New, LeaseToken::generate())
+            }
         };
         let id = token.lease_id();
-        let target = Target::Lock {
-            op,
-            kind: request
-                .kind
-                .or((op == Op::New).then_some(LeaseKind::Reentrant)),
-            policy: request.policy,
-            ttl,
-            holder: request.holder,
-            metadata: request.metadata,
-            idempotency: request.idempotency,
-        };
-        Self::acquire_waiting(self.clone(), name.clone(), target, id, token, wait)
+        let target = Target::Lock(request);
+        Self::acquire_waiting(self.clone(), name.clone(), op, target, id, token, wait)
     }
 
     /// A fair-queue ticket tries again, waiting up to `wait`: the lease (also when it was
@@ -68,16 +64,19 @@ impl Locks {
         token: LeaseToken,
         wait: Duration,
     ) -> impl Future<Output = Result<Acquired, LockError>> + Send + 'a {
-        let target = Target::Lock {
-            op: Op::Poll,
+        let target = Target::Lock(AcquireRequest {
             kind: Some(LeaseKind::Fair),
-            policy: RwPolicy::default(),
-            ttl: None,
-            holder: None,
-            metadata: None,
-            idempotency: None,
-        };
-        Self::acquire_waiting(self.clone(), name.clone(), target, ticket, token, wait)
+            ..AcquireRequest::default()
+        });
+        Self::acquire_waiting(
+            self.clone(),
+            name.clone(),
+            Op::Poll,
+            target,
+            ticket,
+            token,
+            wait,
+        )
     }
 
     /// Takes `request.permits` permits of semaphore `name` for a new lease, waiting up to
@@ -92,17 +91,18 @@ impl Locks {
         let token = LeaseToken::generate();
         let id = token.lease_id();
         // `map`, not an async block: the waiting future is kept once, not also as a capture.
-        Self::acquire_waiting(self.clone(), name.clone(), target, id, token, wait).map(|acquired| {
-            match acquired? {
+        Self::acquire_waiting(self.clone(), name.clone(), Op::New, target, id, token, wait).map(
+            |acquired| match acquired? {
                 Acquired::Granted(grant) => Ok(grant),
                 Acquired::Queued(_) => {
                     Err(LockError::BadReply("a semaphore queued a ticket".into()))
                 }
-            }
-        })
+            },
+        )
     }
 
-    /// Tries to acquire `target` as lease `id` until granted, queued past the deadline (fair
+    /// Tries to acquire `target` as lease `id` (`op`: how it first tries; a semaphore's is a new
+    /// lease) until granted, queued past the deadline (fair
     /// locks: a ticket), or refused at the deadline.
     ///
     /// Not an `async fn`: an async fn keeps each argument twice (as passed, and as its own
@@ -110,6 +110,7 @@ impl Locks {
     fn acquire_waiting<'a>(
         locks: Locks,
         name: LockName,
+        op: Op,
         mut target: Target<'a>,
         id: LeaseId,
         token: LeaseToken,
@@ -117,7 +118,7 @@ impl Locks {
     ) -> impl Future<Output = Result<Acquired, LockError>> + Send + 'a {
         let deadline = Instant::now() + wait;
         // A ticket issued by this request shows its token; a polled one's client has it.
-        let mut issues_ticket = target.op() == Some(Op::New);
+        let mut issues_ticket = op == Op::New;
         let mut replayed_ticket = false;
         // Made here, not in the future: what the future captures it keeps for its whole run,
         // so anything moved from a capture into a local there would be kept twice.
@@ -125,6 +126,7 @@ impl Locks {
             locks,
             name,
             resource: target.resource(),
+            op,
             id,
             token,
             nonce: request_nonce(),
@@ -142,7 +144,7 @@ impl Locks {
             let mut registration: Option<(LeaseId, Registration)> = None;
             loop {
                 // A poll of the ticket its client holds (not one this request issued).
-                let polls_clients_ticket = target.op() == Some(Op::Poll) && !issues_ticket;
+                let polls_clients_ticket = request.op == Op::Poll && !issues_ticket;
                 // Registered before the attempt, so a wake-up right after a refusal is not lost.
                 if !wait.is_zero()
                     && registration
@@ -175,7 +177,7 @@ impl Locks {
                         Some(turn) => {
                             // Until the script answers, it may have granted (reentries are never
                             // rolled back: the lease is the client's already).
-                            let reentry = target.op() == Some(Op::Reenter);
+                            let reentry = request.op == Op::Reenter;
                             request.may_hold = request
                                 .may_hold
                                 .after(Step::Sending { reentry }, polls_clients_ticket);
@@ -240,16 +242,13 @@ impl Locks {
                             if let Some(token) = token {
                                 request.token = token;
                             }
-                            if let Target::Lock {
-                                op, idempotency, ..
-                            } = &mut target
-                            {
-                                *op = Op::Poll;
+                            request.op = Op::Poll;
+                            if let Target::Lock(asked) = &mut target {
                                 // The ticket is the request now: its key's record holds the
                                 // queued answer, which a retry replays (and then polls the
                                 // ticket); a poll sent with the key would be another request
                                 // under it, and refused.
-                                *idempotency = None;
+                                asked.idempotency = None;
                             }
                             request.may_hold =
                                 request.may_hold.after(Step::InLine, polls_clients_ticket);

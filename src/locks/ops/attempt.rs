@@ -10,8 +10,8 @@ use crate::locks::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
 use crate::locks::scripts::non_empty;
 use crate::locks::scripts::semaphore_acquire::SemaphoreAcquire;
 use crate::locks::types::{
-    Contention, Grant, HolderLabel, IdempotencyKey, LeaseKind, LeaseToken, LockName, Metadata,
-    PermitRequest, Resource, RwPolicy, Timestamp, Ttl,
+    AcquireRequest, Contention, Grant, HolderLabel, LeaseKind, LeaseToken, LockName, PermitRequest,
+    Resource, Timestamp,
 };
 use crate::locks::{EventKind, FencingToken, LeaseId, LockEvent, Locks};
 
@@ -19,40 +19,24 @@ use super::rollback::InFlight;
 
 /// What is being acquired.
 pub(super) enum Target<'a> {
-    Lock {
-        op: Op,
-        kind: Option<LeaseKind>,
-        policy: RwPolicy,
-        ttl: Option<Ttl>,
-        /// Owned, not borrowed from the request: the waiting future is then the one place
-        /// a parked waiter keeps them.
-        holder: Option<HolderLabel>,
-        metadata: Option<Metadata>,
-        idempotency: Option<IdempotencyKey>,
-    },
+    /// Owned, not borrowed from the caller: the waiting future is then the one place a
+    /// parked waiter keeps it.
+    Lock(AcquireRequest),
     Semaphore(&'a PermitRequest),
 }
 
 impl Target<'_> {
-    pub(super) fn op(&self) -> Option<Op> {
-        match self {
-            Self::Lock { op, .. } => Some(*op),
-            Self::Semaphore(_) => None,
-        }
-    }
-
     /// The kind asked for, when known before the grant (a reentry takes its lease's).
     pub(super) fn kind(&self) -> Option<LeaseKind> {
         match self {
-            Self::Lock { op: Op::Poll, .. } => Some(LeaseKind::Fair),
-            Self::Lock { kind, .. } => *kind,
+            Self::Lock(request) => request.kind,
             Self::Semaphore(_) => Some(LeaseKind::Semaphore),
         }
     }
 
     pub(super) fn resource(&self) -> Resource {
         match self {
-            Self::Lock { .. } => Resource::Lock,
+            Self::Lock(_) => Resource::Lock,
             Self::Semaphore(_) => Resource::Semaphore,
         }
     }
@@ -60,9 +44,9 @@ impl Target<'_> {
     /// What the waiting list shows of this request (see `waitlist`).
     pub(super) fn wanted(&self) -> Wanted<'_> {
         match self {
-            Self::Lock { holder, .. } => Wanted {
+            Self::Lock(request) => Wanted {
                 kind: self.kind(),
-                holder: holder.as_ref().map(HolderLabel::as_str),
+                holder: request.holder.as_ref().map(HolderLabel::as_str),
                 permits: None,
             },
             Self::Semaphore(p) => Wanted {
@@ -103,32 +87,19 @@ impl Locks {
     ) -> Result<Outcome, LockError> {
         let (id, token) = (request.id, &request.token);
         let (reply, idempotency) = match target {
-            Target::Lock {
-                op,
-                kind,
-                policy,
-                ttl,
-                holder,
-                metadata,
-                idempotency,
-            } => {
+            Target::Lock(asked) => {
                 let script = Acquire {
-                    op: *op,
-                    ttl: *ttl,
+                    op: request.op,
+                    request: asked,
                     id,
                     token,
-                    holder: holder.as_ref(),
-                    metadata: metadata.as_ref(),
-                    kind: *kind,
-                    policy: *policy,
                     liveness_ms: millis(liveness),
                     arrived_ms,
                     nonce: &request.nonce,
-                    idempotency: idempotency.as_ref(),
                 };
                 (
                     self.call_in_turn(turn, name, &script).await?,
-                    idempotency.as_ref(),
+                    asked.idempotency.as_ref(),
                 )
             }
             Target::Semaphore(permits) => {
@@ -157,9 +128,9 @@ impl Locks {
                 let shown = match (g.replayed, unseal(&g.sealed)) {
                     (_, Some(first)) => Some(first),
                     (true, None) => None,
-                    (false, None) => (target.op() != Some(Op::Reenter)).then(|| token.clone()),
+                    (false, None) => (request.op != Op::Reenter).then(|| token.clone()),
                 };
-                let kind = if target.op() == Some(Op::Poll) {
+                let kind = if request.op == Op::Poll {
                     EventKind::Granted
                 } else {
                     EventKind::Acquired

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::locks::observer::Unobserved;
-use crate::locks::types::{AcquireRequest, LeaseToken, LockName, PermitRequest, RwPolicy, Ttl};
+use crate::locks::types::{AcquireRequest, LeaseToken, LockName, PermitRequest, Ttl};
 use crate::locks::wakeups::Waiters;
 use crate::locks::{LockSettings, Locks};
 use crate::redis::{Redis, RedisSettings};
@@ -70,16 +70,8 @@ fn check(what: &str, size: usize, budget: usize) {
 #[tokio::test]
 async fn a_parked_acquires_future_stays_within_its_budget() {
     let locks = locks();
-    let request = AcquireRequest {
-        ttl: None,
-        holder: None,
-        metadata: None,
-        token: None,
-        kind: None,
-        policy: RwPolicy::default(),
-        idempotency: None,
-    };
-    let future = locks.acquire(&name(), request, ttl(), Duration::ZERO);
+    let request = AcquireRequest::default();
+    let future = locks.acquire(&name(), request, None, ttl(), Duration::ZERO);
     check("Locks::acquire", std::mem::size_of_val(&future), ACQUIRE);
 }
 

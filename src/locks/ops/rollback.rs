@@ -14,6 +14,7 @@
 
 use crate::locks::Locks;
 use crate::locks::error::LockError;
+use crate::locks::scripts::acquire::Op;
 use crate::locks::types::{LeaseId, LeaseToken, LockName, Resource};
 
 /// What a request holds that its client may not know about, to give back if the request is
@@ -89,6 +90,10 @@ pub(super) struct InFlight {
     pub(super) locks: Locks,
     pub(super) name: LockName,
     pub(super) resource: Resource,
+    /// How the next attempt tries: a new lease (a semaphore's too), a reentry, a ticket's
+    /// poll (a queued request polls from then on). Here rather than in the target: beside the
+    /// other small fields, it costs a parked waiter no padding.
+    pub(super) op: Op,
     pub(super) id: LeaseId,
     pub(super) token: LeaseToken,
     /// Names the grants this request makes: only they may be rolled back by it.

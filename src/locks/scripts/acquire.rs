@@ -7,7 +7,8 @@ use super::{Refusal, Script, parse, status_of};
 use crate::locks::error::LockError;
 use crate::locks::types::LeaseKind;
 use crate::locks::types::{
-    HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, RwPolicy, Ttl, fingerprint,
+    AcquireRequest, HolderLabel, IdempotencyKey, LeaseId, LeaseToken, Metadata, RwPolicy, Ttl,
+    fingerprint,
 };
 
 /// How an attempt identifies itself.
@@ -30,23 +31,18 @@ impl Op {
 
 pub(in crate::locks) struct Acquire<'a> {
     pub op: Op,
-    /// `None` keeps the lease's own TTL (reentry, poll).
-    pub ttl: Option<Ttl>,
+    /// What the client asked for (its `ttl` `None` keeps the lease's own: reentry, poll; its
+    /// `kind` `None` on reentry: the lease's own).
+    pub request: &'a AcquireRequest,
     /// The lease (or ticket): a new token's, a reentry token's, or the polled ticket's.
     pub id: LeaseId,
     pub token: &'a LeaseToken,
-    pub holder: Option<&'a HolderLabel>,
-    pub metadata: Option<&'a Metadata>,
-    /// `None` on reentry: the lease's own.
-    pub kind: Option<LeaseKind>,
-    pub policy: RwPolicy,
     /// How long a queue place lasts without a further attempt.
     pub liveness_ms: u64,
     /// When this request first tried (from an earlier reply), 0 for now.
     pub arrived_ms: u64,
     /// Names the grants this request makes (only it may roll them back).
     pub nonce: &'a str,
-    pub idempotency: Option<&'a IdempotencyKey>,
 }
 
 impl Script for Acquire<'_> {
@@ -60,15 +56,17 @@ impl Script for Acquire<'_> {
     }
 
     fn args(&self, cmd: &mut redis::Cmd) {
-        let ttl_ms = self.ttl.map_or(0, Ttl::as_millis).to_string();
-        let holder = self.holder.map_or("", HolderLabel::as_str);
-        let metadata = self.metadata.map(Metadata::to_json).unwrap_or_default();
-        let kind = self.kind.map_or("", LeaseKind::as_str);
+        let r = self.request;
+        let ttl_ms = r.ttl.map_or(0, Ttl::as_millis).to_string();
+        let holder = r.holder.as_ref().map_or("", HolderLabel::as_str);
+        let metadata = r.metadata.as_ref().map(Metadata::to_json).unwrap_or_default();
+        let kind = r.kind.map_or("", LeaseKind::as_str);
+        let idempotency = r.idempotency.as_ref();
         // What a retry must repeat for its key to replay: for a reentry, the lease it proves;
         // for a new lease, everything the lease is made of.
         let lease = self.id.to_string();
         let fp = fingerprint(
-            self.idempotency,
+            idempotency,
             &[
                 "acquire",
                 self.op.as_str(),
@@ -76,12 +74,12 @@ impl Script for Acquire<'_> {
                 &ttl_ms,
                 holder,
                 &metadata,
-                self.policy.as_str(),
+                r.policy.as_str(),
                 if self.op == Op::Reenter { &lease } else { "" },
             ],
         );
         // A new lease's token, sealed under the key, so that a retry can be handed it.
-        let sealed = match (self.idempotency, self.op) {
+        let sealed = match (idempotency, self.op) {
             (Some(key), Op::New) => key.seal(self.token),
             _ => String::new(),
         };
@@ -100,13 +98,13 @@ impl Script for Acquire<'_> {
             0 => String::new(),
             ms => ms.to_string(),
         };
-        let policy = match self.policy {
+        let policy = match r.policy {
             RwPolicy::ReadersFirst => "",
-            RwPolicy::Fifo => self.policy.as_str(),
+            RwPolicy::Fifo => r.policy.as_str(),
         };
         let queueless = self.op == Op::New
             && matches!(
-                self.kind,
+                r.kind,
                 Some(LeaseKind::Reentrant | LeaseKind::Exclusive | LeaseKind::Read)
             );
         let liveness = if queueless {
@@ -114,8 +112,7 @@ impl Script for Acquire<'_> {
         } else {
             self.liveness_ms.to_string()
         };
-        let key = self
-            .idempotency
+        let key = idempotency
             .map(IdempotencyKey::digest_hex)
             .unwrap_or_default();
         super::args_trimmed(

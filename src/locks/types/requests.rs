@@ -8,14 +8,16 @@ use super::{
     Timestamp, Ttl,
 };
 
-/// What a client asks for when it acquires.
-#[derive(Debug, Clone)]
+/// What a client asks for when it acquires: the lease it wants (a reentry's token travels
+/// beside it). It goes whole, as it is, from the API to the acquire script's twin, so a new
+/// field is added here, where the body is read (`api::acquire`), in the twin
+/// (`scripts::acquire`) and in `lua/acquire.lua`, and nowhere between.
+#[derive(Debug, Clone, Default)]
 pub struct AcquireRequest {
+    /// `None` on reentry: the lease keeps its own TTL.
     pub ttl: Option<Ttl>,
     pub holder: Option<HolderLabel>,
     pub metadata: Option<Metadata>,
-    /// Present when the client re-enters a lease it holds.
-    pub token: Option<LeaseToken>,
     /// A lock kind (never `Semaphore`); `None`: reentrant for a new lease, the lease's own
     /// kind on reentry.
     pub kind: Option<LeaseKind>,

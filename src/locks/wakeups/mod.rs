@@ -243,6 +243,50 @@ impl Drop for WatchRegistration {
     }
 }
 
+
+/// The unlock messages as the process's subscriber hands them over: Redisson's (and ours)
+/// on every lock of the deployment's key spaces, tenants' included (the patterns start with
+/// the deployment's prefix, and every tenant's keys with it).
+pub struct Wakeups {
+    pub waiters: Arc<Waiters>,
+    /// The deployment's key space.
+    pub keys: KeySpace,
+}
+
+impl Wakeups {
+    /// The unlock patterns, held while a request of this process waits (and a while after).
+    pub fn subscription(&self) -> crate::redis::Gated {
+        crate::redis::Gated {
+            gate: self.waiters.unlocks().clone(),
+            topics: self.keys.wake_patterns(),
+            pattern: true,
+            what: "unlock messages",
+        }
+    }
+}
+
+impl crate::redis::Route for Wakeups {
+    fn route(&self, channel: &str, _payload: &[u8]) -> bool {
+        let Some((key, wakes)) = self.keys.wake_of_channel(channel) else {
+            return false;
+        };
+        match wakes {
+            Wakes::One => self.waiters.wake_one(key),
+            Wakes::All => self.waiters.wake(key),
+        }
+        true
+    }
+
+    /// Anything published while the subscription was away is lost: every waiter re-checks.
+    fn connected(&self) {
+        self.waiters.wake_all();
+    }
+
+    fn lost(&self) {
+        self.waiters.wake_all();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,48 +404,5 @@ mod tests {
         drop(b);
         assert_eq!(waiters.count(), 0);
         assert!(waiters.by_lock.lock().expect("lock").is_empty());
-    }
-}
-
-/// The unlock messages as the process's subscriber hands them over: Redisson's (and ours)
-/// on every lock of the deployment's key spaces, tenants' included (the patterns start with
-/// the deployment's prefix, and every tenant's keys with it).
-pub struct Wakeups {
-    pub waiters: Arc<Waiters>,
-    /// The deployment's key space.
-    pub keys: KeySpace,
-}
-
-impl Wakeups {
-    /// The unlock patterns, held while a request of this process waits (and a while after).
-    pub fn subscription(&self) -> crate::redis::Gated {
-        crate::redis::Gated {
-            gate: self.waiters.unlocks().clone(),
-            topics: self.keys.wake_patterns(),
-            pattern: true,
-            what: "unlock messages",
-        }
-    }
-}
-
-impl crate::redis::Route for Wakeups {
-    fn route(&self, channel: &str, _payload: &[u8]) -> bool {
-        let Some((key, wakes)) = self.keys.wake_of_channel(channel) else {
-            return false;
-        };
-        match wakes {
-            Wakes::One => self.waiters.wake_one(key),
-            Wakes::All => self.waiters.wake(key),
-        }
-        true
-    }
-
-    /// Anything published while the subscription was away is lost: every waiter re-checks.
-    fn connected(&self) {
-        self.waiters.wake_all();
-    }
-
-    fn lost(&self) {
-        self.waiters.wake_all();
     }
 }
