@@ -850,3 +850,15 @@ fn form(request: reqwest::RequestBuilder, fields: &[(&str, &str)]) -> reqwest::R
 pub fn default_limits() -> leasehold::state::ApiLimits {
     ServerConfig::new("redis://unused").limits
 }
+
+/// The lock's only holder right now.
+pub async fn holder_of(app: &TestApp, lock: &str) -> Value {
+    let view = app.inspect_lock(lock).await;
+    assert_eq!(
+        view.body["holders"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        view.body
+    );
+    view.body["holders"][0].clone()
+}
