@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod certs;
+pub mod cli;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
