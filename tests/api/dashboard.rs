@@ -509,7 +509,11 @@ async fn force_release_from_the_lock_page() {
     browser
         .post_form(
             "/locks/stuck/force-release",
-            &[("csrf", csrf.as_str()), ("reason", &long), ("confirm", "yes")],
+            &[
+                ("csrf", csrf.as_str()),
+                ("reason", &long),
+                ("confirm", "yes"),
+            ],
             Some(&origin),
         )
         .await
