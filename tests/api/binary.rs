@@ -8,6 +8,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
+use crate::helpers::children;
+
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
 /// A `leasehold serve` process on an ephemeral port, with JSON logs on stderr.
@@ -20,10 +22,10 @@ struct Serve {
 
 impl Serve {
     fn start(data_dir: &std::path::Path) -> Self {
-        let mut child = serve_command(data_dir)
-            .env("RUST_LOG", "debug")
-            .spawn()
-            .expect("start leasehold");
+        let mut command = serve_command(data_dir);
+        command.env("RUST_LOG", "debug");
+        // (Not from this thread: a test starts a server from a thread that ends before it.)
+        let mut child = children::spawn(command).expect("start leasehold");
         let stderr = child.stderr.take().expect("stderr");
         let mut lines = BufReader::new(stderr).lines();
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
@@ -62,9 +64,10 @@ impl Serve {
 }
 
 /// `leasehold serve` on an ephemeral port and `data_dir`, JSON logs on a piped stderr, with
-/// nothing from this environment (no Redis URL, no admin token).
+/// nothing from this environment (no Redis URL, no admin token); killed when the test process
+/// dies (see `children` for the thread to start it from).
 fn serve_command(data_dir: &std::path::Path) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = children::guarded(BIN);
     command
         .args([
             "serve",

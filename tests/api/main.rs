@@ -14,6 +14,7 @@ mod eviction;
 mod expiry;
 mod fair;
 mod fencing;
+mod fixtures;
 mod guard;
 mod helpers;
 mod idempotency;

@@ -12,13 +12,14 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
-use crate::helpers::TestApp;
+use crate::helpers::{TestApp, children};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
 /// `leasehold <subcommand> --server <the test server>`, blind to any LEASEHOLD_* variables of
-/// the environment the tests run in, and killed if the test gives up on it. `status` prints
-/// the server's JSON (`--json`), as scripts ask for it.
+/// the environment the tests run in, and killed if the test gives up on it or dies (when
+/// started, as tests do, from the test's own thread: see `children`). `status` prints the
+/// server's JSON (`--json`), as scripts ask for it.
 pub(crate) fn leasehold(app: &TestApp, subcommand: &str) -> Command {
     let mut command = leasehold_for_people(app, subcommand);
     if subcommand == "status" {
@@ -29,7 +30,7 @@ pub(crate) fn leasehold(app: &TestApp, subcommand: &str) -> Command {
 
 /// `leasehold <subcommand> --server <the test server>` as a person types it (tables).
 pub(crate) fn leasehold_for_people(app: &TestApp, subcommand: &str) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::from(children::guarded(BIN));
     command
         .arg(subcommand)
         .arg("--server")

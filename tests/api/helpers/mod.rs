@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod certs;
+pub mod children;
 pub mod cli;
 mod redis_server;
 mod replies;

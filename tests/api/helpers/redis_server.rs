@@ -2,13 +2,15 @@
 //! frozen or restarted on demand, killed on drop.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-/// A redis-server on a Unix socket in its own temp dir, killed on drop. It can be stopped and
-/// started again on the same socket, to test outages.
+use super::children;
+
+/// A redis-server on a Unix socket in its own temp dir, killed on drop or when the test process
+/// dies. It can be stopped and started again on the same socket, to test outages.
 pub struct RedisServer {
     child: Option<Child>,
     dir: std::sync::Arc<TempDir>,
@@ -72,9 +74,13 @@ impl RedisServer {
     /// Freezes (SIGSTOP) or thaws (SIGCONT) the server: a Redis that accepts bytes and never
     /// answers, as under a long fork or a swap storm.
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(self.pid(), signal).expect("signal redis-server");
+    }
+
+    /// The running server's process id.
+    pub fn pid(&self) -> nix::unistd::Pid {
         let child = self.child.as_ref().expect("a running server");
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-        nix::sys::signal::kill(pid, signal).expect("signal redis-server");
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"))
     }
 
     /// Kills the server (as a crash would: no shutdown, no persistence).
@@ -89,7 +95,8 @@ impl RedisServer {
     /// (Re)starts the server on the same socket and waits until it answers.
     pub fn restart(&mut self) {
         self.stop();
-        let child = Command::new("redis-server")
+        let mut command = children::guarded("redis-server");
+        command
             .args(["--port", "0", "--unixsocket"])
             .arg(self.socket())
             .args([
@@ -103,9 +110,9 @@ impl RedisServer {
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("redis-server is installed (the test command installs it)");
+            .stderr(Stdio::inherit());
+        let child = children::spawn(command)
+            .expect("redis-server and setpriv are installed (the test command installs them)");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         let client = self.client();
