@@ -9,6 +9,7 @@ pub mod cli;
 mod redis_server;
 mod replies;
 mod requests;
+pub mod serve;
 
 pub use redis_server::RedisServer;
 pub use replies::{Lease, Reply, Ticket};
