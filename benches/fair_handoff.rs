@@ -5,7 +5,7 @@
 //! `cargo bench --bench fair_handoff` (env: HANDOFFS, default 300; WAITERS, default 8)
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,8 @@ async fn main() -> anyhow::Result<()> {
     let waiters = env_usize("WAITERS", 8);
     let dir = tempfile::tempdir()?;
     let socket = dir.path().join("r.sock");
-    let mut redis = Command::new("redis-server")
+    // Killed (SIGKILL) if this process dies before it stops it.
+    let mut redis = leasehold::parent_death::command("redis-server".as_ref(), "KILL")
         .args(["--port", "0", "--unixsocket"])
         .arg(&socket)
         .args(["--save", "", "--appendonly", "no"])

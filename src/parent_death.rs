@@ -25,8 +25,7 @@ pub fn spawn(
     signal: &str,
     configure: impl Fn(&mut Command),
 ) -> io::Result<(Child, bool)> {
-    let mut guarded = Command::new(SETPRIV);
-    guarded.args(["--pdeathsig", signal, "--"]).arg(program);
+    let mut guarded = Command::from(command(program, signal));
     configure(&mut guarded);
     match guarded.spawn() {
         Ok(child) => Ok((child, true)),
@@ -37,4 +36,14 @@ pub fn spawn(
         }
         Err(e) => Err(e),
     }
+}
+
+/// `program` as a command that gets `signal` when this process dies, for a caller to add
+/// arguments to and start (tokio's `Command` converts from it): for children that must not
+/// start at all unguarded, as a test's redis-server. Without `setpriv`, starting it fails
+/// (`NotFound`); [`spawn`] falls back to the bare program instead.
+pub fn command(program: &OsStr, signal: &str) -> std::process::Command {
+    let mut guarded = std::process::Command::new(SETPRIV);
+    guarded.args(["--pdeathsig", signal, "--"]).arg(program);
+    guarded
 }

@@ -4,7 +4,9 @@
 //! pair, so that a partition between it and Redis is a pair of iptables rules.
 //!
 //! Everything is torn down on drop: children killed, the namespace, veth and rules deleted.
+//! The children also die with the harness when it is killed and drops nothing (see [`guarded`]).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, RwLock};
@@ -152,6 +154,15 @@ impl Netns {
     }
 }
 
+/// `program`, killed (SIGKILL) when the harness dies however it dies: killed with SIGKILL, the
+/// harness drops nothing, and its redis-server and instances would run on. Not SIGTERM, which
+/// a child frozen by a fault (SIGSTOP) would hold until thawed. The kernel signals the child
+/// when the thread that started it ends: the harness starts children from the runtime's
+/// threads, which live as long as the process.
+fn guarded(program: impl AsRef<OsStr>) -> Command {
+    Command::from(leasehold::parent_death::command(program.as_ref(), "KILL"))
+}
+
 /// Runs a command and fails with its stderr when it fails.
 fn sh(args: &[&str]) -> anyhow::Result<()> {
     let out = std::process::Command::new(args[0])
@@ -211,7 +222,7 @@ impl RedisProc {
     }
 
     async fn start(&mut self) -> anyhow::Result<()> {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = guarded("redis-server");
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -235,7 +246,7 @@ impl RedisProc {
             .kill_on_drop(true);
         self.child = Some(
             cmd.spawn()
-                .context("cannot start redis-server (is it installed?)")?,
+                .context("cannot start redis-server (are redis-server and setpriv installed?)")?,
         );
         let client = redis::Client::open(self.url())?;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -372,11 +383,11 @@ impl Cluster {
         };
         let mut cmd = match (&self.netns, inst.in_netns) {
             (Some(ns), true) => {
-                let mut c = Command::new("ip");
+                let mut c = guarded("ip");
                 c.args(["netns", "exec", &ns.name]).arg(&self.binary);
                 c
             }
-            _ => Command::new(&self.binary),
+            _ => guarded(&self.binary),
         };
         cmd.args(["serve", "--listen", &listen, "--redis-url", &redis_url])
             .args(["--log-format", "json", "--min-ttl-ms", "100"])

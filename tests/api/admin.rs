@@ -1,10 +1,11 @@
-//! Admin force release: guarded by the admin token, wakes waiters, invalidates old leases.
+//! Admin force release: guarded by the admin token, wakes waiters, invalidates old leases; and
+//! a semaphore cleared or given a new limit.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{ADMIN_TOKEN, AppOptions, next_event, spawn_app, spawn_app_with};
+use crate::helpers::{ADMIN_TOKEN, AppOptions, Lease, next_event, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn force_release_needs_the_admin_token() {
@@ -151,4 +152,56 @@ async fn a_force_release_says_when_each_removed_hold_began() {
         "{}",
         forced.body
     );
+}
+
+#[tokio::test]
+async fn an_admin_can_clear_a_semaphore_and_change_its_limit() {
+    let app = spawn_app().await;
+    let held = app
+        .acquire_permits("pool", 0, json!({"limit": 3, "permits": 2}))
+        .await;
+    held.assert_status(201);
+    let changed = app
+        .admin(
+            reqwest::Method::PUT,
+            "/v1/admin/semaphores/pool/limit",
+            Some(json!({"limit": 5})),
+        )
+        .await;
+    changed.assert_status(200);
+    assert_eq!(changed.body["previous"], 3);
+    assert_eq!(changed.body["available"], 3);
+    app.acquire_permits("pool", 0, json!({"limit": 3}))
+        .await
+        .assert_problem(409, "limit_mismatch");
+    app.acquire_permits("pool", 0, json!({"limit": 5, "permits": 3}))
+        .await
+        .assert_status(201);
+    let cleared = app
+        .admin(
+            reqwest::Method::DELETE,
+            "/v1/admin/semaphores/pool?clear=true&reason=resize",
+            None,
+        )
+        .await;
+    cleared.assert_status(200);
+    assert_eq!(cleared.body["removed"].as_array().map(Vec::len), Some(2));
+    app.get("/v1/semaphores/pool")
+        .await
+        .assert_problem(404, "lock_not_found");
+    let old = Lease::from_reply("pool", &held);
+    let gone = app
+        .get(&format!("/v1/semaphores/pool/leases/{}", old.id))
+        .await;
+    assert_eq!(gone.body["state"], "force_released");
+    app.acquire_permits("pool", 0, json!({"limit": 2}))
+        .await
+        .assert_status(201);
+    app.admin(
+        reqwest::Method::PUT,
+        "/v1/admin/semaphores/nothing/limit",
+        Some(json!({"limit": 5})),
+    )
+    .await
+    .assert_problem(404, "lock_not_found");
 }

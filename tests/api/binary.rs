@@ -1,147 +1,19 @@
 //! The `leasehold` binary itself: embedded Redis by default, clean shutdown, clear failures.
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
+use crate::helpers::serve::{
+    Serve, acquire, assert_held, eventually, http_client, private_dir, redis_servers_in,
+    serve_command, terminate,
+};
+
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
-
-/// A `leasehold serve` process on an ephemeral port, with JSON logs on stderr.
-struct Serve {
-    child: Child,
-    addr: String,
-    /// Everything the server logged so far.
-    log: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-impl Serve {
-    fn start(data_dir: &std::path::Path) -> Self {
-        let mut child = serve_command(data_dir)
-            .env("RUST_LOG", "debug")
-            .spawn()
-            .expect("start leasehold");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let addr = loop {
-            let Some(line) = lines.next() else {
-                panic!(
-                    "leasehold exited before listening:\n{}",
-                    log.lock().expect("log")
-                );
-            };
-            let line = line.expect("line");
-            log.lock().expect("log").push_str(&format!("{line}\n"));
-            if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                && entry["message"] == "leasehold is listening"
-            {
-                break entry["addr"].as_str().expect("addr").to_owned();
-            }
-        };
-        // Keep draining stderr so the child never blocks on a full pipe.
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                sink.lock().expect("log").push_str(&format!("{line}\n"));
-            }
-        });
-        Self { child, addr, log }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn terminate(mut self) -> std::process::ExitStatus {
-        terminate(&mut self.child, Duration::from_secs(15))
-    }
-}
-
-/// `leasehold serve` on an ephemeral port and `data_dir`, JSON logs on a piped stderr, with
-/// nothing from this environment (no Redis URL, no admin token).
-fn serve_command(data_dir: &std::path::Path) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env_remove("LEASEHOLD_REDIS_URL")
-        .env_remove("LEASEHOLD_ADMIN_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    command
-}
-
-/// Sends SIGTERM and waits up to `within` for the process to exit.
-fn terminate(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-    kill(pid, Signal::SIGTERM).expect("SIGTERM");
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "leasehold did not stop on SIGTERM within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A data dir as `serve` wants one: this user's, closed to others (0700).
-fn private_dir() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt as _;
-    tempfile::Builder::new()
-        .prefix("lh-data")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .expect("temp dir")
-}
-
-fn http_client() -> reqwest::Client {
-    leasehold::client::http_builder()
-        .build()
-        .expect("an HTTP client")
-}
-
-async fn acquire(http: &reqwest::Client, serve: &Serve, lock: &str) -> Value {
-    let reply = http
-        .post(serve.url(&format!("/v1/locks/{lock}/leases")))
-        .json(&json!({"ttl_ms": 60_000}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(reply.status(), 201);
-    reply.json().await.expect("json")
-}
-
-/// A new lease on `lock` is refused: a lease taken before a restart survived it.
-async fn assert_held(http: &reqwest::Client, serve: &Serve, lock: &str) {
-    let reply = http
-        .post(serve.url(&format!("/v1/locks/{lock}/leases")))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(reply.status(), 409, "{lock} is still held");
-}
 
 #[tokio::test]
 async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
@@ -248,32 +120,6 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
         "fences follow the clock: {other:?}"
     );
     assert!(serve.terminate().success());
-}
-
-/// The live redis-server processes whose command line names `dir` (the embedded one shows its
-/// socket there); zombies (already exited) have no command line.
-fn redis_servers_in(dir: &std::path::Path) -> Vec<Pid> {
-    let dir = dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            (cmdline.starts_with("redis-server") && cmdline.contains(&dir))
-                .then(|| Pid::from_raw(pid))
-        })
-        .collect()
-}
-
-/// Waits up to 10 s for `check`.
-fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !check() {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[tokio::test]

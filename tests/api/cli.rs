@@ -1,482 +1,43 @@
-//! The client subcommands against a real server: `leasehold run` with real processes and
-//! signals, and the scripting commands' acquire → heartbeat → status → release round trip.
+//! The shell subcommands against a real server: the scripting commands' acquire → heartbeat →
+//! status → release round trip (locks and semaphore permits), `--quiet`, `hold` (until Ctrl-C,
+//! around a shell), `ls`, `status` tables, completions, help that matches the server, and the
+//! API key they send.
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::os::unix::fs::PermissionsExt as _;
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
 
-use crate::helpers::{ADMIN_TOKEN, TestApp, next_event, spawn_app};
+use crate::helpers::cli::{
+    BIN, assert_lock_free, code, file, finish, leasehold, leasehold_for_people, output, pid_of,
+    stderr, stdout_json, temp_dir, wait_for_file,
+};
+use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
 
-pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
-
-/// `leasehold <subcommand> --server <the test server>`, blind to any LEASEHOLD_* variables of
-/// the environment the tests run in, and killed if the test gives up on it. `status` prints
-/// the server's JSON (`--json`), as scripts ask for it.
-pub(crate) fn leasehold(app: &TestApp, subcommand: &str) -> Command {
-    let mut command = leasehold_for_people(app, subcommand);
-    if subcommand == "status" {
-        command.arg("--json");
-    }
-    command
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// `leasehold <subcommand> --server <the test server>` as a person types it (tables).
-pub(crate) fn leasehold_for_people(app: &TestApp, subcommand: &str) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .arg(subcommand)
-        .arg("--server")
-        .arg(app.url(""))
-        .env_remove("LEASEHOLD_SERVER")
-        .env_remove("LEASEHOLD_TOKEN")
-        .env_remove("LEASEHOLD_HOLDER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    command
-}
-
-/// `leasehold run [options] NAME -- sh -c SCRIPT sh ARGS..`: the script sees ARGS as $1, $2...
-pub(crate) fn run_sh(
-    app: &TestApp,
-    options: &[&str],
-    lock: &str,
-    script: &str,
-    args: &[&Path],
-) -> Command {
-    let mut command = leasehold(app, "run");
-    command
-        .args(options)
-        .args([lock, "--", "sh", "-c", script, "sh"])
-        .args(args);
-    command
-}
-
-/// Waits (bounded) for a process to exit and reads its output.
-pub(crate) async fn finish(child: Child) -> Output {
-    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-        .await
-        .expect("the process exits within 30 s")
-        .expect("output")
-}
-
-pub(crate) async fn output(command: &mut Command) -> Output {
-    finish(command.spawn().expect("start leasehold")).await
-}
-
-pub(crate) fn code(output: &Output) -> i32 {
-    output.status.code().unwrap_or_else(|| {
-        panic!(
-            "leasehold died of a signal ({}); stderr: {}",
-            output.status,
-            stderr(output)
-        )
-    })
-}
-
-pub(crate) fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-pub(crate) fn stdout_json(output: &Output) -> Value {
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
-    serde_json::from_str(&text).unwrap_or_else(|_| panic!("stdout is not JSON: {text}"))
-}
-
-pub(crate) fn pid_of(child: &Child) -> Pid {
-    Pid::from_raw(i32::try_from(child.id().expect("running")).expect("pid"))
-}
-
-/// Waits (bounded) until the shell child has written a whole line to `path`.
-pub(crate) async fn wait_for_file(path: &Path) -> String {
+/// Waits (bounded) until the lock `name` is held, and returns its inspection.
+async fn held(app: &TestApp, name: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && text.ends_with('\n')
-        {
-            return text;
+        let lock = app.inspect_lock(name).await;
+        if lock.body["held"] == true {
+            return lock.body;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} was not written within 10 s",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(Instant::now() < deadline, "{name} was never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Whether `pid` has stopped running: gone, or a zombie nobody has reaped yet (an orphan is
-/// reparented to init, and this machine's init does not reap).
-pub(crate) fn has_ended(pid: i32) -> bool {
-    if kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
-        return true;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-    })
-}
-
-/// Starts `leasehold run --ttl 60s` on `lock` around `script`, which writes a pid to its
-/// first argument (a file in `dir`); returns the run and that pid once written.
-async fn run_recording_pid(
-    app: &TestApp,
-    lock: &str,
-    script: &str,
-    dir: &tempfile::TempDir,
-) -> (Child, i32) {
-    let pid_file = file(dir, "recorded.pid");
-    let run = run_sh(app, &["--ttl", "60s"], lock, script, &[&pid_file])
-        .spawn()
-        .expect("start leasehold run");
-    let pid = wait_for_file(&pid_file)
-        .await
-        .trim()
-        .parse()
-        .expect("a pid");
-    (run, pid)
-}
-
-/// Waits up to 5 s for process `pid` to end; fails with `what` otherwise.
-async fn until_ended(pid: i32, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !has_ended(pid) {
-        assert!(Instant::now() < deadline, "{what} (pid {pid})");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-pub(crate) fn temp_dir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("lh-cli")
-        .tempdir()
-        .expect("temp dir")
-}
-
-pub(crate) fn file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
-    dir.path().join(name)
-}
-
-pub(crate) async fn assert_lock_free(app: &TestApp, lock: &str) {
-    let lock = app.inspect_lock(lock).await;
-    lock.assert_status(200);
-    assert_eq!(lock.body["held"], false, "{}", lock.body);
-}
-
-#[tokio::test]
-async fn run_hands_the_command_its_lease_and_releases_it_after() {
-    let app = spawn_app().await;
-    let dir = temp_dir();
-    let seen = file(&dir, "env");
-    let script = r#"echo "$LEASEHOLD_LOCK $LEASEHOLD_LEASE_ID $LEASEHOLD_FENCING_TOKEN" > "$1""#;
-
-    let out = output(&mut run_sh(
-        &app,
-        &["--ttl", "60s"],
-        "reports",
-        script,
-        &[&seen],
-    ))
-    .await;
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    assert!(out.stderr.is_empty(), "quiet on success: {}", stderr(&out));
-    let env = wait_for_file(&seen).await;
-    let env: Vec<&str> = env.split_whitespace().collect();
-    assert_eq!(env.len(), 3, "{env:?}");
-    assert_eq!(env[0], "reports");
-    let first_fence: u64 = env[2].parse().expect("the lease's fencing token");
-    let lease = app
-        .get(&format!("/v1/locks/reports/leases/{}", env[1]))
-        .await;
-    lease.assert_status(200);
-    assert_eq!(lease.body["state"], "released", "{}", lease.body);
-    assert_eq!(lease.body["ttl_ms"], 60_000);
-    assert_lock_free(&app, "reports").await;
-
-    let out = output(&mut run_sh(&app, &[], "reports", script, &[&seen])).await;
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    let env = wait_for_file(&seen).await;
-    let next_fence: u64 = env
-        .split_whitespace()
-        .nth(2)
-        .and_then(|f| f.parse().ok())
-        .expect("the next lease's fencing token");
-    assert!(
-        next_fence > first_fence,
-        "the next run fences higher: {env}"
-    );
-}
-
-#[tokio::test]
-async fn run_exits_with_the_commands_exit_code() {
-    let app = spawn_app().await;
-    let out = output(&mut run_sh(&app, &[], "exits", "exit 7", &[])).await;
-    assert_eq!(code(&out), 7, "stderr: {}", stderr(&out));
-    assert_lock_free(&app, "exits").await;
-
-    let out = output(
-        leasehold(&app, "run")
-            .args(["exits", "--", "/nonexistent/command"])
-            .arg("arg"),
-    )
-    .await;
-    assert_eq!(code(&out), 127, "stderr: {}", stderr(&out));
-    assert!(stderr(&out).contains("/nonexistent/command"));
-    assert_lock_free(&app, "exits").await;
-}
-
-#[tokio::test]
-async fn a_force_release_stops_the_whole_process_group_long_before_the_ttl() {
-    let app = spawn_app().await;
-    let dir = temp_dir();
-    let (run, grandchild) =
-        run_recording_pid(&app, "guarded", r#"sleep 300 & echo $! > "$1"; wait"#, &dir).await;
-    assert!(!has_ended(grandchild), "the grandchild runs");
-
-    let forced_at = Instant::now();
-    app.force_release("guarded", Some(ADMIN_TOKEN))
-        .await
-        .assert_status(200);
-    let out = finish(run).await;
-    let took = forced_at.elapsed();
-    assert!(
-        took < Duration::from_secs(5),
-        "stopped {took:?} after the force-release, with 60 s of TTL left"
-    );
-    assert_eq!(
-        code(&out),
-        143,
-        "sh died of SIGTERM; stderr: {}",
-        stderr(&out)
-    );
-    let err = stderr(&out);
-    assert!(err.contains("lease lost"), "stderr: {err}");
-    assert!(err.contains("SIGTERM"), "stderr: {err}");
-    // The signal reached the whole group; the grandchild's death is asynchronous to ours.
-    until_ended(grandchild, "the grandchild survived").await;
-}
-
-#[tokio::test]
-async fn a_killed_run_takes_its_command_with_it() {
-    let app = spawn_app().await;
-    let dir = temp_dir();
-    // (`exec`: the command is the process `run` started, which is what the kernel signals.)
-    let (mut run, command) =
-        run_recording_pid(&app, "orphaned", r#"echo $$ > "$1"; exec sleep 300"#, &dir).await;
-    assert!(!has_ended(command), "the command runs");
-
-    // Killed, `run` can neither heartbeat nor stop the command: the command must not run on
-    // unguarded (the lease runs out in 60 s, and then someone else may hold the lock).
-    run.kill().await.expect("SIGKILL leasehold run");
-    until_ended(command, "the command outlived its guard").await;
-}
-
-#[tokio::test]
-async fn a_sigterm_to_run_reaches_the_command() {
-    let app = spawn_app().await;
-    let dir = temp_dir();
-    let (marker, ready) = (file(&dir, "term"), file(&dir, "ready"));
-    let run = run_sh(
-        &app,
-        &["--ttl", "60s"],
-        "forwarding",
-        r#"trap 'echo term > "$1"; exit 42' TERM; sleep 300 & echo ready > "$2"; wait"#,
-        &[&marker, &ready],
-    )
-    .spawn()
-    .expect("start leasehold run");
-    wait_for_file(&ready).await;
-
-    kill(pid_of(&run), Signal::SIGTERM).expect("SIGTERM");
-    let out = finish(run).await;
-    assert_eq!(code(&out), 42, "the trap's code; stderr: {}", stderr(&out));
-    assert_eq!(wait_for_file(&marker).await, "term\n");
-    assert_lock_free(&app, "forwarding").await;
-}
-
-#[tokio::test]
-async fn run_interrupted_while_waiting_leaves_no_waiter_behind() {
-    let app = spawn_app().await;
-    let holder = app
-        .lease("busy", json!({"ttl_ms": 60_000, "holder": "someone"}))
-        .await;
-    let dir = temp_dir();
-    let ran = file(&dir, "ran");
-    let run = run_sh(
-        &app,
-        &["--wait", "30s"],
-        "busy",
-        r#"echo ran > "$1""#,
-        &[&ran],
-    )
-    .spawn()
-    .expect("start leasehold run");
-    app.wait_for_waiters(1).await;
-
-    kill(pid_of(&run), Signal::SIGINT).expect("SIGINT");
-    let out = finish(run).await;
-    assert_eq!(code(&out), 130, "128 + SIGINT; stderr: {}", stderr(&out));
-    app.wait_for_waiters(0).await;
-    assert!(!ran.exists(), "the command never ran");
-    let lock = app.inspect_lock("busy").await;
-    assert_eq!(lock.body["holders"][0]["lease_id"], holder.id.as_str());
-}
-
-#[tokio::test]
-async fn run_waits_for_the_lock_then_runs() {
-    let app = spawn_app().await;
-    let holder = app.lease("queue", json!({"ttl_ms": 60_000})).await;
-    let dir = temp_dir();
-    let seen = file(&dir, "fence");
-    let run = run_sh(
-        &app,
-        &["--wait", "30s"],
-        "queue",
-        r#"echo "$LEASEHOLD_FENCING_TOKEN" > "$1""#,
-        &[&seen],
-    )
-    .spawn()
-    .expect("start leasehold run");
-    app.wait_for_waiters(1).await;
-    app.release(&holder, true).await.assert_status(200);
-
-    let out = finish(run).await;
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    let fence: u64 = wait_for_file(&seen)
-        .await
-        .trim()
-        .parse()
-        .expect("a fencing token");
-    assert!(
-        fence > holder.fencing_token,
-        "the waiter fences above the holder"
-    );
-    assert_lock_free(&app, "queue").await;
-}
-
-#[tokio::test]
-async fn run_not_acquired_exits_75_without_running_the_command() {
-    let app = spawn_app().await;
-    app.lease("nightly", json!({"ttl_ms": 60_000, "holder": "cron@db1"}))
-        .await;
-    let dir = temp_dir();
-    let ran = file(&dir, "ran");
-
-    let out = output(&mut run_sh(
-        &app,
-        &[],
-        "nightly",
-        r#"echo ran > "$1""#,
-        &[&ran],
-    ))
-    .await;
-    assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
-    assert!(
-        stderr(&out).contains("cron@db1"),
-        "says who holds it: {}",
-        stderr(&out)
-    );
-
-    let out = output(&mut run_sh(
-        &app,
-        &["--wait", "300ms", "--conflict-exit-code", "9"],
-        "nightly",
-        r#"echo ran > "$1""#,
-        &[&ran],
-    ))
-    .await;
-    assert_eq!(code(&out), 9, "stderr: {}", stderr(&out));
-    assert!(!ran.exists(), "the command never ran");
-}
-
-#[tokio::test]
-async fn heartbeats_keep_the_lease_past_its_ttl() {
-    let app = spawn_app().await;
-    let mut events = app.events().await;
-    let dir = temp_dir();
-    let go = file(&dir, "go");
-    // TTL 1.5 s: the command outlives it several times over.
-    let run = run_sh(
-        &app,
-        &["--ttl", "1500ms"],
-        "long-job",
-        r#"while [ ! -e "$1" ]; do sleep 0.05; done"#,
-        &[&go],
-    )
-    .spawn()
-    .expect("start leasehold run");
-    let acquired = next_event(&mut events, "acquired").await;
-    for _ in 0..4 {
-        let renewed = next_event(&mut events, "renewed").await;
-        assert_eq!(renewed["lease_id"], acquired["lease_id"]);
-    }
-    let lock = app.inspect_lock("long-job").await;
-    assert_eq!(lock.body["holders"][0]["lease_id"], acquired["lease_id"]);
-
-    std::fs::write(&go, "").expect("write go");
-    let out = finish(run).await;
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    assert!(
-        out.stderr.is_empty(),
-        "no heartbeat failed: {}",
-        stderr(&out)
-    );
-    assert_lock_free(&app, "long-job").await;
-}
-
-#[tokio::test]
-async fn an_unrenewable_lease_stops_the_command_before_it_expires() {
-    let app = spawn_app().await;
-    let mut events = app.events().await;
-    let dir = temp_dir();
-    let (died, ready) = (file(&dir, "died-at-ms"), file(&dir, "ready"));
-    let run = run_sh(
-        &app,
-        &["--ttl", "6s"],
-        "frozen",
-        r#"trap 'date +%s%3N > "$1"; exit 3' TERM; sleep 300 & echo ready > "$2"; wait"#,
-        &[&died, &ready],
-    )
-    .spawn()
-    .expect("start leasehold run");
-    wait_for_file(&ready).await;
-    let renewed = next_event(&mut events, "renewed").await;
-
-    // A frozen Redis: every heartbeat now fails (503 after the server's Redis timeout).
-    app.redis.signal(Signal::SIGSTOP);
-    let out = finish(run).await;
-    app.redis.signal(Signal::SIGCONT);
-
-    assert_eq!(code(&out), 3, "the trap's code; stderr: {}", stderr(&out));
-    let err = stderr(&out);
-    assert!(err.contains("could not renew"), "stderr: {err}");
-    // The lease lasts at least until the last renewal Redis made (its clock is ours: same
-    // machine) plus the TTL; the command must have ended before that.
-    let mut expires_at_ms = renewed["at_ms"].as_u64().expect("at_ms") + 6_000;
-    while let Ok(event) = events.try_recv() {
-        if event["type"] == "renewed" {
-            expires_at_ms = expires_at_ms.max(event["at_ms"].as_u64().expect("at_ms") + 6_000);
-        }
-    }
-    let died_at_ms: u64 = wait_for_file(&died)
-        .await
-        .trim()
-        .parse()
-        .expect("milliseconds");
-    assert!(
-        died_at_ms < expires_at_ms,
-        "the command ended {} ms after the lease expired",
-        died_at_ms - expires_at_ms
-    );
+/// An executable shell script in `dir`, to stand in for `$SHELL`.
+fn script(dir: &tempfile::TempDir, name: &str, body: &str) -> std::path::PathBuf {
+    let path = file(dir, name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
 }
 
 #[tokio::test]
@@ -561,22 +122,276 @@ async fn scripts_acquire_heartbeat_inspect_and_release() {
     );
 }
 
+#[tokio::test]
+async fn scripts_take_permits_and_heartbeat_and_release_them() {
+    let app = spawn_app().await;
+    let out = output(leasehold(&app, "acquire").args([
+        "--semaphore",
+        "2",
+        "--permits",
+        "2",
+        "--holder",
+        "batch",
+        "gpus",
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let lease = stdout_json(&out);
+    assert_eq!(lease["permits"], 2);
+    assert_eq!(lease["holder"], "batch");
+    let (id, token) = (
+        lease["lease_id"].as_str().expect("id").to_owned(),
+        lease["token"].as_str().expect("token").to_owned(),
+    );
+    // No permit left: busy, and --quiet says nothing about it.
+    let out =
+        output(leasehold(&app, "acquire").args(["--semaphore", "2", "--quiet", "gpus"])).await;
+    assert_eq!(code(&out), 75);
+    assert!(out.stderr.is_empty(), "quiet: {}", stderr(&out));
+
+    let out = output(
+        leasehold(&app, "heartbeat")
+            .env("LEASEHOLD_TOKEN", &token)
+            .args(["gpus", &id]),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let out = output(leasehold(&app, "status").args(["gpus", &id])).await;
+    assert_eq!(stdout_json(&out)["state"], "held");
+    let out = output(
+        leasehold(&app, "release")
+            .env("LEASEHOLD_TOKEN", &token)
+            .args(["gpus", &id]),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(app.get("/v1/semaphores/gpus").await.body["used"], 0);
+}
+
+#[tokio::test]
+async fn status_tables_show_holders_and_busy_semaphores() {
+    let app = spawn_app().await;
+    let lease = app
+        .lease("deploy", json!({"ttl_ms": 60_000, "holder": "ci@runner"}))
+        .await;
+    let out = output(leasehold_for_people(&app, "status").arg("deploy")).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("lock deploy: held, reentrant"), "{text}");
+    assert!(
+        text.contains("HOLDER") && text.contains("ci@runner"),
+        "{text}"
+    );
+    assert!(text.contains(&lease.id) && text.contains(&lease.fencing_token.to_string()));
+
+    let out = output(leasehold_for_people(&app, "status").args(["deploy", &lease.id])).await;
+    let text = stdout(&out);
+    assert!(text.contains("state         held"), "{text}");
+
+    app.permits(
+        "pool",
+        json!({"limit": 2, "permits": 2, "holder": "trainer"}),
+    )
+    .await;
+    let out = output(leasehold_for_people(&app, "status").arg("pool")).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("semaphore pool: 2 of 2 permits in use, 0 free"),
+        "a busy semaphore is not free: {text}"
+    );
+    assert!(text.contains("trainer"), "{text}");
+    let out = output(leasehold(&app, "status").arg("pool")).await;
+    assert_eq!(stdout_json(&out)["used"], 2);
+
+    let out = output(leasehold_for_people(&app, "status").arg("never-taken")).await;
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("lock_not_found"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn ls_lists_the_live_names() {
+    let app = spawn_app().await;
+    app.lease("etl:daily", json!({"holder": "cron@db1"})).await;
+    app.permits("etl:slots", json!({"limit": 5, "permits": 2}))
+        .await;
+    app.lease("web", json!({})).await;
+
+    let out = output(leasehold_for_people(&app, "ls").arg("etl:")).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two names: {text}");
+    assert!(lines[0].starts_with("NAME"), "{text}");
+    assert!(lines[1].starts_with("etl:daily") && lines[1].contains("cron@db1"));
+    assert!(lines[2].starts_with("etl:slots") && lines[2].contains("2/5 permits"));
+
+    let out = output(leasehold(&app, "ls").arg("--json")).await;
+    let page = stdout_json(&out);
+    assert_eq!(page["locks"].as_array().map(Vec::len), Some(3), "{page}");
+}
+
+#[tokio::test]
+async fn hold_keeps_the_lock_until_ctrl_c() {
+    let app = spawn_app().await;
+    let hold = leasehold(&app, "hold")
+        .args(["--ttl", "1500ms", "maintenance"])
+        .spawn()
+        .expect("start leasehold hold");
+    let lock = held(&app, "maintenance").await;
+    // Past its TTL: the heartbeats keep it.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let still = app.inspect_lock("maintenance").await;
+    assert_eq!(
+        still.body["holders"][0]["lease_id"],
+        lock["holders"][0]["lease_id"]
+    );
+
+    kill(pid_of(&hold), Signal::SIGINT).expect("SIGINT");
+    let out = finish(hold).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("holding maintenance"),
+        "{}",
+        stderr(&out)
+    );
+    assert_lock_free(&app, "maintenance").await;
+}
+
+#[tokio::test]
+async fn hold_ends_at_once_when_the_lease_is_lost() {
+    let app = spawn_app().await;
+    let hold = leasehold(&app, "hold")
+        .args(["--ttl", "60s", "fragile"])
+        .spawn()
+        .expect("start leasehold hold");
+    held(&app, "fragile").await;
+    app.force_release("fragile", Some(ADMIN_TOKEN))
+        .await
+        .assert_status(200);
+    let out = finish(hold).await;
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("lease lost"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn hold_shell_runs_the_shell_under_the_lock() {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let seen = file(&dir, "seen");
+    let shell = script(
+        &dir,
+        "shell",
+        r#"echo "$LEASEHOLD_LOCK $LEASEHOLD_FENCING_TOKEN" > "$SEEN"; exit 4"#,
+    );
+    let out = output(
+        leasehold(&app, "hold")
+            .args(["--shell", "--quiet", "console"])
+            .env("SHELL", &shell)
+            .env("SEEN", &seen),
+    )
+    .await;
+    assert_eq!(code(&out), 4, "the shell's code; stderr: {}", stderr(&out));
+    assert!(out.stderr.is_empty(), "quiet: {}", stderr(&out));
+    let text = wait_for_file(&seen).await;
+    assert!(text.starts_with("console "), "{text}");
+    assert_lock_free(&app, "console").await;
+
+    // A lost lease hangs the shell up (interactive shells ignore SIGTERM).
+    let (ready, hup) = (file(&dir, "ready"), file(&dir, "hup"));
+    let shell = script(
+        &dir,
+        "waiting-shell",
+        r#"trap 'echo hup > "$HUP"; exit 9' HUP; echo ready > "$READY"; while :; do sleep 0.02; done"#,
+    );
+    let hold = leasehold(&app, "hold")
+        .args(["--shell", "console"])
+        .env("SHELL", &shell)
+        .env("READY", &ready)
+        .env("HUP", &hup)
+        .spawn()
+        .expect("start leasehold hold --shell");
+    wait_for_file(&ready).await;
+    app.force_release("console", Some(ADMIN_TOKEN))
+        .await
+        .assert_status(200);
+    let out = finish(hold).await;
+    assert_eq!(code(&out), 9, "the trap's code; stderr: {}", stderr(&out));
+    assert_eq!(wait_for_file(&hup).await, "hup\n");
+}
+
 #[test]
-fn run_help_documents_the_exit_codes() {
-    let output = std::process::Command::new(BIN)
-        .args(["run", "--help"])
+fn completions_and_help_match_the_commands() {
+    let out = std::process::Command::new(BIN)
+        .args(["completions", "bash"])
         .output()
         .expect("run leasehold");
-    let help = String::from_utf8_lossy(&output.stdout);
-    for text in [
-        "--conflict-exit-code",
-        "--kill-grace",
-        "--wait",
-        "LEASEHOLD_SERVER",
-        "75",
-        "128+N",
-        "127",
-    ] {
-        assert!(help.contains(text), "--help lacks {text}:\n{help}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for word in ["_leasehold", "hold", "--semaphore", "completions"] {
+        assert!(text.contains(word), "the bash completion lacks {word}");
     }
+    let out = std::process::Command::new(BIN)
+        .args(["help", "run"])
+        .output()
+        .expect("run leasehold");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for text in [
+        "--semaphore <N>",
+        "--permits <K>",
+        "--quiet",
+        "user@host",
+        "not_reentrant",
+    ] {
+        assert!(help.contains(text), "help run lacks {text}:\n{help}");
+    }
+    assert!(
+        help.contains("the server takes every one"),
+        "help run says every kind works:\n{help}"
+    );
+}
+
+#[tokio::test]
+async fn ls_and_status_send_the_api_key_and_see_its_tenant_only() {
+    let app = spawn_app().await;
+    let (_, secret) = app
+        .create_key(json!({"name": "cli", "tenant": "a", "roles": ["client", "reader"]}))
+        .await;
+    app.with_key(&secret).lease("a-job", json!({})).await;
+    app.with_key(ADMIN_TOKEN)
+        .lease("default-job", json!({}))
+        .await;
+
+    let out = output(
+        leasehold(&app, "ls")
+            .arg("--json")
+            .env("LEASEHOLD_API_KEY", &secret),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let names: Vec<Value> = stdout_json(&out)["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|l| l["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("a-job")], "tenant a's locks only");
+
+    let out = output(
+        leasehold(&app, "status")
+            .arg("a-job")
+            .env("LEASEHOLD_API_KEY", &secret),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(stdout_json(&out)["held"], true);
+
+    // Keys exist now, so a CLI without one is refused, and says why.
+    let out = output(leasehold(&app, "ls").env_remove("LEASEHOLD_API_KEY")).await;
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("api_key_required"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -181,3 +181,79 @@ async fn api_answers_are_never_cached_errors_included() {
     health.assert_status(200);
     assert_eq!(health.header("cache-control"), None);
 }
+
+#[tokio::test]
+async fn error_texts_name_no_rust_types_and_form_bodies_get_a_hint() {
+    let app = spawn_app().await;
+    let post = |path: &str, content_type: &'static str, body: &'static str| {
+        app.http
+            .post(app.url(path))
+            .header("content-type", content_type)
+            .body(body)
+    };
+    let json = "application/json";
+    let cases = [
+        post("/v1/locks/t/leases", json, r#""s""#),
+        post("/v1/locks/t/leases", json, r#"[1]"#),
+        post("/v1/locks/t/leases", json, r#"{"ttl_ms":"x"}"#),
+        post("/v1/locks/t/leases", json, r#"{"ttl_ms":-1}"#),
+        post("/v1/locks/t/leases", json, r#"{"kind":"bogus"}"#),
+        post("/v1/semaphores/t/leases", json, r#"{"limit":5000000000}"#),
+        post("/v1/locks/t/leases?wait_ms=soon", json, "{}"),
+        post(
+            "/v1/locks/t/leases?wait_ms=99999999999999999999999",
+            json,
+            "{}",
+        ),
+        post("/v1/locks/t/fence/check", json, r#"{"fencing_token":"7"}"#),
+        app.http.get(app.url("/v1/locks/t/leases/not-a-uuid")),
+        app.http.get(app.url("/v1/locks/a%FF")),
+        app.http.get(app.url("/v1/locks/never-taken")),
+    ];
+    for request in cases {
+        let reply = app.send(request).await;
+        assert!(
+            reply.status.is_client_error(),
+            "{} {}",
+            reply.status,
+            reply.body
+        );
+        let detail = reply.str("detail");
+        for rust in [
+            "struct ",
+            "enum ",
+            "u64",
+            "u32",
+            "LockName(",
+            "Failed to deserialize",
+            "\\\"",
+        ] {
+            assert!(!detail.contains(rust), "{rust} in {detail:?}");
+        }
+    }
+
+    // `curl -d 'ttl_ms=5000'`: form data, not JSON.
+    let form = app
+        .send(post(
+            "/v1/locks/t/leases",
+            "application/x-www-form-urlencoded",
+            "ttl_ms=5000",
+        ))
+        .await;
+    form.assert_problem(400, "malformed_json");
+    assert!(
+        form.str("detail")
+            .contains("content-type: application/json"),
+        "{}",
+        form.body
+    );
+    // JSON sent with curl's default type still works.
+    let curlish = app
+        .send(post(
+            "/v1/locks/t/leases",
+            "application/x-www-form-urlencoded",
+            r#"{"ttl_ms": 5000}"#,
+        ))
+        .await;
+    curlish.assert_status(201);
+}

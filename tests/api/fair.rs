@@ -1,10 +1,13 @@
 //! Fair locks: strict FIFO among live waiters, tickets that keep a place, waiters that leave.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use serde_json::json;
 
-use crate::helpers::{AppOptions, Lease, spawn_app, spawn_app_with};
+use crate::helpers::{
+    AppOptions, Lease, Reply, TestApp, Ticket, holder_of, spawn_app, spawn_app_with,
+};
 
 const FAIR: &str = "/v1/locks/fifo/leases?wait_ms=30000";
 
@@ -227,4 +230,141 @@ async fn a_ticket_nobody_polls_in_time_is_not_listed_as_waiting() {
         "{}",
         lock.body
     );
+}
+
+/// A fair lock held by someone, and a ticket queued behind it (202).
+async fn queued_ticket(app: &TestApp) -> (Lease, Reply) {
+    let holder = app.lease("fifo", json!({"kind": "fair"})).await;
+    let queued = app
+        .acquire("fifo", json!({"kind": "fair", "holder": "t"}))
+        .await;
+    queued.assert_status(202);
+    (holder, queued)
+}
+
+fn location(reply: &Reply) -> String {
+    reply.header("location").expect("Location").to_owned()
+}
+
+// Found by the safety harness (overlapping holds after a re-polled fair ticket).
+#[tokio::test]
+async fn a_ticket_polled_again_after_its_grant_gets_the_same_grant_and_keeps_it() {
+    let app = spawn_app().await;
+    let (holder, queued) = queued_ticket(&app).await;
+    let (at, token) = (location(&queued), queued.str("token"));
+    app.release(&holder, false).await.assert_status(200);
+    let granted = app.poll_ticket(&at, &token, 5_000).await;
+    granted.assert_status(201);
+    let again = app.poll_ticket(&at, &token, 0).await;
+    again.assert_status(201);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.str("lease_id"), granted.str("lease_id"));
+    assert_eq!(again.u64("fencing_token"), granted.u64("fencing_token"));
+    // The lease is still held: nobody else gets the lock, and its holder can heartbeat.
+    assert_eq!(
+        holder_of(&app, "fifo").await["lease_id"],
+        granted.str("lease_id")
+    );
+    app.acquire("fifo", json!({"kind": "fair"}))
+        .await
+        .assert_status(202);
+    let lease = Ticket::from_reply("fifo", &queued).lease(&granted);
+    app.heartbeat(&lease, json!({})).await.assert_status(200);
+}
+
+// Found by the safety harness (overlapping holds after a fair ticket polled twice at once).
+#[tokio::test]
+async fn two_polls_of_one_ticket_at_once_both_get_the_grant_and_it_stays() {
+    let app = spawn_app().await;
+    let (holder, queued) = queued_ticket(&app).await;
+    let (at, token) = (location(&queued), queued.str("token"));
+    let poll = || {
+        let req = app
+            .http
+            .post(app.url(&format!("{at}?wait_ms=10000")))
+            .bearer_auth(&token);
+        tokio::spawn(async move { Reply::read(req.send().await.expect("request")).await })
+    };
+    let (first, second) = (poll(), poll());
+    app.wait_for_waiters(2).await;
+    app.release(&holder, false).await.assert_status(200);
+    let (first, second) = (first.await.expect("task"), second.await.expect("task"));
+    for reply in [&first, &second] {
+        reply.assert_status(201);
+        assert_eq!(reply.str("lease_id"), queued.str("ticket_id"));
+    }
+    assert_eq!(
+        holder_of(&app, "fifo").await["lease_id"],
+        queued.str("ticket_id")
+    );
+}
+
+#[tokio::test]
+async fn an_abandoned_ticket_blocks_other_kinds_only_for_its_liveness_window() {
+    let app = spawn_app_with(AppOptions {
+        ticket_timeout_ms: 300,
+        ..Default::default()
+    })
+    .await;
+    let (holder, _abandoned) = queued_ticket(&app).await;
+    app.release(&holder, false).await.assert_status(200);
+    app.acquire("fifo", json!({}))
+        .await
+        .assert_problem(409, "kind_conflict");
+    // Its place runs out (never polled); then the name is free for any kind.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = app.acquire("fifo", json!({})).await;
+        if reply.status == 201 {
+            break;
+        }
+        reply.assert_problem(409, "kind_conflict");
+        assert!(
+            Instant::now() < deadline,
+            "the dead ticket still blocks the name"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_poll_that_meets_a_frozen_redis_keeps_the_ticket_in_line() {
+    let app = spawn_app().await;
+    let (holder, queued) = queued_ticket(&app).await;
+    let (at, token) = (location(&queued), queued.str("token"));
+    app.redis.signal(Signal::SIGSTOP);
+    let failed = app.poll_ticket(&at, &token, 0).await;
+    app.redis.signal(Signal::SIGCONT);
+    failed.assert_problem(503, "redis_unavailable");
+    let still = app.poll_ticket(&at, &token, 0).await;
+    still.assert_status(202);
+    assert_eq!(still.body["position"], 1);
+    app.release(&holder, false).await.assert_status(200);
+    app.poll_ticket(&at, &token, 5_000).await.assert_status(201);
+}
+
+#[tokio::test]
+async fn an_instance_shutting_down_mid_poll_keeps_the_ticket_in_line() {
+    let app = spawn_app().await;
+    let peer = app.spawn_peer().await;
+    let (holder, queued) = queued_ticket(&app).await;
+    let (at, token) = (location(&queued), queued.str("token"));
+    let waiting = {
+        let req = peer
+            .http
+            .post(peer.url(&format!("{at}?wait_ms=20000")))
+            .bearer_auth(&token);
+        tokio::spawn(async move { Reply::read(req.send().await.expect("request")).await })
+    };
+    peer.wait_for_waiters(1).await;
+    peer.shutdown.cancel();
+    waiting
+        .await
+        .expect("task")
+        .assert_problem(503, "shutting_down");
+    let still = app.poll_ticket(&at, &token, 0).await;
+    still.assert_status(202);
+    assert_eq!(still.body["position"], 1);
+    app.release(&holder, false).await.assert_status(200);
+    app.poll_ticket(&at, &token, 5_000).await.assert_status(201);
 }

@@ -1,9 +1,9 @@
 //! `Idempotency-Key`: a retry gets the first answer, and only its own caller does; another
 //! caller sending the same key and request is refused, never handed the first lease's token.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::helpers::{Reply, TestApp, spawn_app};
+use crate::helpers::{ADMIN_TOKEN, Lease, Reply, TestApp, holder_of, spawn_app};
 
 async fn acquire_keyed(app: &TestApp, lock: &str, key: &str) -> Reply {
     let request = app
@@ -102,4 +102,85 @@ async fn every_replayed_answer_says_so() {
     assert_eq!(again.body["ticket_id"], ticket.body["ticket_id"]);
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
     drop(holder);
+}
+
+/// A new lease on `lock`, built afresh for each retry of it.
+fn acquire_request(app: &TestApp, lock: &str, body: Value) -> reqwest::RequestBuilder {
+    app.http
+        .post(app.url(&format!("/v1/locks/{lock}/leases")))
+        .json(&body)
+}
+
+/// One more level of `lease`, built afresh for each retry of it.
+fn reentry_request(app: &TestApp, lease: &Lease) -> reqwest::RequestBuilder {
+    acquire_request(app, &lease.lock, json!({})).bearer_auth(&lease.token)
+}
+
+// Found by the safety harness (retries that added levels).
+#[tokio::test]
+async fn a_retried_request_with_an_idempotency_key_gets_the_first_answer() {
+    let app = spawn_app().await;
+    let new = || acquire_request(&app, "jobs", json!({"holder": "a"}));
+    let first = app.send_with_key(new(), "new-1").await;
+    first.assert_status(201);
+    let retry = app.send_with_key(new(), "new-1").await;
+    retry.assert_status(201);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    for field in ["lease_id", "token", "fencing_token", "expires_at"] {
+        assert_eq!(retry.body[field], first.body[field], "{field}");
+    }
+    let lease = Lease::from_reply("jobs", &first);
+    let reenter = || reentry_request(&app, &lease);
+    let once = app.send_with_key(reenter(), "again-1").await;
+    let twice = app.send_with_key(reenter(), "again-1").await;
+    assert_eq!(once.body["reentry_count"], 2);
+    assert_eq!(twice.body["reentry_count"], 2, "a retry adds no level");
+    assert_eq!(holder_of(&app, "jobs").await["reentry_count"], 2);
+    let release = || {
+        app.http
+            .delete(app.url(&format!("/v1/locks/jobs/leases/{}", lease.id)))
+            .bearer_auth(&lease.token)
+    };
+    let once = app.send_with_key(release(), "release-1").await;
+    let twice = app.send_with_key(release(), "release-1").await;
+    assert_eq!(once.body["reentry_count"], 1);
+    assert_eq!(
+        twice.body["reentry_count"], 1,
+        "a retry releases no second level"
+    );
+    assert_eq!(holder_of(&app, "jobs").await["reentry_count"], 1);
+    // The same key with another request is refused.
+    let other = app
+        .http
+        .post(app.url("/v1/locks/jobs/leases"))
+        .json(&json!({"holder": "b"}));
+    app.send_with_key(other, "new-1")
+        .await
+        .assert_problem(422, "idempotency_key_reused");
+}
+
+// Found by safety seed 1 (subscriber-drop).
+#[tokio::test]
+async fn a_retry_after_a_force_release_is_told_the_lease_is_lost() {
+    // Found by the safety harness's full tier: a reentry answered, the lock force-released,
+    // then the reentry's retry. A replayed grant would tell the client it holds a lock it
+    // does not; the retry answers for the lease as it is now.
+    let app = spawn_app().await;
+    let new = || acquire_request(&app, "jobs", json!({}));
+    let first = app.send_with_key(new(), "new-2").await;
+    first.assert_status(201);
+    let lease = Lease::from_reply("jobs", &first);
+    let reenter = || reentry_request(&app, &lease);
+    app.send_with_key(reenter(), "again-2")
+        .await
+        .assert_status(200);
+    app.force_release("jobs", Some(ADMIN_TOKEN))
+        .await
+        .assert_status(200);
+    app.send_with_key(reenter(), "again-2")
+        .await
+        .assert_problem(410, "lease_lost");
+    app.send_with_key(new(), "new-2")
+        .await
+        .assert_problem(410, "lease_lost");
 }

@@ -1,7 +1,8 @@
 //! Lock names never reach Leasehold's own data: API keys, sessions, the dashboard's secret, the
 //! audit log and the events backlog live under the hash tag `{leasehold/}`, which no lock,
 //! semaphore or tenant name can produce, and a deployment written by an earlier version has
-//! its data moved there on start, none of it lost.
+//! its data moved there on start, none of it lost. Keys other programs keep in the same Redis
+//! are never changed or revealed.
 
 use std::time::Duration;
 
@@ -251,4 +252,50 @@ async fn backlog_text(app: &TestApp) -> String {
         text.push_str(&String::from_utf8_lossy(&chunk));
     }
     text
+}
+
+#[tokio::test]
+async fn keys_of_other_programs_are_never_changed_or_revealed() {
+    let app = spawn_app().await;
+    let mut conn = app.redis.conn().await;
+    let _: () = redis::cmd("SET")
+        .arg("counter")
+        .arg("41")
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    let _: () = redis::cmd("HSET")
+        .arg("profile")
+        .arg("email")
+        .arg("someone@example.com")
+        .query_async(&mut conn)
+        .await
+        .expect("HSET");
+    for name in ["counter", "profile"] {
+        let reply = app.acquire(name, json!({})).await;
+        reply.assert_problem(409, "kind_conflict");
+        assert_eq!(reply.body["held_as"], "foreign");
+        assert!(!reply.body.to_string().contains("email"));
+        let reply = app.acquire_permits(name, 0, json!({"limit": 50})).await;
+        reply.assert_problem(409, "kind_conflict");
+        assert_eq!(reply.body["held_as"], "foreign");
+        let view = app.inspect_lock(name).await;
+        assert_eq!(view.body["kind"], "foreign");
+        assert_eq!(view.body["holders"], json!([]));
+        app.force_release(name, Some(ADMIN_TOKEN))
+            .await
+            .assert_problem(409, "kind_conflict");
+    }
+    let counter: String = redis::cmd("GET")
+        .arg("counter")
+        .query_async(&mut conn)
+        .await
+        .expect("GET");
+    assert_eq!(counter, "41");
+    let profile: Vec<String> = redis::cmd("HGETALL")
+        .arg("profile")
+        .query_async(&mut conn)
+        .await
+        .expect("HGETALL");
+    assert_eq!(profile, ["email", "someone@example.com"]);
 }

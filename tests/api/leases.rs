@@ -1,4 +1,4 @@
-//! Acquire, reenter, heartbeat, release and inspect: the lease lifecycle.
+//! Acquire, reenter, heartbeat, release, inspect and list: the lease lifecycle.
 
 use serde_json::json;
 
@@ -324,4 +324,46 @@ async fn every_change_publishes_an_event() {
         .assert_status(201);
     let expired = crate::helpers::next_event(&mut events, "expired").await;
     assert_eq!(expired["lease_id"], short.id);
+}
+
+#[tokio::test]
+async fn the_listing_shows_live_locks_and_semaphores_by_prefix() {
+    let app = spawn_app().await;
+    app.lease("jobs:a", json!({"holder": "worker-1"})).await;
+    app.lease("jobs:b", json!({})).await;
+    app.permits("jobs:pool", json!({"limit": 4, "permits": 3}))
+        .await;
+    app.lease("other", json!({})).await;
+    let released = app.lease("jobs:gone", json!({})).await;
+    app.release(&released, true).await.assert_status(200);
+
+    let page = app.get("/v1/locks?prefix=jobs:").await;
+    page.assert_status(200);
+    let names: Vec<&str> = page.body["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|l| l["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["jobs:a", "jobs:b", "jobs:pool"]);
+    let a = &page.body["locks"][0];
+    assert_eq!(a["holder"], "worker-1");
+    assert_eq!(a["kind"], "reentrant");
+    let pool = &page.body["locks"][2];
+    assert_eq!(pool["kind"], "semaphore");
+    assert_eq!(
+        (pool["used"].as_u64(), pool["limit"].as_u64()),
+        (Some(3), Some(4))
+    );
+    assert!(page.body["next_cursor"].is_null());
+
+    app.get("/v1/locks?limit=0")
+        .await
+        .assert_problem(400, "invalid_query");
+    app.get("/v1/locks?cursor=a%7B")
+        .await
+        .assert_problem(400, "invalid_query");
+    app.get("/v1/locks?prefix=a%7B")
+        .await
+        .assert_problem(422, "invalid_lock_name");
 }

@@ -1,6 +1,7 @@
 //! Redis memory: when Redis is full, what frees or keeps a lease (release, heartbeat, force
 //! release, inspection) still works and acquires are refused with 503 `redis_full` and
-//! `Retry-After`; `/readyz` and the metrics say when memory runs short.
+//! `Retry-After`; `/readyz` and the metrics say when memory runs short; a Redis that evicts keys
+//! is refused at startup.
 
 use std::time::Duration;
 
@@ -228,4 +229,21 @@ async fn a_tenants_callers_share_one_names_quota() {
         .acquire("w", json!({}))
         .await
         .assert_status(201);
+}
+
+#[tokio::test]
+async fn a_redis_that_evicts_keys_is_refused_at_startup() {
+    let redis = crate::helpers::RedisServer::start();
+    let mut conn = redis.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query_async(&mut conn)
+        .await
+        .expect("CONFIG SET");
+    let error = crate::helpers::serve_once(&redis)
+        .await
+        .expect_err("an evicting Redis is refused");
+    assert!(error.to_string().contains("noeviction"), "{error}");
 }

@@ -1,10 +1,12 @@
-//! Redis going away: fast 503s, never a hang, and recovery when it is back.
+//! Redis going away: fast 503s, never a hang, recovery when it is back, and a command answered
+//! 503 never takes effect later.
 
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use serde_json::json;
 
-use crate::helpers::{AppOptions, spawn_app, spawn_app_with};
+use crate::helpers::{ADMIN_TOKEN, AppOptions, holder_of, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn redis_stopped_mid_test_gives_503_then_recovers() {
@@ -117,4 +119,19 @@ async fn calls_beyond_the_cap_wait_their_turn_and_are_refused_when_redis_is_too_
     for i in 0..6 {
         app.lease(&format!("flood-{i}"), json!({})).await;
     }
+}
+
+// Found by the safety harness (partition).
+#[tokio::test]
+async fn a_force_release_answered_503_does_not_happen_later() {
+    let app = spawn_app().await;
+    let lease = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
+    app.redis.signal(Signal::SIGSTOP);
+    let forced = app.force_release("jobs", Some(ADMIN_TOKEN)).await;
+    // The script now sits in the frozen Redis's input; it runs when Redis wakes, past its
+    // deadline, and must change nothing.
+    app.redis.signal(Signal::SIGCONT);
+    forced.assert_problem(503, "redis_unavailable");
+    app.heartbeat(&lease, json!({})).await.assert_status(200);
+    assert_eq!(holder_of(&app, "jobs").await["lease_id"], lease.id);
 }

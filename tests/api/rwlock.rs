@@ -329,3 +329,51 @@ async fn a_lone_readers_release_frees_the_lock_unless_its_hold_ran_out() {
     assert_eq!(app.inspect_lease(&lost).await.body["state"], "expired");
     write(&app, "doc").await;
 }
+
+// Found by the safety harness (overlapping holds after a read reentry with a longer TTL).
+#[tokio::test]
+async fn a_read_lease_reentered_with_a_longer_ttl_keeps_its_last_level() {
+    let app = spawn_app().await;
+    let reader = app
+        .lease("catalog", json!({"kind": "read", "ttl_ms": 300}))
+        .await;
+    app.acquire_with(
+        "catalog",
+        0,
+        json!({"kind": "read", "ttl_ms": 10_000}),
+        Some(&reader.token),
+    )
+    .await
+    .assert_status(200);
+    let released = app.release(&reader, false).await;
+    released.assert_status(200);
+    assert_eq!(released.body["reentry_count"], 1);
+    // Past the first level's own TTL: the lease's TTL is now 10 s for every level.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    app.acquire("catalog", json!({"kind": "write"}))
+        .await
+        .assert_problem(409, "lock_held");
+    app.inspect_lease(&reader).await.body["state"]
+        .as_str()
+        .map_or_else(|| panic!("no state"), |s| assert_eq!(s, "held"));
+    app.release(&reader, false).await.assert_status(200);
+    app.lease("catalog", json!({"kind": "write"})).await;
+}
+
+// Found by the safety harness (all=true left read levels held).
+#[tokio::test]
+async fn all_true_releases_every_level_of_both_modes() {
+    let app = spawn_app().await;
+    let lease = app.lease("catalog", json!({"kind": "write"})).await;
+    for kind in ["write", "read", "read"] {
+        app.acquire_with("catalog", 0, json!({"kind": kind}), Some(&lease.token))
+            .await
+            .assert_status(200);
+    }
+    let released = app.release(&lease, true).await;
+    released.assert_status(200);
+    assert_eq!(released.body["released"], true);
+    assert_eq!(released.body["reentry_count"], 0);
+    assert_eq!(app.inspect_lock("catalog").await.body["held"], false);
+    app.lease("catalog", json!({"kind": "write"})).await;
+}

@@ -1,12 +1,13 @@
-//! Semaphores with expirable permits: never above the limit, permits back on expiry.
+//! Semaphores with expirable permits: never above the limit, permits back on expiry, sizes
+//! capped; a name is a semaphore or a lock, and can change once its last holder is gone.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{Lease, Reply, TestApp, spawn_app};
+use crate::helpers::{ADMIN_TOKEN, Lease, Reply, TestApp, spawn_app};
 
 fn lease(name: &str, reply: &Reply) -> Lease {
     Lease::from_reply(name, reply)
@@ -179,4 +180,70 @@ async fn a_semaphore_and_a_lock_cannot_share_a_name() {
     app.acquire("pool", json!({}))
         .await
         .assert_problem(409, "kind_conflict");
+}
+
+#[tokio::test]
+async fn a_semaphore_whose_permits_are_back_can_be_a_lock_again() {
+    let app = spawn_app().await;
+    let lease = app.permits("pool", json!({"limit": 3})).await;
+    app.acquire("pool", json!({}))
+        .await
+        .assert_problem(409, "kind_conflict");
+    app.release(&lease, false).await.assert_status(200);
+    let lock = app.lease("pool", json!({})).await;
+    assert!(lock.fencing_token > lease.fencing_token);
+    // And back to a semaphore, with any limit, once the lock is free.
+    app.release(&lock, false).await.assert_status(200);
+    app.acquire_permits("pool", 0, json!({"limit": 7}))
+        .await
+        .assert_status(201);
+}
+
+// Found by the safety harness (a long run: WRONGTYPE on a name a semaphore had since taken).
+#[tokio::test]
+async fn a_lease_whose_name_became_a_semaphore_is_lost_not_an_error() {
+    let app = spawn_app().await;
+    for kind in ["reentrant", "read"] {
+        let name = format!("x-{kind}");
+        let lease = app
+            .lease(&name, json!({"kind": kind, "ttl_ms": 60_000}))
+            .await;
+        app.force_release(&name, Some(ADMIN_TOKEN))
+            .await
+            .assert_status(200);
+        app.acquire_permits(&name, 0, json!({"limit": 2}))
+            .await
+            .assert_status(201);
+        app.heartbeat(&lease, json!({}))
+            .await
+            .assert_problem(410, "lease_lost");
+        app.release(&lease, true)
+            .await
+            .assert_problem(410, "lease_lost");
+        app.acquire_with(&name, 0, json!({}), Some(&lease.token))
+            .await
+            .assert_problem(410, "lease_lost");
+        assert_eq!(
+            app.inspect_lease(&lease).await.body["state"],
+            "force_released"
+        );
+    }
+}
+
+#[tokio::test]
+async fn semaphore_sizes_are_capped() {
+    let app = spawn_app().await;
+    let started = Instant::now();
+    app.acquire_permits("huge", 0, json!({"limit": 100_000}))
+        .await
+        .assert_problem(422, "invalid_body");
+    let biggest = app
+        .acquire_permits("big", 0, json!({"limit": 1000, "permits": 1000}))
+        .await;
+    biggest.assert_status(201);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::certs::TestCerts;
+use crate::helpers::children;
 use crate::helpers::{ADMIN_TOKEN, AppOptions, FormFields, spawn_app_with};
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
@@ -188,7 +189,8 @@ impl TlsRedis {
             .expect("a free port")
             .port();
         let files = certs.files();
-        let child = Command::new("redis-server")
+        let mut command = children::guarded("redis-server");
+        command
             .args([
                 "--port",
                 "0",
@@ -213,9 +215,8 @@ impl TlsRedis {
             ])
             .arg("--dir")
             .arg(dir.path())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server is installed");
+            .stdout(std::process::Stdio::null());
+        let child = children::spawn(command).expect("redis-server and setpriv are installed");
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "redis-server did not listen");

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{next_event, spawn_app};
+use crate::helpers::{AppOptions, next_event, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn a_waiter_gets_the_lock_when_the_holder_releases() {
@@ -286,4 +286,32 @@ async fn unlock_messages_are_listened_for_only_while_requests_wait() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test]
+async fn a_wait_cut_to_the_servers_limit_is_reported() {
+    let app = spawn_app_with(AppOptions {
+        max_wait_ms: 300,
+        ..AppOptions::default()
+    })
+    .await;
+    let granted = app.acquire_with("cut", 300_000, json!({}), None).await;
+    granted.assert_status(201);
+    assert_eq!(granted.body["wait_ms"], 300, "{}", granted.body);
+    assert_eq!(granted.header("leasehold-wait-ms"), Some("300"));
+
+    let refused = app.acquire_with("cut", 300_000, json!({}), None).await;
+    refused.assert_problem(409, "lock_held");
+    assert_eq!(refused.body["wait_ms"], 300, "{}", refused.body);
+    assert_eq!(refused.header("leasehold-wait-ms"), Some("300"));
+
+    let asked_less = app.acquire_with("cut", 100, json!({}), None).await;
+    assert_eq!(asked_less.body["wait_ms"], 100);
+
+    let url = app.url("/v1/semaphores/cut-pool/leases?wait_ms=90000");
+    let permits = app
+        .send(app.http.post(url).json(&json!({"limit": 1})))
+        .await;
+    permits.assert_status(201);
+    assert_eq!(permits.header("leasehold-wait-ms"), Some("300"));
 }

@@ -3,29 +3,43 @@
 //! `target/screenshots/`.
 
 use std::io::{BufRead as _, BufReader};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder};
 use serde_json::json;
 
+use super::children;
+
 pub const CHROMEDRIVER: &str = "chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
 
-/// A chromedriver on a port it picked itself, killed on drop.
+/// A chromedriver on a port it picked itself, killed on drop or when the test process dies;
+/// the Chromium it starts is killed when chromedriver dies.
 pub struct Driver {
     child: Child,
     port: u16,
+    /// Holds `chromium`, the script chromedriver starts Chromium with.
+    launcher: tempfile::TempDir,
 }
 
 impl Driver {
     pub fn start() -> Self {
-        let mut child = Command::new(CHROMEDRIVER)
+        let launcher = tempfile::Builder::new()
+            .prefix("lh-chromium")
+            .tempdir()
+            .expect("temp dir");
+        let script = launcher.path().join("chromium");
+        std::fs::write(&script, guarded_launch(CHROMIUM)).expect("write the launcher");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let mut command = children::guarded(CHROMEDRIVER);
+        command
             .arg("--port=0")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
+            .stderr(Stdio::null());
+        let mut child = children::spawn(command)
             .expect("chromedriver is installed (bash .ci/test installs chromium chromium-driver)");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
@@ -40,8 +54,28 @@ impl Driver {
         };
         // Keep draining its output so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines.by_ref() {});
-        Self { child, port }
+        Self {
+            child,
+            port,
+            launcher,
+        }
     }
+
+    /// The program chromedriver is to start as Chromium.
+    fn chromium(&self) -> PathBuf {
+        self.launcher.path().join("chromium")
+    }
+}
+
+/// A shell script that runs `program` with its arguments, guarded as [`children::guarded`]
+/// guards our own children: Chromium is chromedriver's child, and would outlive it.
+fn guarded_launch(program: &str) -> String {
+    let guarded = children::guarded(program);
+    let words: Vec<String> = std::iter::once(guarded.get_program())
+        .chain(guarded.get_args())
+        .map(|word| format!("'{}'", word.to_string_lossy()))
+        .collect();
+    format!("#!/bin/sh\nexec {} \"$@\"\n", words.join(" "))
 }
 
 impl Drop for Driver {
@@ -57,7 +91,7 @@ pub async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
     caps.insert(
         "goog:chromeOptions".into(),
         json!({
-            "binary": CHROMIUM,
+            "binary": driver.chromium(),
             "args": [
                 "--headless",
                 "--no-sandbox",
