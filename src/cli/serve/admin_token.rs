@@ -1,0 +1,133 @@
+//! The admin token of `serve` when not given on the command line: read from
+//! `--admin-token-file`, or (with the embedded Redis) kept in the data dir, made there once.
+//! Only the token's path is ever printed, never the token.
+
+use std::io::{self, Write as _};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use crate::locks::random_secret;
+
+/// The file a generated token is kept in, inside the data dir.
+const FILE_NAME: &str = "admin-token";
+
+/// The shortest admin token accepted (as `--admin-token` is held to, see `ConfigError`).
+const MIN_CHARS: usize = 16;
+
+/// An admin token that cannot be read, or one not safe to use.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminTokenError {
+    #[error("cannot read the admin token file {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the admin token in {} is shorter than {MIN_CHARS} characters", .path.display())]
+    Short { path: PathBuf },
+    #[error(
+        "{} is readable by other users (mode {mode:o}); run `chmod 600 {}` or delete it",
+        .path.display(),
+        .path.display()
+    )]
+    OpenToOthers { path: PathBuf, mode: u32 },
+    #[error("cannot write {}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The kept token's file cannot be inspected, or the new one not written out.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// The admin token kept in `data_dir`: reused when it is there (0600, ours), else made once
+/// (and its path printed on stderr).
+pub fn kept_in(data_dir: &Path) -> Result<String, AdminTokenError> {
+    let path = data_dir.join(FILE_NAME);
+    if path.exists() {
+        let mode = std::fs::metadata(&path)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(AdminTokenError::OpenToOthers {
+                path,
+                mode: mode & 0o777,
+            });
+        }
+        let token = read(&path)?;
+        eprintln!("admin token: in {}", path.display());
+        return Ok(token);
+    }
+    let token = random_secret("lha_", 32);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|source| AdminTokenError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    writeln!(file, "{token}")?;
+    eprintln!("admin token: generated into {} (0600)", path.display());
+    Ok(token)
+}
+
+/// The first line of `path`, at least 16 characters.
+pub fn read(path: &Path) -> Result<String, AdminTokenError> {
+    let text = std::fs::read_to_string(path).map_err(|source| AdminTokenError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    if token.len() < MIN_CHARS {
+        return Err(AdminTokenError::Short {
+            path: path.to_owned(),
+        });
+    }
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_token_is_made_once_for_this_user_alone_then_reused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let made = kept_in(dir.path()).expect("made");
+        assert!(made.starts_with("lha_") && made.len() >= MIN_CHARS);
+        let meta = std::fs::metadata(dir.path().join(FILE_NAME)).expect("its file");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(kept_in(dir.path()).expect("reused"), made);
+    }
+
+    #[test]
+    fn a_kept_token_others_may_read_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, "lha_0123456789abcdef\n").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(matches!(
+            kept_in(dir.path()),
+            Err(AdminTokenError::OpenToOthers { mode: 0o644, .. })
+        ));
+    }
+
+    #[test]
+    fn a_token_file_is_read_to_its_first_line_and_a_short_token_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("token");
+        std::fs::write(&path, "  0123456789abcdef  \nsecond line\n").expect("write");
+        assert_eq!(read(&path).expect("read"), "0123456789abcdef");
+        std::fs::write(&path, "short\n").expect("write");
+        let short = read(&path).expect_err("too short");
+        assert_eq!(
+            short.to_string(),
+            format!(
+                "the admin token in {} is shorter than 16 characters",
+                path.display()
+            )
+        );
+    }
+}
