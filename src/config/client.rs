@@ -9,17 +9,19 @@ use clap::Args;
 
 use crate::client::{ApiKey, LeaseId, LeaseToken, LockKind, ServerUrl};
 
-/// `--kind`: the lock kinds of the wire format, as command-line values (the wire crate knows
-/// nothing of clap).
+/// `--kind`: the lock kinds of the wire format ([`LockKind`]), as command-line values: the
+/// wire crate knows nothing of clap. Each value's doc is its line in `--help`, word for word
+/// the wire type's doc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum KindArg {
-    /// Redisson RLock: the same lease may enter again (the default).
+    /// Redisson RLock: the same lease may enter again and again (the default).
     Reentrant,
-    /// Not reentrant.
+    /// Not reentrant: the holder's own second acquire gets 409 not_reentrant (Curator's
+    /// InterProcessSemaphoreMutex).
     Exclusive,
-    /// Strict FIFO among live waiters.
+    /// Strict FIFO among live waiters (Redisson RFairLock, Curator InterProcessMutex).
     Fair,
-    /// The shared side of a read/write lock.
+    /// The shared side of a read/write lock (Redisson RReadWriteLock).
     Read,
     /// The exclusive side of a read/write lock.
     Write,
