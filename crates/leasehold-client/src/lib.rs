@@ -5,9 +5,9 @@
 //! It knows the wire format only ([`leasehold_wire`]), never the lock domain: it depends on
 //! neither axum, Redis nor askama. Every call returns the typed body together with the JSON
 //! the server sent (scripts print the latter verbatim, so fields added later reach them), or a
-//! [`ClientError`] that keeps the problem's `code`, `detail` and status. It speaks `http://` and `https://`
-//! (rustls; the system's trusted roots plus an optional CA file) and sends an API key, when
-//! given one, in the `Leasehold-Key` header of every request.
+//! [`ClientError`] that keeps the problem's `code`, `detail` and status. It speaks `http://`
+//! and `https://` (rustls; the system's trusted roots plus an optional CA file) and sends an
+//! API key, when given one, in the `Leasehold-Key` header of every request.
 //!
 //! Every item is at the crate's root; the modules only sort them:
 //! - `connection`: [`Client`] itself, its options and the way every call is sent;
