@@ -17,7 +17,9 @@ pub use self::client::{
     StatusArgs,
 };
 pub use self::keys::{KeyCreateArgs, KeyListArgs, KeyRevokeArgs, KeyRotateArgs, KeysCommand};
-pub use self::server::{ConfigError, DEFAULT_LISTEN, HealthcheckArgs, LogFormat, ServeArgs};
+pub use self::server::{
+    ConfigError, DEFAULT_LISTEN, HealthcheckArgs, LogFormat, MIN_ADMIN_TOKEN_CHARS, ServeArgs,
+};
 
 /// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.
 #[derive(Debug, Parser)]

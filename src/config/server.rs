@@ -11,6 +11,9 @@ use clap::{Args, FromArgMatches as _, ValueEnum};
 /// subcommands' default `--server` is this address too).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
+/// The shortest admin token `serve` accepts, given on the command line or read from a file.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address the HTTP API listens on.
@@ -278,7 +281,7 @@ pub enum ConfigError {
     TtlBounds,
     #[error("--default-ttl-ms must lie between --min-ttl-ms and --max-ttl-ms")]
     DefaultTtl,
-    #[error("--admin-token must be at least 16 characters")]
+    #[error("--admin-token must be at least {MIN_ADMIN_TOKEN_CHARS} characters")]
     ShortAdminToken,
     #[error("--redis-timeout-ms must be at least 1")]
     RedisTimeout,
@@ -319,7 +322,11 @@ impl ServeArgs {
         if !(self.min_ttl_ms..=self.max_ttl_ms).contains(&self.default_ttl_ms) {
             return Err(ConfigError::DefaultTtl);
         }
-        if self.admin_token.as_ref().is_some_and(|t| t.len() < 16) {
+        if self
+            .admin_token
+            .as_ref()
+            .is_some_and(|t| t.len() < MIN_ADMIN_TOKEN_CHARS)
+        {
             return Err(ConfigError::ShortAdminToken);
         }
         if self.redis_timeout_ms == 0 {

@@ -12,7 +12,8 @@ use super::keeper::Leased;
 use super::later;
 use crate::cli::signals::Signals;
 use crate::client::{
-    AcquireOptions, Acquired, Client, ClientError, Lease, PermitOptions, Problem, Reply, Ticket,
+    AcquireOptions, Acquired, Client, ClientError, Lease, PermitOptions, Problem, Reply, Resource,
+    Ticket,
 };
 
 /// Pause before asking again when the server answered 409 before our `--wait` was over (its
@@ -42,6 +43,14 @@ pub(super) enum Ask {
 }
 
 impl Ask {
+    /// Which routes the lease will live under.
+    pub(super) fn resource(&self) -> Resource {
+        match self {
+            Self::Lock(_) => Resource::Lock,
+            Self::Permits(_) => Resource::Semaphore,
+        }
+    }
+
     pub(super) fn wait(&self) -> Duration {
         match self {
             Self::Lock(options) => options.wait,

@@ -42,7 +42,7 @@ use self::keeper::{Keeper, Leased};
 use self::supervisor::{Supervisor, safety_margin};
 use super::signals::{self, Signals};
 use super::{EXIT_FAILURE, Holder, acquire_options, clip, describe, permit_options};
-use crate::client::{Client, Resource};
+use crate::client::Client;
 use crate::config::{HoldArgs, LeaseRequestArgs, RunArgs, ServerArgs};
 
 /// Anything further away than this is "never" (and keeps `Instant` arithmetic from overflowing
@@ -99,14 +99,6 @@ impl Job {
         ExitCode::from(job.run().await)
     }
 
-    fn resource(&self) -> Resource {
-        if self.lease.semaphore.is_some() {
-            Resource::Semaphore
-        } else {
-            Resource::Lock
-        }
-    }
-
     /// The holder's label and metadata: this process, and what it runs.
     fn holder(&self) -> Holder {
         Holder::of(
@@ -124,7 +116,6 @@ impl Job {
             }
         };
         let client = &self.client;
-        let resource = self.resource();
         let holder = self.holder();
         let ask = match self.lease.semaphore {
             Some(limit) => Ask::Permits(permit_options(&self.lease, limit, &holder)),
@@ -153,7 +144,7 @@ impl Job {
         };
         let lease = Leased {
             client,
-            resource,
+            resource: ask.resource(),
             lock: &self.name,
             id: held.lease.grant.lease_id,
             token: held.lease.token.clone(),

@@ -6,13 +6,11 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
+use crate::config::MIN_ADMIN_TOKEN_CHARS;
 use crate::locks::random_secret;
 
 /// The file a generated token is kept in, inside the data dir.
 const FILE_NAME: &str = "admin-token";
-
-/// The shortest admin token accepted (as `--admin-token` is held to, see `ConfigError`).
-const MIN_CHARS: usize = 16;
 
 /// An admin token that cannot be read, or one not safe to use.
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +21,10 @@ pub enum AdminTokenError {
         #[source]
         source: io::Error,
     },
-    #[error("the admin token in {} is shorter than {MIN_CHARS} characters", .path.display())]
+    #[error(
+        "the admin token in {} is shorter than {MIN_ADMIN_TOKEN_CHARS} characters",
+        .path.display()
+    )]
     Short { path: PathBuf },
     #[error(
         "{} is readable by other users (mode {mode:o}); run `chmod 600 {}` or delete it",
@@ -73,14 +74,14 @@ pub fn kept_in(data_dir: &Path) -> Result<String, AdminTokenError> {
     Ok(token)
 }
 
-/// The first line of `path`, at least 16 characters.
+/// The first line of `path`, at least [`MIN_ADMIN_TOKEN_CHARS`] characters.
 pub fn read(path: &Path) -> Result<String, AdminTokenError> {
     let text = std::fs::read_to_string(path).map_err(|source| AdminTokenError::Read {
         path: path.to_owned(),
         source,
     })?;
     let token = text.lines().next().unwrap_or("").trim().to_owned();
-    if token.len() < MIN_CHARS {
+    if token.len() < MIN_ADMIN_TOKEN_CHARS {
         return Err(AdminTokenError::Short {
             path: path.to_owned(),
         });
@@ -96,7 +97,7 @@ mod tests {
     fn the_kept_token_is_made_once_for_this_user_alone_then_reused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let made = kept_in(dir.path()).expect("made");
-        assert!(made.starts_with("lha_") && made.len() >= MIN_CHARS);
+        assert!(made.starts_with("lha_") && made.len() >= MIN_ADMIN_TOKEN_CHARS);
         let meta = std::fs::metadata(dir.path().join(FILE_NAME)).expect("its file");
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         assert_eq!(kept_in(dir.path()).expect("reused"), made);
