@@ -1,12 +1,19 @@
 //! The `leasehold` binary: parses the command line, starts the async runtime (sized by
-//! `serve --worker-threads`) and hands the command to the library (`leasehold::cli`).
+//! `serve --worker-threads`) and dispatches to the library. `serve` is assembled here, the one
+//! place that may import every layer (the map in `src/lib.rs`).
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Parser as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
-use leasehold::cli;
-use leasehold::config::{Cli, Command};
+use leasehold::cli::{self, serve::admin_token, serve::data_dir};
+use leasehold::config::{Cli, Command, ServeArgs};
+use leasehold::redis::embedded::{EmbeddedRedis, EmbeddedRedisError};
+use leasehold::server::{self, ServerConfig};
+use leasehold::{locks::random_secret, shutdown, telemetry};
 
 /// mimalloc rather than glibc's malloc: profiled under load, the server spent a quarter of its
 /// CPU in glibc's malloc and free (a request makes many small, short-lived allocations, on
@@ -17,26 +24,25 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let command = Cli::parse().command;
-    // The server sizes its runtime (--worker-threads); the client commands take tokio's
-    // default, one thread per core.
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Command::Serve(args) = &command {
-        builder.worker_threads(cli::serve::worker_threads(args));
-    }
-    let runtime = match builder.enable_all().build() {
-        Ok(runtime) => runtime,
+    match cli::serve::runtime(&command) {
+        Ok(runtime) => runtime.block_on(run(command)),
         Err(e) => {
             eprintln!("leasehold: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
-    };
-    runtime.block_on(run(command))
+    }
 }
 
-/// Every command prints its own errors and chooses its exit code (see its --help).
+/// The client commands print their own errors and choose their exit codes (see their --help).
 async fn run(command: Command) -> ExitCode {
     match command {
-        Command::Serve(args) => cli::serve::run(args).await,
+        Command::Serve(args) => serve(args).await.map_or_else(
+            |e| {
+                eprintln!("leasehold: {e:#}");
+                ExitCode::FAILURE
+            },
+            |()| ExitCode::SUCCESS,
+        ),
         Command::Healthcheck(args) => cli::healthcheck::run(args).await,
         Command::Run(args) => cli::run::run(args).await,
         Command::Acquire(args) => cli::acquire(args).await,
@@ -48,4 +54,47 @@ async fn run(command: Command) -> ExitCode {
         Command::Hold(args) => cli::run::hold(args).await,
         Command::Completions(args) => cli::completions(&args),
     }
+}
+
+/// Starts the embedded Redis unless given a URL, serves until SIGINT or SIGTERM, stops it.
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    args.validate()?;
+    telemetry::init(args.log_format);
+    let token = CancellationToken::new();
+    shutdown::cancel_on_signals(token.clone()).context("cannot install signal handlers")?;
+    let (redis_url, embedded) = match &args.redis_url {
+        Some(url) => (url.clone(), None),
+        None => {
+            data_dir::make_private(&args.data_dir)?;
+            match EmbeddedRedis::start(&args.data_dir, &args.redis_maxmemory, &token).await {
+                Ok(redis) => {
+                    tracing::info!(url = %redis.url(), data_dir = %args.data_dir.display(),
+                        maxmemory = %args.redis_maxmemory,
+                        "started the embedded redis-server (AOF persistence in the data dir)");
+                    (redis.url(), Some(redis))
+                }
+                Err(EmbeddedRedisError::Stopped) => {
+                    tracing::info!("stopped before the embedded redis-server was up");
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    let admin = admin_token::choose(&args, embedded.is_some(), || random_secret("lha_", 32))?;
+    let result = async {
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        cli::serve::announce(&args, listener.local_addr()?);
+        let config = ServerConfig::from_args(&args, redis_url, admin);
+        anyhow::Ok(server::run(listener, config, token.clone()).await?)
+    }
+    .await;
+    token.cancel();
+    if let Some(redis) = embedded {
+        redis.stop().await;
+        tracing::info!("stopped the embedded redis-server");
+    }
+    result
 }

@@ -292,9 +292,10 @@ pub enum ConfigError {
 }
 
 impl ServeArgs {
-    /// What `leasehold serve` runs with when given no flag, whatever the environment holds:
-    /// the one statement of the server's defaults is the flags' `default_value`s, so a
-    /// configuration built without a command line (tests, benchmarks) should start from this.
+    /// What `leasehold serve` runs with when given no flag, whatever the environment holds.
+    /// The flags' `default_value`s are where the server's defaults are stated, so a
+    /// configuration built without a command line (for tests and benchmarks) should start
+    /// from this rather than state them again.
     pub fn defaults() -> Self {
         // Parsed from an empty command line, with every flag's `LEASEHOLD_*` variable
         // unhooked so that the caller's environment cannot leak in.
@@ -370,7 +371,6 @@ mod tests {
 
     use super::*;
     use crate::config::{Cli, Command};
-    use crate::server::ServerConfig;
 
     fn serve(args: &[&str]) -> ServeArgs {
         let argv = ["leasehold", "serve"].iter().chain(args);
@@ -399,14 +399,11 @@ mod tests {
     }
 
     #[test]
-    fn the_server_config_defaults_are_the_flags_defaults() {
-        // `ServerConfig::new` (for tests and benchmarks) states every default a second time;
-        // until it is built from `ServeArgs::defaults()`, this holds the two together.
-        let from_flags = ServerConfig::from_args(&ServeArgs::defaults(), "redis://r".into(), None);
-        assert_eq!(
-            format!("{:?}", ServerConfig::new("redis://r")),
-            format!("{from_flags:?}")
-        );
+    fn the_defaults_are_a_valid_configuration() {
+        let defaults = ServeArgs::defaults();
+        assert_eq!(defaults.validate(), Ok(()));
+        assert_eq!(defaults.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(defaults.redis_url, None, "the embedded Redis by default");
     }
 
     #[test]

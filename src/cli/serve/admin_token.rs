@@ -1,13 +1,12 @@
-//! The admin token of `serve` when not given on the command line: read from
-//! `--admin-token-file`, or (with the embedded Redis) kept in the data dir, made there once.
-//! Only the token's path is ever printed, never the token.
+//! The admin token `serve` runs with: `--admin-token`, else read from `--admin-token-file`,
+//! else (with the embedded Redis) kept in the data dir, made there once. Only the token's path
+//! is ever printed, never the token.
 
 use std::io::{self, Write as _};
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use crate::config::MIN_ADMIN_TOKEN_CHARS;
-use crate::locks::random_secret;
+use crate::config::{MIN_ADMIN_TOKEN_CHARS, ServeArgs};
 
 /// The file a generated token is kept in, inside the data dir.
 const FILE_NAME: &str = "admin-token";
@@ -43,9 +42,25 @@ pub enum AdminTokenError {
     Io(#[from] io::Error),
 }
 
+/// The admin token of `serve`, `None` when there is none (with `--redis-url` and no token,
+/// only admin API keys reach admin routes). `fresh` makes a new one for the data dir: the
+/// secret's maker is the lock domain's (`locks::random_secret`), which `cli` may not import.
+pub fn choose(
+    args: &ServeArgs,
+    embedded_redis: bool,
+    fresh: impl FnOnce() -> String,
+) -> Result<Option<String>, AdminTokenError> {
+    Ok(match (&args.admin_token, &args.admin_token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(path)) => Some(read(path)?),
+        (None, None) if embedded_redis => Some(kept_in(&args.data_dir, fresh)?),
+        (None, None) => None,
+    })
+}
+
 /// The admin token kept in `data_dir`: reused when it is there (0600, ours), else made once
-/// (and its path printed on stderr).
-pub fn kept_in(data_dir: &Path) -> Result<String, AdminTokenError> {
+/// with `fresh` (and its path printed on stderr).
+fn kept_in(data_dir: &Path, fresh: impl FnOnce() -> String) -> Result<String, AdminTokenError> {
     let path = data_dir.join(FILE_NAME);
     if path.exists() {
         let mode = std::fs::metadata(&path)?.permissions().mode();
@@ -59,7 +74,7 @@ pub fn kept_in(data_dir: &Path) -> Result<String, AdminTokenError> {
         eprintln!("admin token: in {}", path.display());
         return Ok(token);
     }
-    let token = random_secret("lha_", 32);
+    let token = fresh();
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -75,7 +90,7 @@ pub fn kept_in(data_dir: &Path) -> Result<String, AdminTokenError> {
 }
 
 /// The first line of `path`, at least [`MIN_ADMIN_TOKEN_CHARS`] characters.
-pub fn read(path: &Path) -> Result<String, AdminTokenError> {
+fn read(path: &Path) -> Result<String, AdminTokenError> {
     let text = std::fs::read_to_string(path).map_err(|source| AdminTokenError::Read {
         path: path.to_owned(),
         source,
@@ -93,24 +108,27 @@ pub fn read(path: &Path) -> Result<String, AdminTokenError> {
 mod tests {
     use super::*;
 
+    const FRESH: &str = "lha_0123456789abcdef";
+
     #[test]
     fn the_kept_token_is_made_once_for_this_user_alone_then_reused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let made = kept_in(dir.path()).expect("made");
-        assert!(made.starts_with("lha_") && made.len() >= MIN_ADMIN_TOKEN_CHARS);
+        let made = kept_in(dir.path(), || FRESH.to_owned()).expect("made");
+        assert_eq!(made, FRESH);
         let meta = std::fs::metadata(dir.path().join(FILE_NAME)).expect("its file");
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        assert_eq!(kept_in(dir.path()).expect("reused"), made);
+        let reused = kept_in(dir.path(), || unreachable!("made only once")).expect("reused");
+        assert_eq!(reused, made);
     }
 
     #[test]
     fn a_kept_token_others_may_read_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(FILE_NAME);
-        std::fs::write(&path, "lha_0123456789abcdef\n").expect("write");
+        std::fs::write(&path, format!("{FRESH}\n")).expect("write");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         assert!(matches!(
-            kept_in(dir.path()),
+            kept_in(dir.path(), || unreachable!("there is one")),
             Err(AdminTokenError::OpenToOthers { mode: 0o644, .. })
         ));
     }
