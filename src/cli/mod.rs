@@ -2,8 +2,8 @@
 //! holds a lock while a command runs (and `hold` until Ctrl-C or around an interactive shell);
 //! `acquire`, `heartbeat`, `release` and `status` let a shell script hold one across steps;
 //! `ls` lists the live locks; [`keys`] manages API keys; `completions` prints a shell's
-//! completion script. [`serve`] starts the server (the one module here that reaches into it)
-//! and [`healthcheck`] asks a local one whether it answers.
+//! completion script; [`healthcheck`] asks a local server whether it answers. [`serve`] holds
+//! the parts of starting a server that need none of it (main.rs assembles the rest).
 //!
 //! The scripting commands print the server's JSON to stdout as one line and nothing else, so
 //! `$(leasehold acquire ..)` captures exactly the lease; errors go to stderr as the problem's
