@@ -32,12 +32,7 @@ async fn create(args: KeyCreateArgs) -> ExitCode {
     let roles = match args
         .roles
         .iter()
-        .map(|r| match r.as_str() {
-            "client" => Ok(KeyRole::Client),
-            "reader" => Ok(KeyRole::Reader),
-            "admin" => Ok(KeyRole::Admin),
-            other => Err(other.to_owned()),
-        })
+        .map(|r| r.parse::<KeyRole>().map_err(|_| r.clone()))
         .collect::<Result<Vec<_>, _>>()
     {
         Ok(roles) => roles,

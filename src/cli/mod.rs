@@ -1,15 +1,19 @@
-//! The client subcommands: [`run`] holds a lock while a command runs (and `hold` until Ctrl-C
-//! or around an interactive shell); `acquire`, `heartbeat`, `release` and `status` let a shell
-//! script hold one across steps; `ls` lists the live locks; `completions` prints a shell's
-//! completion script.
+//! What each subcommand does. The client subcommands speak the wire format only: [`run`]
+//! holds a lock while a command runs (and `hold` until Ctrl-C or around an interactive shell);
+//! `acquire`, `heartbeat`, `release` and `status` let a shell script hold one across steps;
+//! `ls` lists the live locks; [`keys`] manages API keys; `completions` prints a shell's
+//! completion script; [`healthcheck`] asks a local server whether it answers. [`serve`] holds
+//! the parts of starting a server that need none of it (main.rs assembles the rest).
 //!
 //! The scripting commands print the server's JSON to stdout as one line and nothing else, so
 //! `$(leasehold acquire ..)` captures exactly the lease; errors go to stderr as the problem's
 //! detail and code, with a non-zero exit (see `leasehold acquire --help`). `status` and `ls`
 //! print tables for people, and the server's JSON with `--json`.
 
+pub mod healthcheck;
 pub mod keys;
 pub mod run;
+pub mod serve;
 mod signals;
 mod table;
 
@@ -328,7 +332,8 @@ pub(crate) fn report(e: &ClientError) {
     eprintln!("leasehold: {}", describe(e));
 }
 
-pub(crate) fn describe(e: &ClientError) -> String {
+/// An error and its causes, `: `-separated.
+pub(crate) fn describe(e: &dyn Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

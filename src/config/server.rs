@@ -1,397 +1,23 @@
-//! Command line and environment: the server's flags all read a `LEASEHOLD_*` variable too; the
-//! client subcommands read one where a script or a shell profile would set it once.
+//! The flags of `leasehold serve` (each with its `LEASEHOLD_*` variable) and of
+//! `leasehold healthcheck`, and the checks clap cannot make field by field.
 
-use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, FromArgMatches as _, ValueEnum};
 
-use crate::client::{ApiKey, LeaseId, LeaseToken, LockKind, ServerUrl};
+/// Where `serve` listens and `healthcheck` looks unless told otherwise (the client
+/// subcommands' default `--server` is this address too).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
-/// `--kind`: the lock kinds of the wire format, as command-line values (the wire crate knows
-/// nothing of clap).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum KindArg {
-    /// Redisson RLock: the same lease may enter again (the default).
-    Reentrant,
-    /// Not reentrant.
-    Exclusive,
-    /// Strict FIFO among live waiters.
-    Fair,
-    /// The shared side of a read/write lock.
-    Read,
-    /// The exclusive side of a read/write lock.
-    Write,
-}
-
-impl From<KindArg> for LockKind {
-    fn from(kind: KindArg) -> Self {
-        match kind {
-            KindArg::Reentrant => Self::Reentrant,
-            KindArg::Exclusive => Self::Exclusive,
-            KindArg::Fair => Self::Fair,
-            KindArg::Read => Self::Read,
-            KindArg::Write => Self::Write,
-        }
-    }
-}
-/// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.
-#[derive(Debug, Parser)]
-#[command(name = "leasehold", version, about, long_about = None)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the lock service.
-    Serve(ServeArgs),
-    /// Exit 0 when a local server answers /healthz (for container health checks).
-    Healthcheck(HealthcheckArgs),
-    /// Run a command while holding a lock: acquire, heartbeat, release when it exits.
-    #[command(after_help = RUN_EXIT_CODES)]
-    Run(RunArgs),
-    /// Acquire a lease for a script and print the server's JSON (with the token) to stdout.
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    Acquire(AcquireArgs),
-    /// Renew a lease (its TTL starts again) and print the server's JSON.
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    Heartbeat(LeaseArgs),
-    /// Release a lease completely (every reentry level), freeing the lock.
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    Release(LeaseArgs),
-    /// Show who holds a lock or a semaphore, or the state of one lease, as a table
-    /// (--json: the server's JSON).
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    Status(StatusArgs),
-    /// Manage API keys (needs the admin token or an admin key in --api-key).
-    #[command(subcommand)]
-    Keys(KeysCommand),
-    /// List the live locks and semaphores (held, waited for, or with permits out).
-    Ls(LsArgs),
-    /// Hold a lock until Ctrl-C (or SIGTERM, SIGHUP), or for as long as an interactive
-    /// shell runs (--shell); heartbeats, and says when the lease is lost.
-    #[command(after_help = HOLD_EXIT_CODES)]
-    Hold(HoldArgs),
-    /// Print a shell completion script, e.g. `leasehold completions bash > \
-    /// /etc/bash_completion.d/leasehold`.
-    Completions(CompletionsArgs),
-}
-
-const RUN_EXIT_CODES: &str = "\
-Exit codes:
-  the command's own   when it ran and exited (128+N when a signal N killed it)
-  1                   the lease could not be taken or kept (server unreachable or refusing,
-                      or the lease was lost while the command ran and it still exited 0)
-  2                   invalid command line
-  75                  the lock was held by someone else for all of --wait
-                      (--conflict-exit-code)
-  126, 127            the command could not be executed, or was not found
-  128+N               signal N (INT, TERM, HUP) arrived while waiting for the lock
-
-While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
-
-const HOLD_EXIT_CODES: &str = "\
-Exit codes:
-  0        released after Ctrl-C, SIGTERM or SIGHUP (or, with --shell, the shell's own code)
-  1        the lease could not be taken or kept (lost while held)
-  2        invalid command line
-  75       the lock was held by someone else for all of --wait (--conflict-exit-code)";
-
-const SCRIPT_EXIT_CODES: &str = "\
-Exit codes:
-  0    done; the server's JSON is on stdout
-  1    the server refused (its problem detail and code on stderr) or did not answer
-  2    invalid command line
-  75   acquire only: the lock was held by someone else for all of --wait (--conflict-exit-code)";
-
-/// Where the Leasehold server answers, and how to prove who we are.
-#[derive(Debug, Clone, Args)]
-pub struct ServerArgs {
-    /// Base URL of the Leasehold server (http:// or https://; a path prefix is kept).
-    #[arg(
-        long,
-        env = "LEASEHOLD_SERVER",
-        default_value = "http://127.0.0.1:8080"
-    )]
-    pub server: ServerUrl,
-
-    /// API key (lhk_...) or admin token, sent in the Leasehold-Key header. Prefer the
-    /// environment variable: command lines are visible to every user in `ps`.
-    #[arg(long, env = "LEASEHOLD_API_KEY", hide_env_values = true)]
-    pub api_key: Option<ApiKey>,
-
-    /// PEM file of the CA that signed an https:// server's certificate (added to the
-    /// system's trusted roots).
-    #[arg(long, env = "LEASEHOLD_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
-}
-
-/// `leasehold keys ...`: API keys through the admin API.
-#[derive(Debug, Subcommand)]
-pub enum KeysCommand {
-    /// Create a key and print it once (with its secret).
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    Create(KeyCreateArgs),
-    /// List the keys (never their secrets).
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    List(KeyListArgs),
-    /// Give a key a new secret; the old one keeps working for --grace.
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    Rotate(KeyRotateArgs),
-    /// Revoke a key: every instance refuses it within a second or two.
-    #[command(after_help = SCRIPT_EXIT_CODES)]
-    Revoke(KeyRevokeArgs),
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct KeyCreateArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    /// The key's name (unique in its tenant): audit entries and histories name it.
-    pub name: String,
-
-    /// The tenant (a key space of its own); the default tenant when absent.
-    #[arg(long, default_value = "")]
-    pub tenant: String,
-
-    /// A role: client (take, renew, release), reader (inspect, events, dashboard) or admin
-    /// (force release, keys, audit). Repeat for several; client when none is given.
-    #[arg(long = "role", value_name = "ROLE")]
-    pub roles: Vec<String>,
-
-    /// A name pattern the key may use (`*` for any run of characters, like `jobs:*`).
-    /// Repeat for several; every name when none is given.
-    #[arg(long = "pattern", value_name = "PATTERN")]
-    pub patterns: Vec<String>,
-
-    /// Live leases this key may hold at once (the server's default when absent).
-    #[arg(long)]
-    pub max_leases: Option<u64>,
-
-    /// Requests of this key waiting server-side at once.
-    #[arg(long)]
-    pub max_waiters: Option<u64>,
-
-    /// Distinct lock and semaphore names this key may give Redis state to (within about an
-    /// hour of their last use).
-    #[arg(long)]
-    pub max_names: Option<u64>,
-
-    /// Longest TTL this key's leases may ask for, like 10m.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub max_ttl: Option<Duration>,
-
-    /// Most permits one semaphore lease of this key may hold.
-    #[arg(long)]
-    pub max_permits: Option<u32>,
-
-    /// Print only the secret instead of the JSON.
-    #[arg(long)]
-    pub secret_only: bool,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct KeyListArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct KeyRotateArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    /// The key's id (`id` in `keys list`).
-    pub id: String,
-
-    /// How long the current secret keeps working beside the new one, like 1h (0s: not at
-    /// all).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
-    pub grace: Duration,
-
-    /// Print only the new secret instead of the JSON.
-    #[arg(long)]
-    pub secret_only: bool,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct KeyRevokeArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    /// The key's id (`id` in `keys list`).
-    pub id: String,
-}
-
-/// What a new lease asks for (`run` and `acquire`).
-#[derive(Debug, Clone, Args)]
-pub struct LeaseRequestArgs {
-    /// Lease TTL, like 30s, 500ms or 2m; the server's default (30 s unless configured) when
-    /// absent. If this client dies, the lock stays held for at most this long.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub ttl: Option<Duration>,
-
-    /// How long to wait while someone else holds the lock, like 30s or 5m; 0 gives up at once.
-    /// The waiting happens server-side (?wait_ms=), asked again when the server's own limit
-    /// is shorter.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
-    pub wait: Duration,
-
-    /// Kind of lock (the server takes every one): reentrant (the default), exclusive, fair,
-    /// read or write.
-    #[arg(long, value_enum, conflicts_with = "semaphore")]
-    pub kind: Option<KindArg>,
-
-    /// Take permits of the semaphore NAME instead of a lock; it has N permits in all (every
-    /// party must name the same N).
-    #[arg(long, value_name = "N")]
-    pub semaphore: Option<u32>,
-
-    /// With --semaphore: how many of its permits to take (default 1).
-    #[arg(long, value_name = "K", requires = "semaphore")]
-    pub permits: Option<u32>,
-
-    /// Label for people: shown to operators and to whoever is refused the lock. Default:
-    /// user@host. The lease's metadata records host, pid and command either way.
-    #[arg(long, env = "LEASEHOLD_HOLDER")]
-    pub holder: Option<String>,
-
-    /// Exit code when the lock is still held by someone else after --wait (75 is EX_TEMPFAIL;
-    /// like flock -E, pick another when the command itself may exit 75).
-    #[arg(long, default_value_t = 75)]
-    pub conflict_exit_code: u8,
-
-    /// Say nothing when the lock is held by someone else (the exit code tells): for cron,
-    /// which mails whatever a job prints. Failures are still reported.
-    #[arg(long, short)]
-    pub quiet: bool,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    #[command(flatten)]
-    pub lease: LeaseRequestArgs,
-
-    /// Time between SIGTERM and SIGKILL when the lease is lost. When the lease only cannot be
-    /// renewed, the grace is cut short so the command is dead before the lease can expire.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
-    pub kill_grace: Duration,
-
-    /// Name of the lock.
-    pub name: String,
-
-    /// The command to run and its arguments, after `--`. It gets LEASEHOLD_LOCK,
-    /// LEASEHOLD_LEASE_ID and LEASEHOLD_FENCING_TOKEN in its environment.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub command: Vec<OsString>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct AcquireArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    #[command(flatten)]
-    pub lease: LeaseRequestArgs,
-
-    /// Print only the lease's token instead of the JSON.
-    #[arg(long)]
-    pub token_only: bool,
-
-    /// Name of the lock.
-    pub name: String,
-}
-
-/// One lease and the token that proves it (`heartbeat`, `release`).
-#[derive(Debug, Clone, Args)]
-pub struct LeaseArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    /// The lease's token, as `acquire` printed it. Prefer the environment variable: command
-    /// lines are visible to every user in `ps`.
-    #[arg(long, env = "LEASEHOLD_TOKEN", hide_env_values = true)]
-    pub token: LeaseToken,
-
-    /// Name of the lock.
-    pub name: String,
-
-    /// The lease's id (`lease_id` in the acquire JSON).
-    pub lease_id: LeaseId,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct StatusArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    /// Print the server's JSON (one line) instead of a table: for scripts.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Name of the lock or semaphore.
-    pub name: String,
-
-    /// A lease on it: show that lease's state (held, released, expired, force_released)
-    /// instead of the holders.
-    pub lease_id: Option<LeaseId>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct LsArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    /// Print the server's JSON (one line per page) instead of a table.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Only names that start with this.
-    #[arg(default_value = "")]
-    pub prefix: String,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct HoldArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-
-    #[command(flatten)]
-    pub lease: LeaseRequestArgs,
-
-    /// Run an interactive shell ($SHELL, else /bin/sh) while holding the lock, with
-    /// LEASEHOLD_LOCK, LEASEHOLD_LEASE_ID and LEASEHOLD_FENCING_TOKEN set; the lock is
-    /// released when it exits. If the lease is lost, the shell gets SIGHUP.
-    #[arg(long)]
-    pub shell: bool,
-
-    /// With --shell: time between SIGHUP and SIGKILL when the lease is lost.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
-    pub kill_grace: Duration,
-
-    /// Name of the lock.
-    pub name: String,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct CompletionsArgs {
-    /// The shell to complete for.
-    pub shell: clap_complete::Shell,
-}
+/// The shortest admin token `serve` accepts, given on the command line or read from a file.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address the HTTP API listens on.
-    #[arg(long, env = "LEASEHOLD_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "LEASEHOLD_LISTEN", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
 
     /// Redis to keep lock state in (redis://host:port/db, rediss://..., redis+unix:///path).
@@ -633,7 +259,7 @@ pub struct ServeArgs {
 #[derive(Debug, Clone, Args)]
 pub struct HealthcheckArgs {
     /// Address of the server to check.
-    #[arg(long, env = "LEASEHOLD_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "LEASEHOLD_LISTEN", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
 
     /// The server serves HTTPS (with this certificate): check over TLS. The check only asks
@@ -655,7 +281,7 @@ pub enum ConfigError {
     TtlBounds,
     #[error("--default-ttl-ms must lie between --min-ttl-ms and --max-ttl-ms")]
     DefaultTtl,
-    #[error("--admin-token must be at least 16 characters")]
+    #[error("--admin-token must be at least {MIN_ADMIN_TOKEN_CHARS} characters")]
     ShortAdminToken,
     #[error("--redis-timeout-ms must be at least 1")]
     RedisTimeout,
@@ -666,6 +292,20 @@ pub enum ConfigError {
 }
 
 impl ServeArgs {
+    /// What `leasehold serve` runs with when given no flag, whatever the environment holds.
+    /// The flags' `default_value`s are where the server's defaults are stated, so a
+    /// configuration built without a command line (for tests and benchmarks) should start
+    /// from this rather than state them again.
+    pub fn defaults() -> Self {
+        // Parsed from an empty command line, with every flag's `LEASEHOLD_*` variable
+        // unhooked so that the caller's environment cannot leak in.
+        let command = Self::augment_args(clap::Command::new("serve")).mut_args(|arg| arg.env(None));
+        let matches = command
+            .try_get_matches_from(["serve"])
+            .expect("every serve flag is optional or has a default");
+        Self::from_arg_matches(&matches).expect("the matches come from this very command")
+    }
+
     /// How many threads serve requests on a machine with `cores` cores (see --worker-threads).
     pub fn worker_threads(&self, cores: usize) -> usize {
         match self.worker_threads {
@@ -683,7 +323,11 @@ impl ServeArgs {
         if !(self.min_ttl_ms..=self.max_ttl_ms).contains(&self.default_ttl_ms) {
             return Err(ConfigError::DefaultTtl);
         }
-        if self.admin_token.as_ref().is_some_and(|t| t.len() < 16) {
+        if self
+            .admin_token
+            .as_ref()
+            .is_some_and(|t| t.len() < MIN_ADMIN_TOKEN_CHARS)
+        {
             return Err(ConfigError::ShortAdminToken);
         }
         if self.redis_timeout_ms == 0 {
@@ -726,6 +370,7 @@ mod tests {
     use clap::Parser as _;
 
     use super::*;
+    use crate::config::{Cli, Command};
 
     fn serve(args: &[&str]) -> ServeArgs {
         let argv = ["leasehold", "serve"].iter().chain(args);
@@ -751,6 +396,14 @@ mod tests {
             "1",
         ]);
         assert_eq!(chosen.worker_threads(8), 1);
+    }
+
+    #[test]
+    fn the_defaults_are_a_valid_configuration() {
+        let defaults = ServeArgs::defaults();
+        assert_eq!(defaults.validate(), Ok(()));
+        assert_eq!(defaults.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(defaults.redis_url, None, "the embedded Redis by default");
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! A handle on one Leasehold server ([`Client`]): its base URL, the API key it sends, the CA it
+//! trusts, its HTTP stack and timeouts, and the one way every call is built, sent and read
+//! (a [`Reply`], or a [`ClientError`]). The calls themselves are in `leases`, `inspect`,
+//! `keys` and `watch`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use reqwest::{RequestBuilder, Url};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{ClientError, Problem, excerpt};
+use crate::secret::ApiKey;
+
+/// The header the API key travels in.
+pub const KEY_HEADER: &str = "leasehold-key";
+
+/// Which routes a lease lives under: `/v1/locks` or `/v1/semaphores`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Lock,
+    Semaphore,
+}
+
+impl Resource {
+    pub(crate) fn segment(self) -> &'static str {
+        match self {
+            Self::Lock => "locks",
+            Self::Semaphore => "semaphores",
+        }
+    }
+}
+
+/// How long a call other than a waiting acquire may take before it fails as a transport error.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long to wait for a TCP connection: a server that is down should fail fast, not eat the
+/// heartbeat budget of `leasehold run`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The base URL of a Leasehold server (`http://host:port`, optionally with a path prefix when
+/// it sits behind a proxy).
+#[derive(Debug, Clone)]
+pub struct ServerUrl(Url);
+
+/// Why a server URL was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidServerUrl {
+    #[error("not a URL ({0}); write it like http://127.0.0.1:8080")]
+    Syntax(String),
+    #[error("only http:// and https:// server URLs are supported, not {0}://")]
+    Scheme(String),
+}
+
+impl FromStr for ServerUrl {
+    type Err = InvalidServerUrl;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let url = Url::parse(raw).map_err(|e| InvalidServerUrl::Syntax(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(InvalidServerUrl::Scheme(url.scheme().to_owned()));
+        }
+        Ok(Self(url))
+    }
+}
+
+impl fmt::Display for ServerUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How a client proves itself and whom it trusts.
+#[derive(Debug, Clone, Default)]
+pub struct ClientOptions {
+    /// Sent in the `Leasehold-Key` header of every request.
+    pub api_key: Option<ApiKey>,
+    /// A PEM file of CA certificates trusted beside the system's (a private CA).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A successful answer: the typed body and the JSON document it was read from.
+#[derive(Debug, Clone)]
+pub struct Reply<T> {
+    pub body: T,
+    pub json: Value,
+}
+
+/// A reqwest builder with the crypto provider installed first ([`install_crypto_provider`]:
+/// reqwest panics on `build()` without one). Every HTTP client of this crate, and of the
+/// server's tests and benches, starts here.
+pub fn http_builder() -> reqwest::ClientBuilder {
+    install_crypto_provider();
+    reqwest::Client::builder()
+}
+
+/// Makes ring the process's TLS crypto provider; later calls do nothing. reqwest is built here
+/// without a provider of its own (its default would bring aws-lc-rs, a long C build), so it
+/// panics on `build()` until one is installed; the server's listener and `rediss://` clients
+/// ask rustls for the same default.
+pub fn install_crypto_provider() {
+    // Err means another call (or another crate) installed it first: fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A handle on one Leasehold server; cheap to clone (the connection pool is shared).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: ServerUrl,
+    /// Per call; a waiting acquire adds its wait to it.
+    pub(crate) timeout: Duration,
+    api_key: Option<ApiKey>,
+}
+
+impl Client {
+    /// A client of `base` without a key, trusting the system's roots.
+    pub fn new(base: ServerUrl) -> Result<Self, ClientError> {
+        Self::with_options(base, &ClientOptions::default())
+    }
+
+    /// A client of `base` with `options` (an API key, a private CA).
+    pub fn with_options(base: ServerUrl, options: &ClientOptions) -> Result<Self, ClientError> {
+        let mut builder = http_builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("leasehold/", env!("CARGO_PKG_VERSION")));
+        if let Some(path) = &options.ca_file {
+            for cert in read_ca(path)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        Ok(Self {
+            http: builder.build()?,
+            base,
+            timeout: DEFAULT_TIMEOUT,
+            api_key: options.api_key.clone(),
+        })
+    }
+
+    /// The same client with another per-call timeout (a waiting acquire adds its wait to it).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same client over another HTTP stack (an HTTP/2-only client, a custom pool).
+    pub fn with_http(mut self, http: reqwest::Client) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// A request with this client's API key.
+    pub(crate) fn request(&self, method: reqwest::Method, url: Url) -> RequestBuilder {
+        let request = self.http.request(method, url);
+        match &self.api_key {
+            Some(key) => request.header(KEY_HEADER, key.expose()),
+            None => request,
+        }
+    }
+
+    /// The base URL with `segments` appended, each percent-encoded: a lock name with a `/` or
+    /// `?` reaches the server as one segment and gets its 422, not someone else's route.
+    pub(crate) fn endpoint(&self, segments: &[&str]) -> Result<Url, ClientError> {
+        let mut url = self.base.0.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        url.path_segments_mut()
+            .map_err(|()| ClientError::BadBase(self.base.clone()))?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
+    }
+
+    /// Sends `request` and reads a success body as `T`, or a problem document as
+    /// [`ClientError::Problem`].
+    pub(crate) async fn send<T: DeserializeOwned>(
+        request: RequestBuilder,
+    ) -> Result<Reply<T>, ClientError> {
+        let response = request.send().await?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        let unexpected = || ClientError::Unexpected {
+            status,
+            excerpt: excerpt(&bytes),
+        };
+        if !status.is_success() {
+            return Err(serde_json::from_slice::<Problem>(&bytes)
+                .map_err(|_| unexpected())?
+                .into());
+        }
+        let json: Value = serde_json::from_slice(&bytes).map_err(|_| unexpected())?;
+        let body = T::deserialize(&json).map_err(|_| unexpected())?;
+        Ok(Reply { body, json })
+    }
+}
+
+/// A duration in whole milliseconds, as the wire counts time.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The certificates of a PEM file.
+fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, ClientError> {
+    let error = |reason: String| ClientError::CaFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| error(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(error("no certificate in it".into()));
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base: &str) -> Client {
+        Client::new(base.parse().expect("url")).expect("client")
+    }
+
+    #[test]
+    fn endpoints_keep_a_path_prefix_and_encode_segments() {
+        let url = client("http://h:1/prefix/")
+            .endpoint(&["v1", "locks", "a/b?c", "leases"])
+            .expect("url");
+        assert_eq!(url.as_str(), "http://h:1/prefix/v1/locks/a%2Fb%3Fc/leases");
+        let url = client("http://h:1").endpoint(&["v1"]).expect("url");
+        assert_eq!(url.as_str(), "http://h:1/v1");
+    }
+
+    #[test]
+    fn only_http_and_https_urls_are_accepted() {
+        assert!("https://h".parse::<ServerUrl>().is_ok());
+        assert!(matches!(
+            "ftp://h".parse::<ServerUrl>(),
+            Err(InvalidServerUrl::Scheme(s)) if s == "ftp"
+        ));
+        assert!("h:8080".parse::<ServerUrl>().is_err());
+        assert!("not a url".parse::<ServerUrl>().is_err());
+    }
+}

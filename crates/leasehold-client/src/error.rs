@@ -1,0 +1,83 @@
+//! What a call can fail with: the server's problem document ([`Problem`], with its stable
+//! `code`), no answer at all, or an answer the client cannot read.
+
+use std::path::PathBuf;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+
+use crate::connection::ServerUrl;
+
+/// An `application/problem+json` answer.
+#[derive(Debug, Clone, Deserialize, thiserror::Error)]
+#[error("{detail} ({status} {code})")]
+pub struct Problem {
+    pub status: u16,
+    /// The stable machine code, e.g. `lock_held`, `lease_lost`.
+    pub code: String,
+    pub detail: String,
+    /// On 409 `lock_held`: when the holder's lease runs out unless renewed.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    /// On 410 `lease_lost`: `expired`, `released` or `force_released`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl Problem {
+    /// Someone else holds the lock (409).
+    pub fn is_lock_held(&self) -> bool {
+        self.status == StatusCode::CONFLICT.as_u16()
+    }
+
+    /// The server no longer knows this lease as a holder: lost (410), long gone (404), or
+    /// the token does not prove it (403). Retrying cannot bring it back.
+    pub fn is_lease_gone(&self) -> bool {
+        matches!(self.status, 403 | 404 | 410)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server refused the request and said why.
+    #[error(transparent)]
+    Problem(#[from] Problem),
+    /// No answer: connection refused or reset, timeout, DNS.
+    #[error("no answer from the server")]
+    Transport(#[from] reqwest::Error),
+    /// An answer that is neither the expected JSON nor a problem document (a proxy's error
+    /// page, say).
+    #[error("unexpected answer {status}: {excerpt}")]
+    Unexpected { status: StatusCode, excerpt: String },
+    /// The base URL cannot take a path (checked when parsing, so only a bug gets here).
+    #[error("the server URL cannot take a path: {0}")]
+    BadBase(ServerUrl),
+    /// The CA file cannot be read or holds no certificate.
+    #[error("cannot use the CA file {path}: {reason}")]
+    CaFile { path: PathBuf, reason: String },
+    /// A lease watch ended without saying the lease was lost (the server stopped, or the
+    /// connection broke): the lease may well still hold; watch again.
+    #[error("the lease watch ended without news")]
+    WatchEnded,
+}
+
+impl ClientError {
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            Self::Problem(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// The start of a body that is not what we expected, for an error message.
+pub(crate) fn excerpt(bytes: &[u8]) -> String {
+    const MAX: usize = 200;
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None if text.is_empty() => "(empty body)".to_owned(),
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,270 @@
+//! Leases: acquiring one (a lock, or a semaphore's permits), a fair lock's ticket polled and
+//! left, heartbeats, releases, and one lease's state.
+
+use std::time::Duration;
+
+use reqwest::{RequestBuilder, StatusCode};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::connection::millis;
+use crate::error::excerpt;
+use crate::{
+    AcquireBody, Client, ClientError, GrantBody, LeaseBody, LeaseId, LeaseToken, LockKind,
+    PermitBody, ReleaseBody, RenewalBody, Reply, Resource, TicketBody,
+};
+
+/// What an acquire asks for; `None` leaves the choice to the server.
+#[derive(Debug, Clone, Default)]
+pub struct AcquireOptions {
+    pub ttl: Option<Duration>,
+    pub holder: Option<String>,
+    /// A small JSON object kept with the lease.
+    pub metadata: Option<Value>,
+    pub kind: Option<LockKind>,
+    /// How long the server should wait while someone else holds the lock.
+    pub wait: Duration,
+}
+
+/// What a semaphore acquire asks for.
+#[derive(Debug, Clone, Default)]
+pub struct PermitOptions {
+    /// The semaphore's size; every party must name the same.
+    pub limit: u32,
+    /// Permits to take (the server's default is 1).
+    pub permits: Option<u32>,
+    pub ttl: Option<Duration>,
+    pub holder: Option<String>,
+    /// A small JSON object kept with the lease.
+    pub metadata: Option<Value>,
+    pub wait: Duration,
+}
+
+/// A new lease (201): the grant, and the token only this answer carries.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub grant: GrantBody,
+    pub token: LeaseToken,
+}
+
+/// A fair lock's place in line (202): poll it with [`Client::poll`] until it is granted.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub ticket: TicketBody,
+    /// Proves the ticket and, once granted, its lease.
+    pub token: LeaseToken,
+}
+
+/// An acquire's success: a lease, or (fair locks) a place in line.
+#[derive(Debug, Clone)]
+pub enum Acquired {
+    Lease(Lease),
+    Queued(Ticket),
+}
+
+impl Client {
+    /// `POST /v1/locks/{lock}/leases?wait_ms=N`: a new lease, or a ticket (fair locks still
+    /// queued when the wait ended). The server cuts the wait to its `--max-wait-ms`. Dropping
+    /// the returned future closes the connection, which makes the server drop the waiter (and
+    /// roll back a grant it could not deliver).
+    pub async fn acquire(
+        &self,
+        lock: &str,
+        options: &AcquireOptions,
+    ) -> Result<Reply<Acquired>, ClientError> {
+        let mut url = self.endpoint(&["v1", "locks", lock, "leases"])?;
+        url.query_pairs_mut()
+            .append_pair("wait_ms", &millis(options.wait).to_string());
+        let body = AcquireBody {
+            ttl_ms: options.ttl.map(millis),
+            holder: options.holder.clone(),
+            metadata: options.metadata.clone(),
+            kind: options.kind,
+            ..AcquireBody::default()
+        };
+        let request = self
+            .request(reqwest::Method::POST, url)
+            .json(&body)
+            .timeout(self.timeout.saturating_add(options.wait));
+        Self::acquired(request, None).await
+    }
+
+    /// `POST /v1/locks/{lock}/tickets/{id}?wait_ms=N`: the fair lock's lease once it is the
+    /// ticket's turn (or again, if it was granted before), else the ticket still in line.
+    pub async fn poll(
+        &self,
+        lock: &str,
+        ticket: LeaseId,
+        token: &LeaseToken,
+        wait: Duration,
+    ) -> Result<Reply<Acquired>, ClientError> {
+        let id = ticket.to_string();
+        let mut url = self.endpoint(&["v1", "locks", lock, "tickets", &id])?;
+        url.query_pairs_mut()
+            .append_pair("wait_ms", &millis(wait).to_string());
+        let request = self
+            .request(reqwest::Method::POST, url)
+            .bearer_auth(token.expose())
+            .timeout(self.timeout.saturating_add(wait));
+        Self::acquired(request, Some(token)).await
+    }
+
+    /// `DELETE /v1/locks/{lock}/tickets/{id}`: gives up the ticket's place.
+    pub async fn leave(
+        &self,
+        lock: &str,
+        ticket: LeaseId,
+        token: &LeaseToken,
+    ) -> Result<(), ClientError> {
+        let id = ticket.to_string();
+        let url = self.endpoint(&["v1", "locks", lock, "tickets", &id])?;
+        let request = self
+            .request(reqwest::Method::DELETE, url)
+            .bearer_auth(token.expose())
+            .timeout(self.timeout);
+        Self::send::<Value>(request).await.map(|_| ())
+    }
+
+    /// `POST /v1/semaphores/{name}/leases?wait_ms=N`: permits for a new lease.
+    pub async fn acquire_permits(
+        &self,
+        name: &str,
+        options: &PermitOptions,
+    ) -> Result<Reply<Lease>, ClientError> {
+        let mut url = self.endpoint(&["v1", "semaphores", name, "leases"])?;
+        url.query_pairs_mut()
+            .append_pair("wait_ms", &millis(options.wait).to_string());
+        let body = PermitBody {
+            limit: Some(options.limit),
+            permits: options.permits,
+            ttl_ms: options.ttl.map(millis),
+            holder: options.holder.clone(),
+            metadata: options.metadata.clone(),
+        };
+        let request = self
+            .request(reqwest::Method::POST, url)
+            .json(&body)
+            .timeout(self.timeout.saturating_add(options.wait));
+        match Self::acquired(request, None).await? {
+            Reply {
+                body: Acquired::Lease(lease),
+                json,
+            } => Ok(Reply { body: lease, json }),
+            Reply { json, .. } => Err(ClientError::Unexpected {
+                status: StatusCode::ACCEPTED,
+                excerpt: excerpt(json.to_string().as_bytes()),
+            }),
+        }
+    }
+
+    /// Reads a grant (201/200) or a ticket (202); `known` is the token the caller already
+    /// has (a ticket's, when polling), for answers that do not repeat it.
+    async fn acquired(
+        request: RequestBuilder,
+        known: Option<&LeaseToken>,
+    ) -> Result<Reply<Acquired>, ClientError> {
+        let reply: Reply<Value> = Self::send(request).await?;
+        let unexpected = |what: &str| ClientError::Unexpected {
+            status: StatusCode::OK,
+            excerpt: what.to_owned(),
+        };
+        let token = reply.json["token"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .or_else(|| known.cloned())
+            .ok_or_else(|| unexpected("an answer without the lease's token"))?;
+        let body = if reply.json.get("ticket_id").is_some() {
+            let ticket = TicketBody::deserialize(&reply.json)
+                .map_err(|_| unexpected("a ticket the client cannot read"))?;
+            Acquired::Queued(Ticket { ticket, token })
+        } else {
+            let grant = GrantBody::deserialize(&reply.json)
+                .map_err(|_| unexpected("a grant the client cannot read"))?;
+            Acquired::Lease(Lease { grant, token })
+        };
+        Ok(Reply {
+            body,
+            json: reply.json,
+        })
+    }
+
+    /// `POST /v1/{locks|semaphores}/{name}/leases/{id}/heartbeat`: the lease's TTL starts
+    /// again.
+    pub async fn heartbeat(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+    ) -> Result<Reply<RenewalBody>, ClientError> {
+        let id = id.to_string();
+        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id, "heartbeat"])?;
+        Self::send(
+            self.request(reqwest::Method::POST, url)
+                .bearer_auth(token.expose())
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `DELETE /v1/{locks|semaphores}/{name}/leases/{id}[?all=true]`: one reentry level, or
+    /// all of them (a semaphore lease always gives back all its permits).
+    pub async fn release(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+        all: bool,
+    ) -> Result<Reply<ReleaseBody>, ClientError> {
+        let id = id.to_string();
+        let mut url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id])?;
+        if all {
+            url.query_pairs_mut().append_pair("all", "true");
+        }
+        Self::send(
+            self.request(reqwest::Method::DELETE, url)
+                .bearer_auth(token.expose())
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `GET /v1/{locks|semaphores}/{name}/leases/{id}`: one lease's state, also for a while
+    /// after it ended (then 404).
+    pub async fn lease_status(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+    ) -> Result<Reply<LeaseBody>, ClientError> {
+        let id = id.to_string();
+        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id])?;
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_acquire_body_names_only_what_was_asked() {
+        let body = AcquireBody::default();
+        assert_eq!(serde_json::to_string(&body).expect("json"), "{}");
+        let body = AcquireBody {
+            ttl_ms: Some(1500),
+            holder: Some("me".into()),
+            kind: Some(LockKind::Reentrant),
+            ..AcquireBody::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&body).expect("json"),
+            serde_json::json!({"ttl_ms": 1500, "holder": "me", "kind": "reentrant"})
+        );
+    }
+}

@@ -1,0 +1,333 @@
+//! Leases: their id, the kinds of lock they take and the states they end in, and the bodies
+//! of taking one (a grant, or a fair lock's ticket), renewing, releasing and inspecting it.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A lease's id as the server issues it: a UUID (version 8, made from the SHA-256 of the lease's
+/// token). Not a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(transparent)]
+#[cfg_attr(feature = "openapi", schema(value_type = String, format = Uuid))]
+pub struct LeaseId(pub Uuid);
+
+impl std::str::FromStr for LeaseId {
+    type Err = uuid::Error;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        raw.parse().map(Self)
+    }
+}
+
+impl std::fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+/// The kinds of lock a client may ask for (`kind` of an acquire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum LockKind {
+    /// Redisson RLock: the same lease may enter again and again (the default).
+    Reentrant,
+    /// Not reentrant: the holder's own second acquire gets 409 not_reentrant (Curator's
+    /// InterProcessSemaphoreMutex).
+    Exclusive,
+    /// Strict FIFO among live waiters (Redisson RFairLock, Curator InterProcessMutex).
+    Fair,
+    /// The shared side of a read/write lock (Redisson RReadWriteLock).
+    Read,
+    /// The exclusive side of a read/write lock.
+    Write,
+}
+
+/// Who goes first on a read/write lock when a writer waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RwPolicy {
+    /// Redisson's: a reader joins readers already holding, even past a waiting writer.
+    #[default]
+    ReadersFirst,
+    /// Curator's: a reader arriving after a waiting writer waits behind it.
+    Fifo,
+}
+
+/// Which hold of a read/write lease a release gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RwMode {
+    Read,
+    Write,
+}
+
+/// How a lease ended, or that it still holds its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum LeaseState {
+    Held,
+    /// A fair-queue ticket still waiting.
+    Queued,
+    Released,
+    Expired,
+    ForceReleased,
+    /// A fair-queue ticket whose waiter gave up.
+    Left,
+    /// A state this client does not know (a newer server); not taken as an end. Never sent.
+    #[serde(other)]
+    Unknown,
+}
+
+impl LeaseState {
+    /// Every state a server sends.
+    pub const SENT: [Self; 6] = [
+        Self::Held,
+        Self::Queued,
+        Self::Released,
+        Self::Expired,
+        Self::ForceReleased,
+        Self::Left,
+    ];
+
+    /// The lease no longer holds its lock (or the ticket its place).
+    pub fn has_ended(self) -> bool {
+        matches!(
+            self,
+            Self::Released | Self::Expired | Self::ForceReleased | Self::Left
+        )
+    }
+
+    /// Its name on the wire (`force_released`), as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+// The schema lists what a server sends (not `Unknown`, the client's fallback).
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for LeaseState {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some("How a lease ended, or that it still holds its lock"))
+            .enum_values(Some(Self::SENT.map(Self::as_str)))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for LeaseState {}
+
+/// `POST /v1/locks/{name}/leases`. Every field is optional; an empty body is fine.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AcquireBody {
+    /// Lease TTL in ms; the server default when absent (on reentry: the lease's TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Free-text label naming the holder, shown to operators and to refused acquirers: 1 to
+    /// 200 characters, no control, invisible or direction-changing characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
+        )
+    )]
+    pub holder: Option<String>,
+    /// A small JSON object kept with the lease: at most 4096 bytes as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<serde_json::Value>,
+    /// reentrant (default), exclusive, fair, read or write; on reentry, the lease's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<LockKind>,
+    /// For read/write locks: readers_first (default, Redisson) or fifo (Curator).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub policy: RwPolicy,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// The wait of an acquire or a ticket poll.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    /// How long to wait server-side while the lock is held, in ms (default 0).
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// A heartbeat's optional body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    /// A new TTL in ms, kept for later heartbeats; the lease's own TTL when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// `DELETE /v1/locks/{name}/leases/{lease_id}`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseQuery {
+    /// Release every reentry level at once (of both modes, for a read/write lease).
+    #[serde(default)]
+    pub all: bool,
+    /// Read/write leases: the hold to release (default: write if held, else read).
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub mode: Option<RwMode>,
+}
+
+/// A grant: a new lease (201) or one more level of one (200).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GrantBody {
+    pub lease_id: LeaseId,
+    /// The lease's bearer token: only in the 201 of a new lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    pub lock: String,
+    /// reentrant, exclusive, fair, read, write or semaphore.
+    pub kind: String,
+    pub holder: Option<String>,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    /// Semaphore leases: the permits held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+    /// Acquire answers: the server-side wait this request was allowed, in ms: the `wait_ms`
+    /// asked for, cut to the server's `--max-wait-ms` (also in the `Leasehold-Wait-Ms`
+    /// header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// A fair lock's ticket (202): a place in its queue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TicketBody {
+    pub ticket_id: LeaseId,
+    /// Proves the ticket and, once granted, the lease: only when the ticket is issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    pub lock: String,
+    /// 1 = next in line.
+    pub position: u64,
+    /// Poll (POST the Location, with the token) before this or lose the place.
+    pub poll_by: String,
+    pub poll_timeout_ms: u64,
+    /// The server-side wait this request was allowed, in ms (`wait_ms` cut to the server's
+    /// `--max-wait-ms`; also in the `Leasehold-Wait-Ms` header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// `DELETE` on a ticket: it left the queue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeftBody {
+    pub ticket_id: LeaseId,
+    pub lock: String,
+    pub left: bool,
+}
+
+/// A successful heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RenewalBody {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+}
+
+/// A release: `released` is true when this lease holds nothing any more (no level left; the
+/// lock may still be held by other leases, as another reader of a read/write lock).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReleaseBody {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub released: bool,
+    pub reentry_count: u64,
+}
+
+/// A lease as anyone may see it (never its token).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeaseBody {
+    pub lease_id: LeaseId,
+    pub lock: String,
+    pub state: LeaseState,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_count: Option<u64>,
+    /// Fair tickets: place in the queue (1 = next).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// Semaphore leases: permits held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+    pub holder: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<serde_json::Value>,
+    pub fencing_token: u64,
+    pub reentry_count: u64,
+    pub ttl_ms: u64,
+    pub remaining_ms: Option<u64>,
+    pub acquired_at: String,
+    pub expires_at: String,
+    pub ended_at: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_states_are_named_as_serde_writes_them() {
+        let names = LeaseState::SENT
+            .into_iter()
+            .chain([LeaseState::Unknown])
+            .map(|state| {
+                let json = serde_json::to_value(state).expect("json");
+                assert_eq!(json, state.as_str(), "{state:?}");
+                state.as_str()
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(
+            names,
+            [
+                "held",
+                "queued",
+                "released",
+                "expired",
+                "force_released",
+                "left",
+                "unknown"
+            ]
+        );
+    }
+}

@@ -1,0 +1,192 @@
+//! Taking the lease: one ask (a lock, or a semaphore's permits) waiting server-side, asked
+//! again while the server's own wait limit is shorter than `--wait`, a fair lock's ticket
+//! polled until its turn, and a signal giving up on all of it. Also the one renewal that
+//! re-learns the expiry after a long acquire.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::time::{Instant, sleep};
+
+use super::keeper::Leased;
+use super::later;
+use crate::cli::signals::Signals;
+use crate::client::{
+    AcquireOptions, Acquired, Client, ClientError, Lease, PermitOptions, Problem, Reply, Resource,
+    Ticket,
+};
+
+/// Pause before asking again when the server answered 409 before our `--wait` was over (its
+/// `--max-wait-ms` is shorter): enough to never hammer a server that does not wait at all.
+const REASK_PAUSE: Duration = Duration::from_millis(100);
+
+/// A lease we hold and the instant from which its TTL is known to count.
+pub(super) struct Held {
+    pub(super) lease: Lease,
+    pub(super) ttl: Duration,
+    /// When the request that (re)started the TTL was sent.
+    pub(super) renewed_at: Instant,
+}
+
+pub(super) enum Acquisition {
+    Held(Held),
+    /// Still held by someone else when the wait was over.
+    Busy(Problem),
+    Interrupted(Signal),
+    Failed(ClientError),
+}
+
+/// What to acquire: a lock, or permits of a semaphore.
+pub(super) enum Ask {
+    Lock(AcquireOptions),
+    Permits(PermitOptions),
+}
+
+impl Ask {
+    /// Which routes the lease will live under.
+    pub(super) fn resource(&self) -> Resource {
+        match self {
+            Self::Lock(_) => Resource::Lock,
+            Self::Permits(_) => Resource::Semaphore,
+        }
+    }
+
+    pub(super) fn wait(&self) -> Duration {
+        match self {
+            Self::Lock(options) => options.wait,
+            Self::Permits(options) => options.wait,
+        }
+    }
+
+    /// One request, waiting server-side up to `wait`.
+    async fn send(
+        &self,
+        client: &Client,
+        name: &str,
+        wait: Duration,
+    ) -> Result<Reply<Acquired>, ClientError> {
+        match self {
+            Self::Lock(options) => {
+                let options = AcquireOptions {
+                    wait,
+                    ..options.clone()
+                };
+                client.acquire(name, &options).await
+            }
+            Self::Permits(options) => {
+                let options = PermitOptions {
+                    wait,
+                    ..options.clone()
+                };
+                let reply = client.acquire_permits(name, &options).await?;
+                Ok(Reply {
+                    body: Acquired::Lease(reply.body),
+                    json: reply.json,
+                })
+            }
+        }
+    }
+}
+
+/// Asks for the lease, waiting server-side up to the asked wait in total. A signal drops the
+/// in-flight request, which closes its connection: the server then drops our waiter at once
+/// (and rolls back a grant it could not deliver).
+pub(super) async fn acquire(
+    client: &Client,
+    lock: &str,
+    ask: &Ask,
+    signals: &mut Signals,
+) -> Acquisition {
+    let deadline = later(Instant::now(), ask.wait());
+    loop {
+        let sent = Instant::now();
+        let wait = deadline.saturating_duration_since(sent);
+        let result = tokio::select! {
+            result = ask.send(client, lock, wait) => result,
+            signal = signals.recv() => return Acquisition::Interrupted(signal),
+        };
+        match result {
+            Ok(reply) => {
+                let lease = match reply.body {
+                    Acquired::Lease(lease) => lease,
+                    // A fair lock's place in line: poll it until its turn or the deadline.
+                    Acquired::Queued(ticket) => {
+                        match wait_in_line(client, lock, ticket, deadline, signals).await {
+                            Ok(lease) => lease,
+                            Err(outcome) => return outcome,
+                        }
+                    }
+                };
+                return Acquisition::Held(Held {
+                    ttl: Duration::from_millis(lease.grant.ttl_ms),
+                    lease,
+                    renewed_at: sent,
+                });
+            }
+            Err(ClientError::Problem(p)) if p.is_lock_held() => {
+                if Instant::now() + REASK_PAUSE >= deadline {
+                    return Acquisition::Busy(p);
+                }
+                tokio::select! {
+                    () = sleep(REASK_PAUSE) => {}
+                    signal = signals.recv() => return Acquisition::Interrupted(signal),
+                }
+            }
+            Err(e) => return Acquisition::Failed(e),
+        }
+    }
+}
+
+/// Polls a fair lock's ticket until its turn, leaving the line at the deadline (then the
+/// lock counts as busy) or on a signal.
+async fn wait_in_line(
+    client: &Client,
+    lock: &str,
+    ticket: Ticket,
+    deadline: Instant,
+    signals: &mut Signals,
+) -> Result<Lease, Acquisition> {
+    let (id, token) = (ticket.ticket.ticket_id, ticket.token);
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let polled = tokio::select! {
+            polled = client.poll(lock, id, &token, wait) => polled,
+            signal = signals.recv() => {
+                let _ = client.leave(lock, id, &token).await;
+                return Err(Acquisition::Interrupted(signal));
+            }
+        };
+        match polled {
+            Ok(Reply {
+                body: Acquired::Lease(lease),
+                ..
+            }) => return Ok(lease),
+            Ok(_) if Instant::now() >= deadline => {
+                let _ = client.leave(lock, id, &token).await;
+                return Err(Acquisition::Busy(Problem {
+                    status: 409,
+                    code: "lock_held".into(),
+                    detail: "still queued for the fair lock when the wait ran out".into(),
+                    retry_after_ms: None,
+                    reason: None,
+                }));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(Acquisition::Failed(e)),
+        }
+    }
+}
+
+/// One heartbeat, right after a long acquire.
+pub(super) async fn confirm(lease: &Leased<'_>, held: Held) -> Result<Held, ClientError> {
+    let sent = Instant::now();
+    let renewal = lease
+        .client
+        .heartbeat(lease.resource, lease.lock, lease.id, &lease.token)
+        .await?;
+    Ok(Held {
+        ttl: Duration::from_millis(renewal.body.ttl_ms),
+        renewed_at: sent,
+        ..held
+    })
+}

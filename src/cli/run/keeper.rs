@@ -1,0 +1,167 @@
+//! Keeping the lease while something runs under it: a heartbeat task that renews every TTL/3
+//! (retrying failures sooner), and a watch task that keeps a lease watch open, which says the
+//! moment the lease is lost. Both report [`News`] to the supervisor; neither decides what to
+//! do about it. Also the release at the end ([`Leased`]).
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, sleep_until};
+
+use super::acquire::Held;
+use super::{later, say};
+use crate::cli::describe;
+use crate::client::{Client, ClientError, LeaseId, LeaseToken, Resource};
+
+/// Longest pause between heartbeat retries after a failure (shorter for short TTLs).
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Pause before opening the lease watch again after it broke (the server restarted, a proxy
+/// cut it); heartbeats go on meanwhile.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
+
+/// The lease we hold: what the keeper and the release need to know.
+pub(super) struct Leased<'a> {
+    pub(super) client: &'a Client,
+    pub(super) resource: Resource,
+    pub(super) lock: &'a str,
+    pub(super) id: LeaseId,
+    pub(super) token: LeaseToken,
+}
+
+impl Leased<'_> {
+    /// Releases every level; a failure is only reported, the lease then ends with its TTL.
+    pub(super) async fn release(&self) {
+        if let Err(e) = self
+            .client
+            .release(self.resource, self.lock, self.id, &self.token, true)
+            .await
+        {
+            say(format_args!(
+                "cannot release the lease ({}); the lock stays held until its TTL runs out",
+                describe(&e)
+            ));
+        }
+    }
+
+    /// Releases on an error path that has already said what went wrong.
+    pub(super) async fn release_quietly(&self) {
+        let _ = self
+            .client
+            .release(self.resource, self.lock, self.id, &self.token, true)
+            .await;
+    }
+}
+
+/// What the heartbeat task reports.
+pub(super) enum News {
+    /// The lease is ours until at least this instant.
+    Renewed(Instant),
+    /// A heartbeat got no answer or a retryable one; it is retried.
+    Failed(ClientError),
+    /// The server says the lease is gone (why, in its words); the task has stopped.
+    Lost(String),
+}
+
+/// The heartbeat task renews every TTL/3 and retries failures sooner; the watch task keeps a
+/// lease watch open, which says the moment the lease is lost. Both stop when it is lost or
+/// when the keeper is dropped (which aborts a request in flight, so no heartbeat races with
+/// the release).
+pub(super) struct Keeper {
+    tasks: [JoinHandle<()>; 2],
+    news: mpsc::Receiver<News>,
+}
+
+impl Keeper {
+    pub(super) fn start(lease: &Leased<'_>, held: &Held) -> Self {
+        // A request must not hang past the next heartbeat; it is retried instead.
+        let timeout = (held.ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(10));
+        let client = lease.client.clone().with_timeout(timeout);
+        let (resource, lock, id) = (lease.resource, lease.lock.to_owned(), lease.id);
+        let token = lease.token.clone();
+        let mut ttl = held.ttl;
+        let mut next_heartbeat = held.renewed_at + ttl / 3;
+        let (tx, news) = mpsc::channel(4);
+        let watch = tokio::spawn(watch(
+            lease.client.clone(),
+            resource,
+            lock.clone(),
+            id,
+            token.clone(),
+            tx.clone(),
+        ));
+        let heartbeat = tokio::spawn(async move {
+            loop {
+                sleep_until(next_heartbeat).await;
+                let sent = Instant::now();
+                let news = match client.heartbeat(resource, &lock, id, &token).await {
+                    Ok(renewal) => {
+                        ttl = Duration::from_millis(renewal.body.ttl_ms);
+                        next_heartbeat = sent + ttl / 3;
+                        News::Renewed(later(sent, ttl))
+                    }
+                    Err(ClientError::Problem(p)) if p.is_lease_gone() => {
+                        let _ = tx.send(News::Lost(p.detail)).await;
+                        return;
+                    }
+                    Err(e) => {
+                        next_heartbeat = Instant::now() + (ttl / 3).min(RETRY_PAUSE);
+                        News::Failed(e)
+                    }
+                };
+                if tx.send(news).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            tasks: [heartbeat, watch],
+            news,
+        }
+    }
+
+    /// The next report of either task; `None` once both have stopped.
+    pub(super) async fn next(&mut self) -> Option<News> {
+        self.news.recv().await
+    }
+}
+
+/// Keeps a lease watch open until the server says the lease is lost; a watch that breaks is
+/// opened again. A server without watches (404 `not_found`) leaves it to the heartbeats.
+async fn watch(
+    client: Client,
+    resource: Resource,
+    lock: String,
+    id: LeaseId,
+    token: LeaseToken,
+    tx: mpsc::Sender<News>,
+) {
+    loop {
+        let lost = match client.watch(resource, &lock, id, &token).await {
+            Ok(mut watch) => match watch.lost().await {
+                Ok(lost) => Some(format!(
+                    "the server reports it {}",
+                    lost.reason.replace('_', " ")
+                )),
+                Err(_) => None,
+            },
+            Err(ClientError::Problem(p)) if p.is_lease_gone() => Some(p.detail),
+            Err(ClientError::Problem(p)) if p.code == "not_found" => return,
+            Err(_) => None,
+        };
+        if let Some(why) = lost {
+            let _ = tx.send(News::Lost(why)).await;
+            return;
+        }
+        sleep(WATCH_RETRY).await;
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
