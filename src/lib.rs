@@ -10,7 +10,7 @@
 //! - [`redis`]: the one place that knows Redis connections: the [`redis::Redis`] handle
 //!   (standalone today; Sentinel and Cluster belong inside it), connect/TLS, function loading,
 //!   the process's one subscriber (routing messages to whoever registered), keyspace walks,
-//!   durability and memory, the embedded `redis-server`.
+//!   durability and memory, the embedded `redis-server` in its private data dir.
 //! - [`events`]: the in-process fan-out of lock events to event streams (what the subscriber
 //!   hears on the events channels).
 //! - [`api`]: the `/v1` HTTP API (axum handlers, the OpenAPI document).
@@ -35,11 +35,15 @@
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics` (the domain's observer).
 //! - [`parent_death`]: children that stop when we die (the embedded Redis, `run`'s command).
 //! - [`crypto`]: the one TLS crypto provider, for the listener and both kinds of client.
-//! - [`config`]: the command line (`leasehold serve`, `run`, ...), flags with env vars.
+//! - [`config`]: the command line, flags with env vars: `serve`'s and `healthcheck`'s
+//!   (`config::server`) apart from the client subcommands' (`config::client`).
 //! - [`shutdown`], [`telemetry`]: signals and logs.
 //! - [`client`]: a typed HTTP client for the `/v1` lease API.
-//! - [`cli`]: the client subcommands on top of it: `run` (hold a lock while a command runs)
-//!   and `acquire`/`heartbeat`/`release`/`status` for shell scripts.
+//! - [`cli`]: the client subcommands on top of it: `run` (hold a lock while a command runs:
+//!   `cli::run`'s acquire, child, keeper and supervisor), `acquire`/`heartbeat`/`release`/
+//!   `status`/`ls`/`keys` for shell scripts, `healthcheck`, and the parts of `serve` that
+//!   need nothing of the server (`cli::serve`: the runtime, the admin token). `main.rs`
+//!   assembles `serve`: the one place that sees every layer.
 
 pub mod api;
 /// The Rust client (crate `leasehold-client`), under its old path.

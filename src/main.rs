@@ -9,16 +9,16 @@ use clap::Parser as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use leasehold::cli::{self, serve::admin_token, serve::data_dir};
+use leasehold::cli::{self, serve::admin_token};
 use leasehold::config::{Cli, Command, ServeArgs};
 use leasehold::redis::embedded::{EmbeddedRedis, EmbeddedRedisError};
 use leasehold::server::{self, ServerConfig};
 use leasehold::{locks::random_secret, shutdown, telemetry};
 
-/// mimalloc rather than glibc's malloc: profiled under load, the server spent a quarter of its
-/// CPU in glibc's malloc and free (a request makes many small, short-lived allocations, on
-/// whichever worker thread runs it). Built without transparent huge pages (`no_thp`): with them
-/// every parked HTTP/1.1 waiter cost about 12 KB more resident memory.
+/// mimalloc rather than glibc's malloc: a request makes many small, short-lived allocations,
+/// on whichever worker thread runs it, and glibc's malloc and free took a large share of the
+/// CPU under load. Built without transparent huge pages (`no_thp`), which grew every parked
+/// HTTP/1.1 waiter's resident memory (BENCHMARKS.md, W9).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -64,22 +64,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     shutdown::cancel_on_signals(token.clone()).context("cannot install signal handlers")?;
     let (redis_url, embedded) = match &args.redis_url {
         Some(url) => (url.clone(), None),
-        None => {
-            data_dir::make_private(&args.data_dir)?;
-            match EmbeddedRedis::start(&args.data_dir, &args.redis_maxmemory, &token).await {
-                Ok(redis) => {
-                    tracing::info!(url = %redis.url(), data_dir = %args.data_dir.display(),
-                        maxmemory = %args.redis_maxmemory,
-                        "started the embedded redis-server (AOF persistence in the data dir)");
-                    (redis.url(), Some(redis))
-                }
-                Err(EmbeddedRedisError::Stopped) => {
-                    tracing::info!("stopped before the embedded redis-server was up");
-                    return Ok(());
-                }
-                Err(e) => return Err(e.into()),
+        None => match EmbeddedRedis::start(&args.data_dir, &args.redis_maxmemory, &token).await {
+            Ok(redis) => (redis.url(), Some(redis)),
+            Err(EmbeddedRedisError::Stopped) => {
+                tracing::info!("stopped before the embedded redis-server was up");
+                return Ok(());
             }
-        }
+            Err(e) => return Err(e.into()),
+        },
     };
     let admin = admin_token::choose(&args, embedded.is_some(), || random_secret("lha_", 32))?;
     let result = async {

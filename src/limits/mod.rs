@@ -34,21 +34,6 @@ pub struct ClientLimits {
     pub limit_loopback: bool,
 }
 
-impl Default for ClientLimits {
-    fn default() -> Self {
-        Self {
-            rate_per_second: 1_000,
-            rate_burst: 2_000,
-            leases: 10_000,
-            waiters: 1_000,
-            names: 10_000,
-            tenant_names: 50_000,
-            streams: 16,
-            limit_loopback: false,
-        }
-    }
-}
-
 /// Bounds on one lock, whoever asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockLimits {
@@ -60,15 +45,4 @@ pub struct LockLimits {
     pub reentry_depth: u64,
     /// Longest admin `reason`, in characters.
     pub reason_chars: usize,
-}
-
-impl Default for LockLimits {
-    fn default() -> Self {
-        Self {
-            waiters_per_lock: 1_000,
-            fair_queue: 1_000,
-            reentry_depth: 1_000,
-            reason_chars: 500,
-        }
-    }
 }

@@ -41,42 +41,10 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The defaults of `leasehold serve`, on `redis_url`, with no admin token.
+    /// The defaults of `leasehold serve`, on `redis_url`, with no admin token: the flags'
+    /// own defaults ([`ServeArgs::defaults`]), stated once, there.
     pub fn new(redis_url: impl Into<String>) -> Self {
-        Self {
-            redis_url: redis_url.into(),
-            locks: LockSettings {
-                key_prefix: String::new(),
-                tombstone_ms: 60_000,
-                ticket_timeout_ms: 5_000,
-                redis_timeout: Duration::from_secs(1),
-                calls_in_flight: 256,
-            },
-            limits: ApiLimits {
-                ttl: TtlPolicy {
-                    default_ms: 30_000,
-                    min_ms: 1_000,
-                    max_ms: 86_400_000,
-                },
-                max_wait: Duration::from_secs(60),
-                ticket_timeout_ms: 5_000,
-                max_permits: 1_000,
-                per_lock: LockLimits::default(),
-                max_watches: 10_000,
-            },
-            admin_token: None,
-            metrics_lock_names: false,
-            allow_eviction: false,
-            dashboard: DashboardSettings::default(),
-            redis_ca_file: None,
-            allow_anonymous: false,
-            allowed_hosts: None,
-            clients: ClientLimits::default(),
-            http: HttpLimits::default(),
-            request_timeout: Duration::from_secs(30),
-            body_timeout: Duration::from_secs(10),
-            tls: None,
-        }
+        Self::from_args(&ServeArgs::defaults(), redis_url.into(), None)
     }
 
     /// What `leasehold serve` was asked for, on `redis_url` (the embedded Redis's when none

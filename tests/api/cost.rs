@@ -133,7 +133,7 @@ async fn slow_rate_app() -> (TestApp, TestApp) {
         clients: ClientLimits {
             rate_per_second: 10,
             rate_burst: 100,
-            ..ClientLimits::default()
+            ..leasehold::server::ServerConfig::new("").clients
         },
         ..AppOptions::default()
     })

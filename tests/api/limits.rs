@@ -37,7 +37,7 @@ async fn a_client_sending_its_headers_byte_by_byte_is_cut_off() {
     let app = spawn_app_with(AppOptions {
         http: HttpLimits {
             header_timeout: Duration::from_millis(500),
-            ..HttpLimits::default()
+            ..leasehold::server::ServerConfig::new("").http
         },
         ..AppOptions::default()
     })
@@ -77,7 +77,7 @@ async fn an_idle_connection_is_closed_and_a_silent_one_too() {
         http: HttpLimits {
             header_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_millis(400),
-            ..HttpLimits::default()
+            ..leasehold::server::ServerConfig::new("").http
         },
         ..AppOptions::default()
     })
@@ -109,7 +109,7 @@ async fn connections_past_the_cap_get_one_503_and_are_closed() {
     let app = spawn_app_with(AppOptions {
         http: HttpLimits {
             max_connections: 2,
-            ..HttpLimits::default()
+            ..leasehold::server::ServerConfig::new("").http
         },
         ..AppOptions::default()
     })
@@ -158,7 +158,7 @@ async fn one_address_cannot_take_every_connection_slot() {
             max_connections: 20,
             max_connections_per_address: 4,
             limit_loopback: true,
-            ..HttpLimits::default()
+            ..leasehold::server::ServerConfig::new("").http
         },
         ..AppOptions::default()
     })
@@ -204,7 +204,7 @@ async fn an_http2_connection_carries_at_most_its_stream_cap_at_once() {
     let app = spawn_app_with(AppOptions {
         http: HttpLimits {
             max_h2_streams: 2,
-            ..HttpLimits::default()
+            ..leasehold::server::ServerConfig::new("").http
         },
         ..AppOptions::default()
     })
@@ -282,7 +282,7 @@ async fn a_caller_over_its_request_rate_gets_429_with_retry_after() {
     let app = spawn_app_with(limited(ClientLimits {
         rate_per_second: 5,
         rate_burst: 5,
-        ..ClientLimits::default()
+        ..leasehold::server::ServerConfig::new("").clients
     }))
     .await;
     let (_, one) = app
@@ -326,7 +326,7 @@ async fn anonymous_callers_are_limited_by_address_when_asked_on_loopback() {
         rate_per_second: 3,
         rate_burst: 3,
         limit_loopback: true,
-        ..ClientLimits::default()
+        ..leasehold::server::ServerConfig::new("").clients
     }))
     .await;
     let mut statuses = Vec::new();
@@ -428,7 +428,7 @@ fn per_lock(per_lock: LockLimits) -> AppOptions {
 async fn a_full_waiter_cap_answers_503() {
     let app = spawn_app_with(per_lock(LockLimits {
         waiters_per_lock: 2,
-        ..LockLimits::default()
+        ..leasehold::server::ServerConfig::new("").limits.per_lock
     }))
     .await;
     app.lease("hot", json!({"ttl_ms": 60_000})).await;
@@ -462,7 +462,7 @@ async fn a_full_waiter_cap_answers_503() {
 async fn a_full_fair_queue_answers_503() {
     let app = spawn_app_with(per_lock(LockLimits {
         fair_queue: 2,
-        ..LockLimits::default()
+        ..leasehold::server::ServerConfig::new("").limits.per_lock
     }))
     .await;
     app.lease("line", json!({"kind": "fair", "ttl_ms": 60_000}))
@@ -486,7 +486,7 @@ async fn a_full_fair_queue_answers_503() {
 async fn reentry_deeper_than_the_cap_is_refused_and_not_kept() {
     let app = spawn_app_with(per_lock(LockLimits {
         reentry_depth: 3,
-        ..LockLimits::default()
+        ..leasehold::server::ServerConfig::new("").limits.per_lock
     }))
     .await;
     let lease = app.lease("deep", json!({})).await;
@@ -537,7 +537,7 @@ async fn an_admin_reason_has_a_length_cap() {
 async fn event_streams_per_caller_are_capped() {
     let app = spawn_app_with(limited(ClientLimits {
         streams: 2,
-        ..ClientLimits::default()
+        ..leasehold::server::ServerConfig::new("").clients
     }))
     .await;
     let (_, secret) = app
@@ -593,7 +593,7 @@ async fn event_streams_per_caller_are_capped() {
 async fn lease_watches_count_as_the_callers_event_streams() {
     let app = spawn_app_with(limited(ClientLimits {
         streams: 2,
-        ..ClientLimits::default()
+        ..leasehold::server::ServerConfig::new("").clients
     }))
     .await;
     let (_, secret) = app

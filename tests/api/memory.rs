@@ -202,7 +202,7 @@ async fn a_tenants_callers_share_one_names_quota() {
     let app = spawn_app_with(AppOptions {
         clients: ClientLimits {
             tenant_names: 3,
-            ..ClientLimits::default()
+            ..leasehold::server::ServerConfig::new("").clients
         },
         ..AppOptions::default()
     })

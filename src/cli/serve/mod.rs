@@ -1,5 +1,5 @@
-//! The parts of `leasehold serve` that need nothing of the server: the data dir made private
-//! ([`data_dir`]), the admin token chosen ([`admin_token`]), the async runtime sized for it,
+//! The parts of `leasehold serve` that need nothing of the server: the admin token chosen
+//! ([`admin_token`]), the async runtime sized for it,
 //! and what is logged once the listener is bound.
 //!
 //! The assembly itself (signals, logging, the embedded Redis, the listener, `server::run`) is
@@ -7,7 +7,6 @@
 //! by `tests/api/layers.rs`), and the binary is the one place that sees every layer.
 
 pub mod admin_token;
-pub mod data_dir;
 
 use std::io;
 use std::net::SocketAddr;

@@ -243,7 +243,6 @@ impl Drop for WatchRegistration {
     }
 }
 
-
 /// The unlock messages as the process's subscriber hands them over: Redisson's (and ours)
 /// on every lock of the deployment's key spaces, tenants' included (the patterns start with
 /// the deployment's prefix, and every tenant's keys with it).

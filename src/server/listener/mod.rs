@@ -47,19 +47,6 @@ pub struct HttpLimits {
     pub max_h2_streams: u32,
 }
 
-impl Default for HttpLimits {
-    fn default() -> Self {
-        Self {
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            max_connections: 16_384,
-            max_connections_per_address: 0,
-            limit_loopback: false,
-            max_h2_streams: 200,
-        }
-    }
-}
-
 /// Whether a request arrived over TLS (a request extension, for the dashboard's cookies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Secure(pub bool);

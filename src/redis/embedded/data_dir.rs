@@ -1,9 +1,7 @@
 //! The data dir of `serve` with the embedded Redis: it holds Redis's AOF and socket and the
 //! generated admin token, so it must be this user's alone. Created 0700 when missing; refused
 //! when another user owns it or anyone else may enter it.
-//!
-//! (The embedded redis-server itself is `redis::embedded`'s; this is what `serve` checks
-//! before starting it there.)
+//! [`super::EmbeddedRedis::start`] checks it before anything is started there.
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};

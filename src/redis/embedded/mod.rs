@@ -25,6 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::parent_death;
 
+pub mod data_dir;
+
+pub use data_dir::DataDirError;
+
 /// How long redis-server may take to answer after it starts.
 const START_LIMIT: Duration = Duration::from_secs(10);
 /// How long it may take to write its AOF and exit after SIGTERM; also how long a new start
@@ -39,6 +43,9 @@ pub enum EmbeddedRedisError {
         "redis-server is not installed: install it (Debian/Ubuntu: sudo apt-get install redis-server) or pass --redis-url"
     )]
     NotInstalled,
+    /// The data dir is not this user's alone (or cannot be made).
+    #[error(transparent)]
+    Private(#[from] DataDirError),
     #[error("cannot use data directory {path}: {source}")]
     DataDir {
         path: PathBuf,
@@ -69,7 +76,7 @@ pub struct EmbeddedRedis {
 }
 
 impl EmbeddedRedis {
-    /// Starts redis-server in `data_dir`, holding at most `maxmemory` (Redis's units: `512mb`,
+    /// Starts redis-server in `data_dir` (made this user's alone first: [`data_dir`]), holding at most `maxmemory` (Redis's units: `512mb`,
     /// `2gb`), and waits until it answers PING; gives up with `Stopped` (a child started by
     /// then is stopped) once `stop` is cancelled.
     pub async fn start(
@@ -81,7 +88,7 @@ impl EmbeddedRedis {
             path: data_dir.to_owned(),
             source,
         };
-        std::fs::create_dir_all(data_dir).map_err(dir_error)?;
+        data_dir::make_private(data_dir)?;
         let dir = std::fs::canonicalize(data_dir).map_err(dir_error)?;
         let dir_lock = File::create(dir.join("leasehold.lock")).map_err(dir_error)?;
         lock_dir(&dir_lock, &dir, stop).await?;
@@ -157,6 +164,8 @@ impl EmbeddedRedis {
                 log,
             });
         }
+        tracing::info!(url = %redis.url(), data_dir = %data_dir.display(), maxmemory,
+            "started the embedded redis-server (AOF persistence in the data dir)");
         Ok(redis)
     }
 
