@@ -354,6 +354,10 @@ fn lease_hold(
         if let Request::Acquire {
             idempotency: Some(key),
             ..
+        }
+        | Request::Release {
+            idempotency: Some(key),
+            ..
         } = &ops[i].request
         {
             let send = first_send.entry(key.as_str()).or_insert(ops[i].send);
@@ -411,8 +415,23 @@ fn lease_hold(
             ) => {
                 ub_exp = ub_exp.max(op.recv + ttl_ms.unwrap_or(exp_ttl).max(exp_ttl) * 1000);
             }
-            (Request::Release { all, mode, .. }, outcome) => {
+            (
+                Request::Release {
+                    all,
+                    mode,
+                    idempotency,
+                    ..
+                },
+                outcome,
+            ) => {
                 let certain = !outcome.uncertain();
+                // A retry with an Idempotency-Key gets the first answer again and renews
+                // nothing itself: the renewal a level left makes happened once, when one of the
+                // key's requests ran, no earlier than the first was sent.
+                let renewed_from = match idempotency.as_deref().and_then(|k| first_send.get(k)) {
+                    Some(&first) if first < op.send => exp_at.max(first),
+                    _ => op.send,
+                };
                 match outcome {
                     Outcome::Released { released, count } => {
                         if *released || *count == 0 {
@@ -444,7 +463,7 @@ fn lease_hold(
                             // lease (and the lock key) for the lease's TTL. `count` levels
                             // are left: a later release that fails may have ended the lease.
                             writes = *count;
-                            exp_at = op.send;
+                            exp_at = renewed_from;
                             ub_exp = ub_exp.max(op.recv + exp_ttl * 1000);
                         }
                     }
@@ -1360,6 +1379,39 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         refuses_new: false,
     };
     let semantic = |windows: &[FaultWindow]| check(&level_gone, windows, &[], 1_500).semantic;
+    // Lease A re-entered (2 levels), one level released with an Idempotency-Key (at 4-5 ms,
+    // renewing A for its 500 ms), the release retried with the same key at 300-301 ms (the
+    // first answer again: no renewal), and lease B granted at 600-601 ms, after A's TTL.
+    // Found by the full tier (seed 1, subscriber-drop), which counted the retry as a renewal.
+    let keyed_release = || Request::Release {
+        lease: lease("a"),
+        all: false,
+        mode: None,
+        semaphore: false,
+        idempotency: Some("k".to_owned()),
+    };
+    let one_left = || Outcome::Released {
+        released: false,
+        count: 1,
+    };
+    let mut replayed = entered_twice();
+    replayed.push(op(2, 0, 4_000, 5_000, keyed_release(), one_left()));
+    replayed.push(op(3, 0, 300_000, 301_000, keyed_release(), one_left()));
+    replayed.push(op(
+        4,
+        1,
+        600_000,
+        601_000,
+        acquire(None),
+        Outcome::Granted {
+            status: 201,
+            lease: lease("b"),
+            fence: 11,
+            ttl_ms: 500,
+            count: 1,
+            kind: "reentrant".to_owned(),
+        },
+    ));
     vec![
         (
             "a failed release of a lease's last level may have ended it: no overlap",
@@ -1376,6 +1428,10 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         (
             "the same across a Redis data loss (the re-entry may be what Redis lost): excused",
             semantic(std::slice::from_ref(&crash)) == 0,
+        ),
+        (
+            "a release retried with its Idempotency-Key renews nothing: no overlap after the TTL",
+            judged(&replayed) == 0,
         ),
     ]
 }
