@@ -166,8 +166,8 @@ pub(super) fn acquire_request(
         ttl,
         holder: body.holder.as_deref().map(HolderLabel::parse).transpose()?,
         metadata: body.metadata.map(Metadata::parse).transpose()?,
-        kind: body.kind.map(bodies::kind),
-        policy: bodies::policy(body.policy),
+        kind: body.kind.map(LeaseKind::from),
+        policy: body.policy,
         idempotency: idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
     };
     let ttl = ttl.unwrap_or(default_ttl(state, caller)?);

@@ -7,9 +7,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::locks::{
-    self, ForcedRelease, Grant, HeldAs, HolderView, LeaseKind, LeaseState, LeaseView, LiveEntry,
-    LockError, LockName, LockView, Metadata, PermitHolderView, QueuedView, Release, Renewal,
-    RwMode, SemaphoreView, Ticket, Timestamp, WaiterView, wall_ms,
+    self, ForcedRelease, Grant, HeldAs, HolderView, LeaseKind, LeaseView, LiveEntry, LockError,
+    LockName, LockView, Metadata, PermitHolderView, QueuedView, Release, Renewal, SemaphoreView,
+    Ticket, Timestamp, WaiterView, wall_ms,
 };
 use crate::problem::Problem;
 use crate::wire::{
@@ -23,48 +23,6 @@ pub(super) fn lease_id(id: locks::LeaseId) -> wire::LeaseId {
 
 fn metadata(m: Option<Metadata>) -> Option<serde_json::Value> {
     m.map(Metadata::into_value)
-}
-
-fn mode(m: RwMode) -> wire::RwMode {
-    match m {
-        RwMode::Read => wire::RwMode::Read,
-        RwMode::Write => wire::RwMode::Write,
-    }
-}
-
-pub(super) fn kind(k: wire::LockKind) -> LeaseKind {
-    match k {
-        wire::LockKind::Reentrant => LeaseKind::Reentrant,
-        wire::LockKind::Exclusive => LeaseKind::Exclusive,
-        wire::LockKind::Fair => LeaseKind::Fair,
-        wire::LockKind::Read => LeaseKind::Read,
-        wire::LockKind::Write => LeaseKind::Write,
-    }
-}
-
-pub(super) fn policy(p: wire::RwPolicy) -> locks::RwPolicy {
-    match p {
-        wire::RwPolicy::ReadersFirst => locks::RwPolicy::ReadersFirst,
-        wire::RwPolicy::Fifo => locks::RwPolicy::Fifo,
-    }
-}
-
-pub(super) fn rw_mode(m: wire::RwMode) -> RwMode {
-    match m {
-        wire::RwMode::Read => RwMode::Read,
-        wire::RwMode::Write => RwMode::Write,
-    }
-}
-
-fn state(s: LeaseState) -> wire::LeaseState {
-    match s {
-        LeaseState::Held => wire::LeaseState::Held,
-        LeaseState::Queued => wire::LeaseState::Queued,
-        LeaseState::Released => wire::LeaseState::Released,
-        LeaseState::Expired => wire::LeaseState::Expired,
-        LeaseState::ForceReleased => wire::LeaseState::ForceReleased,
-        LeaseState::Left => wire::LeaseState::Left,
-    }
 }
 
 /// The header that reports the server-side wait an acquire was allowed, in ms.
@@ -188,7 +146,7 @@ pub(super) fn lease(view: LeaseView) -> LeaseBody {
     LeaseBody {
         lease_id: lease_id(view.lease_id),
         lock: view.lock.to_string(),
-        state: state(view.state),
+        state: view.state.into(),
         kind: view.kind.as_str().to_owned(),
         read_count: view.read_count,
         write_count: view.write_count,
@@ -238,7 +196,7 @@ pub(super) fn lock(view: LockView) -> LockBody {
         lock: view.lock.to_string(),
         held: !view.holders.is_empty(),
         kind: view.kind.map(|k| k.as_str().to_owned()),
-        mode: view.mode.map(mode),
+        mode: view.mode,
         holders: view.holders.into_iter().map(holder).collect(),
         queue: view.queue.into_iter().map(queued).collect(),
         queue_length: view.queue_length,

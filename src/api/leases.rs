@@ -121,7 +121,7 @@ pub async fn release(
             lease.id,
             &lease.token,
             query.all,
-            query.mode.map(bodies::rw_mode),
+            query.mode,
             idempotency
                 .map(|k| k.bound_to(&caller.idempotency_scope()))
                 .as_ref(),

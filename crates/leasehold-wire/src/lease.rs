@@ -45,9 +45,12 @@ pub enum LockKind {
 }
 
 /// Who goes first on a read/write lock when a writer waits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr,
+)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum RwPolicy {
     /// Redisson's: a reader joins readers already holding, even past a waiting writer.
     #[default]
@@ -57,12 +60,41 @@ pub enum RwPolicy {
 }
 
 /// Which hold of a read/write lease a release gives back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum RwMode {
     Read,
     Write,
+}
+
+// The names of the two read/write enums, as serde writes them: the server's lock domain uses
+// these enums too (one enum per concept), and hands the names to its Lua functions.
+impl RwPolicy {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl RwMode {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        raw.parse().ok()
+    }
 }
 
 /// How a lease ended, or that it still holds its lock.

@@ -94,6 +94,21 @@ impl LeaseKind {
     }
 }
 
+impl From<crate::wire::LockKind> for LeaseKind {
+    /// The kinds a client may ask for are the lease kinds but the semaphore's (asked for on
+    /// its own routes).
+    fn from(kind: crate::wire::LockKind) -> Self {
+        use crate::wire::LockKind as K;
+        match kind {
+            K::Reentrant => Self::Reentrant,
+            K::Exclusive => Self::Exclusive,
+            K::Fair => Self::Fair,
+            K::Read => Self::Read,
+            K::Write => Self::Write,
+        }
+    }
+}
+
 /// What a name is used as while anyone holds it (or waits for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
@@ -128,42 +143,10 @@ impl HeldAs {
     }
 }
 
-/// Who goes first on a read/write lock when a writer waits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum RwPolicy {
-    /// Redisson's behaviour: a reader joins readers already holding, even past a waiting
-    /// writer (writers can starve under a steady stream of readers).
-    #[default]
-    ReadersFirst,
-    /// Curator's InterProcessReadWriteLock order: a reader arriving after a waiting writer
-    /// waits behind it, so writers cannot starve.
-    Fifo,
-}
-
-impl RwPolicy {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// Which hold of a read/write lease a release gives back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
-#[strum(serialize_all = "snake_case")]
-pub enum RwMode {
-    Read,
-    Write,
-}
-
-impl RwMode {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        raw.parse().ok()
-    }
-}
+/// Who goes first on a read/write lock when a writer waits (Redisson's readers first, or
+/// Curator's fifo), and which hold of a read/write lease a release gives back: the wire
+/// format's enums, one per concept (the API hands them to the domain as they came).
+pub use crate::wire::{RwMode, RwPolicy};
 
 /// How a lease ended, or that it still holds its lock.
 #[derive(
@@ -185,6 +168,21 @@ pub enum LeaseState {
 impl LeaseState {
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+}
+
+impl From<LeaseState> for crate::wire::LeaseState {
+    /// The wire's own adds `unknown`, a client's reading of a state from a newer server.
+    fn from(state: LeaseState) -> Self {
+        use crate::wire::LeaseState as W;
+        match state {
+            LeaseState::Held => W::Held,
+            LeaseState::Queued => W::Queued,
+            LeaseState::Released => W::Released,
+            LeaseState::Expired => W::Expired,
+            LeaseState::ForceReleased => W::ForceReleased,
+            LeaseState::Left => W::Left,
+        }
     }
 }
 
