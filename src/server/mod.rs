@@ -36,7 +36,7 @@ use crate::locks::{LockError, Locks};
 use crate::metrics::Metrics;
 use crate::own_keys;
 use crate::redis::durability::{Durability, DurabilityError};
-use crate::redis::{ConnectError, Redis, RedisSettings, Route, Topics};
+use crate::redis::{ConnectError, Redis, Route, Topics};
 use crate::state::{AppState, Shared};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
@@ -92,11 +92,7 @@ pub async fn run(
     let local = listener.local_addr().map_err(ServerError::Listener)?;
     let loopback = local.ip().is_loopback();
     let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
-    let conn = Redis::connect(&RedisSettings {
-        url: config.redis_url.clone(),
-        ca_file: config.redis_ca_file.clone(),
-        timeout: config.locks.redis_timeout,
-    })?;
+    let conn = Redis::connect(&config.redis)?;
     check_durability(&conn, config.allow_eviction).await?;
     let migration_task = migrate_own_keys(&conn, &config.locks.key_prefix, &shutdown).await?;
 

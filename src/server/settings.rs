@@ -6,17 +6,17 @@ use super::tls::TlsFiles;
 use crate::config::ServeArgs;
 use crate::limits::{ClientLimits, LockLimits};
 use crate::locks::{LockSettings, TtlPolicy};
+use crate::redis::RedisSettings;
 use crate::state::{ApiLimits, DashboardSettings};
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Everything [`run`] needs besides the listener. Built once: from the command line
 /// ([`Self::from_args`]) or with defaults for tests and benchmarks ([`Self::new`]).
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    pub redis_url: String,
-    /// A private CA for a `rediss://` Redis (PEM); the system's roots otherwise.
-    pub redis_ca_file: Option<PathBuf>,
+    /// Which Redis, and how to reach it: a new Redis mode is a new field there
+    /// ([`crate::redis`]) and its flags (`config::server`), mapped in [`Self::from_args`].
+    pub redis: RedisSettings,
     pub locks: LockSettings,
     pub limits: ApiLimits,
     pub admin_token: Option<String>,
@@ -51,7 +51,11 @@ impl ServerConfig {
     /// was given), with `admin_token` (generated in embedded mode when none was given).
     pub fn from_args(args: &ServeArgs, redis_url: String, admin_token: Option<String>) -> Self {
         Self {
-            redis_url,
+            redis: RedisSettings {
+                url: redis_url,
+                ca_file: args.redis_ca_file.clone(),
+                timeout: Duration::from_millis(args.redis_timeout_ms),
+            },
             locks: LockSettings {
                 key_prefix: args.key_prefix.clone(),
                 tombstone_ms: args.tombstone_ms,
@@ -82,7 +86,6 @@ impl ServerConfig {
             dashboard: DashboardSettings {
                 private: args.dashboard_private,
             },
-            redis_ca_file: args.redis_ca_file.clone(),
             allow_anonymous: args.allow_anonymous,
             allowed_hosts: (!args.allowed_hosts.is_empty()).then(|| {
                 args.allowed_hosts

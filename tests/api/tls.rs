@@ -244,7 +244,7 @@ async fn redis_over_tls_with_a_private_ca() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let mut config = ServerConfig::new(format!("rediss://127.0.0.1:{}", redis.port));
-    config.redis_ca_file = Some(certs.ca());
+    config.redis.ca_file = Some(certs.ca());
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
     let http = leasehold::client::http_builder()
