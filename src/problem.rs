@@ -311,6 +311,7 @@ impl From<LockError> for Problem {
                     LeaseState::Expired | LeaseState::Held | LeaseState::Queued => {
                         "its TTL ran out"
                     }
+                    LeaseState::Unknown => "it ended",
                 };
                 Problem::new(
                     ProblemKind::LeaseLost,

@@ -146,7 +146,7 @@ pub(super) fn lease(view: LeaseView) -> LeaseBody {
     LeaseBody {
         lease_id: lease_id(view.lease_id),
         lock: view.lock.to_string(),
-        state: view.state.into(),
+        state: view.state,
         kind: view.kind.as_str().to_owned(),
         read_count: view.read_count,
         write_count: view.write_count,

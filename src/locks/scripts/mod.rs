@@ -124,7 +124,7 @@ impl From<Refusal> for LockError {
 /// A lease that no longer holds its lock; a record still saying "held" means it ran out.
 pub(super) fn lost(state: Option<LeaseState>) -> LockError {
     match state {
-        None | Some(LeaseState::Held | LeaseState::Queued) => {
+        None | Some(LeaseState::Held | LeaseState::Queued | LeaseState::Unknown) => {
             LockError::LeaseLost(LeaseState::Expired)
         }
         Some(s) => LockError::LeaseLost(s),

@@ -148,43 +148,10 @@ impl HeldAs {
 /// format's enums, one per concept (the API hands them to the domain as they came).
 pub use crate::wire::{RwMode, RwPolicy};
 
-/// How a lease ended, or that it still holds its lock.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, strum::IntoStaticStr,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum LeaseState {
-    Held,
-    /// A fair-queue ticket still waiting.
-    Queued,
-    Released,
-    Expired,
-    ForceReleased,
-    /// A fair-queue ticket whose waiter gave up.
-    Left,
-}
-
-impl LeaseState {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-impl From<LeaseState> for crate::wire::LeaseState {
-    /// The wire's own adds `unknown`, a client's reading of a state from a newer server.
-    fn from(state: LeaseState) -> Self {
-        use crate::wire::LeaseState as W;
-        match state {
-            LeaseState::Held => W::Held,
-            LeaseState::Queued => W::Queued,
-            LeaseState::Released => W::Released,
-            LeaseState::Expired => W::Expired,
-            LeaseState::ForceReleased => W::ForceReleased,
-            LeaseState::Left => W::Left,
-        }
-    }
-}
+/// How a lease ended, or that it still holds its lock: the wire format's enum (one per
+/// concept). Its `Unknown` is a client's reading of a state from a newer server; a reply of
+/// this build's functions never has it, and the domain takes it as an end it cannot name.
+pub use crate::wire::LeaseState;
 
 #[cfg(test)]
 mod tests {
