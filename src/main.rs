@@ -56,7 +56,7 @@ async fn run(command: Command) -> ExitCode {
     }
 }
 
-/// Starts the embedded Redis unless given a URL, serves until SIGINT or SIGTERM, stops it.
+/// Starts the embedded Redis unless given a URL or Sentinels, serves until SIGINT or SIGTERM, stops it.
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
     telemetry::init(args.log_format);
@@ -64,6 +64,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     shutdown::cancel_on_signals(token.clone()).context("cannot install signal handlers")?;
     let (redis_url, embedded) = match &args.redis_url {
         Some(url) => (url.clone(), None),
+        // The Sentinels name the master: no URL, no embedded Redis.
+        None if args.external_redis() => (String::new(), None),
         None => match EmbeddedRedis::start(&args.data_dir, &args.redis_maxmemory, &token).await {
             Ok(redis) => (redis.url(), Some(redis)),
             Err(EmbeddedRedisError::Stopped) => {

@@ -66,6 +66,7 @@ problems! {
     MethodNotAllowed => ("method_not_allowed", METHOD_NOT_ALLOWED, "Method not allowed here"),
     RedisUnavailable => ("redis_unavailable", SERVICE_UNAVAILABLE, "Redis is unavailable"),
     RedisFull => ("redis_full", SERVICE_UNAVAILABLE, "Redis is full"),
+    NotReplicated => ("not_replicated", SERVICE_UNAVAILABLE, "Not acknowledged by enough Redis replicas"),
     ShuttingDown => ("shutting_down", SERVICE_UNAVAILABLE, "The service is shutting down"),
     TooManyWatches => ("too_many_watches", SERVICE_UNAVAILABLE, "This instance watches as many leases as it may"),
     Internal => ("internal", INTERNAL_SERVER_ERROR, "Internal error"),
@@ -354,6 +355,19 @@ impl From<LockError> for Problem {
             LockError::Script(source) => {
                 tracing::error!(error = %source, "a Redis script failed");
                 Problem::new(ProblemKind::Internal, "internal error")
+            }
+            LockError::NotReplicated { acked, required } => {
+                tracing::warn!(acked, required, "too few Redis replicas acknowledged a change");
+                Problem::new(
+                    ProblemKind::NotReplicated,
+                    format!(
+                        "{acked} of the {required} Redis replicas required acknowledged it in \
+                         time, so it was not granted (a failover could lose it); try again"
+                    ),
+                )
+                .with("replicas_acked", acked)
+                .with("replicas_required", required)
+                .retry_after(Duration::from_secs(1))
             }
             LockError::TooLate => Problem::new(
                 ProblemKind::RedisUnavailable,

@@ -72,6 +72,7 @@ pub(super) fn grant_response(
         ttl_ms: grant.ttl_ms,
         expires_at: grant.expires_at.rfc3339(),
         wait_ms: wait.map(millis),
+        replicas_acked: grant.replicas_acked,
     };
     let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
@@ -130,6 +131,7 @@ pub(super) fn renewal(name: &LockName, r: Renewal) -> RenewalBody {
         reentry_count: r.reentry_count,
         ttl_ms: r.ttl_ms,
         expires_at: r.expires_at.rfc3339(),
+        replicas_acked: r.replicas_acked,
     }
 }
 

@@ -24,6 +24,10 @@ pub struct ReadyBody {
     redis: &'static str,
     /// Always `connected`.
     subscriber: &'static str,
+    /// `standalone` or `sentinel`.
+    redis_mode: &'static str,
+    /// The Redis master this instance writes to.
+    redis_master: Option<String>,
     /// Requests waiting server-side in this instance.
     waiting_requests: usize,
     /// Redis's memory; absent when Redis did not say.
@@ -61,11 +65,19 @@ pub async fn healthz() -> Json<HealthBody> {
     tag = "health",
     responses(
         (status = 200, description = "Redis answers and the unlock subscriber is connected (also while Redis's memory is short or full: releases and heartbeats still work then; see redis_memory)", body = ReadyBody),
-        (status = 503, description = "redis_unavailable: Redis does not answer, or the subscriber is not connected", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 503, description = "redis_unavailable: Redis does not answer, no master is known (Sentinel mode, during a failover), or the subscriber is not connected", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `GET /readyz`: Redis answers and the shared subscriber is connected.
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Problem> {
+    if !state.locks.redis_master_known() {
+        return Err(Problem::new(
+            ProblemKind::RedisUnavailable,
+            "no Redis master is known: the Sentinels name none that answers as one (a failover \
+             in progress?)",
+        )
+        .retry_after(Duration::from_secs(1)));
+    }
     let ping = tokio::time::timeout(Duration::from_secs(1), state.locks.ping()).await;
     if !matches!(ping, Ok(Ok(()))) {
         return Err(Problem::new(
@@ -84,10 +96,13 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Pr
         used_bytes: m.used_bytes,
         max_bytes: m.max_bytes,
     });
+    let redis = state.locks.redis_status();
     Ok(Json(ReadyBody {
         status: "ready",
         redis: "ok",
         subscriber: "connected",
+        redis_mode: redis.mode,
+        redis_master: redis.master,
         waiting_requests: state.locks.waiting(),
         redis_memory: memory,
     }))

@@ -18,6 +18,7 @@ mod leases;
 mod locks;
 pub(crate) mod metrics;
 mod openapi;
+mod redis_status;
 mod semaphores;
 mod watch;
 
@@ -68,6 +69,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(keys::rotate))
         .routes(routes!(keys::revoke))
         .routes(routes!(keys::audit_log))
+        .routes(routes!(redis_status::status))
         .routes(routes!(eviction::evict_lock_lease))
         .routes(routes!(eviction::evict_semaphore_lease));
     // (Their answers carry lease tokens and live state: the front door marks every `/v1/`

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use clap::{Args, FromArgMatches as _, ValueEnum};
 
+use crate::redis::AckRule;
+
 /// Where `serve` listens and `healthcheck` looks unless told otherwise (the client
 /// subcommands' default `--server` is this address too).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -105,6 +107,53 @@ pub struct ServeArgs {
     /// The private key of --tls-cert (PEM).
     #[arg(long, env = "LEASEHOLD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+
+    /// Redis Sentinels (host:port, comma-separated) that name the master to keep lock state
+    /// in, followed through every failover; with --redis-master-name, instead of
+    /// --redis-url.
+    #[arg(long, env = "LEASEHOLD_REDIS_SENTINEL", value_delimiter = ',',
+          conflicts_with = "redis_url", requires = "redis_master_name")]
+    pub redis_sentinel: Vec<String>,
+
+    /// The name the Sentinels monitor the master under (`sentinel monitor NAME ...`).
+    #[arg(long, env = "LEASEHOLD_REDIS_MASTER_NAME", requires = "redis_sentinel")]
+    pub redis_master_name: Option<String>,
+
+    /// The Sentinels' password (their `requirepass`), if they have one.
+    #[arg(long, env = "LEASEHOLD_REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
+    pub redis_sentinel_password: Option<String>,
+
+    /// The data nodes' ACL user and password in Sentinel mode (with --redis-url, put them
+    /// in the URL).
+    #[arg(long, env = "LEASEHOLD_REDIS_USERNAME")]
+    pub redis_username: Option<String>,
+    #[arg(long, env = "LEASEHOLD_REDIS_PASSWORD", hide_env_values = true)]
+    pub redis_password: Option<String>,
+
+    /// TLS to the data nodes and Sentinels in Sentinel mode (--redis-ca-file for a private
+    /// CA is for --redis-url only).
+    #[arg(long, env = "LEASEHOLD_REDIS_TLS")]
+    pub redis_tls: bool,
+
+    /// The database in Sentinel mode (with --redis-url, in the URL).
+    #[arg(long, env = "LEASEHOLD_REDIS_DB", default_value_t = 0)]
+    pub redis_db: i64,
+
+    /// Replicas that must acknowledge a grant, reentry or heartbeat (Redis WAIT) before it is
+    /// answered: a number, or `auto`, one once the master has been seen with a replica and
+    /// none before. Fewer within --replica-ack-timeout-ms: the grant is rolled back and the
+    /// request answered 503 not_replicated.
+    #[arg(long, env = "LEASEHOLD_MIN_REPLICA_ACKS", default_value = "auto")]
+    pub min_replica_acks: AckRule,
+
+    /// How long a grant waits for its replica acknowledgements, in ms.
+    #[arg(long, env = "LEASEHOLD_REPLICA_ACK_TIMEOUT_MS", default_value_t = 1_000)]
+    pub replica_ack_timeout_ms: u64,
+
+    /// Connections kept for calls that wait for replicas (WAIT blocks its connection, so
+    /// these calls do not share the one multiplexed connection).
+    #[arg(long, env = "LEASEHOLD_REPLICA_ACK_CONNECTIONS", default_value = "16")]
+    pub replica_ack_connections: NonZeroUsize,
 
     /// PEM file of the CA that signed a rediss:// Redis's certificate (the system's roots
     /// otherwise).
@@ -310,9 +359,15 @@ impl ServeArgs {
     pub fn worker_threads(&self, cores: usize) -> usize {
         match self.worker_threads {
             Some(n) => n.get(),
-            None if self.redis_url.is_none() => cores.saturating_sub(1).max(1),
+            None if !self.external_redis() => cores.saturating_sub(1).max(1),
             None => cores.max(1),
         }
+    }
+
+    /// Whether lock state lives in a Redis of the user's (a URL or Sentinels) rather than the
+    /// embedded one.
+    pub fn external_redis(&self) -> bool {
+        self.redis_url.is_some() || !self.redis_sentinel.is_empty()
     }
 
     /// Checks what clap cannot check field by field.

@@ -30,6 +30,7 @@ mod lock;
 mod lock_state;
 mod login;
 mod overview;
+mod redis;
 mod timeline;
 mod viewer;
 
@@ -59,6 +60,7 @@ pub fn router() -> Router<AppState> {
         .route("/locks/{name}/force-release", post(actions::force_release))
         .route("/locks/{name}/evict", post(actions::evict))
         .route("/events", get(events::events_page))
+        .route("/redis", get(redis::redis_page))
         .route("/login", get(login::login_form).post(login::login))
         .route("/logout", post(login::logout))
         .route("/static/dashboard.css", get(css))

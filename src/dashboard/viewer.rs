@@ -27,6 +27,8 @@ pub struct Nav {
     pub who: String,
     /// The server has an admin token or API keys to sign in with.
     pub admin_enabled: bool,
+    /// No Redis master is known (a Sentinel failover in progress): every page says so.
+    pub redis_failing_over: bool,
 }
 
 /// Who is looking at a page, and the header's state for them.
@@ -85,6 +87,7 @@ pub(super) async fn viewer(
         csrf,
         who: signed_in.as_ref().map_or_else(String::new, badge),
         admin_enabled: sign_in_possible(state).await,
+        redis_failing_over: !state.locks.redis_master_known(),
     };
     Ok(Viewer { nav, principal })
 }

@@ -52,6 +52,10 @@ pub enum LockError {
     IdempotencyMismatch,
     #[error("no such semaphore")]
     NoSuchSemaphore,
+    /// Fewer replicas acknowledged a grant, reentry or heartbeat than required (`WAIT`): a
+    /// grant is rolled back, a heartbeat's lease keeps the deadline it had.
+    #[error("{acked} of the {required} replicas required acknowledged the change")]
+    NotReplicated { acked: u32, required: u32 },
     /// A rollback found that another request answered with the grant (internal).
     #[error("the grant was delivered by another request")]
     NotRolledBack,
@@ -69,6 +73,8 @@ impl LockError {
                 | Self::Busy
                 | Self::ShuttingDown
                 | Self::BadReply(_)
+                // The change stands on the master, unanswered: it is given back.
+                | Self::NotReplicated { .. }
         )
     }
 

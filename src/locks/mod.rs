@@ -55,7 +55,7 @@ pub use self::types::{
     Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
 };
 use self::wakeups::Waiters;
-use crate::redis::Redis;
+use crate::redis::{Acked, Redis};
 pub use crate::redis::{MemoryState, RedisMemory};
 
 /// Settings of the lock domain that do not change while the service runs.
@@ -257,6 +257,16 @@ impl Locks {
         Ok(self.inner.conn.memory().await?)
     }
 
+    /// What operators see of the Redis behind this instance (see `crate::redis::status`).
+    pub fn redis_status(&self) -> crate::redis::RedisStatus {
+        self.inner.conn.status()
+    }
+
+    /// Whether a Redis master is known (false in Sentinel mode during a failover).
+    pub fn redis_master_known(&self) -> bool {
+        self.inner.conn.has_master()
+    }
+
     /// Checks that Redis answers.
     pub async fn ping(&self) -> Result<(), LockError> {
         let mut conn = self.inner.conn.clone();
@@ -280,6 +290,16 @@ impl Locks {
     async fn call<S: Script>(&self, name: &LockName, script: &S) -> Result<S::Reply, LockError> {
         let turn = self.turn().await.ok_or(LockError::Busy)?;
         self.call_in_turn(&turn, name, script).await
+    }
+
+    /// [`Self::call`] with what replicas acknowledged (see [`Self::call_acked_in_turn`]).
+    async fn call_acked<S: Script>(
+        &self,
+        name: &LockName,
+        script: &S,
+    ) -> Result<(S::Reply, Option<Acked>), LockError> {
+        let turn = self.turn().await.ok_or(LockError::Busy)?;
+        self.call_acked_in_turn(&turn, name, script).await
     }
 
     /// A turn to send one script call (see [`LockSettings::calls_in_flight`]). `None`: not had
@@ -320,10 +340,32 @@ impl Locks {
     /// connection, and its timeouts, with the requests').
     async fn call_on<S: Script>(
         &self,
-        mut conn: Redis,
+        conn: Redis,
         name: &LockName,
         script: &S,
     ) -> Result<S::Reply, LockError> {
+        Ok(self.call_acked_on(conn, name, script).await?.0)
+    }
+
+    /// [`Self::call_in_turn`] with what replicas acknowledged: for a [`Script::REPLICATED`]
+    /// function while replicas are required (`None` otherwise). The caller, which knows
+    /// whether the reply granted or extended anything, refuses it when they are too few.
+    async fn call_acked_in_turn<S: Script>(
+        &self,
+        _turn: &Turn<'_>,
+        name: &LockName,
+        script: &S,
+    ) -> Result<(S::Reply, Option<Acked>), LockError> {
+        self.call_acked_on(self.inner.conn.clone(), name, script)
+            .await
+    }
+
+    async fn call_acked_on<S: Script>(
+        &self,
+        mut conn: Redis,
+        name: &LockName,
+        script: &S,
+    ) -> Result<(S::Reply, Option<Acked>), LockError> {
         let keys = self.inner.keys.lock(name);
         let settings = &self.inner.settings;
         let deadline = self.inner.conn.clock().deadline(settings.redis_timeout);
@@ -344,25 +386,24 @@ impl Locks {
         );
         let started = Instant::now();
         let mut index = redis::Pipeline::new();
-        let mut result: redis::RedisResult<String> =
-            if S::NOTES_NAME && self.note_name(&mut index, name) {
-                // Sent together on the one connection, the index's writes first; their own
-                // failure (Redis full) is the function's to report, not theirs.
-                let mut index_conn = conn.clone();
-                let (_, reply) = tokio::join!(
-                    index.query_async::<()>(&mut index_conn),
-                    cmd.query_async::<String>(&mut conn)
-                );
-                reply
-            } else {
-                cmd.query_async(&mut conn).await
-            };
+        let mut result = if S::NOTES_NAME && self.note_name(&mut index, name) {
+            // Sent together on the one connection, the index's writes first; their own
+            // failure (Redis full) is the function's to report, not theirs.
+            let mut index_conn = conn.clone();
+            let (_, reply) = tokio::join!(
+                index.query_async::<()>(&mut index_conn),
+                send::<S>(&mut conn, &cmd)
+            );
+            reply
+        } else {
+            send::<S>(&mut conn, &cmd).await
+        };
         if let Err(e) = &result
             && crate::redis::functions::is_missing(e)
         {
             tracing::info!("loading the Lua function library into Redis");
             result = match scripts::library::load(&conn).await {
-                Ok(()) => cmd.query_async(&mut conn).await,
+                Ok(()) => send::<S>(&mut conn, &cmd).await,
                 Err(e) => Err(e),
             };
         }
@@ -376,9 +417,9 @@ impl Locks {
         {
             self.inner.conn.clock().wait_past(deadline).await;
         }
-        let raw = result?;
+        let (raw, acked) = result?;
         self.publish_reply_events(name, &raw);
-        S::parse(&raw)
+        Ok((S::parse(&raw)?, acked))
     }
 
     /// Tells the observer what a refused lease call says about its lease.
@@ -390,5 +431,25 @@ impl Locks {
                 self.inner.observer.lease_ended(lease_id);
             }
         }
+    }
+}
+
+/// Sends one function call: with its `WAIT` for replicas when `S` changes what a lease holds
+/// and replicas are required.
+async fn send<S: Script>(
+    conn: &mut Redis,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<(String, Option<Acked>)> {
+    if S::REPLICATED {
+        let changed = |value: &redis::Value| {
+            redis::from_redis_value_ref::<String>(value)
+                .ok()
+                .and_then(|raw| S::parse(&raw).ok())
+                .is_some_and(|reply| S::changes_lease(&reply))
+        };
+        let (value, acked) = conn.call_replicated(cmd, changed).await?;
+        Ok((redis::from_redis_value(value)?, acked))
+    } else {
+        Ok((cmd.query_async(conn).await?, None))
     }
 }

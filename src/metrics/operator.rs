@@ -48,6 +48,21 @@ pub struct Sampled {
     redis_memory_ratio: Gauge<f64, AtomicU64>,
     census_at: Mutex<Option<Instant>>,
     process: Process,
+    redis: RedisFigures,
+}
+
+/// The Redis topology's figures: read at scrape time from the seam's own counts (counters
+/// are brought up to them).
+#[derive(Default)]
+struct RedisFigures {
+    master_known: Gauge,
+    replicas_online: Gauge,
+    acks_required: Gauge,
+    acks_last: Gauge,
+    failovers: Counter,
+    ack_waits: Counter,
+    not_replicated: Counter,
+    masterless: Counter<f64, AtomicU64>,
 }
 
 impl Sampled {
@@ -68,6 +83,7 @@ impl Sampled {
             redis_memory_ratio: Gauge::default(),
             census_at: Mutex::new(None),
             process: Process::default(),
+            redis: RedisFigures::default(),
         };
         let build = Family::<BuildLabels, Gauge>::default();
         build
@@ -141,7 +157,75 @@ impl Sampled {
             "Per lock (only with --metrics-lock-names): requests waiting on every instance",
             s.lock_waiters.clone(),
         );
+        let r = &s.redis;
+        registry.register(
+            "redis_master_known",
+            "1 while this instance knows a Redis master to write to (0 in Sentinel mode during \
+             a failover)",
+            r.master_known.clone(),
+        );
+        registry.register(
+            "redis_replicas_online",
+            "Replicas linked to the master at the last reading (INFO replication, every second)",
+            r.replicas_online.clone(),
+        );
+        registry.register(
+            "replica_acks_required",
+            "Replicas each grant and heartbeat waits for now (--min-replica-acks; 0: none)",
+            r.acks_required.clone(),
+        );
+        registry.register(
+            "replica_acks_last",
+            "Replicas that acknowledged the last call that waited for them",
+            r.acks_last.clone(),
+        );
+        registry.register(
+            "redis_failovers",
+            "Redis masters this instance followed to a new address (Sentinel mode)",
+            r.failovers.clone(),
+        );
+        registry.register(
+            "replica_ack_waits",
+            "Grants, reentries and heartbeats that waited for replica acknowledgements",
+            r.ack_waits.clone(),
+        );
+        registry.register(
+            "not_replicated",
+            "Grants, reentries and heartbeats refused because too few replicas acknowledged \
+             them (503 not_replicated)",
+            r.not_replicated.clone(),
+        );
+        registry.register(
+            "redis_masterless_seconds",
+            "Time this instance knew no Redis master (Sentinel mode: failovers)",
+            r.masterless.clone(),
+        );
         s
+    }
+
+    /// The Redis topology's figures at this scrape.
+    pub fn record_redis(&self, status: &crate::redis::RedisStatus) {
+        let r = &self.redis;
+        r.master_known.set(i64::from(status.master.is_some()));
+        let online = status.replication.as_ref().map_or(0, |rep| rep.online());
+        r.replicas_online
+            .set(i64::try_from(online).unwrap_or(i64::MAX));
+        r.acks_required.set(i64::from(status.acks.required));
+        r.acks_last.set(i64::from(status.acks.last_acked));
+        let catch_up = |counter: &Counter, to: u64| {
+            counter.inc_by(to.saturating_sub(counter.get()));
+        };
+        catch_up(&r.failovers, status.sentinel.as_ref().map_or(0, |s| s.failovers));
+        catch_up(&r.ack_waits, status.acks.waits);
+        catch_up(&r.not_replicated, status.acks.not_replicated);
+        let masterless = status
+            .sentinel
+            .as_ref()
+            .map_or(0.0, |s| s.masterless_ms as f64 / 1000.0);
+        let seen = r.masterless.get();
+        if masterless > seen {
+            r.masterless.inc_by(masterless - seen);
+        }
     }
 
     /// Redis's memory at this scrape (when Redis said).

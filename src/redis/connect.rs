@@ -15,6 +15,10 @@ pub struct RedisSettings {
     pub ca_file: Option<PathBuf>,
     /// How long a call (and a reconnect) may take before it fails, answered 503.
     pub timeout: Duration,
+    /// Sentinel mode: the Sentinels name the master (`url` is then unused).
+    pub sentinel: Option<super::SentinelSettings>,
+    /// How many replicas must acknowledge a grant.
+    pub acks: super::AckSettings,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -81,20 +81,56 @@ impl SubscriberStatus {
     }
 }
 
-/// Starts the subscriber on `client`; it runs until `shutdown` is cancelled.
+/// Where the subscriber connects: the one server, or the master the Sentinels name now (it
+/// moves with every failover, and reconnects).
+pub(super) enum Source {
+    Fixed(::redis::Client),
+    Following(tokio::sync::watch::Receiver<Option<super::sentinel::Master>>),
+}
+
+impl Source {
+    /// The client to subscribe with, waiting for a master to be known.
+    async fn client(&mut self) -> ::redis::Client {
+        match self {
+            Self::Fixed(client) => client.clone(),
+            Self::Following(rx) => loop {
+                if let Some(master) = rx.borrow_and_update().as_ref() {
+                    return (*master.client).clone();
+                }
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            },
+        }
+    }
+
+    /// Resolves when the master changes (never, for one server).
+    async fn moved(&mut self) {
+        match self {
+            Self::Fixed(_) => std::future::pending().await,
+            Self::Following(rx) => {
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+}
+
+/// Starts the subscriber on `source`; it runs until `shutdown` is cancelled.
 pub(super) fn spawn(
-    client: ::redis::Client,
+    source: Source,
     topics: Topics,
     routes: Vec<Arc<dyn Route>>,
     shutdown: CancellationToken,
 ) -> (Arc<SubscriberStatus>, JoinHandle<()>) {
     let status = Arc::new(SubscriberStatus::default());
-    let task = tokio::spawn(run(client, topics, routes, status.clone(), shutdown));
+    let task = tokio::spawn(run(source, topics, routes, status.clone(), shutdown));
     (status, task)
 }
 
 async fn run(
-    client: ::redis::Client,
+    mut source: Source,
     topics: Topics,
     routes: Vec<Arc<dyn Route>>,
     status: Arc<SubscriberStatus>,
@@ -104,7 +140,10 @@ async fn run(
     let mut ever_connected = false;
     loop {
         let connected = tokio::select! {
-            c = subscribe(&client, &topics.always) => c,
+            c = async {
+                let client = source.client().await;
+                subscribe(&client, &topics.always).await
+            } => c,
             () = shutdown.cancelled() => return,
         };
         match connected {
@@ -124,7 +163,8 @@ async fn run(
                 for route in &routes {
                     route.connected();
                 }
-                let stopped = listen(pubsub, &topics.gated, &routes, &shutdown).await;
+                let stopped =
+                    listen(pubsub, &topics.gated, &routes, &mut source, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
                 for gated in &topics.gated {
                     gated.gate.set_lost();
@@ -203,11 +243,13 @@ impl Gated {
     }
 }
 
-/// Routes messages until the connection ends (false) or shutdown (true).
+/// Routes messages until the connection ends or the master moves (false), or shutdown
+/// (true).
 async fn listen(
     pubsub: ::redis::aio::PubSub,
     gated: &[Gated],
     routes: &[Arc<dyn Route>],
+    source: &mut Source,
     shutdown: &CancellationToken,
 ) -> bool {
     let (mut sink, mut stream) = pubsub.split();
@@ -260,6 +302,8 @@ async fn listen(
                 }
                 continue;
             }
+            // A failover: the subscription must move to the new master.
+            () = source.moved() => return false,
             () = shutdown.cancelled() => return true,
         };
         if !asked.gate.is_armed() && !asked.arm(&mut sink).await {

@@ -93,6 +93,8 @@ pub async fn run(
     let loopback = local.ip().is_loopback();
     let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
     let conn = Redis::connect(&config.redis)?;
+    // In Sentinel mode the master is found by these, so they start before the first call.
+    let redis_tasks = conn.start(&shutdown);
     check_durability(&conn, config.allow_eviction).await?;
     let migration_task = migrate_own_keys(&conn, &config.locks.key_prefix, &shutdown).await?;
 
@@ -212,6 +214,9 @@ pub async fn run(
         let _ = task.await;
     }
     let _ = clock_task.await;
+    for task in redis_tasks {
+        let _ = task.await;
+    }
     let _ = publisher_task.await;
     let _ = waitlist_task.await;
     let _ = sweeper_task.await;

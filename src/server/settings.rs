@@ -6,7 +6,7 @@ use super::tls::TlsFiles;
 use crate::config::ServeArgs;
 use crate::limits::{ClientLimits, LockLimits};
 use crate::locks::{LockSettings, TtlPolicy};
-use crate::redis::RedisSettings;
+use crate::redis::{AckSettings, RedisSettings, SentinelSettings};
 use crate::state::{ApiLimits, DashboardSettings};
 use std::time::Duration;
 
@@ -55,6 +55,20 @@ impl ServerConfig {
                 url: redis_url,
                 ca_file: args.redis_ca_file.clone(),
                 timeout: Duration::from_millis(args.redis_timeout_ms),
+                sentinel: args.redis_master_name.as_ref().map(|name| SentinelSettings {
+                    sentinels: args.redis_sentinel.clone(),
+                    master_name: name.clone(),
+                    sentinel_password: args.redis_sentinel_password.clone(),
+                    username: args.redis_username.clone(),
+                    password: args.redis_password.clone(),
+                    tls: args.redis_tls,
+                    db: args.redis_db,
+                }),
+                acks: AckSettings {
+                    rule: args.min_replica_acks,
+                    timeout: Duration::from_millis(args.replica_ack_timeout_ms),
+                    connections: args.replica_ack_connections.get(),
+                },
             },
             locks: LockSettings {
                 key_prefix: args.key_prefix.clone(),

@@ -30,6 +30,7 @@ mod openapi;
 mod operator;
 mod outages;
 mod redisson;
+mod replication;
 mod revocation;
 mod run;
 mod rwlock;

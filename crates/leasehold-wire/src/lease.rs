@@ -250,6 +250,10 @@ pub struct GrantBody {
     /// header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// Redis replicas that acknowledged the grant before it was answered (`WAIT`); absent
+    /// when the server requires none (`--min-replica-acks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
 }
 
 /// A fair lock's ticket (202): a place in its queue.
@@ -291,6 +295,10 @@ pub struct RenewalBody {
     pub reentry_count: u64,
     pub ttl_ms: u64,
     pub expires_at: String,
+    /// Redis replicas that acknowledged the extension before it was answered; absent when
+    /// the server requires none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
 }
 
 /// A release: `released` is true when this lease holds nothing any more (no level left; the

@@ -90,6 +90,7 @@ impl Locks {
     async fn run_sweeper(self, mut expired: mpsc::Receiver<String>) {
         let shutdown = self.inner.shutdown.clone();
         self.enable_notifications().await;
+        let mut notifying = self.inner.conn.master_epoch();
         self.build_index().await;
         let mut pass = tokio::time::interval(PASS_EVERY);
         pass.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -105,7 +106,16 @@ impl Locks {
                     // The subscriber is gone (shutdown): the pass goes on until then.
                     None => return shutdown.cancelled().await,
                 },
-                _ = pass.tick() => cursor = self.pass(cursor).await,
+                _ = pass.tick() => {
+                    // A new master (a Sentinel failover) has its own CONFIG: switch its
+                    // notifications on too.
+                    let epoch = self.inner.conn.master_epoch();
+                    if epoch != notifying && epoch != 0 {
+                        self.enable_notifications().await;
+                        notifying = epoch;
+                    }
+                    cursor = self.pass(cursor).await;
+                }
                 () = shutdown.cancelled() => return,
             }
         }

@@ -8,10 +8,11 @@ use crate::locks::error::LockError;
 use crate::locks::feed::waitlist::Wanted;
 use crate::locks::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
 use crate::locks::scripts::non_empty;
+use crate::locks::scripts::release::ReleaseHow;
 use crate::locks::scripts::semaphore_acquire::SemaphoreAcquire;
 use crate::locks::types::{
     AcquireRequest, Contention, Grant, HolderLabel, LeaseKind, LeaseToken, LockName, PermitRequest,
-    Resource, Timestamp,
+    Resource, RwMode, Timestamp,
 };
 use crate::locks::{EventKind, FencingToken, LeaseId, LockEvent, Locks};
 
@@ -86,7 +87,7 @@ impl Locks {
         turn: &crate::locks::Turn<'_>,
     ) -> Result<Outcome, LockError> {
         let (id, token) = (request.id, &request.token);
-        let (reply, idempotency) = match target {
+        let ((reply, acked), idempotency) = match target {
             Target::Lock(asked) => {
                 let script = Acquire {
                     op: request.op,
@@ -98,7 +99,7 @@ impl Locks {
                     nonce: &request.nonce,
                 };
                 (
-                    self.call_in_turn(turn, name, &script).await?,
+                    self.call_acked_in_turn(turn, name, &script).await?,
                     asked.idempotency.as_ref(),
                 )
             }
@@ -110,7 +111,7 @@ impl Locks {
                     nonce: &request.nonce,
                 };
                 (
-                    self.call_in_turn(turn, name, &script).await?,
+                    self.call_acked_in_turn(turn, name, &script).await?,
                     permits.idempotency.as_ref(),
                 )
             }
@@ -121,6 +122,20 @@ impl Locks {
                 .filter(|s| !s.is_empty())
                 .and_then(|s| idempotency.and_then(|key| key.unseal(s)))
         };
+        // A grant too few replicas have is not answered: the error gives it back (see
+        // `rollback`; a reentry's level is given back by the waiting loop).
+        if let (AcquireReply::Acquired(_) | AcquireReply::Reentered(_), Some(a)) = (&reply, acked)
+            && a.short()
+        {
+            if let (AcquireReply::Reentered(g), Target::Lock(asked)) = (&reply, target) {
+                self.give_back_level(name, g, asked, token).await;
+            }
+            return Err(LockError::NotReplicated {
+                acked: a.acked,
+                required: a.required,
+            });
+        }
+        let replicas_acked = acked.map(|a| a.acked);
         match reply {
             AcquireReply::Acquired(g) => {
                 // A replayed new lease shows the first token (unsealed with the key); a ticket
@@ -136,10 +151,15 @@ impl Locks {
                     EventKind::Acquired
                 };
                 self.publish_grant(name, kind, &g);
-                Ok(Outcome::Granted(grant(g, shown, true)?))
+                Ok(Outcome::Granted(grant(g, shown, true, replicas_acked)?))
             }
             // Its event came with the reply (`ev`): the history has it too.
-            AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(g, None, false)?)),
+            AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(
+                g,
+                None,
+                false,
+                replicas_acked,
+            )?)),
             AcquireReply::Held {
                 pttl,
                 holder_id,
@@ -197,6 +217,36 @@ impl Locks {
 }
 
 impl Locks {
+    /// Takes back the level a reentry added when too few replicas have it (the lease is the
+    /// client's: its own token lets one level go, in the mode it entered). Best effort: a
+    /// level left behind only keeps the lock until the lease's TTL runs out.
+    async fn give_back_level(
+        &self,
+        name: &LockName,
+        g: &Granted,
+        asked: &AcquireRequest,
+        token: &LeaseToken,
+    ) {
+        let Some(lease) = LeaseId::parse(&g.lease_id) else {
+            return;
+        };
+        let mode = match asked.kind.unwrap_or(g.kind) {
+            LeaseKind::Read => Some(RwMode::Read),
+            LeaseKind::Write => Some(RwMode::Write),
+            _ => None,
+        };
+        let how = ReleaseHow::Asked {
+            all: false,
+            mode,
+            idempotency: None,
+        };
+        if let Err(e) = self.release_how(Resource::Lock, name, lease, token, how).await {
+            tracing::warn!(lock = %name, error = %e, "could not give back an unreplicated reentry");
+        }
+    }
+}
+
+impl Locks {
     /// The live event of a grant (not of one answered again).
     fn publish_grant(&self, name: &LockName, kind: EventKind, g: &Granted) {
         if g.replayed {
@@ -231,7 +281,12 @@ fn positive_ms(ms: i64) -> Option<Duration> {
     u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
-fn grant(g: Granted, token: Option<LeaseToken>, new_lease: bool) -> Result<Grant, LockError> {
+fn grant(
+    g: Granted,
+    token: Option<LeaseToken>,
+    new_lease: bool,
+    replicas_acked: Option<u32>,
+) -> Result<Grant, LockError> {
     let lease_id = LeaseId::parse(&g.lease_id)
         .ok_or_else(|| LockError::BadReply(format!("lease id {:?}", g.lease_id)))?;
     Ok(Grant {
@@ -246,5 +301,6 @@ fn grant(g: Granted, token: Option<LeaseToken>, new_lease: bool) -> Result<Grant
         ttl_ms: g.ttl_ms,
         acquired_at: Timestamp(g.created_ms),
         expires_at: Timestamp(g.expires_ms.unwrap_or(g.now_ms.saturating_add(g.ttl_ms))),
+        replicas_acked,
     })
 }

@@ -27,6 +27,12 @@ fn locks() -> Locks {
         url: "redis://127.0.0.1:1".into(),
         ca_file: None,
         timeout: Duration::from_secs(1),
+        sentinel: None,
+        acks: crate::redis::AckSettings {
+            rule: crate::redis::AckRule::Exactly(0),
+            timeout: Duration::from_secs(1),
+            connections: 1,
+        },
     })
     .expect("a valid URL");
     let settings = LockSettings {

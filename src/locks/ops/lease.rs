@@ -32,9 +32,9 @@ impl Locks {
             token,
             ttl,
         };
-        let reply = match resource {
-            Resource::Lock => self.call(name, &renew).await?,
-            Resource::Semaphore => self.call(name, &SemaphoreRenew(renew)).await?,
+        let (reply, acked) = match resource {
+            Resource::Lock => self.call_acked(name, &renew).await?,
+            Resource::Semaphore => self.call_acked(name, &SemaphoreRenew(renew)).await?,
         };
         let renewed = match reply {
             RenewReply::Renewed {
@@ -44,15 +44,23 @@ impl Locks {
                 fencing_token,
                 slack_ms,
             } => {
-                // Its event came with the reply (`ev`).
-                Ok(Renewal {
+                // Its event came with the reply (`ev`). Extended on the master only: the
+                // lease keeps, as far as a failover goes, the deadline it had.
+                match acked {
+                    Some(a) if a.short() => Err(LockError::NotReplicated {
+                        acked: a.acked,
+                        required: a.required,
+                    }),
+                    _ => Ok(Renewal {
                     lease_id,
                     reentry_count,
                     fencing_token: FencingToken(fencing_token),
                     ttl_ms,
                     expires_at: Timestamp(now_ms).plus(ttl_ms),
                     slack_ms,
-                })
+                    replicas_acked: acked.map(|a| a.acked),
+                }),
+                }
             }
             RenewReply::Refused(r) => Err(LockError::from(r)),
         };
@@ -111,7 +119,7 @@ impl Locks {
         self.release_how(resource, name, lease_id, token, how).await
     }
 
-    async fn release_how(
+    pub(super) async fn release_how(
         &self,
         resource: Resource,
         name: &LockName,

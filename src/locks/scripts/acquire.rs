@@ -49,7 +49,12 @@ impl Script for Acquire<'_> {
     const FILE: &'static str = "acquire";
     const ARGS: &'static [&'static str] = &["ttl_ms", "op", "lease_id", "proven", "kind", "nonce", "arrived_ms", "policy", "liveness_ms", "holder", "metadata", "key_digest", "fingerprint", "sealed_token"];
     const NOTES_NAME: bool = true;
+    const REPLICATED: bool = true;
     type Reply = AcquireReply;
+
+    fn changes_lease(reply: &AcquireReply) -> bool {
+        matches!(reply, AcquireReply::Acquired(_) | AcquireReply::Reentered(_))
+    }
 
     fn parse(raw: &str) -> Result<AcquireReply, LockError> {
         AcquireReply::read(raw)

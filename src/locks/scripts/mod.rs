@@ -79,6 +79,14 @@ pub(super) trait Script {
     /// Whether a call names a lock that may be live now (an acquire): its name goes into the
     /// names index (see `locks::index`).
     const NOTES_NAME: bool = false;
+    /// Whether a call grants, re-enters or extends a lease: replicas must then acknowledge
+    /// it before it is answered (`WAIT`, see `redis::replicas`).
+    const REPLICATED: bool = false;
+    /// Whether a reply says the call granted, re-entered or extended a lease (what a
+    /// [`Self::REPLICATED`] call waits for replicas to have).
+    fn changes_lease(_reply: &Self::Reply) -> bool {
+        false
+    }
     type Reply: DeserializeOwned;
 
     /// This function's own ARGV, after the two every function takes.

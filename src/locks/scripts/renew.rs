@@ -24,7 +24,12 @@ impl Renew<'_> {
 impl Script for Renew<'_> {
     const FILE: &'static str = "renew";
     const ARGS: &'static [&'static str] = &["lease_id", "proven", "ttl_ms"];
+    const REPLICATED: bool = true;
     type Reply = RenewReply;
+
+    fn changes_lease(reply: &RenewReply) -> bool {
+        matches!(reply, RenewReply::Renewed { .. })
+    }
 
     fn args(&self, cmd: &mut redis::Cmd) {
         self.push(cmd);

@@ -17,7 +17,12 @@ impl Script for SemaphoreAcquire<'_> {
     const FILE: &'static str = "semaphore_acquire";
     const ARGS: &'static [&'static str] = &["ttl_ms", "lease_id", "limit", "permits", "nonce", "holder", "metadata", "key_digest", "fingerprint", "sealed_token"];
     const NOTES_NAME: bool = true;
+    const REPLICATED: bool = true;
     type Reply = AcquireReply;
+
+    fn changes_lease(reply: &AcquireReply) -> bool {
+        matches!(reply, AcquireReply::Acquired(_) | AcquireReply::Reentered(_))
+    }
 
     fn parse(raw: &str) -> Result<AcquireReply, crate::locks::error::LockError> {
         AcquireReply::read(raw)

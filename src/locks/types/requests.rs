@@ -79,6 +79,8 @@ pub struct Grant {
     pub ttl_ms: u64,
     pub acquired_at: Timestamp,
     pub expires_at: Timestamp,
+    /// Replicas that acknowledged the grant (`None`: none were required).
+    pub replicas_acked: Option<u32>,
 }
 
 /// Who holds a lock right now, as far as a refused acquirer may know.
@@ -103,6 +105,8 @@ pub struct Renewal {
     pub expires_at: Timestamp,
     /// How much of the previous TTL was left when the heartbeat arrived.
     pub slack_ms: i64,
+    /// Replicas that acknowledged the extension (`None`: none were required).
+    pub replicas_acked: Option<u32>,
 }
 
 /// A successful release.

@@ -9,6 +9,7 @@ pub mod cli;
 mod redis_server;
 mod replies;
 mod requests;
+pub mod sentinel;
 pub mod serve;
 
 pub use redis_server::RedisServer;
@@ -94,7 +95,17 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(options: AppOptions) -> TestApp {
-    serve_on(RedisServer::start(), options).await
+    serve_on(RedisServer::start(), options, |_| {}).await
+}
+
+/// A server whose configuration `tweak` changes last: Sentinel mode, replica acks. (In
+/// Sentinel mode the app's own `redis` is a bystander: the server goes where the Sentinels
+/// say.)
+pub async fn spawn_app_tweaked(
+    options: AppOptions,
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> TestApp {
+    serve_on(RedisServer::start(), options, tweak).await
 }
 
 /// The server configuration the tests use, on `redis`.
@@ -134,7 +145,11 @@ pub async fn serve_once(redis: &RedisServer) -> Result<(), ServerError> {
 }
 
 /// Starts a Leasehold server on `redis`.
-async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
+async fn serve_on(
+    redis: RedisServer,
+    options: AppOptions,
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> TestApp {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     let scheme = if options.tls.is_some() {
@@ -146,7 +161,8 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
         .tls
         .as_ref()
         .map(|tls| tls.cert.with_file_name("ca.pem"));
-    let config = config_for(&redis, options.clone());
+    let mut config = config_for(&redis, options.clone());
+    tweak(&mut config);
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
     let mut http = leasehold::client::http_builder().timeout(Duration::from_secs(30));
@@ -170,12 +186,12 @@ async fn serve_on(redis: RedisServer, options: AppOptions) -> TestApp {
 impl TestApp {
     /// A second Leasehold instance on the same Redis, as a scaled-out deployment runs.
     pub async fn spawn_peer(&self) -> TestApp {
-        serve_on(self.redis.shared(), AppOptions::default()).await
+        serve_on(self.redis.shared(), AppOptions::default(), |_| {}).await
     }
 
     /// A second instance on the same Redis with the same options as this one.
     pub async fn spawn_twin(&self) -> TestApp {
-        serve_on(self.redis.shared(), self.options.clone()).await
+        serve_on(self.redis.shared(), self.options.clone(), |_| {}).await
     }
 
     /// The same server, as seen by a caller sending `key` in `Leasehold-Key` with every
@@ -240,7 +256,7 @@ impl TestApp {
 
     /// A second instance on the same Redis, with other options.
     pub async fn spawn_peer_with(&self, options: AppOptions) -> TestApp {
-        serve_on(self.redis.shared(), options).await
+        serve_on(self.redis.shared(), options, |_| {}).await
     }
 }
 

@@ -1,0 +1,165 @@
+//! What the master says of its replicas (`INFO replication`, read every second): for the
+//! operators' Redis page and metrics, and for the acks rule, which asks for a replica once
+//! the master was seen with one.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::Redis;
+
+const READ_EVERY: Duration = Duration::from_secs(1);
+
+/// One replica as the master sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Replica {
+    /// `ip:port`.
+    pub addr: String,
+    /// `online`, `wait_bgsave`, `send_bulk`...
+    pub state: String,
+    /// The replication offset the replica acknowledged.
+    pub offset: u64,
+    /// Bytes of the master's stream it has not acknowledged yet.
+    pub behind_bytes: u64,
+    /// Seconds since its last acknowledgement.
+    pub lag_s: u64,
+}
+
+/// The master's replication, as read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Replication {
+    /// `master`, or `slave` for a node that is not (a standalone Redis that is a replica).
+    pub role: String,
+    pub master_offset: u64,
+    pub replicas: Vec<Replica>,
+    /// Wall-clock milliseconds of the reading.
+    pub read_at_ms: u64,
+}
+
+impl Replication {
+    /// Reads `INFO replication`'s text.
+    pub fn parse(info: &str) -> Self {
+        let mut role = String::new();
+        let mut master_offset: u64 = 0;
+        let mut replicas = Vec::new();
+        for line in info.lines() {
+            let Some((key, value)) = line.trim().split_once(':') else {
+                continue;
+            };
+            match key {
+                "role" => role = value.to_owned(),
+                "master_repl_offset" => master_offset = value.parse().unwrap_or(0),
+                k if k.starts_with("slave") && k[5..].chars().all(|c| c.is_ascii_digit()) => {
+                    replicas.push(replica(value));
+                }
+                _ => {}
+            }
+        }
+        for r in &mut replicas {
+            r.behind_bytes = master_offset.saturating_sub(r.offset);
+        }
+        Self {
+            role,
+            master_offset,
+            replicas,
+            read_at_ms: super::wall_ms(),
+        }
+    }
+
+    /// Replicas linked now.
+    pub fn online(&self) -> usize {
+        self.replicas.iter().filter(|r| r.state == "online").count()
+    }
+}
+
+/// `ip=127.0.0.1,port=7201,state=online,offset=123,lag=0`.
+fn replica(value: &str) -> Replica {
+    let field = |name: &str| {
+        value
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_default()
+    };
+    Replica {
+        addr: format!("{}:{}", field("ip"), field("port")),
+        state: field("state").to_owned(),
+        offset: field("offset").parse().unwrap_or(0),
+        behind_bytes: 0,
+        lag_s: field("lag").parse().unwrap_or(0),
+    }
+}
+
+/// The last reading, shared.
+#[derive(Debug, Default)]
+pub struct ReplicationView {
+    last: Mutex<Option<Replication>>,
+}
+
+impl ReplicationView {
+    pub fn last(&self) -> Option<Replication> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+
+    fn set(&self, reading: Option<Replication>) {
+        if let Ok(mut last) = self.last.lock() {
+            *last = reading;
+        }
+    }
+}
+
+/// Reads the master's replication every second until `shutdown`.
+pub(super) fn spawn(redis: Redis, shutdown: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(READ_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = shutdown.cancelled() => return,
+            }
+            let mut conn = redis.clone();
+            let mut cmd = ::redis::cmd("INFO");
+            cmd.arg("replication");
+            let reading = tokio::select! {
+                info = cmd.query_async::<String>(&mut conn) => {
+                    info.ok().map(|text| Replication::parse(&text))
+                }
+                () = shutdown.cancelled() => return,
+            };
+            if let Some(r) = &reading {
+                redis.acks.saw_replicas(r.replicas.len());
+            }
+            redis.replication.set(reading);
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_replication_reads_into_replicas_and_their_lag() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
+            slave0:ip=127.0.0.1,port=7201,state=online,offset=1000,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7202,state=wait_bgsave,offset=0,lag=3\r\n\
+            master_failover_state:no-failover\r\nmaster_repl_offset:1200\r\n";
+        let r = Replication::parse(info);
+        assert_eq!(r.role, "master");
+        assert_eq!(r.master_offset, 1200);
+        assert_eq!(r.online(), 1);
+        assert_eq!(r.replicas[0].addr, "127.0.0.1:7201");
+        assert_eq!(r.replicas[0].behind_bytes, 200);
+        assert_eq!(r.replicas[1].state, "wait_bgsave");
+        assert_eq!(r.replicas[1].lag_s, 3);
+    }
+
+    #[test]
+    fn a_master_without_replicas_lists_none() {
+        let r = Replication::parse("role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n");
+        assert!(r.replicas.is_empty());
+        assert_eq!(r.online(), 0);
+    }
+}

@@ -1,0 +1,213 @@
+//! Redis replication: grants and heartbeats that replicas acknowledge (`WAIT`), refused and
+//! given back when they do not; and Sentinel mode, where a lease outlives a failover.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+use crate::helpers::sentinel::{MASTER_NAME, Topology};
+use crate::helpers::{AppOptions, TestApp, spawn_app_tweaked};
+use leasehold::redis::{AckRule, SentinelSettings};
+
+/// Leasehold on the master of `topology` by URL (standalone mode), acks as `rule`.
+async fn on_master(topology: &Topology, rule: AckRule) -> TestApp {
+    let url = format!("redis://{}", topology.master.addr());
+    spawn_app_tweaked(AppOptions::default(), |config| {
+        config.redis.url = url;
+        config.redis.acks.rule = rule;
+        config.redis.acks.timeout = Duration::from_millis(300);
+    })
+    .await
+}
+
+/// Leasehold following `topology`'s Sentinels.
+async fn on_sentinels(topology: &Topology, master_name: &str) -> TestApp {
+    let sentinels = topology.sentinel_addrs();
+    let master_name = master_name.to_owned();
+    spawn_app_tweaked(AppOptions::default(), |config| {
+        config.redis.sentinel = Some(SentinelSettings {
+            sentinels,
+            master_name,
+            sentinel_password: None,
+            username: None,
+            password: None,
+            tls: false,
+            db: 0,
+        });
+        config.redis.acks.timeout = Duration::from_millis(500);
+    })
+    .await
+}
+
+/// Polls `GET /v1/admin/redis` until `check` holds (at most `limit`).
+async fn redis_status_until(
+    app: &TestApp,
+    limit: Duration,
+    what: &str,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let reply = app.admin(reqwest::Method::GET, "/v1/admin/redis", None).await;
+        reply.assert_status(200);
+        if check(&reply.body) {
+            return reply.body;
+        }
+        assert!(started.elapsed() < limit, "timed out waiting for {what}: {}", reply.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn grants_and_heartbeats_report_the_replicas_that_acknowledged_them() {
+    let topology = Topology::start(1, 0).await;
+    let app = on_master(&topology, AckRule::Auto).await;
+    // `auto` asks for one once the master is seen with its replica (read every second).
+    redis_status_until(&app, Duration::from_secs(5), "acks required", |s| {
+        s["acks"]["required"] == 1
+    })
+    .await;
+    let granted = app.acquire("jobs", json!({})).await;
+    granted.assert_status(201);
+    assert_eq!(granted.body["replicas_acked"], 1, "{}", granted.body);
+    let lease = crate::helpers::Lease::from_reply("jobs", &granted);
+    let beat = app.heartbeat(&lease, json!({})).await;
+    beat.assert_status(200);
+    assert_eq!(beat.body["replicas_acked"], 1, "{}", beat.body);
+    // A refusal waits for nobody and says nothing of replicas.
+    let refused = app.acquire("jobs", json!({})).await;
+    refused.assert_status(409);
+    assert!(refused.body.get("replicas_acked").is_none());
+}
+
+#[tokio::test]
+async fn with_every_replica_stopped_a_grant_is_refused_and_nothing_of_it_stands() {
+    let topology = Topology::start(1, 0).await;
+    let app = on_master(&topology, AckRule::Exactly(1)).await;
+    let held = app.lease("kept", json!({"ttl_ms": 60_000})).await;
+    topology.replicas[0].signal(Signal::SIGSTOP);
+
+    let refused = app.acquire("jobs", json!({})).await;
+    refused.assert_problem(503, "not_replicated");
+    assert!(refused.header("retry-after").is_some());
+    assert_eq!(refused.body["replicas_acked"], 0, "{}", refused.body);
+    assert_eq!(refused.body["replicas_required"], 1);
+    // The grant was given back: the lock is free on the master too.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lock = app.inspect_lock("jobs").await;
+        if lock.status == 404 || lock.body["held"] == false {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still held: {}", lock.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A heartbeat too few replicas have is refused, and the lease is still its holder's.
+    app.heartbeat(&held, json!({}))
+        .await
+        .assert_problem(503, "not_replicated");
+    let status = app.admin(reqwest::Method::GET, "/v1/admin/redis", None).await;
+    assert!(status.body["acks"]["not_replicated"].as_u64() >= Some(2), "{}", status.body);
+
+    topology.replicas[0].signal(Signal::SIGCONT);
+    let granted = app.acquire("jobs", json!({})).await;
+    granted.assert_status(201);
+    assert_eq!(granted.body["replicas_acked"], 1);
+    app.heartbeat(&held, json!({})).await.assert_status(200);
+}
+
+#[tokio::test]
+async fn a_lease_outlives_a_sentinel_failover_and_fences_keep_growing() {
+    let mut topology = Topology::start(2, 3).await;
+    let app = on_sentinels(&topology, MASTER_NAME).await;
+    let first = topology.master.addr();
+    let status = redis_status_until(&app, Duration::from_secs(5), "one ack required", |s| {
+        s["acks"]["required"] == 1
+    })
+    .await;
+    assert_eq!(status["mode"], "sentinel");
+    assert_eq!(status["master"], first.as_str());
+
+    let granted = app.acquire("jobs", json!({"ttl_ms": 60_000})).await;
+    granted.assert_status(201);
+    assert!(granted.body["replicas_acked"].as_u64() >= Some(1));
+    let lease = crate::helpers::Lease::from_reply("jobs", &granted);
+    let other = app.lease("other", json!({"ttl_ms": 60_000})).await;
+
+    topology.master.kill();
+    let moved = redis_status_until(&app, Duration::from_secs(20), "the new master", |s| {
+        s["master"].as_str().is_some_and(|m| m != first)
+    })
+    .await;
+    assert_eq!(moved["sentinel"]["failovers"], 1, "{moved}");
+    assert_eq!(Some(moved["master"].as_str().unwrap_or_default().to_owned()), topology.named_master());
+
+    // The lease is still there and still its holder's.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lock = loop {
+        let lock = app.inspect_lock("jobs").await;
+        if lock.status == 200 || Instant::now() > deadline {
+            break lock;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    lock.assert_status(200);
+    assert_eq!(lock.body["held"], true, "{}", lock.body);
+    app.acquire("jobs", json!({})).await.assert_status(409);
+    app.heartbeat(&lease, json!({})).await.assert_status(200);
+    app.release(&lease, true).await.assert_status(200);
+    let after = app.lease("jobs", json!({})).await;
+    assert!(
+        after.fencing_token > lease.fencing_token && after.fencing_token > other.fencing_token,
+        "fences went back: {} after {} and {}",
+        after.fencing_token,
+        lease.fencing_token,
+        other.fencing_token
+    );
+    // Operators see it on the dashboard too (a loopback viewer of the deployment).
+    let page = app
+        .http
+        .get(app.url("/redis"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("page");
+    assert!(html.contains("sentinel") && html.contains(&topology.named_master().unwrap_or_default()), "{html}");
+}
+
+#[tokio::test]
+async fn readyz_says_not_ready_while_no_master_is_known() {
+    let mut topology = Topology::start(1, 3).await;
+    let app = on_sentinels(&topology, MASTER_NAME).await;
+    app.get("/readyz").await.assert_status(200);
+    // The master dies while no Sentinel can answer: nobody names a new one.
+    for sentinel in &topology.sentinels {
+        sentinel.signal(Signal::SIGSTOP);
+    }
+    topology.master.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ready = app.get("/readyz").await;
+        if ready.status == 503 {
+            ready.assert_problem(503, "redis_unavailable");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still ready: {}", ready.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.acquire("jobs", json!({}))
+        .await
+        .assert_problem(503, "redis_unavailable");
+    // The Sentinels come back, promote the replica, and the instance follows.
+    for sentinel in &topology.sentinels {
+        sentinel.signal(Signal::SIGCONT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while app.get("/readyz").await.status != 200 {
+        assert!(Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    app.acquire("jobs", json!({})).await.assert_status(201);
+}
