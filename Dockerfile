@@ -5,6 +5,7 @@
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+COPY crates crates
 COPY src src
 COPY lua lua
 COPY templates templates

@@ -1,6 +1,6 @@
 //! The safety harness: real `leasehold serve` processes (two or more) over real HTTP against a
 //! real `redis-server`, many concurrent clients doing at random what users do, faults injected
-//! while they run, and checkers over the recorded history (see `check.rs`): mutual exclusion,
+//! while they run, and checkers over the recorded history (see `check/`): mutual exclusion,
 //! fencing, liveness. On a violation it prints the seed and the slice of history that shows
 //! it, and exits 1.
 //!
@@ -337,7 +337,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
          --seed {} --clients {} --names {} --report FAULTS.md` ({} Leasehold instances on \
          loopback, one more in a network namespace for the partition; one redis-server; {} \
          clients over {} names per lock family). Every figure below is copied from that run. \"Overlapping holds\" counts \
-         pairs of conflicting holds by conservative bounds (see `benches/safety/check.rs`); those \
+         pairs of conflicting holds by conservative bounds (see `benches/safety/check/`); those \
          across a Redis data loss are listed apart, as the README's guarantees say they can \
          happen. \"Semantic\" counts broken promises of the API (a replay that is not the first \
          answer, a release of one level that lets the lock go, `all=true` leaving levels), \

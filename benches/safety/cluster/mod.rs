@@ -6,6 +6,8 @@
 //! Everything is torn down on drop: children killed, the namespace, veth and rules deleted.
 //! The children also die with the harness when it is killed and drops nothing (see [`guarded`]).
 
+mod netns;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,6 +19,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
+
+pub use self::netns::can_partition;
+use self::netns::{Netns, sh};
 
 pub const ADMIN_TOKEN: &str = "safety-harness-admin-token-0123456789";
 
@@ -56,104 +61,6 @@ impl Targets {
     }
 }
 
-/// The private network namespace one instance runs in.
-struct Netns {
-    name: String,
-    host_if: String,
-    host_ip: String,
-    ns_ip: String,
-}
-
-impl Netns {
-    fn create(tag: u32) -> anyhow::Result<Self> {
-        let subnet = 100 + tag % 100;
-        let ns = Self {
-            name: format!("lhsafety{tag}"),
-            host_if: format!("lhs{tag}h"),
-            host_ip: format!("10.231.{subnet}.1"),
-            ns_ip: format!("10.231.{subnet}.2"),
-        };
-        let ns_if = format!("lhs{tag}n");
-        ns.teardown();
-        sh(&["ip", "netns", "add", &ns.name])?;
-        sh(&[
-            "ip",
-            "link",
-            "add",
-            &ns.host_if,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &ns_if,
-        ])?;
-        sh(&["ip", "link", "set", &ns_if, "netns", &ns.name])?;
-        sh(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{}/24", ns.host_ip),
-            "dev",
-            &ns.host_if,
-        ])?;
-        sh(&["ip", "link", "set", &ns.host_if, "up"])?;
-        let inside = |args: &[&str]| {
-            let mut all = vec!["ip", "netns", "exec", ns.name.as_str()];
-            all.extend_from_slice(args);
-            sh(&all)
-        };
-        inside(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{}/24", ns.ns_ip),
-            "dev",
-            &ns_if,
-        ])?;
-        inside(&["ip", "link", "set", &ns_if, "up"])?;
-        inside(&["ip", "link", "set", "lo", "up"])?;
-        Ok(ns)
-    }
-
-    /// The iptables rules that drop everything between the namespace and Redis's port.
-    fn rules(&self, redis_port: u16) -> [Vec<String>; 2] {
-        let port = redis_port.to_string();
-        [
-            [
-                "INPUT",
-                "-i",
-                &self.host_if,
-                "-p",
-                "tcp",
-                "--dport",
-                &port,
-                "-j",
-                "DROP",
-            ]
-            .map(String::from)
-            .to_vec(),
-            [
-                "OUTPUT",
-                "-o",
-                &self.host_if,
-                "-p",
-                "tcp",
-                "--sport",
-                &port,
-                "-j",
-                "DROP",
-            ]
-            .map(String::from)
-            .to_vec(),
-        ]
-    }
-
-    fn teardown(&self) {
-        let _ = sh_quiet(&["ip", "netns", "del", &self.name]);
-        let _ = sh_quiet(&["ip", "link", "del", &self.host_if]);
-    }
-}
-
 /// `program`, killed (SIGKILL) when the harness dies however it dies: killed with SIGKILL, the
 /// harness drops nothing, and its redis-server and instances would run on. Not SIGTERM, which
 /// a child frozen by a fault (SIGSTOP) would hold until thawed. The kernel signals the child
@@ -161,41 +68,6 @@ impl Netns {
 /// threads, which live as long as the process.
 fn guarded(program: impl AsRef<OsStr>) -> Command {
     Command::from(leasehold::parent_death::command(program.as_ref(), "KILL"))
-}
-
-/// Runs a command and fails with its stderr when it fails.
-fn sh(args: &[&str]) -> anyhow::Result<()> {
-    let out = std::process::Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .with_context(|| format!("cannot run {}", args.join(" ")))?;
-    if !out.status.success() {
-        bail!(
-            "{} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-fn sh_quiet(args: &[&str]) -> std::io::Result<std::process::Output> {
-    std::process::Command::new(args[0])
-        .args(&args[1..])
-        .stderr(Stdio::null())
-        .stdout(Stdio::null())
-        .output()
-}
-
-/// Whether this process may make network namespaces and iptables rules (root, with the tools).
-pub fn can_partition() -> bool {
-    sh_quiet(&["true"]).is_ok()
-        && std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
-        && sh_quiet(&["ip", "-V"]).is_ok_and(|o| o.status.success())
-        && sh_quiet(&["iptables", "-V"]).is_ok_and(|o| o.status.success())
 }
 
 struct RedisProc {

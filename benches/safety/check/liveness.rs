@@ -1,0 +1,269 @@
+//! Liveness: answers in time, no 5xx but 503 in a fault, no waiter left parked while the lock
+//! was certainly free.
+
+use std::collections::HashMap;
+
+use super::{FaultWindow, Hold, Report, Violation};
+use crate::history::{Op, Outcome, Request};
+
+/// An answer may come this long after its wait before it counts as late.
+const LATE_SLACK_US: u64 = 2_500_000;
+/// A waiter refused while the lock was certainly free for this long missed its wake-up.
+const FREE_STRETCH_US: u64 = 400_000;
+/// After a fault heals, 503s and slow answers are still expected this long.
+const RECOVERY_US: u64 = 3_000_000;
+/// A fair ticket keeps its place this long after its last request ends (--ticket-timeout-ms).
+const TICKET_TIMEOUT_US: u64 = 1_000_000;
+
+/// Whether `op` asked for a new lease during a fault that refuses those.
+fn refused_new(windows: &[FaultWindow], op: &Op) -> bool {
+    matches!(
+        op.request,
+        Request::Acquire { .. } | Request::AcquirePermits { .. } | Request::Poll { .. }
+    ) && windows
+        .iter()
+        .any(|w| w.refuses_new && op.send < w.end && w.start < op.recv)
+}
+
+fn in_fault(windows: &[FaultWindow], from: u64, to: u64, pad: u64) -> bool {
+    windows
+        .iter()
+        .any(|w| w.exempt && from < w.end + pad && w.start < to.saturating_add(pad))
+}
+
+pub(super) fn liveness(
+    ops: &[Op],
+    holds: &[Hold],
+    windows: &[FaultWindow],
+    ttl_max_ms: u64,
+    report: &mut Report,
+) {
+    // Longest stretch in which requests were made and none succeeded.
+    let mut by_recv: Vec<&Op> = ops.iter().filter(|o| o.instance != usize::MAX).collect();
+    by_recv.sort_by_key(|o| o.recv);
+    let mut last_ok = by_recv.first().map_or(0, |o| o.send);
+    for op in &by_recv {
+        if op.outcome.uncertain() {
+            report.longest_unavailable_us = report.longest_unavailable_us.max(op.recv - last_ok);
+        } else {
+            last_ok = op.recv;
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        if op.instance == usize::MAX {
+            continue;
+        }
+        // Server errors: 500s never; 503 only during a fault (and its recovery).
+        if let Outcome::Failed {
+            status: Some(s), ..
+        } = op.outcome
+            && (s != 503
+                || !(in_fault(windows, op.send, op.recv, RECOVERY_US) || refused_new(windows, op)))
+        {
+            report.server_errors += 1;
+            report.violations.push(Violation {
+                what: "server error",
+                detail: format!("{} answered {s} outside a fault", op.name),
+                slice: vec![ops[i].clone()],
+            });
+        }
+        // Late answers.
+        let (wait_ms, gave_up) = match &op.request {
+            Request::Acquire {
+                wait_ms,
+                gave_up_ms,
+                ..
+            } => (*wait_ms, gave_up_ms.is_some()),
+            Request::AcquirePermits { wait_ms, .. } | Request::Poll { wait_ms, .. } => {
+                (*wait_ms, false)
+            }
+            _ => (0, false),
+        };
+        if gave_up || in_fault(windows, op.send, op.recv, RECOVERY_US) {
+            continue;
+        }
+        if op.recv - op.send > wait_ms * 1000 + LATE_SLACK_US {
+            report.late_answers += 1;
+            report.violations.push(Violation {
+                what: "late answer",
+                detail: format!(
+                    "{}: answered after {} ms with a wait of {wait_ms} ms",
+                    op.name,
+                    (op.recv - op.send) / 1000
+                ),
+                slice: vec![ops[i].clone()],
+            });
+        }
+    }
+    parked_while_free(ops, holds, windows, ttl_max_ms, report);
+}
+
+/// A waiter refused after its whole wait while the lock was certainly free for a good part
+/// of it missed a wake-up.
+fn parked_while_free(
+    ops: &[Op],
+    holds: &[Hold],
+    windows: &[FaultWindow],
+    ttl_max_ms: u64,
+    report: &mut Report,
+) {
+    // Upper-bound intervals in which something may have held (or queued for) each name.
+    let mut busy: HashMap<&str, Vec<(u64, u64, bool, u32)>> = HashMap::new();
+    for h in holds {
+        let exclusive = h.kind != "read";
+        busy.entry(h.name.as_str()).or_default().push((
+            h.grant_lb,
+            h.ub_end.max(h.start),
+            exclusive,
+            h.permits,
+        ));
+    }
+    let ttl_us = ttl_max_ms * 1000;
+    let mut ticket_polls: HashMap<&str, Vec<&Op>> = HashMap::new();
+    for op in ops {
+        if let Request::Poll { ticket, .. } | Request::Leave { ticket } = &op.request {
+            ticket_polls.entry(ticket.as_str()).or_default().push(op);
+        }
+    }
+    for op in ops {
+        let permits = match &op.request {
+            Request::AcquirePermits { permits, .. } => *permits,
+            _ => 0,
+        };
+        match (&op.request, &op.outcome) {
+            // An answer that may have granted: busy until its TTL could have run out.
+            (Request::Acquire { ttl_ms, .. }, Outcome::Failed { .. }) => {
+                busy.entry(op.name.as_str()).or_default().push((
+                    op.send,
+                    op.recv + ttl_ms.unwrap_or(ttl_max_ms) * 1000 * 3,
+                    true,
+                    0,
+                ))
+            }
+            (Request::AcquirePermits { ttl_ms, .. }, Outcome::Failed { .. }) => busy
+                .entry(op.name.as_str())
+                .or_default()
+                .push((op.send, op.recv + ttl_ms * 1000, false, permits)),
+            (Request::Poll { .. }, Outcome::Failed { .. }) => busy
+                .entry(op.name.as_str())
+                .or_default()
+                .push((op.send, op.recv + ttl_us * 3, true, 0)),
+            // A queued ticket holds its place until its last request plus the ticket timeout.
+            (_, Outcome::Queued { ticket }) => {
+                let last = ticket_polls
+                    .get(ticket.as_str())
+                    .and_then(|p| p.iter().map(|o| o.recv).max())
+                    .unwrap_or(op.recv)
+                    .max(op.recv);
+                busy.entry(op.name.as_str()).or_default().push((
+                    op.send,
+                    last + TICKET_TIMEOUT_US + 200_000,
+                    true,
+                    0,
+                ));
+            }
+            _ => {}
+        }
+    }
+    for op in ops {
+        let (wait_ms, wants_exclusive, permits, limit) = match &op.request {
+            Request::Acquire {
+                wait_ms,
+                kind,
+                reentry_of: None,
+                gave_up_ms: None,
+                ..
+            } => (*wait_ms, *kind != "read", 0, 0),
+            Request::Poll { wait_ms, .. } => (*wait_ms, true, 0, 0),
+            Request::AcquirePermits {
+                wait_ms,
+                permits,
+                limit,
+                ..
+            } => (*wait_ms, false, *permits, *limit),
+            _ => continue,
+        };
+        let refused = match &op.outcome {
+            Outcome::Refused { code, .. } => code == "lock_held" || code == "no_permits",
+            Outcome::Queued { .. } => true,
+            _ => false,
+        };
+        if !refused || wait_ms * 1000 < FREE_STRETCH_US + 200_000 {
+            continue;
+        }
+        let from = op.send + 100_000;
+        let to = (op.send + wait_ms * 1000).saturating_sub(100_000);
+        if in_fault(
+            windows,
+            op.send.saturating_sub(ttl_us * 3),
+            op.recv,
+            RECOVERY_US,
+        ) {
+            continue;
+        }
+        let own_ticket = match &op.outcome {
+            Outcome::Queued { ticket } => Some(ticket.as_str()),
+            _ => None,
+        };
+        let blocking: Vec<(u64, u64, u32)> = busy
+            .get(op.name.as_str())
+            .into_iter()
+            .flatten()
+            .filter(|&&(s, e, excl, p)| {
+                let _ = own_ticket;
+                s < to
+                    && from < e
+                    && (wants_exclusive || excl || (permits > 0 && p > 0))
+                    && !(s == op.send && e > op.recv)
+            })
+            .map(|&(s, e, _, p)| (s, e, p))
+            .collect();
+        // Longest stretch in [from, to) not covered by a blocking interval (for
+        // semaphores: by more permits than leave room for this request).
+        let mut points: Vec<u64> = vec![from, to];
+        for &(s, e, _) in &blocking {
+            points.push(s.clamp(from, to));
+            points.push(e.clamp(from, to));
+        }
+        points.sort_unstable();
+        points.dedup();
+        let mut stretch = 0u64;
+        let mut run_start: Option<u64> = None;
+        for w in points.windows(2) {
+            let mid = w[0] + (w[1] - w[0]) / 2;
+            let used: u32 = blocking
+                .iter()
+                .filter(|&&(s, e, _)| s <= mid && mid < e)
+                .map(|&(_, _, p)| p.max(if permits > 0 { 0 } else { 1 }))
+                .sum();
+            let free = if permits > 0 {
+                used + permits <= limit
+            } else {
+                used == 0
+            };
+            if free {
+                let s = *run_start.get_or_insert(w[0]);
+                stretch = stretch.max(w[1] - s);
+            } else {
+                run_start = None;
+            }
+        }
+        if stretch >= FREE_STRETCH_US {
+            report.parked_while_free += 1;
+            let slice: Vec<Op> = ops
+                .iter()
+                .filter(|o| o.name == op.name && o.send < op.recv && o.recv + 2_000_000 > op.send)
+                .cloned()
+                .collect();
+            report.violations.push(Violation {
+                what: "waiter parked while the lock was free",
+                detail: format!(
+                    "{}: refused after a {wait_ms} ms wait; free for {} ms of it",
+                    op.name,
+                    stretch / 1000
+                ),
+                slice,
+            });
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The checkers, run on the recorded history after a run.
+//!
+//! 1. **Mutual exclusion.** Each lease's hold is a *lower bound* on when it really held the
+//!    lock: from the moment its grant answer arrived to the earliest of (the send time of its
+//!    last grant, reentry or heartbeat plus that TTL; the send time of the release that let
+//!    go; the arrival of a 410/404 about it; the send time of an admin force release of its
+//!    name). Clock error or an unseen expiry can only shorten these bounds, never lengthen
+//!    them, so an overlap found is real. Read holds share; semaphores may not have more
+//!    permits out than their limit.
+//! 2. **Fencing.** A grant whose request was sent after another grant's answer arrived must
+//!    carry a larger fence; reentries and heartbeats keep the lease's fence; the fenced
+//!    resource loses no acknowledged increment; no resource operation made inside a hold is
+//!    refused.
+//! 3. **Liveness.** Every answer comes within its wait plus a slack; no 5xx but 503 in a
+//!    fault; no waiter is refused after its whole wait while the lock was certainly free
+//!    (free by *upper* bounds of every hold) for a good part of it.
+//!
+//! Faults that lose Redis data (a restart without persistence, or an AOF missing its last
+//! second) cannot keep mutual exclusion across the loss: overlaps between a hold granted
+//! before the loss and one granted after it are reported as expected, not as failures. Fences
+//! must stay monotonic even then.
+
+mod exclusion;
+mod fencing;
+mod holds;
+mod liveness;
+mod self_check;
+mod semantics;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use crate::history::{Op, Request};
+
+use self::exclusion::mutual_exclusion;
+use self::fencing::fencing;
+use self::holds::derive_holds;
+use self::liveness::liveness;
+pub use self::self_check::self_check;
+use self::semantics::semantics;
+
+/// When a fault was on, and whether it lost Redis data at its start.
+#[derive(Debug, Clone)]
+pub struct FaultWindow {
+    pub what: String,
+    pub start: u64,
+    pub end: u64,
+    pub data_loss: bool,
+    /// Whether answers may be slow or 503 while it lasts (a fault meant to be invisible to
+    /// clients, like a dropped subscription, is not).
+    pub exempt: bool,
+    /// Whether requests for new leases (acquires, ticket polls) may be refused with 503 while
+    /// it lasts, though nothing else may (Redis full).
+    pub refuses_new: bool,
+}
+
+/// One finding, with the slice of history that shows it.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub what: &'static str,
+    pub detail: String,
+    pub slice: Vec<Op>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub ops: usize,
+    pub acquisitions: usize,
+    pub grants: usize,
+    pub overlaps: usize,
+    pub expected_overlaps: usize,
+    pub fence_regressions: usize,
+    pub lost_updates: u64,
+    pub rejected_in_hold: usize,
+    pub stale_rejected: usize,
+    pub stale_accepted: usize,
+    pub late_answers: usize,
+    pub parked_while_free: usize,
+    pub server_errors: usize,
+    pub semantic: usize,
+    pub longest_unavailable_us: u64,
+    /// What was injected, e.g. "redis-freeze x3".
+    pub faults: String,
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    pub fn failed(&self) -> bool {
+        !self.violations.is_empty()
+    }
+}
+
+/// What the checkers derive for one lease (or one Redisson lock session).
+#[derive(Debug, Clone)]
+struct Hold {
+    lease: String,
+    name: String,
+    kind: String,
+    fence: Option<u64>,
+    permits: u32,
+    limit: u32,
+    /// Lower bound of when the grant happened (send times of requests it followed).
+    grant_lb: u64,
+    /// Lower-bound hold: [start, end).
+    start: u64,
+    end: u64,
+    /// Lower-bound write (exclusive) part, for read/write leases; whole hold otherwise.
+    excl: Option<(u64, u64)>,
+    /// Upper bound of when the lease could have stopped holding.
+    ub_end: u64,
+    ops: Vec<usize>,
+}
+
+pub fn check(
+    ops: &[Op],
+    windows: &[FaultWindow],
+    resources: &[(String, u64, u64)],
+    ttl_max_ms: u64,
+) -> Report {
+    let mut report = Report {
+        ops: ops.len(),
+        ..Report::default()
+    };
+    let mut injected: BTreeMap<&str, usize> = BTreeMap::new();
+    for w in windows {
+        *injected.entry(w.what.as_str()).or_default() += 1;
+    }
+    report.faults = injected
+        .iter()
+        .map(|(what, n)| format!("{what} x{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let holds = derive_holds(ops);
+    report.acquisitions = ops
+        .iter()
+        .filter(|o| {
+            matches!(
+                o.request,
+                Request::Acquire {
+                    reentry_of: None,
+                    ..
+                } | Request::AcquirePermits { .. }
+                    | Request::RedissonLock { .. }
+            )
+        })
+        .count();
+    report.grants = holds.len();
+    let loss_times: Vec<u64> = windows
+        .iter()
+        .filter(|w| w.data_loss)
+        .map(|w| w.start)
+        .collect();
+    // Two holds are excused when a data loss came between one's possible grant and the
+    // other's answer: the first grant may be what Redis lost.
+    let across_loss = |a: (u64, u64), b: (u64, u64)| {
+        loss_times
+            .iter()
+            .any(|&t| (a.0 < t && t < b.1) || (b.0 < t && t < a.1))
+    };
+
+    mutual_exclusion(ops, &holds, &across_loss, &mut report);
+    fencing(ops, &holds, resources, &across_loss, &mut report);
+    liveness(ops, &holds, windows, ttl_max_ms, &mut report);
+    semantics(ops, &across_loss, &mut report);
+    report
+}
+
+fn slice_of(ops: &[Op], holds: &[&Hold], extra: &[usize]) -> Vec<Op> {
+    let mut idx: Vec<usize> = holds.iter().flat_map(|h| h.ops.iter().copied()).collect();
+    idx.extend_from_slice(extra);
+    idx.sort_unstable();
+    idx.dedup();
+    idx.into_iter().map(|i| ops[i].clone()).collect()
+}
+
+/// The report as text: one summary line, then each violation with its slice.
+pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants; overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, server errors {}, semantic {}; longest unavailability {} ms => {}",
+        if report.faults.is_empty() {
+            "nothing"
+        } else {
+            &report.faults
+        },
+        report.ops,
+        report.acquisitions,
+        report.grants,
+        report.overlaps,
+        report.expected_overlaps,
+        report.fence_regressions,
+        report.lost_updates,
+        report.rejected_in_hold,
+        report.stale_rejected,
+        report.stale_accepted,
+        report.late_answers,
+        report.parked_while_free,
+        report.server_errors,
+        report.semantic,
+        report.longest_unavailable_us / 1000,
+        if report.failed() { "VIOLATIONS" } else { "ok" }
+    );
+    let mut shown: HashMap<&str, usize> = HashMap::new();
+    for v in &report.violations {
+        let n = shown.entry(v.what).or_default();
+        *n += 1;
+        if *n > limit {
+            continue;
+        }
+        let _ = writeln!(out, "\n  VIOLATION ({}): {}", v.what, v.detail);
+        let _ = writeln!(
+            out,
+            "  reproduce with --seed {seed}; the history that shows it:"
+        );
+        for op in &v.slice {
+            let _ = writeln!(out, "    {op}");
+        }
+    }
+    let mut kinds: Vec<_> = shown.into_iter().collect();
+    kinds.sort();
+    for (what, n) in kinds {
+        if n > limit {
+            let _ = writeln!(out, "\n  ... {} more of {what}", n - limit);
+        }
+    }
+    out
+}

@@ -1,0 +1,179 @@
+//! The checkers' self-check (`--self-check`): known histories, each judged as stated.
+
+use super::{FaultWindow, check};
+use crate::history::{Family, Op, Outcome, Request};
+
+/// Known histories run through the checkers (`--self-check`): each must be judged as stated,
+/// so a checker that stops seeing a violation, or starts seeing one that is not, shows here.
+/// Returns (history, passed) pairs.
+pub fn self_check() -> Vec<(&'static str, bool)> {
+    let lease = |id: &str| id.to_owned();
+    let op = |seq, client, send, recv, request, outcome| Op {
+        seq,
+        client,
+        instance: 0,
+        name: "re-0".to_owned(),
+        family: Family::Reentrant,
+        send,
+        recv,
+        request,
+        outcome,
+    };
+    let acquire = |reentry_of: Option<String>| Request::Acquire {
+        kind: "reentrant",
+        ttl_ms: Some(500),
+        wait_ms: 0,
+        reentry_of,
+        idempotency: None,
+        gave_up_ms: None,
+    };
+    let granted = |id: &str, count, status| Outcome::Granted {
+        status,
+        lease: id.to_owned(),
+        fence: 10,
+        ttl_ms: 500,
+        count,
+        kind: "reentrant".to_owned(),
+    };
+    let release = |id: &str| Request::Release {
+        lease: lease(id),
+        all: false,
+        mode: None,
+        semaphore: false,
+        idempotency: None,
+    };
+    let failed = || Outcome::Failed {
+        status: Some(503),
+        what: "redis_unavailable".to_owned(),
+    };
+    // Lease A granted (at 0-1 ms) and re-entered (at 2-3 ms): 2 levels.
+    let entered_twice = || {
+        vec![
+            op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
+            op(
+                1,
+                0,
+                2_000,
+                3_000,
+                acquire(Some(lease("a"))),
+                granted("a", 2, 200),
+            ),
+        ]
+    };
+    // Lease A: granted, re-entered (2 levels), one level released (1 left), then a release
+    // of the last level fails (503: it may have happened), and lease B is granted 100 ms
+    // later, within A's TTL. `partial`: whether the one-level release came first.
+    let history = |partial: bool| {
+        let mut ops = entered_twice();
+        if partial {
+            ops.push(op(
+                2,
+                0,
+                4_000,
+                5_000,
+                release("a"),
+                Outcome::Released {
+                    released: false,
+                    count: 1,
+                },
+            ));
+        }
+        let n = ops.len();
+        ops.push(op(n, 0, 6_000, 2_006_000, release("a"), failed()));
+        ops.push(op(
+            n + 1,
+            1,
+            100_000,
+            101_000,
+            acquire(None),
+            Outcome::Granted {
+                status: 201,
+                lease: lease("b"),
+                fence: 11,
+                ttl_ms: 500,
+                count: 1,
+                kind: "reentrant".to_owned(),
+            },
+        ));
+        ops
+    };
+    let judged = |ops: &[Op]| check(ops, &[], &[], 1_500).overlaps;
+    // Lease A re-entered (2 levels), then a release of one level that let the lock go: what
+    // Redis answers when it lost the re-entry (a crash that cut its last second of writes).
+    let mut level_gone = entered_twice();
+    level_gone.push(op(
+        2,
+        0,
+        10_000,
+        11_000,
+        release("a"),
+        Outcome::Released {
+            released: true,
+            count: 0,
+        },
+    ));
+    let crash = FaultWindow {
+        what: "redis-crash-aof-everysec".to_owned(),
+        start: 5_000,
+        end: 8_000,
+        data_loss: true,
+        exempt: true,
+        refuses_new: false,
+    };
+    let semantic = |windows: &[FaultWindow]| check(&level_gone, windows, &[], 1_500).semantic;
+    // Lease A re-entered (2 levels), one level released with an Idempotency-Key (at 4-5 ms,
+    // renewing A for its 500 ms), the release retried with the same key at 300-301 ms (the
+    // first answer again: no renewal), and lease B granted at 600-601 ms, after A's TTL.
+    // Found by the full tier (seed 1, subscriber-drop), which counted the retry as a renewal.
+    let keyed_release = || Request::Release {
+        lease: lease("a"),
+        all: false,
+        mode: None,
+        semaphore: false,
+        idempotency: Some("k".to_owned()),
+    };
+    let one_left = || Outcome::Released {
+        released: false,
+        count: 1,
+    };
+    let mut replayed = entered_twice();
+    replayed.push(op(2, 0, 4_000, 5_000, keyed_release(), one_left()));
+    replayed.push(op(3, 0, 300_000, 301_000, keyed_release(), one_left()));
+    replayed.push(op(
+        4,
+        1,
+        600_000,
+        601_000,
+        acquire(None),
+        Outcome::Granted {
+            status: 201,
+            lease: lease("b"),
+            fence: 11,
+            ttl_ms: 500,
+            count: 1,
+            kind: "reentrant".to_owned(),
+        },
+    ));
+    vec![
+        (
+            "a failed release of a lease's last level may have ended it: no overlap",
+            judged(&history(true)) == 0,
+        ),
+        (
+            "a failed release of one of two levels leaves the lease held: an overlap",
+            judged(&history(false)) == 1,
+        ),
+        (
+            "a release of one of two levels that let the lock go: a semantic violation",
+            semantic(&[]) == 1,
+        ),
+        (
+            "the same across a Redis data loss (the re-entry may be what Redis lost): excused",
+            semantic(std::slice::from_ref(&crash)) == 0,
+        ),
+        (
+            "a release retried with its Idempotency-Key renews nothing: no overlap after the TTL",
+            judged(&replayed) == 0,
+        ),
+    ]
+}

@@ -1,0 +1,174 @@
+//! What the API promises beyond the three properties: replays, `all=true`, levels kept.
+
+use std::collections::HashMap;
+
+use super::{Report, Violation};
+use crate::history::{Family, Op, Outcome, Request};
+
+/// What the API promises beyond the three properties: replays answer the first answer,
+/// `all=true` releases everything, and releasing one level of a reentrant or fair lease held
+/// several levels deep keeps the rest (its holder goes on working under them). Not across a
+/// Redis data loss (`across_loss`, as for overlaps): what Redis lost (a re-entry, the first
+/// answer's idempotency record) is gone, as the README says of a Redis that loses writes.
+pub(super) fn semantics(
+    ops: &[Op],
+    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
+    report: &mut Report,
+) {
+    let mut first: HashMap<&str, &Op> = HashMap::new();
+    levels_kept(ops, across_loss, report);
+    for op in ops {
+        let key = match &op.request {
+            Request::Acquire {
+                idempotency: Some(k),
+                ..
+            }
+            | Request::Release {
+                idempotency: Some(k),
+                ..
+            } => k.as_str(),
+            _ => {
+                if let (
+                    Request::Release {
+                        all: true,
+                        semaphore: false,
+                        ..
+                    },
+                    Outcome::Released {
+                        released: false,
+                        count,
+                    },
+                ) = (&op.request, &op.outcome)
+                {
+                    report.semantic += 1;
+                    report.violations.push(Violation {
+                        what: "all=true left levels",
+                        detail: format!("{}: a release with all=true left {count} levels", op.name),
+                        slice: ops
+                            .iter()
+                            .filter(|o| o.lease() == op.lease())
+                            .cloned()
+                            .collect(),
+                    });
+                }
+                continue;
+            }
+        };
+        let Some(prev) = first.get(key) else {
+            first.insert(key, op);
+            continue;
+        };
+        if across_loss((prev.send, prev.recv), (op.send, op.recv)) {
+            continue;
+        }
+        let same = match (&prev.outcome, &op.outcome) {
+            (
+                Outcome::Granted {
+                    count: a,
+                    fence: fa,
+                    ..
+                },
+                Outcome::Granted {
+                    count: b,
+                    fence: fb,
+                    ..
+                },
+            ) => a == b && fa == fb,
+            (
+                Outcome::Released {
+                    count: a,
+                    released: ra,
+                },
+                Outcome::Released {
+                    count: b,
+                    released: rb,
+                },
+            ) => a == b && ra == rb,
+            // A lease granted (or re-entered) first may have run out before the retry came, or
+            // an operator may have force-released its lock in between: a replay answers for
+            // the lease as it is now, so "lost" is its honest answer then (a replayed grant
+            // would tell the client it holds a lock it does not).
+            (Outcome::Granted { ttl_ms, .. }, Outcome::Lost { .. }) => {
+                op.recv >= prev.send + ttl_ms * 1_000
+                    || ops.iter().any(|f| {
+                        f.name == op.name
+                            && matches!(f.request, Request::ForceRelease { .. })
+                            && f.send < op.recv
+                            && f.recv > prev.send
+                    })
+            }
+            // A failed first try may have happened or not; anything goes for the retry.
+            (Outcome::Failed { .. }, _) | (_, Outcome::Failed { .. }) => true,
+            // A refusal changed nothing and is not kept: the retry runs again, as of now.
+            (Outcome::Refused { .. } | Outcome::Lost { .. }, _) => true,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        };
+        if !same {
+            report.semantic += 1;
+            report.violations.push(Violation {
+                what: "a retry did not get the first answer",
+                detail: format!("{}: Idempotency-Key {key}", op.name),
+                slice: vec![(*prev).clone(), op.clone()],
+            });
+        }
+    }
+}
+
+/// A release of one level answered "released" (the lock let go) while the lease was known to
+/// hold more levels. Levels are known from the answers (a grant's count, a partial release's
+/// count left); an answer that did not come (a failure) makes them unknown until the next, and
+/// so does a data loss between the answer that told them and the release.
+fn levels_kept(
+    ops: &[Op],
+    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
+    report: &mut Report,
+) {
+    // Lease -> its levels, and when the op that told them was sent and answered.
+    let mut levels: HashMap<&str, (u64, (u64, u64))> = HashMap::new();
+    for op in ops {
+        if !matches!(op.family, Family::Reentrant | Family::Fair) {
+            continue;
+        }
+        let Some(lease) = op.lease() else { continue };
+        match (&op.request, &op.outcome) {
+            (_, Outcome::Granted { count, .. }) => {
+                levels.insert(lease, (*count, (op.send, op.recv)));
+            }
+            (_, Outcome::Failed { .. } | Outcome::Lost { .. }) => {
+                levels.remove(lease);
+            }
+            (
+                Request::Release {
+                    all: false,
+                    semaphore: false,
+                    ..
+                },
+                Outcome::Released { released, count },
+            ) => {
+                let before = levels
+                    .remove(lease)
+                    .filter(|&(_, told)| !across_loss(told, (op.send, op.recv)))
+                    .map(|(n, _)| n);
+                if *released && before.is_some_and(|n| n >= 2) {
+                    report.semantic += 1;
+                    report.violations.push(Violation {
+                        what: "one level released let the lock go",
+                        detail: format!(
+                            "{}: lease {lease} held {} levels; releasing one freed the lock",
+                            op.name,
+                            before.unwrap_or_default()
+                        ),
+                        slice: ops
+                            .iter()
+                            .filter(|o| o.lease() == Some(lease))
+                            .cloned()
+                            .collect(),
+                    });
+                } else if !*released {
+                    levels.insert(lease, (*count, (op.send, op.recv)));
+                }
+            }
+            _ => {}
+        }
+    }
+}

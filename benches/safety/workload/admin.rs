@@ -1,0 +1,40 @@
+//! The admin client: force-releases a random name now and then.
+
+use std::time::Duration;
+
+use rand::RngExt as _;
+
+use super::{CLIENT_SLACK, Client};
+use crate::cluster::ADMIN_TOKEN;
+use crate::history::{Family, Request};
+
+impl Client {
+    pub(super) async fn admin_round(&mut self) {
+        tokio::time::sleep(Duration::from_millis(self.rng.random_range(1500..=3500))).await;
+        if !self.running() {
+            return;
+        }
+        let family =
+            self.shared.plan.families[self.rng.random_range(0..self.shared.plan.families.len())];
+        let names = self.shared.plan.names(family);
+        let name = names[self.rng.random_range(0..names.len())].clone();
+        let semaphore = family == Family::Semaphore;
+        let path = if semaphore {
+            format!("/v1/admin/semaphores/{name}?reason=harness")
+        } else {
+            format!("/v1/admin/locks/{name}?reason=harness")
+        };
+        self.call(
+            &name,
+            family,
+            reqwest::Method::DELETE,
+            path,
+            None,
+            Some(ADMIN_TOKEN),
+            None,
+            CLIENT_SLACK,
+            Request::ForceRelease { semaphore },
+        )
+        .await;
+    }
+}

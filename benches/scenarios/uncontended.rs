@@ -1,0 +1,50 @@
+//! The uncontended scenario: each connection acquires and releases its own lock name.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::light_client;
+use crate::redis_cost::RedisAccount;
+use crate::{percentiles, process_stats};
+
+/// The uncontended loop, driven by the light client (`scenarios/light_client.rs`) on a thread of its
+/// own. Its CPU time is reported, so that the report can set what the load cost beside what
+/// it measured. With `redis_url`, so is what the loop cost Redis per cycle (see
+/// [`RedisAccount`]): issue 10 measured a cycle's Redis time in this loop, at 16 connections.
+pub(super) async fn uncontended(
+    url: &str,
+    redis_url: Option<&str>,
+    connections: usize,
+    deadline: Instant,
+) -> anyhow::Result<Value> {
+    let authority = light_client::authority(url)?;
+    let mut account = match redis_url {
+        Some(redis_url) => Some(RedisAccount::start(redis_url).await?),
+        None => None,
+    };
+    let (_, cpu_before) = process_stats(std::process::id())?;
+    let started = Instant::now();
+    let (mut acq, mut rel) = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(light_client::cycle_loop(&authority, connections, deadline))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
+    let secs = started.elapsed().as_secs_f64();
+    let (_, cpu_after) = process_stats(std::process::id())?;
+    let requests = 2 * acq.len();
+    let redis = match account.as_mut() {
+        Some(account) => account.per_cycle(acq.len()).await?,
+        None => Value::Null,
+    };
+    Ok(json!({
+        "scenario": "uncontended", "connections": connections, "seconds": secs,
+        "cycles": acq.len(), "cycles_per_s": acq.len() as f64 / secs,
+        "client_cpu_us_per_request": (cpu_after - cpu_before) * 1e6 / requests.max(1) as f64,
+        "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
+        "redis": redis,
+    }))
+}

@@ -1,0 +1,261 @@
+//! What each route's probe sends, on what (one cell's fixture: tenant A's lock, semaphore, fair
+//! ticket and key), and what an authorised caller gets.
+
+use reqwest::RequestBuilder;
+use serde_json::json;
+
+use crate::helpers::{Lease, TestApp, Ticket};
+
+/// What one cell's requests act on: tenant A's lock, semaphore, fair ticket and key.
+pub(super) struct Fixture {
+    n: usize,
+    lease: Lease,
+    sem_lease: Lease,
+    ticket: Ticket,
+    key_id: String,
+}
+
+impl Fixture {
+    fn lock(&self) -> String {
+        format!("m{}", self.n)
+    }
+
+    fn sem(&self) -> String {
+        format!("s{}", self.n)
+    }
+
+    fn fair(&self) -> String {
+        format!("f{}", self.n)
+    }
+}
+
+pub(super) async fn fixture(app: &TestApp, owner: &TestApp, n: usize) -> Fixture {
+    let lease = owner
+        .lease(&format!("m{n}"), json!({"ttl_ms": 60_000}))
+        .await;
+    let sem_lease = owner
+        .permits(&format!("s{n}"), json!({"limit": 5, "ttl_ms": 60_000}))
+        .await;
+    owner
+        .lease(&format!("f{n}"), json!({"kind": "fair", "ttl_ms": 60_000}))
+        .await;
+    let queued = owner
+        .acquire_with(&format!("f{n}"), 50, json!({"kind": "fair"}), None)
+        .await;
+    let ticket = Ticket::from_reply(&format!("f{n}"), &queued);
+    let (key_id, _) = app
+        .create_key(json!({"name": format!("victim-{n}"), "tenant": "a", "roles": ["client"]}))
+        .await;
+    Fixture {
+        n,
+        lease,
+        sem_lease,
+        ticket,
+        key_id,
+    }
+}
+
+/// The request a route's probe sends, and the status an authorised caller of tenant A gets,
+/// and the one a caller of another tenant (with every role) gets: the route then acts in that
+/// tenant's own space, where A's lock, lease, ticket or key does not exist.
+pub(super) struct Probe {
+    pub(super) request: RequestBuilder,
+    pub(super) success: u16,
+    pub(super) other_tenant: u16,
+}
+
+pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<Probe> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    let (lock, sem, fair) = (fx.lock(), fx.sem(), fx.fair());
+    let (lease, sem_lease, ticket) = (&fx.lease, &fx.sem_lease, &fx.ticket);
+    let (request, success, other_tenant) = match (method, template) {
+        ("GET", "/v1/locks/{name}") => (http.get(url(format!("/v1/locks/{lock}"))), 200, 404),
+        ("GET", "/v1/locks") => (http.get(url("/v1/locks".into())), 200, 200),
+        // Another tenant's lock of that name is free there: not current, but answered.
+        ("POST", "/v1/locks/{name}/fence/check") => (
+            http.post(url(format!("/v1/locks/{lock}/fence/check")))
+                .json(&json!({"fencing_token": lease.fencing_token})),
+            200,
+            200,
+        ),
+        // The watches' streams are never read: the status is all a cell needs.
+        ("GET", "/v1/locks/{name}/leases/{lease_id}/watch") => (
+            http.get(url(format!("{}/watch", lease.path)))
+                .bearer_auth(&lease.token),
+            200,
+            404,
+        ),
+        ("GET", "/v1/semaphores/{name}/leases/{lease_id}/watch") => (
+            http.get(url(format!("{}/watch", sem_lease.path)))
+                .bearer_auth(&sem_lease.token),
+            200,
+            404,
+        ),
+        ("POST", "/v1/locks/{name}/leases") => (
+            http.post(url(format!("/v1/locks/new{}/leases", fx.n)))
+                .json(&json!({})),
+            201,
+            201,
+        ),
+        ("GET", "/v1/locks/{name}/leases/{lease_id}") => {
+            (http.get(url(lease.path.clone())), 200, 404)
+        }
+        ("DELETE", "/v1/locks/{name}/leases/{lease_id}") => (
+            http.delete(url(lease.path.clone()))
+                .bearer_auth(&lease.token),
+            200,
+            404,
+        ),
+        ("POST", "/v1/locks/{name}/leases/{lease_id}/heartbeat") => (
+            http.post(url(format!("{}/heartbeat", lease.path)))
+                .bearer_auth(&lease.token),
+            200,
+            404,
+        ),
+        ("POST", "/v1/locks/{name}/tickets/{ticket_id}") => (
+            http.post(url(format!("{}?wait_ms=0", ticket.path)))
+                .bearer_auth(&ticket.token),
+            202,
+            404,
+        ),
+        ("DELETE", "/v1/locks/{name}/tickets/{ticket_id}") => (
+            http.delete(url(ticket.path.clone()))
+                .bearer_auth(&ticket.token),
+            200,
+            404,
+        ),
+        ("GET", "/v1/semaphores/{name}") => {
+            (http.get(url(format!("/v1/semaphores/{sem}"))), 200, 404)
+        }
+        ("POST", "/v1/semaphores/{name}/leases") => (
+            http.post(url(format!("/v1/semaphores/{sem}/leases")))
+                .json(&json!({"limit": 5})),
+            201,
+            201,
+        ),
+        ("GET", "/v1/semaphores/{name}/leases/{lease_id}") => {
+            (http.get(url(sem_lease.path.clone())), 200, 404)
+        }
+        ("DELETE", "/v1/semaphores/{name}/leases/{lease_id}") => (
+            http.delete(url(sem_lease.path.clone()))
+                .bearer_auth(&sem_lease.token),
+            200,
+            404,
+        ),
+        ("POST", "/v1/semaphores/{name}/leases/{lease_id}/heartbeat") => (
+            http.post(url(format!("{}/heartbeat", sem_lease.path)))
+                .bearer_auth(&sem_lease.token),
+            200,
+            404,
+        ),
+        ("GET", "/v1/events") => (http.get(url("/v1/events".into())), 200, 200),
+        ("DELETE", "/v1/admin/locks/{name}") => (
+            http.delete(url(format!("/v1/admin/locks/{lock}?reason=matrix"))),
+            200,
+            200,
+        ),
+        ("DELETE", "/v1/admin/semaphores/{name}") => (
+            http.delete(url(format!("/v1/admin/semaphores/{sem}?reason=matrix"))),
+            200,
+            200,
+        ),
+        ("DELETE", "/v1/admin/locks/{name}/leases/{lease_id}") => (
+            http.delete(url(format!(
+                "/v1/admin/locks/{lock}/leases/{}?reason=matrix",
+                lease.id
+            ))),
+            200,
+            404,
+        ),
+        ("DELETE", "/v1/admin/semaphores/{name}/leases/{lease_id}") => (
+            http.delete(url(format!(
+                "/v1/admin/semaphores/{sem}/leases/{}?reason=matrix",
+                sem_lease.id
+            ))),
+            200,
+            404,
+        ),
+        ("PUT", "/v1/admin/semaphores/{name}/limit") => (
+            http.put(url(format!("/v1/admin/semaphores/{sem}/limit")))
+                .json(&json!({"limit": 6})),
+            200,
+            404,
+        ),
+        ("POST", "/v1/admin/keys") => (
+            http.post(url("/v1/admin/keys".into()))
+                .json(&json!({"name": format!("made-{}", fx.n)})),
+            201,
+            201,
+        ),
+        ("GET", "/v1/admin/keys") => (http.get(url("/v1/admin/keys".into())), 200, 200),
+        ("POST", "/v1/admin/keys/{key_id}/rotate") => (
+            http.post(url(format!("/v1/admin/keys/{}/rotate", fx.key_id))),
+            200,
+            404,
+        ),
+        ("DELETE", "/v1/admin/keys/{key_id}") => (
+            http.delete(url(format!("/v1/admin/keys/{}", fx.key_id))),
+            200,
+            404,
+        ),
+        ("GET", "/v1/admin/audit") => (http.get(url("/v1/admin/audit".into())), 200, 200),
+        // Every key here is a named tenant's; the metrics count every tenant's locks, so only
+        // the deployment's readers get them (tested in `input`).
+        ("GET", "/metrics") => (http.get(url("/metrics".into())), 403, 403),
+        ("GET", "/healthz") => (http.get(url("/healthz".into())), 200, 200),
+        ("GET", "/readyz") => (http.get(url("/readyz".into())), 200, 200),
+        ("GET", "/problems/{code}") => (http.get(url("/problems/lock_held".into())), 200, 200),
+        ("GET", "/openapi.json") => (http.get(url("/openapi.json".into())), 200, 200),
+        ("GET", "/openapi-3.0.json") => (http.get(url("/openapi-3.0.json".into())), 200, 200),
+        ("GET", "/docs/") => (http.get(url("/docs/".into())), 200, 200),
+        // The dashboard's pages.
+        ("GET", "/") => (http.get(url("/".into())), 200, 200),
+        ("GET", "/locks/{name}") => (http.get(url(format!("/locks/{lock}"))), 200, 404),
+        ("GET", "/events") => (http.get(url("/events".into())), 200, 200),
+        ("POST", "/locks/{name}/force-release") => (
+            http.post(url(format!("/locks/{fair}/force-release")))
+                .header("origin", view.url(""))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("confirm=yes"),
+            401,
+            401,
+        ),
+        ("POST", "/locks/{name}/evict") => (
+            http.post(url(format!("/locks/{lock}/evict")))
+                .header("origin", view.url(""))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("confirm=yes&lease_id={}", lease.id)),
+            401,
+            401,
+        ),
+        ("GET", "/login") => (http.get(url("/login".into())), 200, 200),
+        // Without an Origin: refused before the sign-in's own rate limit counts it (the
+        // sign-in itself is covered in dashboard/session.rs).
+        ("POST", "/login") => (
+            http.post(url("/login".into()))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("token=not-a-token"),
+            403,
+            403,
+        ),
+        ("POST", "/logout") => (
+            http.post(url("/logout".into()))
+                .header("origin", view.url(""))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("csrf=x"),
+            403,
+            403,
+        ),
+        ("GET", "/static/dashboard.css") => {
+            (http.get(url("/static/dashboard.css".into())), 200, 200)
+        }
+        ("GET", "/static/dashboard.js") => (http.get(url("/static/dashboard.js".into())), 200, 200),
+        _ => return None,
+    };
+    Some(Probe {
+        request,
+        success,
+        other_tenant,
+    })
+}
