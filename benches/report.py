@@ -593,6 +593,13 @@ def main():
             w(f"| {name} | {num(r['cycles_per_s'])} | {ms(r['acquire_ms']['p50'])} / {ms(r['acquire_ms']['p99'])} |")
     w("")
 
+    # Replica acknowledgements and failover: their own run (benches/replicas.sh), which
+    # writes benches/replicas.md.
+    replicas = Path(__file__).with_name("replicas.md")
+    if replicas.exists():
+        w(replicas.read_text().rstrip())
+        w("")
+
     # The measurements behind the code's shape: kept by hand in benches/why.md, not made by a run.
     why = Path(__file__).with_name("why.md")
     if why.exists():

@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
 use crate::check::FaultWindow;
-use crate::cluster::{Cluster, Persistence};
+use crate::cluster::{Cluster, Persistence, Return};
 use crate::workload::Shared;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,10 +38,19 @@ pub enum Fault {
     /// Redis at its `maxmemory` (`noeviction`) for 2 s: new leases are refused (503
     /// `redis_full`), every release, heartbeat and ticket leave must still be answered.
     RedisFull,
+    /// Sentinel mode: `kill -9` of the master; the Sentinels promote a replica, the
+    /// instances follow, the killed node comes back as a replica.
+    SentinelFailover,
+    /// Sentinel mode: the killed master restarts with its data right after the promotion,
+    /// a writable master until the Sentinels demote it; nothing may be written to it.
+    OldMasterReturns,
+    /// Sentinel mode: every replica SIGSTOPped for 3 s: with acks, grants are refused (503
+    /// `not_replicated`) and none may stand.
+    ReplicasStalled,
 }
 
 impl Fault {
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 13] = [
         Self::None,
         Self::RedisCrashAofAlways,
         Self::RedisCrashAofEverysec,
@@ -52,6 +61,9 @@ impl Fault {
         Self::SubscriberDrop,
         Self::Partition,
         Self::RedisFull,
+        Self::SentinelFailover,
+        Self::OldMasterReturns,
+        Self::ReplicasStalled,
     ];
 
     pub fn name(self) -> &'static str {
@@ -66,6 +78,9 @@ impl Fault {
             Self::SubscriberDrop => "subscriber-drop",
             Self::Partition => "partition",
             Self::RedisFull => "redis-full",
+            Self::SentinelFailover => "sentinel-failover",
+            Self::OldMasterReturns => "old-master-returns",
+            Self::ReplicasStalled => "replicas-stalled",
         }
     }
 
@@ -89,6 +104,13 @@ impl Fault {
             Self::SubscriberDrop => "CLIENT KILL TYPE pubsub three times while waiters park",
             Self::Partition => "iptables drops all packets between one instance and Redis for 3 s",
             Self::RedisFull => "Redis at its maxmemory (noeviction) for 2 s",
+            Self::SentinelFailover => {
+                "Sentinel mode (2 replicas, 3 Sentinels): master kill -9, a replica promoted, the old one back as a replica"
+            }
+            Self::OldMasterReturns => {
+                "Sentinel mode: master kill -9, restarted with its data as a master right after the promotion, until demoted"
+            }
+            Self::ReplicasStalled => "Sentinel mode: every replica SIGSTOP for 3 s",
         }
     }
 
@@ -103,14 +125,25 @@ impl Fault {
     pub fn needs_netns(self) -> bool {
         self == Self::Partition
     }
+
+    /// Runs against a master with replicas and Sentinels (the instances follow them).
+    pub fn sentinel_mode(self) -> bool {
+        matches!(
+            self,
+            Self::SentinelFailover | Self::OldMasterReturns | Self::ReplicasStalled
+        )
+    }
 }
 
 /// Injects `fault` in cycles until `shared.running` is cleared; returns the cluster and the
 /// windows the fault was on.
+/// `strict`: failovers count as losing nothing even without acks (to show, once, that the
+/// checkers catch what a failover without acks loses).
 pub async fn inject(
     fault: Fault,
     mut cluster: Cluster,
     shared: Arc<Shared>,
+    strict: bool,
 ) -> (Cluster, Vec<FaultWindow>) {
     let mut windows = Vec::new();
     let now = || shared.recorder.now();
@@ -208,6 +241,29 @@ pub async fn inject(
                     refuses_new: true,
                     ..window(fault.name(), false, false, start)
                 });
+            }
+            Fault::SentinelFailover | Fault::OldMasterReturns => {
+                let how = if fault == Fault::SentinelFailover {
+                    Return::AsReplica
+                } else {
+                    Return::AsMaster
+                };
+                if let Err(e) = cluster.fail_over(how).await {
+                    eprintln!("safety: failover: {e:#}");
+                }
+                // The instances follow within a second; the replicas resync.
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                // Without acks, the grants the old master had not sent on are lost: what
+                // the README says of that mode.
+                let lossy = cluster.replica_acks() == Some(0) && !strict;
+                windows.push(window(fault.name(), lossy, true, start));
+            }
+            Fault::ReplicasStalled => {
+                cluster.signal_replicas(Signal::SIGSTOP);
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                cluster.signal_replicas(Signal::SIGCONT);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                windows.push(window(fault.name(), false, true, start));
             }
             Fault::Partition => {
                 if let Err(e) = cluster.partition(true) {

@@ -63,7 +63,8 @@ struct Args {
     kinds: String,
     /// Faults to run (comma-separated names, or "all"): none, redis-crash-aof-always,
     /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
-    /// instance-kill-stop, subscriber-drop, partition, redis-full.
+    /// instance-kill-stop, subscriber-drop, partition, redis-full, and in Sentinel mode
+    /// sentinel-failover, old-master-returns, replicas-stalled.
     #[arg(long, default_value = "all")]
     fault: String,
     #[arg(long, value_enum, default_value_t = Tier::Smoke)]
@@ -102,6 +103,19 @@ struct Args {
     /// does this first.
     #[arg(long)]
     self_check: bool,
+    /// `--min-replica-acks` values the Sentinel-mode faults run with, each in turn (the
+    /// report shows them side by side).
+    #[arg(long, default_value = "1,0")]
+    replica_acks: String,
+    /// Count a failover without acks as losing nothing (to show the checkers catch what it
+    /// loses).
+    #[arg(long)]
+    strict_failover: bool,
+    /// Sentinel mode with instances that stay on the first master's address instead of
+    /// following the Sentinels (a client that never follows a failover; to show what the
+    /// faults catch).
+    #[arg(long)]
+    no_follow: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -109,6 +123,8 @@ struct Args {
 
 struct Outcome {
     fault: Fault,
+    /// Sentinel mode: the instances' `--min-replica-acks`.
+    acks: Option<u32>,
     report: Option<Report>,
     seconds: f64,
     skipped: Option<String>,
@@ -211,24 +227,42 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         admin: true,
         idempotency: !args.no_idempotency,
     };
+    let acks_values: Vec<u32> = args
+        .replica_acks
+        .split(',')
+        .map(|a| a.trim().parse().map_err(|_| anyhow::anyhow!("bad --replica-acks {a:?}")))
+        .collect::<Result<_, _>>()?;
+    let runs: Vec<(Fault, Option<u32>)> = faults
+        .iter()
+        .flat_map(|&f| {
+            if f.sentinel_mode() {
+                acks_values.iter().map(|&a| (f, Some(a))).collect::<Vec<_>>()
+            } else {
+                vec![(f, None)]
+            }
+        })
+        .collect();
     let mut outcomes = Vec::new();
-    for (n, fault) in faults.iter().copied().enumerate() {
+    for (n, (fault, acks)) in runs.iter().copied().enumerate() {
         if fault.needs_netns() && !cluster::can_partition() {
             let why = "needs root, iproute2 and iptables".to_owned();
             eprintln!("safety: {}: SKIPPED ({why})", fault.name());
             outcomes.push(Outcome {
                 fault,
+                acks,
                 report: None,
                 seconds: 0.0,
                 skipped: Some(why),
             });
             continue;
         }
-        let dir = root.join(fault.name());
+        let name = run_name(fault, acks);
+        let dir = root.join(&name);
         let started = Instant::now();
-        let report = run_fault(&args, &plan, &binary, fault, &dir, duration, n as u32).await?;
+        let report =
+            run_fault(&args, &plan, &binary, fault, acks, &dir, duration, n as u32).await?;
         let seconds = started.elapsed().as_secs_f64();
-        let label = format!("safety {}", fault.name());
+        let label = format!("safety {name}");
         print!("{}", check::render(&label, args.seed, &report, args.show));
         if !report.failed() && !args.keep && !args.dump {
             let _ = std::fs::remove_dir_all(&dir);
@@ -237,6 +271,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         }
         outcomes.push(Outcome {
             fault,
+            acks,
             report: Some(report),
             seconds,
             skipped: None,
@@ -263,11 +298,21 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
+/// A run's name: the fault's, with the acks of a Sentinel-mode run.
+fn run_name(fault: Fault, acks: Option<u32>) -> String {
+    match acks {
+        Some(a) => format!("{} (acks {a})", fault.name()),
+        None => fault.name().to_owned(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run_fault(
     args: &Args,
     plan: &Plan,
     binary: &std::path::Path,
     fault: Fault,
+    acks: Option<u32>,
     dir: &std::path::Path,
     duration: Duration,
     tag: u32,
@@ -280,8 +325,19 @@ async fn run_fault(
         args.instances,
         fault.needs_netns(),
         std::process::id() % 50 + tag,
+        acks.map(|acks| cluster::HaPlan {
+            replicas: 2,
+            sentinels: 3,
+            acks,
+            follow: !args.no_follow,
+        }),
     )
     .await?;
+    // The Redisson-layout sessions talk to one Redis address; in Sentinel mode it moves.
+    let mut plan = plan.clone();
+    if acks.is_some() {
+        plan.redisson = false;
+    }
     let shared = Arc::new(Shared {
         plan: plan.clone(),
         targets: cluster.targets.clone(),
@@ -291,7 +347,12 @@ async fn run_fault(
         running: AtomicBool::new(true),
         pausing: AtomicBool::new(false),
     });
-    let injector = tokio::spawn(faults::inject(fault, cluster, shared.clone()));
+    let injector = tokio::spawn(faults::inject(
+        fault,
+        cluster,
+        shared.clone(),
+        args.strict_failover,
+    ));
     let clients: Vec<_> = (0..plan.clients)
         .map(|id| tokio::spawn(Client::new(id, args.seed, shared.clone()).run()))
         .collect();
@@ -341,7 +402,10 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
          across a Redis data loss are listed apart, as the README's guarantees say they can \
          happen. \"Semantic\" counts broken promises of the API (a replay that is not the first \
          answer, a release of one level that lets the lock go, `all=true` leaving levels), \
-         except across a data loss.\n",
+         except across a data loss. The Sentinel-mode faults run against a master with 2 replicas \
+         and 3 Sentinels, once with each `--min-replica-acks` (the instances' replica \
+         acknowledgements): without acks a failover may lose grants (counted across data \
+         loss); with them it may not.\n",
         args.seed, args.clients, args.names, args.instances, args.clients, args.names
     );
     let _ = writeln!(
@@ -358,7 +422,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
                 let _ = writeln!(
                     md,
                     "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} | {} ({:.0} s) |",
-                    o.fault.name(),
+                    run_name(o.fault, o.acks),
                     o.fault.describe(),
                     r.ops,
                     r.acquisitions,
@@ -379,7 +443,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
                 let _ = writeln!(
                     md,
                     "| {} | {} | – | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
-                    o.fault.name(),
+                    run_name(o.fault, o.acks),
                     o.fault.describe(),
                     why.as_deref().unwrap_or("?")
                 );

@@ -6,6 +6,7 @@
 //! Everything is torn down on drop: children killed, the namespace, veth and rules deleted.
 //! The children also die with the harness when it is killed and drops nothing (see [`guarded`]).
 
+mod ha;
 mod netns;
 
 use std::ffi::OsStr;
@@ -20,6 +21,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
+pub use self::ha::{HaPlan, Return};
 pub use self::netns::can_partition;
 use self::netns::{Netns, sh};
 
@@ -76,6 +78,8 @@ struct RedisProc {
     binds: Vec<String>,
     persistence: Persistence,
     dir: PathBuf,
+    /// A replica of the master on this port (Sentinel mode).
+    replica_of: Option<u16>,
 }
 
 impl RedisProc {
@@ -105,6 +109,11 @@ impl RedisProc {
             .arg(&self.dir)
             .args(["--save", "", "--auto-aof-rewrite-percentage", "0"])
             .args(["--logfile", "redis.log"]);
+        if let Some(master) = self.replica_of {
+            cmd.args(["--replicaof", "127.0.0.1"]).arg(master.to_string());
+        }
+        // Replicas link at once instead of after the 5 s default.
+        cmd.args(["--repl-diskless-sync-delay", "0"]);
         match self.persistence {
             Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
             Persistence::AofEverysec => {
@@ -166,6 +175,8 @@ pub struct Cluster {
     instances: Vec<InstanceProc>,
     netns: Option<Netns>,
     partitioned: bool,
+    /// Sentinel mode: the replicas and Sentinels (`redis` is always the current master).
+    ha: Option<ha::Ha>,
     pub targets: Arc<Targets>,
     /// AOF incr-file sizes sampled over time, to cut the last second off as a power loss would.
     aof_sizes: Vec<(Instant, u64)>,
@@ -187,6 +198,7 @@ impl Cluster {
         instances: usize,
         partitionable: bool,
         tag: u32,
+        ha_plan: Option<HaPlan>,
     ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let netns = if partitionable {
@@ -204,14 +216,20 @@ impl Cluster {
             binds,
             persistence,
             dir: dir.to_owned(),
+            replica_of: None,
         };
         redis.start().await?;
+        let ha = match ha_plan {
+            Some(plan) => Some(ha::Ha::start(dir, &redis, plan).await?),
+            None => None,
+        };
         let mut cluster = Self {
             binary: binary.to_owned(),
             redis,
             instances: Vec::new(),
             netns,
             partitioned: false,
+            ha,
             targets: Arc::new(Targets::default()),
             aof_sizes: Vec::new(),
         };
@@ -261,7 +279,12 @@ impl Cluster {
             }
             _ => guarded(&self.binary),
         };
-        cmd.args(["serve", "--listen", &listen, "--redis-url", &redis_url])
+        cmd.args(["serve", "--listen", &listen]);
+        match &self.ha {
+            Some(ha) => cmd.args(ha.serve_args()),
+            None => cmd.args(["--redis-url", &redis_url]),
+        };
+        cmd
             .args(["--log-format", "json", "--min-ttl-ms", "100"])
             .args(["--ticket-timeout-ms", "1000", "--admin-token", ADMIN_TOKEN])
             // The clients call without a key; the instance in the partition's namespace
@@ -414,6 +437,9 @@ impl Cluster {
         }
         self.redis.signal(Signal::SIGCONT);
         self.redis.kill9().await;
+        if let Some(ha) = self.ha.take() {
+            ha.stop().await;
+        }
         let _ = self.partition(false);
     }
 }

@@ -1,0 +1,324 @@
+//! Sentinel mode for the harness: the master (`Cluster::redis`), its replicas and three
+//! Sentinels, all `redis-server` on loopback, and the failovers the HA faults cause. The
+//! instances follow the Sentinels (`--redis-sentinel`) and wait for `acks` replicas.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use nix::sys::signal::Signal;
+use tokio::process::Child;
+
+use super::{Cluster, RedisProc, free_port, guarded};
+
+/// The name the Sentinels monitor the master under.
+pub const MASTER_NAME: &str = "safety";
+
+/// What a Sentinel-mode run starts.
+#[derive(Debug, Clone, Copy)]
+pub struct HaPlan {
+    pub replicas: usize,
+    pub sentinels: usize,
+    /// `--min-replica-acks` of the instances.
+    pub acks: u32,
+    /// The instances follow the Sentinels; `false`: they stay on the first master's address
+    /// (`--redis-url`), as a client that never follows a failover (to show what the faults
+    /// catch).
+    pub follow: bool,
+}
+
+struct SentinelProc {
+    child: Option<Child>,
+    port: u16,
+}
+
+pub(super) struct Ha {
+    /// The first master's port.
+    first_master: u16,
+    replicas: Vec<RedisProc>,
+    sentinels: Vec<SentinelProc>,
+    plan: HaPlan,
+}
+
+impl Ha {
+    /// Starts the replicas of `master` (linked when this returns) and the Sentinels (which
+    /// have seen every replica when this returns).
+    pub(super) async fn start(dir: &Path, master: &RedisProc, plan: HaPlan) -> anyhow::Result<Self> {
+        let mut replicas = Vec::new();
+        for i in 0..plan.replicas {
+            let node_dir = dir.join(format!("replica-{i}"));
+            std::fs::create_dir_all(&node_dir)?;
+            let mut replica = RedisProc {
+                child: None,
+                port: free_port()?,
+                binds: vec!["127.0.0.1".to_owned()],
+                persistence: master.persistence,
+                dir: node_dir,
+                replica_of: Some(master.port),
+            };
+            replica.start().await?;
+            replicas.push(replica);
+        }
+        for replica in &replicas {
+            wait_for(Duration::from_secs(20), "a replica to link", || async {
+                info(replica.port, "replication")
+                    .await
+                    .contains("master_link_status:up")
+            })
+            .await?;
+        }
+        let mut sentinels = Vec::new();
+        for i in 0..plan.sentinels {
+            let port = free_port()?;
+            let sentinel_dir = dir.join(format!("sentinel-{i}"));
+            std::fs::create_dir_all(&sentinel_dir)?;
+            let conf = sentinel_dir.join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\nlogfile sentinel.log\n\
+                     sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
+                     sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                     sentinel failover-timeout {MASTER_NAME} 3000\n\
+                     sentinel parallel-syncs {MASTER_NAME} 1\n",
+                    sentinel_dir.display(),
+                    master.port
+                ),
+            )?;
+            let mut cmd = guarded("redis-server");
+            cmd.arg(&conf)
+                .arg("--sentinel")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true);
+            let child = cmd.spawn().context("cannot start a Sentinel")?;
+            sentinels.push(SentinelProc {
+                child: Some(child),
+                port,
+            });
+        }
+        let peers = plan.sentinels.saturating_sub(1);
+        for sentinel in &sentinels {
+            wait_for(Duration::from_secs(20), "the Sentinels to see the replicas", || {
+                sees(sentinel.port, plan.replicas, peers)
+            })
+            .await?;
+        }
+        Ok(Self {
+            first_master: master.port,
+            replicas,
+            sentinels,
+            plan,
+        })
+    }
+
+    /// The flags that point an instance at the Sentinels.
+    pub(super) fn serve_args(&self) -> Vec<String> {
+        let acks = [
+            "--min-replica-acks".into(),
+            self.plan.acks.to_string(),
+            "--replica-ack-timeout-ms".into(),
+            "500".into(),
+        ];
+        if !self.plan.follow {
+            let mut args = vec![
+                "--redis-url".into(),
+                format!("redis://127.0.0.1:{}", self.first_master),
+            ];
+            args.extend(acks);
+            return args;
+        }
+        let sentinels = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut args = vec![
+            "--redis-sentinel".into(),
+            sentinels,
+            "--redis-master-name".into(),
+            MASTER_NAME.into(),
+        ];
+        args.extend(acks);
+        args
+    }
+
+    /// The master's port as the Sentinels name it (the most named).
+    async fn named_master(&self) -> Option<u16> {
+        let mut votes = std::collections::HashMap::<u16, usize>::new();
+        for sentinel in &self.sentinels {
+            let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{}", sentinel.port))
+            else {
+                continue;
+            };
+            let ask = async {
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(MASTER_NAME)
+                    .query_async::<Option<(String, u16)>>(&mut conn)
+                    .await
+            };
+            if let Ok(Ok(Some((_, port)))) =
+                tokio::time::timeout(Duration::from_millis(500), ask).await
+            {
+                *votes.entry(port).or_default() += 1;
+            }
+        }
+        votes.into_iter().max_by_key(|(_, n)| *n).map(|(port, _)| port)
+    }
+
+    pub(super) async fn stop(mut self) {
+        for replica in &mut self.replicas {
+            replica.signal(Signal::SIGCONT);
+            replica.kill9().await;
+        }
+        for sentinel in &mut self.sentinels {
+            if let Some(mut child) = sentinel.child.take() {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+        }
+    }
+}
+
+/// How a killed master comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Return {
+    /// Once the Sentinels promoted a replica, as a replica of it.
+    AsReplica,
+    /// Right after the promotion, with its data and its old configuration: a master, and
+    /// writable until the Sentinels demote it.
+    AsMaster,
+}
+
+impl Cluster {
+    fn ha(&mut self) -> anyhow::Result<&mut Ha> {
+        self.ha.as_mut().context("not in Sentinel mode")
+    }
+
+    /// `kill -9` of the master; once the Sentinels name another node, that node becomes
+    /// `redis` and the killed one comes back as `how` says. Returns how long the Sentinels
+    /// took.
+    pub async fn fail_over(&mut self, how: Return) -> anyhow::Result<Duration> {
+        let old_port = self.redis.port;
+        let killed = Instant::now();
+        self.redis.kill9().await;
+        let new_port = {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(port) = self.ha()?.named_master().await
+                    && port != old_port
+                {
+                    break port;
+                }
+                if Instant::now() > deadline {
+                    bail!("the Sentinels named no new master within 30 s");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let took = killed.elapsed();
+        let ha = self.ha()?;
+        let Some(k) = ha.replicas.iter().position(|r| r.port == new_port) else {
+            bail!("the Sentinels named {new_port}, which is no replica of this run");
+        };
+        std::mem::swap(&mut self.redis, &mut self.ha()?.replicas[k]);
+        self.redis.replica_of = None;
+        // The old master now sits in the replicas' list.
+        let old = &mut self.ha()?.replicas[k];
+        old.replica_of = match how {
+            Return::AsReplica => Some(new_port),
+            Return::AsMaster => None,
+        };
+        old.start().await?;
+        if how == Return::AsMaster {
+            // Sentinel demotes it (a few seconds); from then on it follows the new master.
+            let port = old.port;
+            wait_for(Duration::from_secs(30), "the old master to be demoted", || async move {
+                info(port, "replication").await.contains("role:slave")
+            })
+            .await?;
+            self.ha()?.replicas[k].replica_of = Some(new_port);
+        }
+        for replica in &self.ha()?.replicas {
+            replica.signal(Signal::SIGCONT);
+        }
+        Ok(took)
+    }
+
+    /// SIGSTOP (or SIGCONT) to every replica.
+    pub fn signal_replicas(&mut self, signal: Signal) {
+        if let Ok(ha) = self.ha() {
+            for replica in &ha.replicas {
+                replica.signal(signal);
+            }
+        }
+    }
+
+    /// Whether this run follows Sentinels, and the acks its instances ask for.
+    pub fn replica_acks(&self) -> Option<u32> {
+        self.ha.as_ref().map(|ha| ha.plan.acks)
+    }
+}
+
+async fn info(port: u16, section: &str) -> String {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+        return String::new();
+    };
+    let read = async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("INFO")
+            .arg(section)
+            .query_async::<String>(&mut conn)
+            .await
+    };
+    match tokio::time::timeout(Duration::from_millis(500), read).await {
+        Ok(Ok(text)) => text,
+        _ => String::new(),
+    }
+}
+
+async fn sees(port: u16, replicas: usize, peers: usize) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+        return false;
+    };
+    let read = async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(MASTER_NAME)
+            .query_async::<Vec<String>>(&mut conn)
+            .await
+    };
+    let Ok(Ok(fields)) = tokio::time::timeout(Duration::from_millis(500), read).await else {
+        return false;
+    };
+    let field = |name: &str| {
+        fields
+            .chunks(2)
+            .find(|kv| kv[0] == name)
+            .and_then(|kv| kv.get(1))
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    field("num-slaves") >= replicas && field("num-other-sentinels") >= peers
+}
+
+async fn wait_for<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        if started.elapsed() > limit {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
