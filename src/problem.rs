@@ -357,7 +357,11 @@ impl From<LockError> for Problem {
                 Problem::new(ProblemKind::Internal, "internal error")
             }
             LockError::NotReplicated { acked, required } => {
-                tracing::warn!(acked, required, "too few Redis replicas acknowledged a change");
+                tracing::warn!(
+                    acked,
+                    required,
+                    "too few Redis replicas acknowledged a change"
+                );
                 Problem::new(
                     ProblemKind::NotReplicated,
                     format!(

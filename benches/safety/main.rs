@@ -230,13 +230,20 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let acks_values: Vec<u32> = args
         .replica_acks
         .split(',')
-        .map(|a| a.trim().parse().map_err(|_| anyhow::anyhow!("bad --replica-acks {a:?}")))
+        .map(|a| {
+            a.trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("bad --replica-acks {a:?}"))
+        })
         .collect::<Result<_, _>>()?;
     let runs: Vec<(Fault, Option<u32>)> = faults
         .iter()
         .flat_map(|&f| {
             if f.sentinel_mode() {
-                acks_values.iter().map(|&a| (f, Some(a))).collect::<Vec<_>>()
+                acks_values
+                    .iter()
+                    .map(|&a| (f, Some(a)))
+                    .collect::<Vec<_>>()
             } else {
                 vec![(f, None)]
             }

@@ -34,7 +34,10 @@ pub async fn scrape(caller: Caller<ReaderRole>, State(state): State<AppState>) -
         .into_response();
     }
     let redis_up = state.locks.ping().await.is_ok();
-    state.metrics.sampled.record_redis(&state.locks.redis_status());
+    state
+        .metrics
+        .sampled
+        .record_redis(&state.locks.redis_status());
     if redis_up && let Ok(memory) = state.locks.redis_memory().await {
         state.metrics.sampled.record_memory(&memory);
     }

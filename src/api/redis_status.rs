@@ -5,8 +5,8 @@ use axum::Json;
 use axum::extract::State;
 
 use crate::auth::{AdminRole, Caller};
+use crate::locks::RedisStatus;
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
-use crate::redis::RedisStatus;
 use crate::state::AppState;
 
 #[utoipa::path(

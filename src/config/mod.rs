@@ -30,6 +30,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at start-up and taken apart at once: its size never matters.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the lock service.
     Serve(ServeArgs),

@@ -111,8 +111,13 @@ pub struct ServeArgs {
     /// Redis Sentinels (host:port, comma-separated) that name the master to keep lock state
     /// in, followed through every failover; with --redis-master-name, instead of
     /// --redis-url.
-    #[arg(long, env = "LEASEHOLD_REDIS_SENTINEL", value_delimiter = ',',
-          conflicts_with = "redis_url", requires = "redis_master_name")]
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_SENTINEL",
+        value_delimiter = ',',
+        conflicts_with = "redis_url",
+        requires = "redis_master_name"
+    )]
     pub redis_sentinel: Vec<String>,
 
     /// The name the Sentinels monitor the master under (`sentinel monitor NAME ...`).
@@ -120,7 +125,11 @@ pub struct ServeArgs {
     pub redis_master_name: Option<String>,
 
     /// The Sentinels' password (their `requirepass`), if they have one.
-    #[arg(long, env = "LEASEHOLD_REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_SENTINEL_PASSWORD",
+        hide_env_values = true
+    )]
     pub redis_sentinel_password: Option<String>,
 
     /// The data nodes' ACL user and password in Sentinel mode (with --redis-url, put them
@@ -147,7 +156,11 @@ pub struct ServeArgs {
     pub min_replica_acks: AckRule,
 
     /// How long a grant waits for its replica acknowledgements, in ms.
-    #[arg(long, env = "LEASEHOLD_REPLICA_ACK_TIMEOUT_MS", default_value_t = 1_000)]
+    #[arg(
+        long,
+        env = "LEASEHOLD_REPLICA_ACK_TIMEOUT_MS",
+        default_value_t = 1_000
+    )]
     pub replica_ack_timeout_ms: u64,
 
     /// Connections kept for calls that wait for replicas (WAIT blocks its connection, so

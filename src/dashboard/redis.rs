@@ -10,8 +10,8 @@ use super::error::{PageResult, render};
 use super::format::ago;
 use super::viewer::{Nav, Viewer, viewer};
 use crate::auth::Peer;
+use crate::locks::RedisStatus;
 use crate::locks::{Timestamp, wall_ms};
-use crate::redis::RedisStatus;
 use crate::state::AppState;
 
 /// `GET /redis`.

@@ -56,7 +56,7 @@ pub use self::types::{
 };
 use self::wakeups::Waiters;
 use crate::redis::{Acked, Redis};
-pub use crate::redis::{MemoryState, RedisMemory};
+pub use crate::redis::{MemoryState, RedisMemory, RedisStatus};
 
 /// Settings of the lock domain that do not change while the service runs.
 #[derive(Debug, Clone)]

@@ -204,7 +204,7 @@ impl Sampled {
     }
 
     /// The Redis topology's figures at this scrape.
-    pub fn record_redis(&self, status: &crate::redis::RedisStatus) {
+    pub fn record_redis(&self, status: &crate::locks::RedisStatus) {
         let r = &self.redis;
         r.master_known.set(i64::from(status.master.is_some()));
         let online = status.replication.as_ref().map_or(0, |rep| rep.online());
@@ -215,7 +215,10 @@ impl Sampled {
         let catch_up = |counter: &Counter, to: u64| {
             counter.inc_by(to.saturating_sub(counter.get()));
         };
-        catch_up(&r.failovers, status.sentinel.as_ref().map_or(0, |s| s.failovers));
+        catch_up(
+            &r.failovers,
+            status.sentinel.as_ref().map_or(0, |s| s.failovers),
+        );
         catch_up(&r.ack_waits, status.acks.waits);
         catch_up(&r.not_replicated, status.acks.not_replicated);
         let masterless = status

@@ -159,7 +159,9 @@ impl Redis {
     /// The master's address, as far as this process knows it.
     pub fn master_addr(&self) -> Option<String> {
         match &self.link {
-            Link::Standalone { client, .. } => Some(client.get_connection_info().addr().to_string()),
+            Link::Standalone { client, .. } => {
+                Some(client.get_connection_info().addr().to_string())
+            }
             Link::Sentinel(follower) => follower.master().map(|m| m.addr),
         }
     }
@@ -206,7 +208,9 @@ impl Redis {
         shutdown: CancellationToken,
     ) -> (Arc<SubscriberStatus>, JoinHandle<()>) {
         let source = match &self.link {
-            Link::Standalone { client, .. } => subscriber::Source::Fixed((**client).clone()),
+            Link::Standalone { client, .. } => {
+                subscriber::Source::Fixed(Box::new((**client).clone()))
+            }
             Link::Sentinel(follower) => subscriber::Source::Following(follower.watch()),
         };
         subscriber::spawn(source, topics, routes, shutdown)

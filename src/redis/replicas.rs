@@ -255,9 +255,33 @@ mod tests {
 
     #[test]
     fn a_grant_is_short_below_the_required_count() {
-        assert!(Acked { acked: 0, required: 1 }.short());
-        assert!(!Acked { acked: 1, required: 1 }.short());
-        assert!(!Acked { acked: 2, required: 1 }.short());
-        assert!(!Acked { acked: 0, required: 0 }.short());
+        assert!(
+            Acked {
+                acked: 0,
+                required: 1
+            }
+            .short()
+        );
+        assert!(
+            !Acked {
+                acked: 1,
+                required: 1
+            }
+            .short()
+        );
+        assert!(
+            !Acked {
+                acked: 2,
+                required: 1
+            }
+            .short()
+        );
+        assert!(
+            !Acked {
+                acked: 0,
+                required: 0
+            }
+            .short()
+        );
     }
 }

@@ -84,7 +84,7 @@ impl SubscriberStatus {
 /// Where the subscriber connects: the one server, or the master the Sentinels name now (it
 /// moves with every failover, and reconnects).
 pub(super) enum Source {
-    Fixed(::redis::Client),
+    Fixed(Box<::redis::Client>),
     Following(tokio::sync::watch::Receiver<Option<super::sentinel::Master>>),
 }
 
@@ -92,7 +92,7 @@ impl Source {
     /// The client to subscribe with, waiting for a master to be known.
     async fn client(&mut self) -> ::redis::Client {
         match self {
-            Self::Fixed(client) => client.clone(),
+            Self::Fixed(client) => (**client).clone(),
             Self::Following(rx) => loop {
                 if let Some(master) = rx.borrow_and_update().as_ref() {
                     return (*master.client).clone();
@@ -163,8 +163,7 @@ async fn run(
                 for route in &routes {
                     route.connected();
                 }
-                let stopped =
-                    listen(pubsub, &topics.gated, &routes, &mut source, &shutdown).await;
+                let stopped = listen(pubsub, &topics.gated, &routes, &mut source, &shutdown).await;
                 status.connected.store(false, Ordering::Relaxed);
                 for gated in &topics.gated {
                     gated.gate.set_lost();

@@ -55,15 +55,18 @@ impl ServerConfig {
                 url: redis_url,
                 ca_file: args.redis_ca_file.clone(),
                 timeout: Duration::from_millis(args.redis_timeout_ms),
-                sentinel: args.redis_master_name.as_ref().map(|name| SentinelSettings {
-                    sentinels: args.redis_sentinel.clone(),
-                    master_name: name.clone(),
-                    sentinel_password: args.redis_sentinel_password.clone(),
-                    username: args.redis_username.clone(),
-                    password: args.redis_password.clone(),
-                    tls: args.redis_tls,
-                    db: args.redis_db,
-                }),
+                sentinel: args
+                    .redis_master_name
+                    .as_ref()
+                    .map(|name| SentinelSettings {
+                        sentinels: args.redis_sentinel.clone(),
+                        master_name: name.clone(),
+                        sentinel_password: args.redis_sentinel_password.clone(),
+                        username: args.redis_username.clone(),
+                        password: args.redis_password.clone(),
+                        tls: args.redis_tls,
+                        db: args.redis_db,
+                    }),
                 acks: AckSettings {
                     rule: args.min_replica_acks,
                     timeout: Duration::from_millis(args.replica_ack_timeout_ms),

@@ -44,7 +44,11 @@ pub(super) struct Ha {
 impl Ha {
     /// Starts the replicas of `master` (linked when this returns) and the Sentinels (which
     /// have seen every replica when this returns).
-    pub(super) async fn start(dir: &Path, master: &RedisProc, plan: HaPlan) -> anyhow::Result<Self> {
+    pub(super) async fn start(
+        dir: &Path,
+        master: &RedisProc,
+        plan: HaPlan,
+    ) -> anyhow::Result<Self> {
         let mut replicas = Vec::new();
         for i in 0..plan.replicas {
             let node_dir = dir.join(format!("replica-{i}"));
@@ -67,6 +71,28 @@ impl Ha {
                     .contains("master_link_status:up")
             })
             .await?;
+        }
+        // Acknowledging on the master's side too: after a diskless sync the master streams
+        // nothing to a replica (so WAIT cannot count it) until its first ack, up to a
+        // second later. A write every replica acknowledged says they are there.
+        let mut conn = redis::Client::open(master.url())?
+            .get_multiplexed_async_connection()
+            .await?;
+        redis::cmd("SET")
+            .arg("safety:linked")
+            .arg(1)
+            .query_async::<()>(&mut conn)
+            .await?;
+        let acked: usize = redis::cmd("WAIT")
+            .arg(plan.replicas)
+            .arg(20_000)
+            .query_async(&mut conn)
+            .await?;
+        if acked < plan.replicas {
+            bail!(
+                "only {acked} of {} replicas acknowledged a write",
+                plan.replicas
+            );
         }
         let mut sentinels = Vec::new();
         for i in 0..plan.sentinels {
@@ -101,9 +127,11 @@ impl Ha {
         }
         let peers = plan.sentinels.saturating_sub(1);
         for sentinel in &sentinels {
-            wait_for(Duration::from_secs(20), "the Sentinels to see the replicas", || {
-                sees(sentinel.port, plan.replicas, peers)
-            })
+            wait_for(
+                Duration::from_secs(20),
+                "the Sentinels to see the replicas",
+                || sees(sentinel.port, plan.replicas, peers),
+            )
             .await?;
         }
         Ok(Self {
@@ -168,7 +196,10 @@ impl Ha {
                 *votes.entry(port).or_default() += 1;
             }
         }
-        votes.into_iter().max_by_key(|(_, n)| *n).map(|(port, _)| port)
+        votes
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(port, _)| port)
     }
 
     pub(super) async fn stop(mut self) {
@@ -226,7 +257,10 @@ impl Cluster {
         let Some(k) = ha.replicas.iter().position(|r| r.port == new_port) else {
             bail!("the Sentinels named {new_port}, which is no replica of this run");
         };
-        std::mem::swap(&mut self.redis, &mut self.ha()?.replicas[k]);
+        let Some(ha) = self.ha.as_mut() else {
+            bail!("not in Sentinel mode");
+        };
+        std::mem::swap(&mut self.redis, &mut ha.replicas[k]);
         self.redis.replica_of = None;
         // The old master now sits in the replicas' list.
         let old = &mut self.ha()?.replicas[k];
@@ -238,9 +272,11 @@ impl Cluster {
         if how == Return::AsMaster {
             // Sentinel demotes it (a few seconds); from then on it follows the new master.
             let port = old.port;
-            wait_for(Duration::from_secs(30), "the old master to be demoted", || async move {
-                info(port, "replication").await.contains("role:slave")
-            })
+            wait_for(
+                Duration::from_secs(30),
+                "the old master to be demoted",
+                || async move { info(port, "replication").await.contains("role:slave") },
+            )
             .await?;
             self.ha()?.replicas[k].replica_of = Some(new_port);
         }

@@ -110,7 +110,8 @@ impl RedisProc {
             .args(["--save", "", "--auto-aof-rewrite-percentage", "0"])
             .args(["--logfile", "redis.log"]);
         if let Some(master) = self.replica_of {
-            cmd.args(["--replicaof", "127.0.0.1"]).arg(master.to_string());
+            cmd.args(["--replicaof", "127.0.0.1"])
+                .arg(master.to_string());
         }
         // Replicas link at once instead of after the 5 s default.
         cmd.args(["--repl-diskless-sync-delay", "0"]);
@@ -284,8 +285,7 @@ impl Cluster {
             Some(ha) => cmd.args(ha.serve_args()),
             None => cmd.args(["--redis-url", &redis_url]),
         };
-        cmd
-            .args(["--log-format", "json", "--min-ttl-ms", "100"])
+        cmd.args(["--log-format", "json", "--min-ttl-ms", "100"])
             .args(["--ticket-timeout-ms", "1000", "--admin-token", ADMIN_TOKEN])
             // The clients call without a key; the instance in the partition's namespace
             // listens on a non-loopback address, where anonymous callers need this.

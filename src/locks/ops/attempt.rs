@@ -154,12 +154,9 @@ impl Locks {
                 Ok(Outcome::Granted(grant(g, shown, true, replicas_acked)?))
             }
             // Its event came with the reply (`ev`): the history has it too.
-            AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(
-                g,
-                None,
-                false,
-                replicas_acked,
-            )?)),
+            AcquireReply::Reentered(g) => {
+                Ok(Outcome::Granted(grant(g, None, false, replicas_acked)?))
+            }
             AcquireReply::Held {
                 pttl,
                 holder_id,
@@ -240,7 +237,10 @@ impl Locks {
             mode,
             idempotency: None,
         };
-        if let Err(e) = self.release_how(Resource::Lock, name, lease, token, how).await {
+        if let Err(e) = self
+            .release_how(Resource::Lock, name, lease, token, how)
+            .await
+        {
             tracing::warn!(lock = %name, error = %e, "could not give back an unreplicated reentry");
         }
     }

@@ -52,14 +52,14 @@ impl Locks {
                         required: a.required,
                     }),
                     _ => Ok(Renewal {
-                    lease_id,
-                    reentry_count,
-                    fencing_token: FencingToken(fencing_token),
-                    ttl_ms,
-                    expires_at: Timestamp(now_ms).plus(ttl_ms),
-                    slack_ms,
-                    replicas_acked: acked.map(|a| a.acked),
-                }),
+                        lease_id,
+                        reentry_count,
+                        fencing_token: FencingToken(fencing_token),
+                        ttl_ms,
+                        expires_at: Timestamp(now_ms).plus(ttl_ms),
+                        slack_ms,
+                        replicas_acked: acked.map(|a| a.acked),
+                    }),
                 }
             }
             RenewReply::Refused(r) => Err(LockError::from(r)),

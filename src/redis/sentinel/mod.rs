@@ -176,10 +176,7 @@ impl Follower {
 
     /// The failovers seen, oldest first.
     pub fn switches(&self) -> Vec<Switch> {
-        self.switches
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_default()
+        self.switches.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// Follows the master until `shutdown`: asks the Sentinels every second, at once when

@@ -190,9 +190,18 @@ mod tests {
 
     #[test]
     fn addresses_split_into_host_and_port() {
-        assert_eq!(host_port("127.0.0.1:26379").unwrap(), ("127.0.0.1".into(), 26379));
-        assert_eq!(host_port("[::1]:26379").unwrap(), ("::1".into(), 26379));
-        assert_eq!(host_port("sentinel-a:5000").unwrap(), ("sentinel-a".into(), 5000));
+        assert_eq!(
+            host_port("127.0.0.1:26379").expect("valid"),
+            ("127.0.0.1".into(), 26379)
+        );
+        assert_eq!(
+            host_port("[::1]:26379").expect("valid"),
+            ("::1".into(), 26379)
+        );
+        assert_eq!(
+            host_port("sentinel-a:5000").expect("valid"),
+            ("sentinel-a".into(), 5000)
+        );
         for bad in ["", "host", ":26379", "host:port", "host:70000"] {
             assert!(host_port(bad).is_err(), "{bad:?}");
         }

@@ -94,10 +94,28 @@ impl Topology {
             replica.start();
             linked.push(replica);
         }
+        // Linked on the replica's side, and acknowledging on the master's: after a diskless
+        // sync the master streams nothing to a replica (no GETACK, so WAIT cannot count it)
+        // until the replica's first acknowledgement, up to a second later.
         for replica in &linked {
             wait_for(Duration::from_secs(15), "the replica to link", || {
                 info(replica.port, "replication").contains("master_link_status:up")
             });
+        }
+        // A write every replica acknowledged (WAIT returns at once after their first ack).
+        if replicas > 0 {
+            let mut conn = master.client().get_connection().expect("the master");
+            let _: () = redis::cmd("SET")
+                .arg("fixture:linked")
+                .arg(1)
+                .query(&mut conn)
+                .expect("SET");
+            let acked: usize = redis::cmd("WAIT")
+                .arg(replicas)
+                .arg(15_000)
+                .query(&mut conn)
+                .expect("WAIT");
+            assert_eq!(acked, replicas, "the replicas never acknowledged");
         }
         let mut watching = Vec::new();
         for _ in 0..sentinels {
@@ -106,9 +124,11 @@ impl Topology {
             watching.push(sentinel);
         }
         for sentinel in &watching {
-            wait_for(Duration::from_secs(15), "the Sentinels to see every replica", || {
-                sentinel_sees(sentinel.port, replicas, sentinels - 1)
-            });
+            wait_for(
+                Duration::from_secs(15),
+                "the Sentinels to see every replica",
+                || sentinel_sees(sentinel.port, replicas, sentinels - 1),
+            );
         }
         Self {
             master,
@@ -204,8 +224,8 @@ pub fn info(port: u16, section: &str) -> String {
 }
 
 fn sentinel_sees(port: u16, replicas: usize, peers: usize) -> bool {
-    let Ok(mut conn) = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .and_then(|c| c.get_connection())
+    let Ok(mut conn) =
+        redis::Client::open(format!("redis://127.0.0.1:{port}")).and_then(|c| c.get_connection())
     else {
         return false;
     };

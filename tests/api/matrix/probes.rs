@@ -200,6 +200,11 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             404,
         ),
         ("GET", "/v1/admin/audit") => (http.get(url("/v1/admin/audit".into())), 200, 200),
+        // The deployment's Redis (addresses) is for the default tenant's admins; every key
+        // here is a named tenant's (the admin token's 200 is tested in `replication`).
+        ("GET", "/v1/admin/redis") => (http.get(url("/v1/admin/redis".into())), 403, 403),
+        // The page answers every viewer; a named tenant's sees that it is not theirs.
+        ("GET", "/redis") => (http.get(url("/redis".into())), 200, 200),
         // Every key here is a named tenant's; the metrics count every tenant's locks, so only
         // the deployment's readers get them (tested in `input`).
         ("GET", "/metrics") => (http.get(url("/metrics".into())), 403, 403),

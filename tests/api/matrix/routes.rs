@@ -16,6 +16,7 @@ pub(super) const EXTRA_ROUTES: &[(&str, &str, Need)] = &[
     ("GET", "/", Need::Page),
     ("GET", "/locks/{name}", Need::Page),
     ("GET", "/events", Need::Page),
+    ("GET", "/redis", Need::Page),
     ("POST", "/locks/{name}/force-release", Need::Session),
     ("POST", "/locks/{name}/evict", Need::Session),
     ("GET", "/login", Need::Public),
