@@ -111,7 +111,7 @@ struct Args {
     /// loses).
     #[arg(long)]
     strict_failover: bool,
-    /// Sentinel mode with instances that stay on the first master's address instead of
+    /// Sentinel mode with instance 0 staying on the first master's address instead of
     /// following the Sentinels (a client that never follows a failover; to show what the
     /// faults catch).
     #[arg(long)]
@@ -264,7 +264,8 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             continue;
         }
         let name = run_name(fault, acks);
-        let dir = root.join(&name);
+        // (No spaces: Redis's config files take the directory unquoted.)
+        let dir = root.join(name.replace(" (acks ", "-acks-").replace(')', ""));
         let started = Instant::now();
         let report =
             run_fault(&args, &plan, &binary, fault, acks, &dir, duration, n as u32).await?;

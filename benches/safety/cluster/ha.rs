@@ -22,9 +22,9 @@ pub struct HaPlan {
     pub sentinels: usize,
     /// `--min-replica-acks` of the instances.
     pub acks: u32,
-    /// The instances follow the Sentinels; `false`: they stay on the first master's address
-    /// (`--redis-url`), as a client that never follows a failover (to show what the faults
-    /// catch).
+    /// The instances follow the Sentinels; `false`: instance 0 stays on the first master's
+    /// address (`--redis-url`), as a client that never follows a failover, while the others
+    /// follow (to show what the faults catch).
     pub follow: bool,
 }
 
@@ -143,14 +143,14 @@ impl Ha {
     }
 
     /// The flags that point an instance at the Sentinels.
-    pub(super) fn serve_args(&self) -> Vec<String> {
+    pub(super) fn serve_args(&self, instance: usize) -> Vec<String> {
         let acks = [
             "--min-replica-acks".into(),
             self.plan.acks.to_string(),
             "--replica-ack-timeout-ms".into(),
             "500".into(),
         ];
-        if !self.plan.follow {
+        if !self.plan.follow && instance == 0 {
             let mut args = vec![
                 "--redis-url".into(),
                 format!("redis://127.0.0.1:{}", self.first_master),

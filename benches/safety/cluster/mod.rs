@@ -282,7 +282,7 @@ impl Cluster {
         };
         cmd.args(["serve", "--listen", &listen]);
         match &self.ha {
-            Some(ha) => cmd.args(ha.serve_args()),
+            Some(ha) => cmd.args(ha.serve_args(i)),
             None => cmd.args(["--redis-url", &redis_url]),
         };
         cmd.args(["--log-format", "json", "--min-ttl-ms", "100"])

@@ -298,7 +298,15 @@ fn grant(
         holder: non_empty(g.holder),
         fencing_token: FencingToken(g.fencing_token),
         reentry_count: g.reentry_count,
-        ttl_ms: g.ttl_ms,
+        // A grant answered again (a ticket polled after its grant, a retried key) has had
+        // part of its TTL already: the answer says what is left, so that a client counting
+        // from its request (as every client must) never counts past the expiry. (Found by
+        // the safety harness's replicas-stalled fault: a poll whose grant waited for replicas
+        // was answered 503, the next poll replayed it with the whole TTL.)
+        ttl_ms: match (g.replayed, g.expires_ms) {
+            (true, Some(expires)) => expires.saturating_sub(g.now_ms).min(g.ttl_ms),
+            _ => g.ttl_ms,
+        },
         acquired_at: Timestamp(g.created_ms),
         expires_at: Timestamp(g.expires_ms.unwrap_or(g.now_ms.saturating_add(g.ttl_ms))),
         replicas_acked,
