@@ -47,10 +47,13 @@ pub enum Fault {
     /// Sentinel mode: every replica SIGSTOPped for 3 s: with acks, grants are refused (503
     /// `not_replicated`) and none may stand.
     ReplicasStalled,
+    /// Sentinel mode: the master cut off from its replicas and the Sentinels (iptables)
+    /// while the instances still reach it, until the Sentinels promote a replica.
+    MasterPartition,
 }
 
 impl Fault {
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::None,
         Self::RedisCrashAofAlways,
         Self::RedisCrashAofEverysec,
@@ -64,6 +67,7 @@ impl Fault {
         Self::SentinelFailover,
         Self::OldMasterReturns,
         Self::ReplicasStalled,
+        Self::MasterPartition,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +85,7 @@ impl Fault {
             Self::SentinelFailover => "sentinel-failover",
             Self::OldMasterReturns => "old-master-returns",
             Self::ReplicasStalled => "replicas-stalled",
+            Self::MasterPartition => "master-partition",
         }
     }
 
@@ -111,6 +116,9 @@ impl Fault {
                 "Sentinel mode: master kill -9, restarted with its data as a master right after the promotion, until demoted"
             }
             Self::ReplicasStalled => "Sentinel mode: every replica SIGSTOP for 3 s",
+            Self::MasterPartition => {
+                "Sentinel mode: iptables cuts the master off from replicas and Sentinels (not from the instances) until a replica is promoted"
+            }
         }
     }
 
@@ -126,11 +134,19 @@ impl Fault {
         self == Self::Partition
     }
 
+    /// Needs root and iptables (the network namespace's, or loopback rules).
+    pub fn needs_root(self) -> bool {
+        matches!(self, Self::Partition | Self::MasterPartition)
+    }
+
     /// Runs against a master with replicas and Sentinels (the instances follow them).
     pub fn sentinel_mode(self) -> bool {
         matches!(
             self,
-            Self::SentinelFailover | Self::OldMasterReturns | Self::ReplicasStalled
+            Self::SentinelFailover
+                | Self::OldMasterReturns
+                | Self::ReplicasStalled
+                | Self::MasterPartition
         )
     }
 }
@@ -165,6 +181,7 @@ pub async fn inject(
             start,
             end: now(),
             data_loss,
+            loss_throughout: false,
             exempt,
             refuses_new: false,
         };
@@ -253,10 +270,26 @@ pub async fn inject(
                 }
                 // The instances follow within a second; the replicas resync.
                 tokio::time::sleep(Duration::from_millis(1500)).await;
-                // Without acks, the grants the old master had not sent on are lost: what
-                // the README says of that mode.
-                let lossy = cluster.replica_acks() == Some(0) && !strict;
-                windows.push(window(fault.name(), lossy, true, start));
+                // With fewer acks than replicas, a grant the promoted replica lacks is lost:
+                // what the README says of those modes.
+                let lossy = cluster.failover_may_lose() == Some(true) && !strict;
+                windows.push(FaultWindow {
+                    loss_throughout: lossy,
+                    ..window(fault.name(), lossy, true, start)
+                });
+            }
+            Fault::MasterPartition => {
+                if let Err(e) = cluster.partition_master().await {
+                    eprintln!("safety: master partition: {e:#}");
+                }
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                // With fewer acks than replicas, what the cut-off master granted (or a grant
+                // the promoted replica lacks) is lost when it rejoins.
+                let lossy = cluster.failover_may_lose() == Some(true) && !strict;
+                windows.push(FaultWindow {
+                    loss_throughout: lossy,
+                    ..window(fault.name(), lossy, true, start)
+                });
             }
             Fault::ReplicasStalled => {
                 cluster.signal_replicas(Signal::SIGSTOP);

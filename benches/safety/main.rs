@@ -64,7 +64,7 @@ struct Args {
     /// Faults to run (comma-separated names, or "all"): none, redis-crash-aof-always,
     /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
     /// instance-kill-stop, subscriber-drop, partition, redis-full, and in Sentinel mode
-    /// sentinel-failover, old-master-returns, replicas-stalled.
+    /// sentinel-failover, old-master-returns, replicas-stalled, master-partition.
     #[arg(long, default_value = "all")]
     fault: String,
     #[arg(long, value_enum, default_value_t = Tier::Smoke)]
@@ -105,10 +105,10 @@ struct Args {
     self_check: bool,
     /// `--min-replica-acks` values the Sentinel-mode faults run with, each in turn (the
     /// report shows them side by side).
-    #[arg(long, default_value = "1,0")]
+    #[arg(long, default_value = "2,1,0")]
     replica_acks: String,
-    /// Count a failover without acks as losing nothing (to show the checkers catch what it
-    /// loses).
+    /// Count a failover with fewer acks than replicas as losing nothing (to show the
+    /// checkers catch what it loses).
     #[arg(long)]
     strict_failover: bool,
     /// Sentinel mode with instance 0 staying on the first master's address instead of
@@ -138,7 +138,7 @@ async fn main() -> std::process::ExitCode {
             Ok(true) => std::process::ExitCode::SUCCESS,
             Ok(false) => std::process::ExitCode::FAILURE,
             Err(e) => {
-                eprintln!("safety: {e:#}");
+                eprintln!("safety: {e:?}");
                 std::process::ExitCode::from(2)
             }
         },
@@ -251,7 +251,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         .collect();
     let mut outcomes = Vec::new();
     for (n, (fault, acks)) in runs.iter().copied().enumerate() {
-        if fault.needs_netns() && !cluster::can_partition() {
+        if fault.needs_root() && !cluster::can_partition() {
             let why = "needs root, iproute2 and iptables".to_owned();
             eprintln!("safety: {}: SKIPPED ({why})", fault.name());
             outcomes.push(Outcome {
@@ -412,8 +412,9 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
          answer, a release of one level that lets the lock go, `all=true` leaving levels), \
          except across a data loss. The Sentinel-mode faults run against a master with 2 replicas \
          and 3 Sentinels, once with each `--min-replica-acks` (the instances' replica \
-         acknowledgements): without acks a failover may lose grants (counted across data \
-         loss); with them it may not.\n",
+         acknowledgements): with acks from every replica (2) a failover may lose no grant; \
+         with fewer (1, the default `auto` with replicas; 0) the promoted replica may lack \
+         grants, and overlaps after them are counted across data loss.\n",
         args.seed, args.clients, args.names, args.instances, args.clients, args.names
     );
     let _ = writeln!(

@@ -39,13 +39,17 @@ use self::liveness::liveness;
 pub use self::self_check::self_check;
 use self::semantics::semantics;
 
-/// When a fault was on, and whether it lost Redis data at its start.
+/// When a fault was on, and whether it lost Redis data at its start (a crash) or anywhere
+/// in it (a failover: what the old master granted until it was demoted).
 #[derive(Debug, Clone)]
 pub struct FaultWindow {
     pub what: String,
     pub start: u64,
     pub end: u64,
     pub data_loss: bool,
+    /// The loss may fall anywhere in the window, not only at its start: a grant made in it
+    /// may be lost (a failover without enough acks).
+    pub loss_throughout: bool,
     /// Whether answers may be slow or 503 while it lasts (a fault meant to be invisible to
     /// clients, like a dropped subscription, is not).
     pub exempt: bool,
@@ -145,17 +149,18 @@ pub fn check(
         })
         .count();
     report.grants = holds.len();
-    let loss_times: Vec<u64> = windows
+    let losses: Vec<(u64, u64)> = windows
         .iter()
         .filter(|w| w.data_loss)
-        .map(|w| w.start)
+        .map(|w| (w.start, if w.loss_throughout { w.end } else { w.start }))
         .collect();
     // Two holds are excused when a data loss came between one's possible grant and the
-    // other's answer: the first grant may be what Redis lost.
+    // other's answer: the first grant may be what Redis lost. A loss spread over a window
+    // (a failover) may have taken any grant made before its end.
     let across_loss = |a: (u64, u64), b: (u64, u64)| {
-        loss_times
+        losses
             .iter()
-            .any(|&t| (a.0 < t && t < b.1) || (b.0 < t && t < a.1))
+            .any(|&(from, to)| (a.0 < to && from < b.1) || (b.0 < to && from < a.1))
     };
 
     mutual_exclusion(ops, &holds, &across_loss, &mut report);

@@ -117,6 +117,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         start: 5_000,
         end: 8_000,
         data_loss: true,
+        loss_throughout: false,
         exempt: true,
         refuses_new: false,
     };
@@ -154,7 +155,54 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
             kind: "reentrant".to_owned(),
         },
     ));
+    // A failover: lease A granted (at 2-3 s) by the old master after the window began,
+    // lease B granted by the new master (at 2.2-2.3 s) while A's TTL runs: an overlap,
+    // excused only when the window may lose grants throughout (fewer acks than replicas).
+    let failover = |loss_throughout: bool| FaultWindow {
+        what: "sentinel-failover".to_owned(),
+        start: 1_000_000,
+        end: 4_000_000,
+        data_loss: loss_throughout,
+        loss_throughout,
+        exempt: true,
+        refuses_new: false,
+    };
+    let split_brain = vec![
+        op(
+            0,
+            0,
+            2_000_000,
+            2_001_000,
+            acquire(None),
+            granted("a", 1, 201),
+        ),
+        op(
+            1,
+            1,
+            2_200_000,
+            2_201_000,
+            acquire(None),
+            Outcome::Granted {
+                status: 201,
+                lease: lease("b"),
+                fence: 11,
+                ttl_ms: 500,
+                count: 1,
+                kind: "reentrant".to_owned(),
+            },
+        ),
+    ];
+    let across_failover =
+        |w: FaultWindow| check(&split_brain, std::slice::from_ref(&w), &[], 1_500).overlaps;
     vec![
+        (
+            "two grants inside a failover with acks from every replica: an overlap",
+            across_failover(failover(false)) == 1,
+        ),
+        (
+            "the same with fewer acks than replicas (the promoted replica may lack A): excused",
+            across_failover(failover(true)) == 0,
+        ),
         (
             "a failed release of a lease's last level may have ended it: no overlap",
             judged(&history(true)) == 0,

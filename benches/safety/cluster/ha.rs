@@ -14,6 +14,9 @@ use super::{Cluster, RedisProc, free_port, guarded};
 
 /// The name the Sentinels monitor the master under.
 pub const MASTER_NAME: &str = "safety";
+/// Where the data nodes and Sentinels connect from (the instances connect from
+/// 127.0.0.1): the partition fault drops what goes between it and the master.
+pub const SOURCE_ADDR: &str = "127.0.0.2";
 
 /// What a Sentinel-mode run starts.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +63,7 @@ impl Ha {
                 persistence: master.persistence,
                 dir: node_dir,
                 replica_of: Some(master.port),
+                source_addr: Some(SOURCE_ADDR),
             };
             replica.start().await?;
             replicas.push(replica);
@@ -75,24 +79,36 @@ impl Ha {
         // Acknowledging on the master's side too: after a diskless sync the master streams
         // nothing to a replica (so WAIT cannot count it) until its first ack, up to a
         // second later. A write every replica acknowledged says they are there.
+        // (Short WAITs, each well within the connection's response timeout.)
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
         let mut conn = redis::Client::open(master.url())?
-            .get_multiplexed_async_connection()
-            .await?;
-        redis::cmd("SET")
-            .arg("safety:linked")
-            .arg(1)
-            .query_async::<()>(&mut conn)
-            .await?;
-        let acked: usize = redis::cmd("WAIT")
-            .arg(plan.replicas)
-            .arg(20_000)
-            .query_async(&mut conn)
-            .await?;
-        if acked < plan.replicas {
-            bail!(
-                "only {acked} of {} replicas acknowledged a write",
-                plan.replicas
-            );
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .context("connect to the master")?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            redis::cmd("SET")
+                .arg("safety:linked")
+                .arg(1)
+                .query_async::<()>(&mut conn)
+                .await
+                .context("SET on the master")?;
+            let acked: usize = redis::cmd("WAIT")
+                .arg(plan.replicas)
+                .arg(200)
+                .query_async(&mut conn)
+                .await
+                .context("WAIT on the master")?;
+            if acked >= plan.replicas {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "only {acked} of {} replicas acknowledged a write",
+                    plan.replicas
+                );
+            }
         }
         let mut sentinels = Vec::new();
         for i in 0..plan.sentinels {
@@ -104,6 +120,7 @@ impl Ha {
                 &conf,
                 format!(
                     "port {port}\nbind 127.0.0.1\ndir {}\nlogfile sentinel.log\n\
+                     bind-source-addr {SOURCE_ADDR}\nsentinel announce-ip 127.0.0.1\n\
                      sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
                      sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                      sentinel failover-timeout {MASTER_NAME} 3000\n\
@@ -286,6 +303,62 @@ impl Cluster {
         Ok(took)
     }
 
+    /// Cuts the master off from its replicas and the Sentinels (every packet between it and
+    /// [`SOURCE_ADDR`] dropped) while the instances still reach it; waits for the Sentinels
+    /// to promote a replica, then heals the cut and waits for the old master to be
+    /// demoted. Returns how long the Sentinels took.
+    pub async fn partition_master(&mut self) -> anyhow::Result<Duration> {
+        let old_port = self.redis.port;
+        let rules = cut_rules(old_port);
+        for rule in &rules {
+            let mut args = vec!["iptables", "-I"];
+            args.extend(rule.iter().map(String::as_str));
+            super::sh(&args)?;
+        }
+        let cut = Instant::now();
+        let promoted = async {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(port) = self.ha()?.named_master().await
+                    && port != old_port
+                {
+                    return Ok::<u16, anyhow::Error>(port);
+                }
+                if Instant::now() > deadline {
+                    bail!("the Sentinels named no new master within 30 s");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        .await;
+        let took = cut.elapsed();
+        // The old master stays cut off a moment longer: the instances must move on their
+        // own (Sentinel's message or their poll), not because it came back as a replica.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for rule in &rules {
+            let mut args = vec!["iptables", "-D"];
+            args.extend(rule.iter().map(String::as_str));
+            let _ = super::sh(&args);
+        }
+        let new_port = promoted?;
+        let Some(ha) = self.ha.as_mut() else {
+            bail!("not in Sentinel mode");
+        };
+        let Some(k) = ha.replicas.iter().position(|r| r.port == new_port) else {
+            bail!("the Sentinels named {new_port}, which is no replica of this run");
+        };
+        std::mem::swap(&mut self.redis, &mut ha.replicas[k]);
+        self.redis.replica_of = None;
+        ha.replicas[k].replica_of = Some(new_port);
+        wait_for(
+            Duration::from_secs(30),
+            "the old master to be demoted",
+            || async move { info(old_port, "replication").await.contains("role:slave") },
+        )
+        .await?;
+        Ok(took)
+    }
+
     /// SIGSTOP (or SIGCONT) to every replica.
     pub fn signal_replicas(&mut self, signal: Signal) {
         if let Ok(ha) = self.ha() {
@@ -295,10 +368,39 @@ impl Cluster {
         }
     }
 
-    /// Whether this run follows Sentinels, and the acks its instances ask for.
-    pub fn replica_acks(&self) -> Option<u32> {
-        self.ha.as_ref().map(|ha| ha.plan.acks)
+    /// Whether a failover may lose acknowledged grants in this run: its instances wait for
+    /// fewer replicas than there are, so the one promoted may lack a grant another
+    /// acknowledged (`WAIT` is not consensus). `None` outside Sentinel mode.
+    pub fn failover_may_lose(&self) -> Option<bool> {
+        self.ha
+            .as_ref()
+            .map(|ha| (ha.plan.acks as usize) < ha.plan.replicas)
     }
+}
+
+/// iptables rules (after `-I`/`-D`) that drop every packet between the node on `port` and
+/// [`SOURCE_ADDR`], both ways.
+fn cut_rules(port: u16) -> [Vec<String>; 2] {
+    let port = port.to_string();
+    let rule = |addr_flag: &str, port_flag: &str| {
+        [
+            "INPUT",
+            "-i",
+            "lo",
+            addr_flag,
+            SOURCE_ADDR,
+            "-p",
+            "tcp",
+            port_flag,
+            &port,
+            "-j",
+            "DROP",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    [rule("-s", "--dport"), rule("-d", "--sport")]
 }
 
 async fn info(port: u16, section: &str) -> String {

@@ -80,6 +80,10 @@ struct RedisProc {
     dir: PathBuf,
     /// A replica of the master on this port (Sentinel mode).
     replica_of: Option<u16>,
+    /// Sentinel mode: connect out from this loopback address (`bind-source-addr`), so that
+    /// the partition fault can cut the data nodes and Sentinels off one node while the
+    /// instances (from 127.0.0.1) still reach it.
+    source_addr: Option<&'static str>,
 }
 
 impl RedisProc {
@@ -112,6 +116,10 @@ impl RedisProc {
         if let Some(master) = self.replica_of {
             cmd.args(["--replicaof", "127.0.0.1"])
                 .arg(master.to_string());
+        }
+        if let Some(addr) = self.source_addr {
+            cmd.args(["--bind-source-addr", addr])
+                .args(["--replica-announce-ip", "127.0.0.1"]);
         }
         // Replicas link at once instead of after the 5 s default.
         cmd.args(["--repl-diskless-sync-delay", "0"]);
@@ -218,6 +226,7 @@ impl Cluster {
             persistence,
             dir: dir.to_owned(),
             replica_of: None,
+            source_addr: ha_plan.map(|_| ha::SOURCE_ADDR),
         };
         redis.start().await?;
         let ha = match ha_plan {
