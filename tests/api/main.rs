@@ -23,6 +23,7 @@ mod keyspace;
 mod layers;
 mod leases;
 mod limits;
+mod local_ha;
 mod matrix;
 mod memory;
 mod metrics;
