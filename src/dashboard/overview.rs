@@ -45,6 +45,22 @@ pub(super) async fn overview(
     })?;
     let locks = state.locks_for(&principal);
     let first_page = cursor.is_first();
+    let p = prefix.as_str();
+    // A Sentinel failover in progress: no master to read the locks from. The page says so
+    // (the banner) instead of failing; it fills again once the Sentinels name one.
+    if nav.redis_failing_over {
+        return render(&OverviewPage {
+            nav,
+            prefix: p.to_owned(),
+            sort: Sort::parse(query.sort.as_deref()).as_str(),
+            rows: Vec::new(),
+            events_url: format!("/v1/events?prefix={p}"),
+            next_href: None,
+            first_href: format!("/?prefix={p}"),
+            first_page,
+            rendered_at: crate::locks::Timestamp(wall_ms()).rfc3339(),
+        });
+    }
     // As `GET /v1/locks`: a page costs one request per name it may show.
     state
         .access
@@ -58,7 +74,6 @@ pub(super) async fn overview(
     let names: Vec<_> = entries.iter().map(|e| e.name()).collect();
     let waiting = locks.waiting_counts(&names).await?;
     let sort = Sort::parse(query.sort.as_deref());
-    let p = prefix.as_str();
     render(&OverviewPage {
         nav,
         prefix: p.to_owned(),

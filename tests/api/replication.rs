@@ -154,6 +154,8 @@ async fn a_lease_outlives_a_sentinel_failover_and_fences_keep_growing() {
     assert!(granted.body["replicas_acked"].as_u64() >= Some(1));
     let lease = crate::helpers::Lease::from_reply("jobs", &granted);
     let other = app.lease("other", json!({"ttl_ms": 60_000})).await;
+    // A waiter parked across the failover: woken by the release on the new master.
+    let waiter = app.spawn_waiter("jobs", 25_000);
 
     topology.master.kill();
     let moved = redis_status_until(&app, Duration::from_secs(20), "the new master", |s| {
@@ -180,6 +182,25 @@ async fn a_lease_outlives_a_sentinel_failover_and_fences_keep_growing() {
     app.acquire("jobs", json!({})).await.assert_status(409);
     app.heartbeat(&lease, json!({})).await.assert_status(200);
     app.release(&lease, true).await.assert_status(200);
+    // The waiter parked before the failover never hangs: woken when its subscription went
+    // (the master died) to look again, it answers 503 when that look met the failover, or,
+    // still waiting on the new master, gets the lock at the release, not at its deadline.
+    let released = Instant::now();
+    let woken = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the parked waiter hung")
+        .expect("join");
+    assert!(
+        released.elapsed() < Duration::from_secs(3),
+        "answered after {:?}",
+        released.elapsed()
+    );
+    if woken.status == 201 {
+        let woken = crate::helpers::Lease::from_reply("jobs", &woken);
+        app.release(&woken, true).await.assert_status(200);
+    } else {
+        woken.assert_problem(503, "redis_unavailable");
+    }
     let after = app.lease("jobs", json!({})).await;
     assert!(
         after.fencing_token > lease.fencing_token && after.fencing_token > other.fencing_token,
@@ -226,10 +247,21 @@ async fn readyz_says_not_ready_while_no_master_is_known() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    // Every dashboard page says so meanwhile.
+    let banner = app
+        .http
+        .get(app.url("/"))
+        .send()
+        .await
+        .expect("request")
+        .text()
+        .await
+        .expect("page");
     // The Sentinels come back, promote the replica, and the instance follows.
     for sentinel in &topology.sentinels {
         sentinel.signal(Signal::SIGCONT);
     }
+    assert!(banner.contains("Redis is failing over"), "{banner}");
     ready.assert_problem(503, "redis_unavailable");
     assert!(
         ready.body["detail"]
