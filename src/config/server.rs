@@ -467,6 +467,54 @@ mod tests {
     }
 
     #[test]
+    fn sentinel_mode_takes_its_sentinels_and_master_name_instead_of_a_url() {
+        let sentinel = serve(&[
+            "--redis-sentinel",
+            "10.0.0.1:26379,10.0.0.2:26379",
+            "--redis-master-name",
+            "locks",
+            "--min-replica-acks",
+            "2",
+        ]);
+        assert_eq!(
+            sentinel.redis_sentinel,
+            ["10.0.0.1:26379", "10.0.0.2:26379"]
+        );
+        assert_eq!(sentinel.redis_master_name.as_deref(), Some("locks"));
+        assert_eq!(sentinel.min_replica_acks, AckRule::Exactly(2));
+        assert!(
+            sentinel.external_redis(),
+            "no embedded Redis beside Sentinels"
+        );
+        assert_eq!(sentinel.worker_threads(8), 8);
+        assert_eq!(serve(&[]).min_replica_acks, AckRule::Auto);
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["leasehold", "serve"].iter().chain(args)).map(|_| ())
+        };
+        assert!(
+            parse(&["--redis-sentinel", "h:1"]).is_err(),
+            "a master name is needed"
+        );
+        assert!(
+            parse(&["--redis-master-name", "m"]).is_err(),
+            "Sentinels are needed"
+        );
+        assert!(
+            parse(&[
+                "--redis-sentinel",
+                "h:1",
+                "--redis-master-name",
+                "m",
+                "--redis-url",
+                "redis://x"
+            ])
+            .is_err(),
+            "a URL or Sentinels, not both"
+        );
+        assert!(parse(&["--min-replica-acks", "some"]).is_err());
+    }
+
+    #[test]
     fn the_defaults_are_a_valid_configuration() {
         let defaults = ServeArgs::defaults();
         assert_eq!(defaults.validate(), Ok(()));

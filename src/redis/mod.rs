@@ -179,12 +179,12 @@ impl Redis {
     /// Runs `cmd`; when replicas must acknowledge it and `changed` says its reply granted or
     /// extended something, waits for them too (the acks are `None` otherwise).
     pub async fn call_replicated(
-        &self,
+        &mut self,
         cmd: &Cmd,
         changed: impl FnOnce(&Value) -> bool,
     ) -> ::redis::RedisResult<(Value, Option<Acked>)> {
         match self.acks.required() {
-            0 => Ok((cmd.query_async(&mut self.clone()).await?, None)),
+            0 => Ok((cmd.query_async(self).await?, None)),
             required => self.acks.call(cmd, required, changed).await,
         }
     }
