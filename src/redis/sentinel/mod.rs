@@ -144,9 +144,9 @@ impl Follower {
         self.kick.notify_one();
         let mut rx = self.watch();
         let found = tokio::time::timeout(self.timeout, rx.wait_for(Option::is_some)).await;
-        match found {
-            Ok(Ok(master)) => Ok(master.clone().expect("waited for Some")),
-            _ => Err(::redis::RedisError::from((
+        match found.ok().and_then(|found| found.ok().and_then(|m| m.clone())) {
+            Some(master) => Ok(master),
+            None => Err(::redis::RedisError::from((
                 ::redis::ErrorKind::Io,
                 "no Redis master known",
                 format!(
