@@ -211,7 +211,7 @@ impl Follower {
         })
     }
 
-    /// Time with no master known, counting the present stretch.
+    /// Time with no master known, in the stretches that have ended.
     pub fn masterless(&self) -> Duration {
         Duration::from_millis(self.stats.masterless_ms.load(Ordering::Relaxed))
     }
@@ -222,7 +222,12 @@ impl Follower {
         let named = match resolve::ask_sentinels(&self.settings, self.timeout).await {
             Ok(addr) => addr,
             Err(e) => {
-                tracing::warn!(error = %e, "no Sentinel names the Redis master");
+                // (Every 100 ms while no master is known: said once at warn level.)
+                if self.current.borrow().is_some() {
+                    tracing::warn!(error = %e, "no Sentinel names the Redis master");
+                } else {
+                    tracing::debug!(error = %e, "no Sentinel names the Redis master");
+                }
                 return self.current.borrow().is_some();
             }
         };
@@ -244,7 +249,12 @@ impl Follower {
                 true
             }
             Err(e) => {
-                tracing::warn!(node = %named, error = %e, "the node the Sentinels name is not a master yet");
+                // (Every 100 ms during a failover: said once at warn level.)
+                if held.is_some() {
+                    tracing::warn!(node = %named, error = %e, "the node the Sentinels name is not a master yet");
+                } else {
+                    tracing::debug!(node = %named, error = %e, "the node the Sentinels name is not a master yet");
+                }
                 if held.is_some() {
                     // The Sentinels moved on from the master held: stop writing to it.
                     self.current.send_replace(None);
