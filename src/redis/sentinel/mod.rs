@@ -144,7 +144,10 @@ impl Follower {
         self.kick.notify_one();
         let mut rx = self.watch();
         let found = tokio::time::timeout(self.timeout, rx.wait_for(Option::is_some)).await;
-        match found.ok().and_then(|found| found.ok().and_then(|m| m.clone())) {
+        match found
+            .ok()
+            .and_then(|found| found.ok().and_then(|m| m.clone()))
+        {
             Some(master) => Ok(master),
             None => Err(::redis::RedisError::from((
                 ::redis::ErrorKind::Io,
