@@ -185,7 +185,11 @@ impl Redis {
     ) -> ::redis::RedisResult<(Value, Option<Acked>)> {
         match self.acks.required() {
             0 => Ok((cmd.query_async(self).await?, None)),
-            required => self.acks.call(cmd, required, changed).await,
+            // Boxed: the pool's and WAIT's states are the larger part of this future, and
+            // every acquire's attempt holds it inline; without replicas they would cost
+            // every parked waiter's request about 1.5 KB of memory for nothing (measured,
+            // BENCHMARKS.md W14).
+            required => Box::pin(self.acks.call(cmd, required, changed)).await,
         }
     }
 
