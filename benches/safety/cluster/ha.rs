@@ -255,30 +255,9 @@ impl Cluster {
         let old_port = self.redis.port;
         let killed = Instant::now();
         self.redis.kill9().await;
-        let new_port = {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Some(port) = self.ha()?.named_master().await
-                    && port != old_port
-                {
-                    break port;
-                }
-                if Instant::now() > deadline {
-                    bail!("the Sentinels named no new master within 30 s");
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        };
+        let new_port = self.await_promotion(old_port).await?;
         let took = killed.elapsed();
-        let ha = self.ha()?;
-        let Some(k) = ha.replicas.iter().position(|r| r.port == new_port) else {
-            bail!("the Sentinels named {new_port}, which is no replica of this run");
-        };
-        let Some(ha) = self.ha.as_mut() else {
-            bail!("not in Sentinel mode");
-        };
-        std::mem::swap(&mut self.redis, &mut ha.replicas[k]);
-        self.redis.replica_of = None;
+        let k = self.swap_in(new_port)?;
         // The old master now sits in the replicas' list.
         let old = &mut self.ha()?.replicas[k];
         old.replica_of = match how {
@@ -316,21 +295,7 @@ impl Cluster {
             super::sh(&args)?;
         }
         let cut = Instant::now();
-        let promoted = async {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Some(port) = self.ha()?.named_master().await
-                    && port != old_port
-                {
-                    return Ok::<u16, anyhow::Error>(port);
-                }
-                if Instant::now() > deadline {
-                    bail!("the Sentinels named no new master within 30 s");
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        .await;
+        let promoted = self.await_promotion(old_port).await;
         let took = cut.elapsed();
         // The old master stays cut off a moment longer: the instances must move on their
         // own (Sentinel's message or their poll), not because it came back as a replica.
@@ -341,6 +306,37 @@ impl Cluster {
             let _ = super::sh(&args);
         }
         let new_port = promoted?;
+        let k = self.swap_in(new_port)?;
+        self.ha()?.replicas[k].replica_of = Some(new_port);
+        wait_for(
+            Duration::from_secs(30),
+            "the old master to be demoted",
+            || async move { info(old_port, "replication").await.contains("role:slave") },
+        )
+        .await?;
+        Ok(took)
+    }
+
+    /// The port of the node the Sentinels promote in place of the master on `old_port`
+    /// (waiting up to 30 s).
+    async fn await_promotion(&mut self, old_port: u16) -> anyhow::Result<u16> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(port) = self.ha()?.named_master().await
+                && port != old_port
+            {
+                return Ok(port);
+            }
+            if Instant::now() > deadline {
+                bail!("the Sentinels named no new master within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Makes the promoted replica on `new_port` the run's master (`redis`); the old master
+    /// takes its place in the replicas' list, at the index returned.
+    fn swap_in(&mut self, new_port: u16) -> anyhow::Result<usize> {
         let Some(ha) = self.ha.as_mut() else {
             bail!("not in Sentinel mode");
         };
@@ -349,14 +345,7 @@ impl Cluster {
         };
         std::mem::swap(&mut self.redis, &mut ha.replicas[k]);
         self.redis.replica_of = None;
-        ha.replicas[k].replica_of = Some(new_port);
-        wait_for(
-            Duration::from_secs(30),
-            "the old master to be demoted",
-            || async move { info(old_port, "replication").await.contains("role:slave") },
-        )
-        .await?;
-        Ok(took)
+        Ok(k)
     }
 
     /// SIGSTOP (or SIGCONT) to every replica.
