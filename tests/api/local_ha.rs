@@ -62,7 +62,10 @@ async fn the_local_sentinel_script_serves_follows_a_failover_and_stops_everythin
         .expect("acquire");
     assert_eq!(granted.status(), 201);
     let body: serde_json::Value = granted.json().await.expect("body");
-    assert_eq!(body["replicas_acked"], 1, "{body}");
+    // One acknowledgement is required (the default with replicas); `WAIT` counts every
+    // replica that had the write when it returned, so the second one may be counted too.
+    let acked = body["replicas_acked"].as_u64().unwrap_or_default();
+    assert!((1..=2).contains(&acked), "{body}");
     // The other instance sees it held.
     let other = http
         .post(format!("{}/v1/locks/demo/leases", urls[1]))
