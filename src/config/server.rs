@@ -120,6 +120,17 @@ pub struct ServeArgs {
     )]
     pub redis_sentinel: Vec<String>,
 
+    /// Redis Cluster mode: seed nodes (host:port, comma-separated; any few of the cluster's
+    /// nodes, the rest are discovered), instead of --redis-url. Credentials and TLS as in
+    /// Sentinel mode (--redis-username, --redis-password, --redis-tls).
+    #[arg(
+        long,
+        env = "LEASEHOLD_REDIS_CLUSTER",
+        value_delimiter = ',',
+        conflicts_with_all = ["redis_url", "redis_sentinel"]
+    )]
+    pub redis_cluster: Vec<String>,
+
     /// The name the Sentinels monitor the master under (`sentinel monitor NAME ...`).
     #[arg(long, env = "LEASEHOLD_REDIS_MASTER_NAME", requires = "redis_sentinel")]
     pub redis_master_name: Option<String>,
@@ -132,15 +143,15 @@ pub struct ServeArgs {
     )]
     pub redis_sentinel_password: Option<String>,
 
-    /// The data nodes' ACL user and password in Sentinel mode (with --redis-url, put them
-    /// in the URL).
+    /// The data nodes' ACL user and password in Sentinel and Cluster mode (with --redis-url,
+    /// put them in the URL).
     #[arg(long, env = "LEASEHOLD_REDIS_USERNAME")]
     pub redis_username: Option<String>,
     #[arg(long, env = "LEASEHOLD_REDIS_PASSWORD", hide_env_values = true)]
     pub redis_password: Option<String>,
 
-    /// TLS to the data nodes and Sentinels in Sentinel mode (--redis-ca-file for a private
-    /// CA is for --redis-url only).
+    /// TLS to the data nodes (and Sentinels) in Sentinel and Cluster mode (--redis-ca-file
+    /// for a private CA is for --redis-url only).
     #[arg(long, env = "LEASEHOLD_REDIS_TLS")]
     pub redis_tls: bool,
 
@@ -351,6 +362,8 @@ pub enum ConfigError {
     MaxPermits,
     #[error("--max-connections, --max-h2-streams and the timeouts must be at least 1")]
     HttpLimits,
+    #[error("a Redis Cluster has only database 0: --redis-db cannot be used with --redis-cluster")]
+    ClusterDb,
 }
 
 impl ServeArgs {
@@ -377,10 +390,10 @@ impl ServeArgs {
         }
     }
 
-    /// Whether lock state lives in a Redis of the user's (a URL or Sentinels) rather than the
+    /// Whether lock state lives in a Redis of the user's (a URL, Sentinels or a Cluster) rather than the
     /// embedded one.
     pub fn external_redis(&self) -> bool {
-        self.redis_url.is_some() || !self.redis_sentinel.is_empty()
+        self.redis_url.is_some() || !self.redis_sentinel.is_empty() || !self.redis_cluster.is_empty()
     }
 
     /// Checks what clap cannot check field by field.
@@ -400,6 +413,9 @@ impl ServeArgs {
         }
         if self.redis_timeout_ms == 0 {
             return Err(ConfigError::RedisTimeout);
+        }
+        if !self.redis_cluster.is_empty() && self.redis_db != 0 {
+            return Err(ConfigError::ClusterDb);
         }
         if !(1..=100_000).contains(&self.max_permits) {
             return Err(ConfigError::MaxPermits);
@@ -512,6 +528,35 @@ mod tests {
             "a URL or Sentinels, not both"
         );
         assert!(parse(&["--min-replica-acks", "some"]).is_err());
+    }
+
+    #[test]
+    fn cluster_mode_takes_seed_nodes_instead_of_a_url_and_only_database_0() {
+        let cluster = serve(&["--redis-cluster", "10.0.0.1:7000,10.0.0.2:7000"]);
+        assert_eq!(cluster.redis_cluster, ["10.0.0.1:7000", "10.0.0.2:7000"]);
+        assert!(cluster.external_redis(), "no embedded Redis beside a Cluster");
+        assert_eq!(cluster.validate(), Ok(()));
+        let on_db_1 = serve(&["--redis-cluster", "h:1", "--redis-db", "1"]);
+        assert_eq!(on_db_1.validate(), Err(ConfigError::ClusterDb));
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["leasehold", "serve"].iter().chain(args)).map(|_| ())
+        };
+        assert!(
+            parse(&["--redis-cluster", "h:1", "--redis-url", "redis://x"]).is_err(),
+            "a URL or a Cluster, not both"
+        );
+        assert!(
+            parse(&[
+                "--redis-cluster",
+                "h:1",
+                "--redis-sentinel",
+                "h:2",
+                "--redis-master-name",
+                "m"
+            ])
+            .is_err(),
+            "Sentinels or a Cluster, not both"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::redis::{Redis, wall_ms};
+use crate::redis::{Batch, Redis, wall_ms};
 
 /// How long after its last entry's end an account's key stays in Redis.
 const ACCOUNT_SLACK_MS: u64 = 60_000;
@@ -104,24 +104,21 @@ impl Ledger {
         if counted.is_empty() {
             return Ok(Ok(()));
         }
-        let mut pipe = redis::pipe();
+        // (A batch: each owner's accounts have a slot of their own in a cluster.)
+        let mut batch = Batch::new();
         for entry in &counted {
             let key = &entry.account.key;
-            pipe.cmd("ZREMRANGEBYSCORE")
-                .arg(key)
-                .arg("-inf")
-                .arg(now)
-                .ignore()
-                .cmd("ZADD")
-                .arg(key)
-                .arg("GT")
-                .arg(entry.until_ms)
-                .arg(&entry.member)
-                .zcard(key);
-            expire(&mut pipe, key, entry.until_ms.saturating_sub(now));
+            let mut trim = redis::cmd("ZREMRANGEBYSCORE");
+            trim.arg(key).arg("-inf").arg(now);
+            let mut add = redis::cmd("ZADD");
+            add.arg(key).arg("GT").arg(entry.until_ms).arg(&entry.member);
+            let mut count = redis::cmd("ZCARD");
+            count.arg(key);
+            batch.add_ignored(trim).add(add).add(count);
+            expire(&mut batch, key, entry.until_ms.saturating_sub(now));
         }
         // (added, count) per entry.
-        let replies: Vec<u64> = pipe.query_async(&mut self.conn.clone()).await?;
+        let replies: Vec<u64> = batch.run(&self.conn).await?;
         let added: Vec<bool> = replies.chunks(2).map(|r| r[0] == 1).collect();
         let over = counted
             .iter()
@@ -132,19 +129,25 @@ impl Ledger {
         let Some(over) = over else {
             return Ok(Ok(()));
         };
-        let mut undo = redis::pipe();
+        let mut undo = Batch::new();
         for (entry, _) in counted.iter().zip(&added).filter(|(_, added)| **added) {
-            undo.zrem(&entry.account.key, &entry.member).ignore();
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(&entry.account.key).arg(&entry.member);
+            undo.add_ignored(zrem);
         }
-        let first: Vec<(String, f64)> = undo
-            .cmd("ZRANGE")
+        let mut oldest = redis::cmd("ZRANGE");
+        oldest
             .arg(&counted[over].account.key)
             .arg(0)
             .arg(0)
-            .arg("WITHSCORES")
-            .query_async::<(Vec<(String, f64)>,)>(&mut self.conn.clone())
-            .await
-            .map(|(first,)| first)?;
+            .arg("WITHSCORES");
+        undo.add(oldest);
+        let first: Vec<(String, f64)> = undo
+            .run::<Vec<(String, f64)>>(&self.conn)
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
         let ends = first
             .first()
             .map_or(now + 1_000, |(_, score)| *score as u64);
@@ -168,10 +171,12 @@ impl Ledger {
         if account.cap == u64::MAX {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        pipe.zadd(&account.key, member, until_ms).ignore();
-        expire(&mut pipe, &account.key, until_ms.saturating_sub(wall_ms()));
-        pipe.query_async(&mut self.conn.clone()).await
+        let mut batch = Batch::new();
+        let mut add = redis::cmd("ZADD");
+        add.arg(&account.key).arg(until_ms).arg(member);
+        batch.add_ignored(add);
+        expire(&mut batch, &account.key, until_ms.saturating_sub(wall_ms()));
+        batch.run::<()>(&self.conn).await.map(drop)
     }
 
     /// Moves `member`'s end in `account`, only if it is there (a heartbeat through another
@@ -185,15 +190,12 @@ impl Ledger {
         if account.cap == u64::MAX {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        pipe.cmd("ZADD")
-            .arg(&account.key)
-            .arg("XX")
-            .arg(until_ms)
-            .arg(member)
-            .ignore();
-        expire(&mut pipe, &account.key, until_ms.saturating_sub(wall_ms()));
-        pipe.query_async(&mut self.conn.clone()).await
+        let mut batch = Batch::new();
+        let mut add = redis::cmd("ZADD");
+        add.arg(&account.key).arg("XX").arg(until_ms).arg(member);
+        batch.add_ignored(add);
+        expire(&mut batch, &account.key, until_ms.saturating_sub(wall_ms()));
+        batch.run::<()>(&self.conn).await.map(drop)
     }
 
     /// Takes `member` out of each account.
@@ -208,11 +210,13 @@ impl Ledger {
             // which Redis refuses.
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        let mut batch = Batch::new();
         for account in counted {
-            pipe.zrem(&account.key, member).ignore();
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(&account.key).arg(member);
+            batch.add_ignored(zrem);
         }
-        pipe.query_async(&mut self.conn.clone()).await
+        batch.run::<()>(&self.conn).await.map(drop)
     }
 
     /// Entries of `account` that still count.
@@ -228,8 +232,11 @@ impl Ledger {
 
 /// Keeps `key` at least `ttl_ms` (plus slack) longer: NX gives a new key its first expiry,
 /// GT only ever pushes it later, so a short entry never cuts a long one's account short.
-fn expire(pipe: &mut redis::Pipeline, key: &str, ttl_ms: u64) {
+fn expire(batch: &mut Batch, key: &str, ttl_ms: u64) {
     let ms = ttl_ms.saturating_add(ACCOUNT_SLACK_MS);
-    pipe.cmd("PEXPIRE").arg(key).arg(ms).arg("NX").ignore();
-    pipe.cmd("PEXPIRE").arg(key).arg(ms).arg("GT").ignore();
+    for rule in ["NX", "GT"] {
+        let mut pexpire = redis::cmd("PEXPIRE");
+        pexpire.arg(key).arg(ms).arg(rule);
+        batch.add_ignored(pexpire);
+    }
 }

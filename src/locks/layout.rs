@@ -137,6 +137,21 @@ impl KeySpace {
     }
 }
 
+/// The channels whose messages wake the waiters of `wake_key` (see
+/// [`KeySpace::wake_of_channel`]): a lock's three (RLock, read/write, semaphore: a name is
+/// one kind at a time, but a waiter does not know which it will find), or a fair waiter's
+/// own. All carry the hash tag of the lock, so they share its slot.
+pub fn wake_channels(wake_key: &str) -> Vec<String> {
+    if wake_key.contains('}') {
+        // `L}:<holder>`: the fair waiter's own channel.
+        return vec![format!("{UNLOCK_CHANNEL}{{{wake_key}")];
+    }
+    [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL]
+        .iter()
+        .map(|channel| format!("{channel}{{{wake_key}}}"))
+        .collect()
+}
+
 /// The keys of one lock or semaphore.
 #[derive(Debug, Clone)]
 pub struct LockKeys {
@@ -195,6 +210,19 @@ mod tests {
             space.name_of_state_key("{app:jobs}:leasehold:lease:x"),
             None
         );
+    }
+
+    #[test]
+    fn a_wake_keys_channels_are_the_ones_that_wake_it() {
+        let space = KeySpace::new("app:");
+        for key in ["app:jobs", "app:jobs}:0190c5f0-0000-7000-8000-000000000000:1"] {
+            let channels = wake_channels(key);
+            assert!(!channels.is_empty());
+            for channel in channels {
+                assert_eq!(space.wake_key_of_channel(&channel), Some(key), "{channel}");
+            }
+        }
+        assert_eq!(wake_channels("app:jobs").len(), 3);
     }
 
     #[test]

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::error::LockError;
 pub use self::feed::history::{HISTORY_LIFE, HISTORY_SHOWN, merged, ongoing, ongoing_permits};
 pub use self::feed::waitlist::WaiterView;
-pub use self::layout::{KeySpace, OWN_TAG, own_key};
+pub use self::layout::{KeySpace, OWN_TAG, own_key, wake_channels};
 pub use self::observer::Observer;
 pub use self::ops::census::Census;
 pub use self::ops::listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
@@ -249,7 +249,7 @@ impl Locks {
     /// Whether this process listens for unlock messages now (a request of it waits, or did
     /// lately: see [`waiters`]).
     pub fn hears_unlocks(&self) -> bool {
-        self.inner.waiters.unlocks().is_armed()
+        self.inner.waiters.hears_unlocks()
     }
 
     /// Redis's memory now (see `crate::redis::memory`).
@@ -370,7 +370,7 @@ impl Locks {
         let settings = &self.inner.settings;
         let deadline = self.inner.conn.clock().deadline(settings.redis_timeout);
         let mut cmd = redis::cmd("FCALL");
-        cmd.arg(scripts::library::LIBRARY.function(S::FILE))
+        cmd.arg(scripts::library::for_redis(&self.inner.conn).function(S::FILE))
             .arg(2)
             .arg(keys.lock())
             .arg(keys.state())

@@ -10,7 +10,12 @@
 //! adds to its own `TIME`) cannot work, since the script cannot know how long the command
 //! waited before it ran, which is the delay the deadline exists to bound. A standalone
 //! server has one clock; a Sentinel deployment's clock is measured again when the master
-//! changes; a Cluster keeps one per master, chosen by the slot of the key.
+//! changes. A Cluster measures every primary and goes by the slowest clock (the smallest
+//! offset): a deadline so set comes no later on any node than meant (a node ahead by Δ
+//! refuses Δ sooner, never later), and a wait past a deadline waits for the slowest node too.
+//! The cost is Δ less time on the faster nodes, milliseconds with NTP; choosing the clock by
+//! the key's slot would need the slot map at every call and could pick a node the slot just
+//! left.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -73,15 +78,22 @@ impl RedisClock {
         tokio::time::sleep(std::time::Duration::from_millis(left)).await;
     }
 
-    /// Measures the offset with one `TIME` (its round trip halved is the error).
+    /// Measures the offset with one `TIME` per node (its round trip halved is the error);
+    /// with several nodes, keeps the slowest clock's (see the module docs).
     pub async fn sync(&self, conn: &mut Redis) -> redis::RedisResult<()> {
-        let before = local_ms();
-        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await?;
-        let after = local_ms();
-        let redis_ms = secs * 1000 + micros / 1000;
-        self.offset_ms
-            .store(redis_ms - (before + after) / 2, Ordering::Relaxed);
-        self.known.store(true, Ordering::Relaxed);
+        let mut slowest: Option<i64> = None;
+        for node in conn.nodes() {
+            let before = local_ms();
+            let (secs, micros): (i64, i64) =
+                conn.on_node(node.as_deref(), redis::cmd("TIME")).await?;
+            let after = local_ms();
+            let offset = secs * 1000 + micros / 1000 - (before + after) / 2;
+            slowest = Some(slowest.map_or(offset, |s| s.min(offset)));
+        }
+        if let Some(offset) = slowest {
+            self.offset_ms.store(offset, Ordering::Relaxed);
+            self.known.store(true, Ordering::Relaxed);
+        }
         Ok(())
     }
 

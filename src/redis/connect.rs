@@ -17,6 +17,8 @@ pub struct RedisSettings {
     pub timeout: Duration,
     /// Sentinel mode: the Sentinels name the master (`url` is then unused).
     pub sentinel: Option<super::SentinelSettings>,
+    /// Cluster mode: the cluster's nodes (`url` is then unused).
+    pub cluster: Option<super::ClusterSettings>,
     /// How many replicas must acknowledge a grant.
     pub acks: super::AckSettings,
 }
@@ -62,4 +64,20 @@ pub(super) fn policy(timeout: Duration) -> ConnectionManagerConfig {
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(200))
+}
+
+/// A node's TCP address, with TLS (`rediss`) when `tls`; the Sentinel and Cluster modes
+/// connect to nodes they are told of this way.
+pub(super) fn tcp_addr(tls: bool, host: String, port: u16) -> ::redis::ConnectionAddr {
+    if tls {
+        leasehold_client::install_crypto_provider();
+        ::redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        ::redis::ConnectionAddr::Tcp(host, port)
+    }
 }

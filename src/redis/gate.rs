@@ -61,6 +61,25 @@ impl SubscriptionGate {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A gate whose generations start at `generation`: a gate made in place of an earlier
+    /// one (per channel, in Cluster mode) must not repeat a generation that gate had, or an
+    /// epoch taken on the old one could pass for unbroken on the new.
+    pub fn starting_at(generation: u64) -> Self {
+        Self {
+            state: Mutex::new(State {
+                generation,
+                ..State::default()
+            }),
+            ..Self::default()
+        }
+    }
+
+    /// Whether nobody claims it and it is not held: it may be forgotten.
+    pub fn is_unused(&self) -> bool {
+        let state = self.state();
+        state.claims == 0 && !state.armed
+    }
+
     /// The subscription as it is now.
     pub fn epoch(&self) -> Epoch {
         let state = self.state();

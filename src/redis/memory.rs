@@ -63,18 +63,42 @@ impl RedisMemory {
 }
 
 impl Redis {
-    /// Redis's memory now.
+    /// Redis's memory now (in a cluster, the fullest primary's: a lock that hashes to it is
+    /// refused when it is full, whatever the others have left).
     pub async fn memory(&self) -> ::redis::RedisResult<RedisMemory> {
-        let info: String = ::redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut self.clone())
-            .await?;
-        RedisMemory::parse(&info).ok_or_else(|| {
-            ::redis::RedisError::from((
-                ::redis::ErrorKind::Parse,
-                "INFO memory without used_memory",
-            ))
+        let mut fullest: Option<RedisMemory> = None;
+        for node in self.nodes() {
+            let mut cmd = ::redis::cmd("INFO");
+            cmd.arg("memory");
+            let info: String = self.on_node(node.as_deref(), cmd).await?;
+            let read = RedisMemory::parse(&info).ok_or_else(|| {
+                ::redis::RedisError::from((
+                    ::redis::ErrorKind::Parse,
+                    "INFO memory without used_memory",
+                ))
+            })?;
+            if fullest.is_none_or(|f| read.fuller_than(f)) {
+                fullest = Some(read);
+            }
+        }
+        fullest.ok_or_else(|| {
+            ::redis::RedisError::from((::redis::ErrorKind::Io, "no Redis primary known yet"))
         })
+    }
+}
+
+impl RedisMemory {
+    /// Whether this reading is nearer its limit than `other` (by share of the limit; with
+    /// no limit, by bytes used).
+    fn fuller_than(self, other: Self) -> bool {
+        let share = |m: Self| {
+            if m.max_bytes == 0 {
+                0.0
+            } else {
+                m.used_bytes as f64 / m.max_bytes as f64
+            }
+        };
+        (share(self), self.used_bytes) > (share(other), other.used_bytes)
     }
 }
 

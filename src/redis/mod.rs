@@ -10,17 +10,22 @@
 //! - [`subscriber`]: the process's one pub/sub connection, routing `(channel, payload)` to
 //!   whoever registered a [`subscriber::Route`]; [`gate`]: subscriptions held only while
 //!   needed.
-//! - [`scan`]: walking the keyspace page by page.
+//! - [`scan`]: walking the keyspace page by page; [`batch`]: commands sent together (one
+//!   pipeline, or one per slot in a cluster).
 //! - [`durability`], [`memory`]: what this Redis can lose, and how full it is.
 //! - [`embedded`]: the private `redis-server` child `serve` starts by default, in its data dir.
 //!
 //! - [`sentinel`]: Sentinel mode, the master followed through failovers; [`replicas`]:
 //!   calls that wait for replicas to acknowledge them; [`replication`]: what the master says
 //!   of its replicas, for the operators and the acks rule.
+//! - [`cluster`]: Redis Cluster mode, the state spread over the primaries by slot, with
+//!   what has to reach every primary (listeners, walks, clocks) following the topology.
 //! - [`clock`]: the node's clock as this process estimates it, for script deadlines (one
 //!   offset per node; the module says why).
 
+pub mod batch;
 pub mod clock;
+pub mod cluster;
 pub mod connect;
 pub mod durability;
 pub mod embedded;
@@ -41,7 +46,10 @@ use ::redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use batch::Batch;
 pub use clock::{RedisClock, wall_ms};
+pub use cluster::sharded::ShardedGates;
+pub use cluster::{Cluster, ClusterSettings};
 pub use connect::{ConnectError, RedisSettings};
 pub use gate::{Claim, Epoch, SubscriptionGate};
 pub use memory::{MemoryState, RedisMemory};
@@ -63,6 +71,8 @@ pub struct Redis {
     /// What the master says of its replicas.
     replication: Arc<ReplicationView>,
     db: i64,
+    /// How long a call may take (`--redis-timeout-ms`).
+    timeout: std::time::Duration,
 }
 
 /// How calls reach the master.
@@ -74,6 +84,10 @@ enum Link {
         client: Arc<::redis::Client>,
     },
     Sentinel(Arc<Follower>),
+    Cluster {
+        conn: ::redis::cluster_async::ClusterConnection,
+        cluster: Arc<Cluster>,
+    },
 }
 
 /// Whether a failed call says its connection (or the node) can no longer be trusted as the
@@ -90,13 +104,20 @@ impl Redis {
     /// error here; calls answer 503 until it does). In Sentinel mode nothing is asked until
     /// [`Self::start`].
     pub fn connect(settings: &RedisSettings) -> Result<Self, ConnectError> {
-        let (link, target, db) = match &settings.sentinel {
-            Some(sentinel) => {
+        let (link, target, db) = match (&settings.sentinel, &settings.cluster) {
+            (_, Some(cluster)) => {
+                let cluster =
+                    Cluster::new(cluster.clone(), settings.timeout).map_err(ConnectError::Url)?;
+                let target = replicas::Target::Cluster(cluster.clone());
+                let conn = cluster.conn();
+                (Link::Cluster { conn, cluster }, target, 0)
+            }
+            (Some(sentinel), None) => {
                 let follower = Follower::new(sentinel.clone(), settings.timeout);
                 let target = replicas::Target::Following(follower.clone());
                 (Link::Sentinel(follower), target, sentinel.db)
             }
-            None => {
+            (None, None) => {
                 let client = connect::client(&settings.url, settings.ca_file.as_deref())?;
                 let db = client.get_connection_info().redis_settings().db();
                 let conn = ConnectionManager::new_lazy_with_config(
@@ -115,6 +136,7 @@ impl Redis {
             acks: Acks::new(settings.acks.clone(), target, settings.timeout),
             replication: Arc::default(),
             db,
+            timeout: settings.timeout,
         })
     }
 
@@ -122,8 +144,10 @@ impl Redis {
     /// Sentinels' master (in that mode), and reading the master's replication.
     pub fn start(&self, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
         let mut tasks = Vec::new();
-        if let Link::Sentinel(follower) = &self.link {
-            tasks.push(follower.spawn(shutdown.clone()));
+        match &self.link {
+            Link::Sentinel(follower) => tasks.push(follower.spawn(shutdown.clone())),
+            Link::Cluster { cluster, .. } => tasks.push(cluster.spawn(shutdown.clone())),
+            Link::Standalone { .. } => {}
         }
         tasks.push(replication::spawn(self.clone(), shutdown.clone()));
         tasks
@@ -138,14 +162,25 @@ impl Redis {
     pub fn follower(&self) -> Option<&Arc<Follower>> {
         match &self.link {
             Link::Sentinel(follower) => Some(follower),
-            Link::Standalone { .. } => None,
+            Link::Standalone { .. } | Link::Cluster { .. } => None,
+        }
+    }
+
+    /// The cluster, in that mode.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        match &self.link {
+            Link::Cluster { cluster, .. } => Some(cluster),
+            Link::Standalone { .. } | Link::Sentinel(_) => None,
         }
     }
 
     /// Which master calls go to: grows with every master taken on in Sentinel mode (0 while
-    /// none is known, and always for one server). Per-node settings (keyspace
-    /// notifications) are applied again when it changes.
+    /// none is known, and always for one server), and with every topology change in Cluster
+    /// mode. Per-node settings (keyspace notifications) are applied again when it changes.
     pub fn master_epoch(&self) -> u64 {
+        if let Some(cluster) = self.cluster() {
+            return cluster.epochs.load(std::sync::atomic::Ordering::Relaxed);
+        }
         self.follower()
             .and_then(|f| f.master())
             .map_or(0, |m| m.epoch)
@@ -156,13 +191,76 @@ impl Redis {
         self.follower().is_none_or(|f| f.master().is_some())
     }
 
-    /// The master's address, as far as this process knows it.
+    /// The master's address, as far as this process knows it (in Cluster mode, the
+    /// primaries', comma-separated).
     pub fn master_addr(&self) -> Option<String> {
         match &self.link {
             Link::Standalone { client, .. } => {
                 Some(client.get_connection_info().addr().to_string())
             }
             Link::Sentinel(follower) => follower.master().map(|m| m.addr),
+            Link::Cluster { cluster, .. } => {
+                let primaries = cluster.topology().primaries();
+                (!primaries.is_empty()).then(|| primaries.join(","))
+            }
+        }
+    }
+
+    /// The primaries (or the one master) a walk or a per-node setting must reach: their
+    /// addresses, or `None` for the one node the handle talks to.
+    pub fn nodes(&self) -> Vec<Option<String>> {
+        match self.cluster() {
+            Some(cluster) => cluster.topology().primaries().into_iter().map(Some).collect(),
+            None => vec![None],
+        }
+    }
+
+    /// [`Self::nodes`], after reading the cluster's topology if it was not read yet (at
+    /// start-up; an unreachable cluster gives no node).
+    pub async fn known_nodes(&self) -> Vec<Option<String>> {
+        if let Some(cluster) = self.cluster()
+            && cluster.topology().shards.is_empty()
+            && let Err(e) = cluster.refresh().await
+        {
+            tracing::warn!(error = %e, "could not read the Redis Cluster's topology yet");
+        }
+        self.nodes()
+    }
+
+    /// A connection of its own to the node at `addr` (Cluster mode; for what must ask each
+    /// primary itself, several commands in a row).
+    pub async fn node_conn(
+        &self,
+        addr: &str,
+    ) -> ::redis::RedisResult<::redis::aio::MultiplexedConnection> {
+        let Some(cluster) = self.cluster() else {
+            return Err(::redis::RedisError::from((
+                ::redis::ErrorKind::Client,
+                "not in Cluster mode",
+            )));
+        };
+        let config = ::redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        cluster
+            .settings()
+            .node_client(addr)?
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+    }
+
+    /// Runs `cmd` on `node` (one of [`Self::nodes`]).
+    pub async fn on_node<T: ::redis::FromRedisValue>(
+        &self,
+        node: Option<&str>,
+        cmd: Cmd,
+    ) -> ::redis::RedisResult<T> {
+        match (node, self.cluster()) {
+            (Some(addr), Some(cluster)) => {
+                let value = cluster.on_node(addr, cmd).await?;
+                Ok(::redis::from_redis_value(value)?)
+            }
+            _ => cmd.query_async(&mut self.clone()).await,
         }
     }
 
@@ -193,7 +291,7 @@ impl Redis {
         }
     }
 
-    /// The clock of the node a script on any key runs on (one node today).
+    /// The clock scripts' deadlines are set by (in a cluster, the slowest primary's).
     pub fn clock(&self) -> &RedisClock {
         &self.clock
     }
@@ -205,10 +303,13 @@ impl Redis {
 
     /// Starts the process's subscriber on `topics`, routing what it hears to `routes`, until
     /// `shutdown`.
+    /// `sharded`: in Cluster mode, the per-lock sharded subscriptions (see
+    /// [`cluster::sharded`]).
     pub fn spawn_subscriber(
         &self,
         topics: Topics,
         routes: Vec<Arc<dyn Route>>,
+        sharded: Option<Arc<ShardedGates>>,
         shutdown: CancellationToken,
     ) -> (Arc<SubscriberStatus>, JoinHandle<()>) {
         let source = match &self.link {
@@ -216,6 +317,16 @@ impl Redis {
                 subscriber::Source::Fixed(Box::new((**client).clone()))
             }
             Link::Sentinel(follower) => subscriber::Source::Following(follower.watch()),
+            Link::Cluster { cluster, .. } => {
+                return cluster::subscriber::spawn(
+                    cluster.clone(),
+                    topics,
+                    routes,
+                    sharded,
+                    self.timeout,
+                    shutdown,
+                );
+            }
         };
         subscriber::spawn(source, topics, routes, shutdown)
     }
@@ -225,6 +336,7 @@ impl ConnectionLike for Redis {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.link {
             Link::Standalone { conn, .. } => conn.req_packed_command(cmd),
+            Link::Cluster { conn, .. } => conn.req_packed_command(cmd),
             Link::Sentinel(follower) => Box::pin(async move {
                 let master = follower.master_within_timeout().await?;
                 let mut conn = master.conn;
@@ -247,6 +359,7 @@ impl ConnectionLike for Redis {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.link {
             Link::Standalone { conn, .. } => conn.req_packed_commands(pipeline, offset, count),
+            Link::Cluster { conn, .. } => conn.req_packed_commands(pipeline, offset, count),
             Link::Sentinel(follower) => Box::pin(async move {
                 let master = follower.master_within_timeout().await?;
                 let mut conn = master.conn;

@@ -73,17 +73,62 @@ pub struct AckStats {
     pub last_acked: AtomicU32,
 }
 
-/// Where the pool's connections go: the one server, or the master the Sentinels name now.
+/// Where the pool's connections go: the one server, the master the Sentinels name now, or
+/// a cluster (each pooled connection then is a cluster connection of its own, and a call's
+/// `WAIT` goes to the node its function ran on).
 #[derive(Clone)]
 pub(super) enum Target {
     Fixed(Arc<::redis::Client>),
     Following(Arc<Follower>),
+    Cluster(Arc<super::Cluster>),
 }
 
 /// A pooled connection, and the master epoch it was made for.
 pub(super) struct AckConn {
-    conn: MultiplexedConnection,
+    conn: AckLink,
     epoch: u64,
+}
+
+enum AckLink {
+    Node(MultiplexedConnection),
+    Cluster(::redis::cluster_async::ClusterConnection),
+}
+
+impl AckLink {
+    async fn call(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Self::Node(conn) => cmd.query_async(conn).await,
+            Self::Cluster(conn) => cmd.query_async(conn).await,
+        }
+    }
+
+    /// `WAIT`s for `required` replicas of what this connection wrote with `after` (on a
+    /// cluster: on the node `after`'s first key lives on, where it ran; `WAIT` counts
+    /// the writes of the connection it runs on).
+    async fn wait(&mut self, after: &Cmd, required: u32, wait_ms: u64) -> RedisResult<u32> {
+        let mut wait = ::redis::cmd("WAIT");
+        wait.arg(required).arg(wait_ms);
+        match self {
+            Self::Node(conn) => wait.query_async(conn).await,
+            Self::Cluster(conn) => {
+                use ::redis::cluster_routing::{
+                    Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+                };
+                // `FCALL name numkeys key ...`: the first key names the node.
+                let Some(::redis::Arg::Simple(key)) = after.args_iter().nth(3) else {
+                    return Err(io_error("a call without a key cannot wait for replicas".into()));
+                };
+                let node = Route::with_key(key, SlotAddr::Master);
+                let acked = conn
+                    .route_command(
+                        wait,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(node)),
+                    )
+                    .await?;
+                Ok(::redis::from_redis_value(acked)?)
+            }
+        }
+    }
 }
 
 pub(super) struct Manager {
@@ -107,6 +152,20 @@ impl managed::Manager for Manager {
 
     async fn create(&self) -> Result<AckConn, ::redis::RedisError> {
         let (client, epoch) = match &self.target {
+            Target::Cluster(cluster) => {
+                let conn = cluster
+                    .client()
+                    .get_async_connection_with_config(
+                        ::redis::cluster::ClusterConfig::new()
+                            .set_connection_timeout(self.timeout.min(Duration::from_millis(500)))
+                            .set_response_timeout(self.timeout + self.wait),
+                    )
+                    .await?;
+                return Ok(AckConn {
+                    conn: AckLink::Cluster(conn),
+                    epoch: 0,
+                });
+            }
             Target::Fixed(client) => (client.clone(), 0),
             Target::Following(follower) => {
                 let master = follower.master_within_timeout().await?;
@@ -116,7 +175,10 @@ impl managed::Manager for Manager {
         let conn = client
             .get_multiplexed_async_connection_with_config(&self.config())
             .await?;
-        Ok(AckConn { conn, epoch })
+        Ok(AckConn {
+            conn: AckLink::Node(conn),
+            epoch,
+        })
     }
 
     async fn recycle(&self, conn: &mut AckConn, _: &Metrics) -> RecycleResult<::redis::RedisError> {
@@ -198,16 +260,12 @@ impl Acks {
         };
         let epoch = conn.epoch;
         let result = async {
-            let value: Value = cmd.query_async(&mut conn.conn).await?;
+            let value: Value = conn.conn.call(cmd).await?;
             if !changed(&value) {
                 return Ok((value, None));
             }
             let wait_ms = u64::try_from(self.settings.timeout.as_millis()).unwrap_or(u64::MAX);
-            let acked: u32 = ::redis::cmd("WAIT")
-                .arg(required)
-                .arg(wait_ms)
-                .query_async(&mut conn.conn)
-                .await?;
+            let acked = conn.conn.wait(cmd, required, wait_ms).await?;
             Ok((value, Some(acked)))
         }
         .await;

@@ -91,10 +91,51 @@ fn replica(value: &str) -> Replica {
     }
 }
 
+/// One primary of a cluster, as its `INFO` said at the last reading.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct NodeReading {
+    /// `host:port`.
+    pub addr: String,
+    /// Keys in its database 0.
+    pub keys: u64,
+    /// Commands per second, as Redis measures it (`instantaneous_ops_per_sec`).
+    pub ops_per_sec: u64,
+    pub used_memory_bytes: u64,
+    /// Replicas linked now.
+    pub replicas_online: u64,
+}
+
+impl NodeReading {
+    /// Reads `INFO replication stats keyspace memory`'s text.
+    fn parse(addr: &str, info: &str) -> Self {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+                .unwrap_or_default()
+        };
+        let number = |name: &str| field(name).parse().unwrap_or(0);
+        // `db0:keys=12,expires=3,avg_ttl=0`.
+        let keys = field("db0")
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("keys="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        Self {
+            addr: addr.to_owned(),
+            keys,
+            ops_per_sec: number("instantaneous_ops_per_sec"),
+            used_memory_bytes: number("used_memory"),
+            replicas_online: Replication::parse(info).online() as u64,
+        }
+    }
+}
+
 /// The last reading, shared.
 #[derive(Debug, Default)]
 pub struct ReplicationView {
     last: Mutex<Option<Replication>>,
+    /// Cluster mode: each primary's.
+    nodes: Mutex<Vec<NodeReading>>,
 }
 
 impl ReplicationView {
@@ -102,11 +143,42 @@ impl ReplicationView {
         self.last.lock().ok().and_then(|l| l.clone())
     }
 
+    /// Cluster mode: each primary as last read (empty otherwise).
+    pub fn nodes(&self) -> Vec<NodeReading> {
+        self.nodes.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+
     fn set(&self, reading: Option<Replication>) {
         if let Ok(mut last) = self.last.lock() {
             *last = reading;
         }
     }
+}
+
+/// The master's replication; in a cluster, the primary with the fewest replicas (the one
+/// the acks rule must go by: a grant there needs one too), and each primary's figures.
+async fn read(redis: &Redis) -> Option<Replication> {
+    let mut fewest: Option<Replication> = None;
+    let mut nodes = Vec::new();
+    for node in redis.nodes() {
+        let mut cmd = ::redis::cmd("INFO");
+        cmd.arg("replication");
+        if node.is_some() {
+            cmd.arg("stats").arg("keyspace").arg("memory");
+        }
+        let text: String = redis.on_node(node.as_deref(), cmd).await.ok()?;
+        let read = Replication::parse(&text);
+        if let Some(addr) = &node {
+            nodes.push(NodeReading::parse(addr, &text));
+        }
+        if fewest.as_ref().is_none_or(|f| read.replicas.len() < f.replicas.len()) {
+            fewest = Some(read);
+        }
+    }
+    if let Ok(mut last) = redis.replication.nodes.lock() {
+        *last = nodes;
+    }
+    fewest
 }
 
 /// Reads the master's replication every second until `shutdown`.
@@ -119,13 +191,8 @@ pub(super) fn spawn(redis: Redis, shutdown: CancellationToken) -> JoinHandle<()>
                 _ = tick.tick() => {}
                 () = shutdown.cancelled() => return,
             }
-            let mut conn = redis.clone();
-            let mut cmd = ::redis::cmd("INFO");
-            cmd.arg("replication");
             let reading = tokio::select! {
-                info = cmd.query_async::<String>(&mut conn) => {
-                    info.ok().map(|text| Replication::parse(&text))
-                }
+                reading = read(&redis) => reading,
                 () = shutdown.cancelled() => return,
             };
             if let Some(r) = &reading {
@@ -154,6 +221,25 @@ mod tests {
         assert_eq!(r.replicas[0].behind_bytes, 200);
         assert_eq!(r.replicas[1].state, "wait_bgsave");
         assert_eq!(r.replicas[1].lag_s, 3);
+    }
+
+    #[test]
+    fn a_primarys_info_reads_into_keys_ops_memory_and_replicas() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
+            slave0:ip=127.0.0.1,port=7004,state=online,offset=10,lag=0\r\n\
+            # Stats\r\ninstantaneous_ops_per_sec:1234\r\n# Memory\r\nused_memory:2048\r\n\
+            # Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\n";
+        let node = NodeReading::parse("127.0.0.1:7001", info);
+        assert_eq!(
+            node,
+            NodeReading {
+                addr: "127.0.0.1:7001".to_owned(),
+                keys: 12,
+                ops_per_sec: 1234,
+                used_memory_bytes: 2048,
+                replicas_online: 1,
+            }
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::{AckRule, Redis};
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RedisStatus {
-    /// `standalone` or `sentinel`.
+    /// `standalone`, `sentinel` or `cluster`.
     pub mode: &'static str,
     /// The master's address as this instance knows it; absent while none is known (a
     /// failover in progress).
@@ -25,6 +25,35 @@ pub struct RedisStatus {
     pub acks: AckStatus,
     /// Sentinel mode only.
     pub sentinel: Option<SentinelStatus>,
+    /// Cluster mode only.
+    pub cluster: Option<ClusterStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ClusterStatus {
+    /// The seed nodes it was started with.
+    pub seeds: Vec<String>,
+    /// Each primary: its slots and replicas (from `CLUSTER SLOTS`, every second) and its
+    /// figures (from its `INFO`, every second).
+    pub shards: Vec<ShardStatus>,
+    /// Whether every one of the 16384 slots is served.
+    pub covers_every_slot: bool,
+    /// Topology changes seen since start (failovers, slot moves, nodes added).
+    pub topology_changes: u64,
+    /// The latest of them, oldest first.
+    #[schema(value_type = Vec<Object>)]
+    pub changes: Vec<super::cluster::Change>,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ShardStatus {
+    pub primary: String,
+    pub replicas: Vec<String>,
+    /// Slot ranges, `a-b` (or `a` alone).
+    pub slots: Vec<String>,
+    pub slot_count: u32,
+    /// The primary's `INFO` at the last reading; absent when it did not answer.
+    pub node: Option<super::replication::NodeReading>,
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -67,11 +96,42 @@ impl Redis {
             masterless_ms: u64::try_from(f.masterless().as_millis()).unwrap_or(u64::MAX),
             switches: f.switches(),
         });
+        let cluster = self.cluster().map(|c| {
+            let topology = c.topology();
+            let readings = self.replication().nodes();
+            ClusterStatus {
+                seeds: c.settings().nodes.clone(),
+                covers_every_slot: topology.covers_every_slot(),
+                shards: topology
+                    .shards
+                    .iter()
+                    .map(|s| ShardStatus {
+                        primary: s.primary.clone(),
+                        replicas: s.replicas.clone(),
+                        slots: s
+                            .slots
+                            .iter()
+                            .map(|(a, b)| {
+                                if a == b {
+                                    a.to_string()
+                                } else {
+                                    format!("{a}-{b}")
+                                }
+                            })
+                            .collect(),
+                        slot_count: s.slot_count(),
+                        node: readings.iter().find(|r| r.addr == s.primary).cloned(),
+                    })
+                    .collect(),
+                topology_changes: c.epochs.load(Ordering::Relaxed).saturating_sub(1),
+                changes: c.changes(),
+            }
+        });
         RedisStatus {
-            mode: if sentinel.is_some() {
-                "sentinel"
-            } else {
-                "standalone"
+            mode: match (&sentinel, &cluster) {
+                (_, Some(_)) => "cluster",
+                (Some(_), None) => "sentinel",
+                (None, None) => "standalone",
             },
             master: self.master_addr(),
             replication: self.replication().last(),
@@ -87,6 +147,7 @@ impl Redis {
                 last_acked: acks.stats.last_acked.load(Ordering::Relaxed),
             },
             sentinel,
+            cluster,
         }
     }
 }

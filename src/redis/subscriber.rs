@@ -42,10 +42,15 @@ pub trait Route: Send + Sync {
 
     /// The subscription was lost (a reconnect follows).
     fn lost(&self) {}
+
+    /// One channel's subscription was withdrawn (Cluster mode: its slot moved); anything
+    /// published on it since is lost.
+    fn lost_channel(&self, _channel: &str) {}
 }
 
 /// A subscription held only while needed: its gate, and the channels (or patterns) it
 /// stands for.
+#[derive(Clone)]
 pub struct Gated {
     pub gate: Arc<SubscriptionGate>,
     pub topics: Vec<String>,
@@ -78,6 +83,15 @@ impl SubscriberStatus {
     /// Times the subscription was lost and re-established.
     pub fn reconnects(&self) -> u64 {
         self.reconnects.load(Ordering::Relaxed)
+    }
+
+    /// For a subscriber made of several (Cluster mode): whether all of them are connected.
+    pub(super) fn set_connected(&self, connected: bool) {
+        self.connected.store(connected, Ordering::Relaxed);
+    }
+
+    pub(super) fn reconnects_add(&self, n: u64) {
+        self.reconnects.fetch_add(n, Ordering::Relaxed);
     }
 }
 

@@ -36,7 +36,7 @@ use crate::locks::{LockError, Locks};
 use crate::metrics::Metrics;
 use crate::own_keys;
 use crate::redis::durability::{Durability, DurabilityError};
-use crate::redis::{ConnectError, Redis, Route, Topics};
+use crate::redis::{ConnectError, Redis, Route, ShardedGates, Topics};
 use crate::state::{AppState, Shared};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
@@ -111,7 +111,15 @@ pub async fn run(
         return Err(ServerError::Exposed(local));
     }
 
-    let waiters = Arc::new(Waiters::default());
+    // In Cluster mode each waited-for lock is subscribed on its own (sharded pub/sub has no
+    // patterns), instead of the unlock patterns below.
+    let sharded = conn
+        .cluster()
+        .map(|_| ShardedGates::new(crate::locks::wake_channels));
+    let waiters = Arc::new(match &sharded {
+        Some(gates) => Waiters::sharded(gates.clone()),
+        None => Waiters::default(),
+    });
     let feed = EventFeed::default();
     let (to_sweeper, expired) = tokio::sync::mpsc::channel(sweeper::EXPIRED_QUEUE);
     let expiries = Expiries {
@@ -126,7 +134,10 @@ pub async fn run(
         feed: feed.clone(),
         base: prefix.clone(),
     };
-    let mut gated = vec![wakeups.subscription()];
+    let mut gated = Vec::new();
+    if sharded.is_none() {
+        gated.push(wakeups.subscription());
+    }
     gated.extend(feed_route.subscriptions());
     let topics = Topics {
         always: vec![expiries.channel.clone()],
@@ -135,7 +146,7 @@ pub async fn run(
     };
     let routes: Vec<Arc<dyn Route>> =
         vec![Arc::new(wakeups), Arc::new(expiries), Arc::new(feed_route)];
-    let (subscriber, subscriber_task) = conn.spawn_subscriber(topics, routes, shutdown.clone());
+    let (subscriber, subscriber_task) = conn.spawn_subscriber(topics, routes, sharded, shutdown.clone());
     let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
     let locks = Locks::new(
         conn.clone(),
@@ -246,6 +257,12 @@ async fn migrate_own_keys(
     base: &str,
     shutdown: &CancellationToken,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, ServerError> {
+    // No Leasehold before Cluster mode ran on a cluster, so no earlier layout is there to
+    // move (and its keys, in other slots than the new ones, could not be renamed in one
+    // command there).
+    if conn.cluster().is_some() {
+        return Ok(None);
+    }
     match own_keys::migrate(&mut conn.clone(), base).await {
         Ok(_) => return Ok(None),
         Err(e) if !(e.is_io_error() || e.is_timeout()) => return Err(ServerError::Redis(e)),
@@ -281,14 +298,26 @@ async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
 
 /// Says what this Redis can lose and refuses one that evicts keys (unless allowed). A Redis
 /// that does not answer yet is not judged: requests get 503 until it does.
+/// In a cluster, every primary is judged.
 async fn check_durability(conn: &Redis, allow_eviction: bool) -> Result<(), DurabilityError> {
-    match Durability::read(&mut conn.clone()).await {
-        Ok(durability) => durability.judge(allow_eviction),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not check Redis's persistence and eviction settings");
-            Ok(())
+    for node in conn.known_nodes().await {
+        let read = match &node {
+            None => Durability::read(&mut conn.clone()).await,
+            Some(addr) => match conn.node_conn(addr).await {
+                Ok(mut node_conn) => Durability::read(&mut node_conn).await,
+                Err(e) => Err(DurabilityError::Unreadable(e)),
+            },
+        };
+        match read {
+            Ok(durability) => durability.judge(allow_eviction)?,
+            Err(e) => tracing::warn!(
+                error = %e,
+                node = node.as_deref().unwrap_or_default(),
+                "could not check Redis's persistence and eviction settings"
+            ),
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

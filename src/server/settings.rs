@@ -6,7 +6,7 @@ use super::tls::TlsFiles;
 use crate::config::ServeArgs;
 use crate::limits::{ClientLimits, LockLimits};
 use crate::locks::{LockSettings, TtlPolicy};
-use crate::redis::{AckSettings, RedisSettings, SentinelSettings};
+use crate::redis::{AckSettings, ClusterSettings, RedisSettings, SentinelSettings};
 use crate::state::{ApiLimits, DashboardSettings};
 use std::time::Duration;
 
@@ -67,6 +67,12 @@ impl ServerConfig {
                         tls: args.redis_tls,
                         db: args.redis_db,
                     }),
+                cluster: (!args.redis_cluster.is_empty()).then(|| ClusterSettings {
+                    nodes: args.redis_cluster.clone(),
+                    username: args.redis_username.clone(),
+                    password: args.redis_password.clone(),
+                    tls: args.redis_tls,
+                }),
                 acks: AckSettings {
                     rule: args.min_replica_acks,
                     timeout: Duration::from_millis(args.replica_ack_timeout_ms),

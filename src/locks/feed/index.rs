@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 use crate::locks::layout::KeySpace;
 use crate::locks::{LockError, LockName, Locks};
+use crate::redis::Batch;
 
 /// How long an instance skips a name it wrote into the index.
 pub const NOTED_FOR: Duration = Duration::from_secs(60);
@@ -119,15 +120,20 @@ impl Locks {
         if found.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        // (A batch: in a cluster the names sit on different slots.)
+        let mut batch = Batch::new();
         for (locks, name) in &found {
             let keys = locks.inner.keys.lock(name);
             let [lock, queue, permits] = keys.liveness_keys();
-            pipe.cmd("EXISTS").arg(&lock).arg(&queue).arg(&permits);
-            pipe.cmd("TYPE").arg(&lock);
-            pipe.cmd("EXISTS").arg(keys.state());
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(&lock).arg(&queue).arg(&permits);
+            let mut kind = redis::cmd("TYPE");
+            kind.arg(&lock);
+            let mut state = redis::cmd("EXISTS");
+            state.arg(keys.state());
+            batch.add(exists).add(kind).add(state);
         }
-        let replies: Vec<redis::Value> = pipe.query_async(&mut self.inner.conn.clone()).await?;
+        let replies: Vec<redis::Value> = batch.run(&self.inner.conn).await?;
         let mut bare = Vec::new();
         let (mut writes, mut any) = (redis::pipe(), false);
         for ((locks, name), r) in found.iter().zip(replies.chunks(3)) {
@@ -182,14 +188,16 @@ impl Locks {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.inner.conn.clone();
-        let mut pipe = redis::pipe();
+        let mut batch = Batch::new();
         for name in &candidates {
             let keys = self.inner.keys.lock(name);
-            pipe.cmd("EXISTS").arg(keys.state());
-            pipe.cmd("TYPE").arg(keys.lock());
+            let mut state = redis::cmd("EXISTS");
+            state.arg(keys.state());
+            let mut kind = redis::cmd("TYPE");
+            kind.arg(keys.lock());
+            batch.add(state).add(kind);
         }
-        let found: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        let found: Vec<redis::Value> = batch.run(&self.inner.conn).await?;
         let hashes: Vec<LockName> = candidates
             .into_iter()
             .zip(found.chunks(2))
@@ -202,12 +210,13 @@ impl Locks {
         if hashes.is_empty() {
             return Ok(hashes);
         }
-        let mut pipe = redis::pipe();
+        let mut batch = Batch::new();
         for name in &hashes {
-            pipe.cmd("HRANDFIELD")
-                .arg(self.inner.keys.lock(name).lock());
+            let mut field = redis::cmd("HRANDFIELD");
+            field.arg(self.inner.keys.lock(name).lock());
+            batch.add(field);
         }
-        let fields: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+        let fields: Vec<Option<String>> = batch.run(&self.inner.conn).await?;
         Ok(hashes
             .into_iter()
             .zip(fields)

@@ -124,35 +124,38 @@ impl Locks {
     /// Switches on expired-key notifications, keeping the flags already set; where Redis
     /// refuses (`CONFIG` renamed or denied on a managed Redis), expiries are found by the
     /// periodic pass only.
+    /// In a cluster each primary is asked (notifications are node-local), again whenever
+    /// the topology changes (a promoted replica may not have them on).
     async fn enable_notifications(&self) {
-        let mut conn = self.inner.conn.clone();
-        let current: redis::RedisResult<(String, String)> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("notify-keyspace-events")
-            .query_async(&mut conn)
-            .await;
+        for node in self.inner.conn.nodes() {
+            self.enable_notifications_on(node.as_deref()).await;
+        }
+    }
+
+    async fn enable_notifications_on(&self, node: Option<&str>) {
+        let conn = &self.inner.conn;
+        let mut get = redis::cmd("CONFIG");
+        get.arg("GET").arg("notify-keyspace-events");
+        let current: redis::RedisResult<(String, String)> = conn.on_node(node, get).await;
         let flags = match current {
             Ok((_, flags)) => flags,
             Err(e) => {
-                tracing::info!(error = %e, "cannot read notify-keyspace-events; expiries are found by the periodic sweep only");
+                tracing::info!(error = %e, node, "cannot read notify-keyspace-events; expiries are found by the periodic sweep only");
                 return;
             }
         };
         let Some(wanted) = with_expired_events(&flags) else {
             return;
         };
-        let set: redis::RedisResult<()> = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg(&wanted)
-            .query_async(&mut conn)
-            .await;
+        let mut set = redis::cmd("CONFIG");
+        set.arg("SET").arg("notify-keyspace-events").arg(&wanted);
+        let set: redis::RedisResult<()> = conn.on_node(node, set).await;
         match set {
             Ok(()) => {
-                tracing::info!(flags = %wanted, "switched on Redis's expired-key notifications")
+                tracing::info!(flags = %wanted, node, "switched on Redis's expired-key notifications")
             }
             Err(e) => {
-                tracing::info!(error = %e, "cannot switch on expired-key notifications; expiries are found by the periodic sweep only")
+                tracing::info!(error = %e, node, "cannot switch on expired-key notifications; expiries are found by the periodic sweep only")
             }
         }
     }

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::locks::feed::queue::Queue;
 use crate::locks::types::LeaseKind;
 use crate::locks::{LeaseId, LockError, LockName, Locks, Timestamp};
+use crate::redis::Batch;
 
 /// How long past its wait deadline an entry stays valid: its request may still be finishing
 /// its last attempt, and clocks differ a little.
@@ -173,9 +174,10 @@ impl Writer {
     }
 }
 
-/// Writes one batch of changes, in order.
+/// Writes one batch of changes, in order (each lock's in order: in a cluster the locks' lists
+/// are written slot by slot).
 async fn write(conn: &mut crate::redis::Redis, batch: &[Change]) {
-    let mut pipe = redis::pipe();
+    let mut pipe = Batch::new();
     // Each hash lives as long as its longest entry may: PEXPIRE GT keeps a later expiry
     // another waiter set (Redis 7.0); NX gives a new hash its first.
     let mut lives: HashMap<&str, u64> = HashMap::new();
@@ -187,28 +189,27 @@ async fn write(conn: &mut crate::redis::Redis, batch: &[Change]) {
                 json,
                 ttl_ms,
             } => {
-                pipe.hset(key, field, json).ignore();
+                let mut hset = redis::cmd("HSET");
+                hset.arg(key).arg(field).arg(json);
+                pipe.add_ignored(hset);
                 let life = lives.entry(key).or_default();
                 *life = (*life).max(*ttl_ms);
             }
             Change::Unlist { key, field } => {
-                pipe.hdel(key, field).ignore();
+                let mut hdel = redis::cmd("HDEL");
+                hdel.arg(key).arg(field);
+                pipe.add_ignored(hdel);
             }
         }
     }
     for (key, ttl_ms) in lives {
-        pipe.cmd("PEXPIRE")
-            .arg(key)
-            .arg(ttl_ms)
-            .arg("GT")
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(key)
-            .arg(ttl_ms)
-            .arg("NX")
-            .ignore();
+        for rule in ["GT", "NX"] {
+            let mut pexpire = redis::cmd("PEXPIRE");
+            pexpire.arg(key).arg(ttl_ms).arg(rule);
+            pipe.add_ignored(pexpire);
+        }
     }
-    if let Err(e) = pipe.query_async::<()>(conn).await {
+    if let Err(e) = pipe.run::<()>(conn).await {
         tracing::debug!(error = %e, changes = batch.len(), "could not write waiting lists (their entries lapse)");
     }
 }
@@ -299,11 +300,13 @@ impl Locks {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
+        let mut batch = Batch::new();
         for name in names {
-            pipe.cmd("HVALS").arg(self.waiting_key(name));
+            let mut hvals = redis::cmd("HVALS");
+            hvals.arg(self.waiting_key(name));
+            batch.add(hvals);
         }
-        let all: Vec<Vec<String>> = pipe.query_async(&mut self.inner.conn.clone()).await?;
+        let all: Vec<Vec<String>> = batch.run(&self.inner.conn).await?;
         let now = self.inner.conn.clock().now_ms();
         Ok(all.into_iter().map(|e| live(e, now).1).collect())
     }

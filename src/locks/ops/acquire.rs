@@ -158,7 +158,12 @@ impl Locks {
                 // waiter keeps it once.
                 let mut notified = pin!(registration.as_ref().map(|(_, r)| r.notified()));
                 // Whether this process hears unlock messages from here on (see `park` below).
-                let epoch = locks.inner.waiters.epoch();
+                // (The key is read from the registration where it is needed, not kept: a
+                // parked waiter's future holds nothing more for it.)
+                let epoch = locks
+                    .inner
+                    .waiters
+                    .epoch(registration.as_ref().map_or("", |(_, r)| r.key()));
                 let ticket_timeout = Duration::from_millis(locks.inner.settings.ticket_timeout_ms);
                 let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
                 // A first refusal puts the request on the waiting list (after the block below).
@@ -300,7 +305,11 @@ impl Locks {
                 // before the attempt; if not, it listens now and tries again first (an unlock
                 // in between was not heard). Boxed: a parked waiter keeps no room for it.
                 let parking = tokio::select! {
-                    parking = Box::pin(locks.inner.waiters.park(epoch, deadline)) => parking,
+                    parking = Box::pin(locks.inner.waiters.park(
+                        registration.as_ref().map_or("", |(_, r)| r.key()),
+                        epoch,
+                        deadline,
+                    )) => parking,
                     () = locks.inner.shutdown.cancelled() => Parking::Unheard,
                 };
                 let _reliance = match parking {

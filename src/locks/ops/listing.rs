@@ -12,6 +12,7 @@ use futures_util::future::try_join_all;
 
 use crate::locks::feed::index::{self, dead_key, index_key};
 use crate::locks::{InvalidInput, LockError, LockName, LockView, Locks, SemaphoreView};
+use crate::redis::Batch;
 
 /// Names read per page at most, as a multiple of the page size (at least [`READ_MIN`]): a
 /// page of mostly dead names (just ended, not yet taken out) comes back short, with a cursor
@@ -201,13 +202,18 @@ impl Locks {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
+        // (A batch: in a cluster the names sit on different slots.)
+        let mut batch = Batch::new();
         for name in names {
             let [lock, queue, permits] = self.inner.keys.lock(name).liveness_keys();
-            pipe.cmd("EXISTS").arg(&lock).arg(&queue);
-            pipe.cmd("EXISTS").arg(&permits);
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(&lock).arg(&queue);
+            batch.add(exists);
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(&permits);
+            batch.add(exists);
         }
-        let flags: Vec<u64> = pipe.query_async(&mut self.inner.conn.clone()).await?;
+        let flags: Vec<u64> = batch.run(&self.inner.conn).await?;
         let inspections = names.iter().zip(flags.chunks(2)).filter_map(|(name, f)| {
             let (lock_or_queue, permits) = (f.first().copied()?, f.get(1).copied()?);
             (lock_or_queue + permits > 0).then_some((name, permits > 0))

@@ -99,7 +99,7 @@ impl LeaseWatch {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let waiters = &self.locks.inner.waiters;
-            let epoch = waiters.epoch();
+            let epoch = waiters.epoch(self.registration.key());
             let retry_at = match self.read().await {
                 Ok(Read::Ended(end)) => return Ok(end),
                 Ok(Read::Held { expires }) => {
@@ -114,7 +114,7 @@ impl LeaseWatch {
             // As a waiting request (see `acquire_waiting`): a message wakes the watch only if
             // this process listened since before the read; if not, listen and read again.
             let parking = tokio::select! {
-                parking = waiters.park(epoch, retry_at) => parking,
+                parking = waiters.park(self.registration.key(), epoch, retry_at) => parking,
                 () = shutdown.cancelled() => return Err(LockError::ShuttingDown),
             };
             let _reliance = match parking {

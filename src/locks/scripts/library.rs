@@ -40,9 +40,25 @@ impl Library {
     }
 }
 
-pub(in crate::locks) static LIBRARY: LazyLock<Library> = LazyLock::new(build);
+pub(in crate::locks) static LIBRARY: LazyLock<Library> = LazyLock::new(|| build(false));
 
-fn build() -> Library {
+/// The library for a Redis Cluster: the same functions, publishing their wake-ups sharded
+/// (`SPUBLISH`: the message stays in the lock's shard, where Redisson on a Redis 7 cluster
+/// publishes and listens too; a classic `PUBLISH` is copied to every node of the cluster).
+/// Every channel a function publishes on carries its lock's hash tag, which a sharded
+/// publish from a function needs.
+pub(in crate::locks) static SHARDED_LIBRARY: LazyLock<Library> = LazyLock::new(|| build(true));
+
+/// The library for `redis`'s mode.
+pub(in crate::locks) fn for_redis(redis: &crate::redis::Redis) -> &'static Library {
+    if redis.cluster().is_some() {
+        &SHARDED_LIBRARY
+    } else {
+        &LIBRARY
+    }
+}
+
+fn build(sharded: bool) -> Library {
     // Every operation is a function of its own, made once when the library loads (a closure
     // made on every call costs Redis instructions on every cycle: BENCHMARKS.md, W1), so that
     // its `return` ends only it: what it queued for STATE is then written
@@ -71,6 +87,9 @@ fn build() -> Library {
              redis.register_function{{function_name = 'lh_{{V}}_{op}', callback = function(KEYS, ARGV)\n\
              local reply = op_{op}(KEYS, ARGV)\nif WN > 0 then flush_state() end\nreturn reply\nend{flags}}}\nend\n"
         ));
+    }
+    if sharded {
+        body = body.replace("redis.call('PUBLISH', ", "redis.call('SPUBLISH', ");
     }
     let hash = hex::encode(&Sha256::digest(body.as_bytes())[..6]);
     let name = format!("leasehold_{hash}");
@@ -101,14 +120,33 @@ fn split_once_part(source: &str) -> (&str, &str) {
 /// Loads the library into Redis (or replaces a library of the same name, which has the same
 /// text).
 pub(in crate::locks) async fn load(redis: &crate::redis::Redis) -> redis::RedisResult<()> {
-    redis.load_functions(&LIBRARY.text).await?;
-    tracing::debug!(library = %LIBRARY.name, "loaded the Lua function library");
+    let library = for_redis(redis);
+    redis.load_functions(&library.text).await?;
+    tracing::debug!(library = %library.name, "loaded the Lua function library");
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cluster_library_publishes_every_wake_up_sharded_under_its_own_name() {
+        let (classic, sharded) = (&*LIBRARY, &*SHARDED_LIBRARY);
+        assert_ne!(classic.name, sharded.name);
+        let publishes = |text: &str| text.matches("redis.call('PUBLISH'").count();
+        assert!(publishes(&classic.text) > 10, "every wake-up publishes");
+        assert_eq!(publishes(&sharded.text), 0);
+        assert_eq!(
+            sharded.text.matches("redis.call('SPUBLISH'").count(),
+            publishes(&classic.text)
+        );
+        assert!(
+            !classic.text.to_ascii_uppercase().contains("'PUBLISH' ")
+                && !classic.text.contains("\"PUBLISH\""),
+            "every publish is written the one way the cluster library rewrites"
+        );
+    }
 
     #[test]
     fn every_operation_has_a_versioned_function() {

@@ -14,6 +14,10 @@
 //! subscription and tries again first. The subscription is dropped again once no request has
 //! relied on it for a while, and it cannot be dropped while one does (`crate::redis::gate`).
 //!
+//! In Cluster mode there are no patterns to listen with (sharded pub/sub has none): each
+//! waited-for lock's channels are subscribed on their own, with a gate per wake key
+//! ([`crate::redis::ShardedGates`]) under the same rules.
+//!
 //! Lease watches (`GET .../watch`) register apart from waiters ([`Waiters::watch`]): every
 //! wake-up of a lock also wakes its watches, but a wake-up meant for one waiter
 //! ([`Waiters::wake_one`]) is never taken by a watch, and watches are not counted as waiting
@@ -27,7 +31,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::locks::layout::{KeySpace, Wakes};
-use crate::redis::{Claim, Epoch, SubscriptionGate};
+use crate::redis::{Claim, Epoch, ShardedGates, SubscriptionGate};
 
 /// How long a request waits at most for the subscription to be armed before it waits without
 /// it (the subscriber is down: it retries on the holder's TTL then, as after any lost message).
@@ -41,6 +45,8 @@ pub struct Waiters {
     watches: Mutex<HashMap<Arc<str>, Slot>>,
     /// Whether the subscriber listens for unlock messages, and who relies on it.
     unlocks: Arc<SubscriptionGate>,
+    /// Cluster mode: a subscription per waited-for key instead.
+    sharded: Option<Arc<ShardedGates>>,
 }
 
 /// What a request saw of the subscription before an attempt (see [`Waiters::park`]).
@@ -66,31 +72,61 @@ struct Slot {
 }
 
 impl Waiters {
+    /// Waiters that listen per lock on sharded channels (Cluster mode).
+    pub fn sharded(gates: Arc<ShardedGates>) -> Self {
+        Self {
+            sharded: Some(gates),
+            ..Self::default()
+        }
+    }
+
     /// The unlock-message subscription, for the subscriber (it arms, loses and drops it).
     pub fn unlocks(&self) -> &Arc<SubscriptionGate> {
         &self.unlocks
     }
 
-    /// The subscription as it is now: take it before an attempt, and hand it to
-    /// [`Waiters::park`] after the attempt was refused.
-    pub fn epoch(&self) -> WakeEpoch {
-        self.unlocks.epoch()
+    /// Whether unlock messages are listened for now (in Cluster mode: for some lock).
+    pub fn hears_unlocks(&self) -> bool {
+        match &self.sharded {
+            Some(gates) => !gates.is_empty(),
+            None => self.unlocks.is_armed(),
+        }
+    }
+
+    /// The gate `wake_key`'s messages come through.
+    fn gate(&self, wake_key: &str) -> Arc<SubscriptionGate> {
+        match &self.sharded {
+            Some(gates) => gates.gate(wake_key),
+            None => self.unlocks.clone(),
+        }
+    }
+
+    /// The subscription of `wake_key`'s messages as it is now: take it before an attempt,
+    /// and hand it to [`Waiters::park`] after the attempt was refused.
+    pub fn epoch(&self, wake_key: &str) -> WakeEpoch {
+        self.gate(wake_key).epoch()
     }
 
     /// For a request whose attempt (made after `epoch` was taken) was refused and that would
-    /// wait until `deadline`: whether it may park on an unlock message (only if the
-    /// subscription has been armed without a break since `epoch`: only then does an unlock
-    /// after that attempt reach this process), or must try again first (it asked for the
-    /// subscription, which is armed now), or waits unheard.
-    pub async fn park(&self, epoch: WakeEpoch, deadline: Instant) -> Parking {
-        if let Some(claim) = self.unlocks.claim_since(epoch) {
+    /// wait until `deadline` for a message on `wake_key`: whether it may park on an unlock
+    /// message (only if the subscription has been armed without a break since `epoch`: only
+    /// then does an unlock after that attempt reach this process), or must try again first
+    /// (it asked for the subscription, which is armed now), or waits unheard.
+    pub async fn park(&self, wake_key: &str, epoch: WakeEpoch, deadline: Instant) -> Parking {
+        let gate = self.gate(wake_key);
+        if let Some(claim) = gate.claim_since(epoch) {
             return Parking::Heard(claim);
         }
-        if self
-            .unlocks
-            .arm(deadline.min(Instant::now() + ARM_TIMEOUT))
-            .await
-        {
+        let until = deadline.min(Instant::now() + ARM_TIMEOUT);
+        let armed = match &self.sharded {
+            // Claimed while it is asked for, so it is not forgotten in between.
+            Some(gates) => {
+                let _claim = gate.claim();
+                gates.arm(wake_key, until).await
+            }
+            None => self.unlocks.arm(until).await,
+        };
+        if armed {
             Parking::Armed
         } else {
             Parking::Unheard
@@ -209,6 +245,11 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// The key it waits on.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     /// A future that completes at the next wake-up; create it before the attempt it follows.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.notify.notified()
@@ -230,6 +271,11 @@ pub struct WatchRegistration {
 }
 
 impl WatchRegistration {
+    /// The lock key it watches.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     /// A future that completes at the lock's next wake-up; enable it before the read it
     /// follows.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
@@ -283,6 +329,12 @@ impl crate::redis::Route for Wakeups {
 
     fn lost(&self) {
         self.waiters.wake_all();
+    }
+
+    fn lost_channel(&self, channel: &str) {
+        if let Some(key) = self.keys.wake_key_of_channel(channel) {
+            self.waiters.wake(key);
+        }
     }
 }
 
@@ -352,7 +404,7 @@ mod tests {
         let unlocks = waiters.unlocks().clone();
         let soon = Instant::now() + Duration::from_millis(50);
         assert!(
-            matches!(waiters.park(waiters.epoch(), soon).await, Parking::Unheard),
+            matches!(waiters.park("", waiters.epoch(""), soon).await, Parking::Unheard),
             "nobody listened"
         );
         // The request above is kept for the subscriber (a permit): it arms when it comes.
@@ -363,16 +415,16 @@ mod tests {
                 unlocks.set_armed();
             }
         });
-        let unheard = waiters.epoch();
+        let unheard = waiters.epoch("");
         let later = Instant::now() + Duration::from_secs(5);
-        assert!(matches!(waiters.park(unheard, later).await, Parking::Armed));
+        assert!(matches!(waiters.park("", unheard, later).await, Parking::Armed));
         subscriber.await.expect("the subscriber task");
         assert!(
-            matches!(waiters.park(unheard, soon).await, Parking::Armed),
+            matches!(waiters.park("", unheard, soon).await, Parking::Armed),
             "an attempt made before the subscription was armed was not heard"
         );
-        let heard = waiters.epoch();
-        let Parking::Heard(claim) = waiters.park(heard, soon).await else {
+        let heard = waiters.epoch("");
+        let Parking::Heard(claim) = waiters.park("", heard, soon).await else {
             panic!("armed since the attempt: it parks on the message");
         };
         assert!(
@@ -383,12 +435,12 @@ mod tests {
         unlocks.set_lost();
         unlocks.set_armed();
         assert!(
-            matches!(waiters.park(heard, soon).await, Parking::Armed),
+            matches!(waiters.park("", heard, soon).await, Parking::Armed),
             "the subscription broke since the attempt: a message may have been lost"
         );
         unlocks.set_lost();
         assert!(matches!(
-            waiters.park(waiters.epoch(), soon).await,
+            waiters.park("", waiters.epoch(""), soon).await,
             Parking::Unheard
         ));
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use ::redis::aio::MultiplexedConnection;
-use ::redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
+use ::redis::{AsyncConnectionConfig, IntoConnectionInfo, RedisConnectionInfo};
 use futures_util::future::join_all;
 
 use super::SentinelSettings;
@@ -36,21 +36,6 @@ pub fn host_port(addr: &str) -> Result<(String, u16), SentinelError> {
     Ok((host.to_owned(), port))
 }
 
-fn node_addr(tls: bool, host: String, port: u16) -> ConnectionAddr {
-    if tls {
-        leasehold_client::install_crypto_provider();
-    }
-    if tls {
-        ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: false,
-            tls_params: None,
-        }
-    } else {
-        ConnectionAddr::Tcp(host, port)
-    }
-}
 
 fn config(timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
@@ -128,7 +113,7 @@ pub(super) fn sentinel_client(
     if let Some(password) = &settings.sentinel_password {
         redis = redis.set_password(password);
     }
-    let info = node_addr(settings.tls, host, port)
+    let info = crate::redis::connect::tcp_addr(settings.tls, host, port)
         .into_connection_info()?
         .set_redis_settings(redis);
     Ok(::redis::Client::open(info)?)
@@ -178,7 +163,7 @@ pub fn data_client(
     if let Some(password) = &settings.password {
         redis = redis.set_password(password);
     }
-    let info = node_addr(settings.tls, host, port)
+    let info = crate::redis::connect::tcp_addr(settings.tls, host, port)
         .into_connection_info()?
         .set_redis_settings(redis);
     Ok(::redis::Client::open(info)?)
