@@ -1,5 +1,6 @@
 //! `GET /redis`: the Redis behind this instance (mode, master, replicas and their lag,
-//! acknowledgements, failovers followed); the same as `GET /v1/admin/redis`, for the
+//! acknowledgements, failovers followed; in Cluster mode the primaries with their slots,
+//! keys, load and replicas, and the topology changes seen); the same as `GET /v1/admin/redis`, for the
 //! deployment's own viewers (the default tenant: the addresses are the deployment's).
 
 use askama::Template;
@@ -60,11 +61,23 @@ pub(super) async fn redis_page(
                 .collect()
         })
         .unwrap_or_default();
+    let changes = status
+        .as_ref()
+        .and_then(|s| s.cluster.as_ref())
+        .map(|c| {
+            c.changes
+                .iter()
+                .rev()
+                .map(|c| (ago(Timestamp(c.at_ms), now), c.what.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
     render(&RedisPage {
         nav,
         status,
         replicas,
         switches,
+        changes,
     })
 }
 
@@ -89,4 +102,6 @@ pub struct RedisPage {
     pub status: Option<RedisStatus>,
     pub replicas: Vec<ReplicaRow>,
     pub switches: Vec<SwitchRow>,
+    /// Cluster mode: the topology changes seen, newest first (when, what).
+    pub changes: Vec<(String, String)>,
 }

@@ -27,6 +27,12 @@ struct LockLabels {
     lock: String,
 }
 
+/// A cluster node, by address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct NodeLabels {
+    node: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
@@ -63,6 +69,12 @@ struct RedisFigures {
     ack_waits: Counter,
     not_replicated: Counter,
     masterless: Counter<f64, AtomicU64>,
+    primaries: Gauge,
+    topology_changes: Counter,
+    node_keys: Family<NodeLabels, Gauge>,
+    node_ops: Family<NodeLabels, Gauge>,
+    node_memory: Family<NodeLabels, Gauge>,
+    node_slots: Family<NodeLabels, Gauge>,
 }
 
 impl Sampled {
@@ -196,6 +208,36 @@ impl Sampled {
             r.not_replicated.clone(),
         );
         registry.register(
+            "redis_cluster_primaries",
+            "Cluster mode: primaries serving slots at the last topology reading (every second)",
+            r.primaries.clone(),
+        );
+        registry.register(
+            "redis_cluster_topology_changes",
+            "Cluster mode: topology changes seen (failovers, slot moves, nodes added)",
+            r.topology_changes.clone(),
+        );
+        registry.register(
+            "redis_node_keys",
+            "Cluster mode, per primary: keys in its database (INFO keyspace, every second)",
+            r.node_keys.clone(),
+        );
+        registry.register(
+            "redis_node_ops_per_second",
+            "Cluster mode, per primary: commands per second as Redis measures it",
+            r.node_ops.clone(),
+        );
+        registry.register(
+            "redis_node_memory_used_bytes",
+            "Cluster mode, per primary: memory used",
+            r.node_memory.clone(),
+        );
+        registry.register(
+            "redis_node_slots",
+            "Cluster mode, per primary: slots it serves",
+            r.node_slots.clone(),
+        );
+        registry.register(
             "redis_masterless_seconds",
             "Time this instance knew no Redis master (Sentinel mode: failovers)",
             r.masterless.clone(),
@@ -228,6 +270,31 @@ impl Sampled {
         let seen = r.masterless.get();
         if masterless > seen {
             r.masterless.inc_by(masterless - seen);
+        }
+        if let Some(cluster) = &status.cluster {
+            r.primaries
+                .set(i64::try_from(cluster.shards.len()).unwrap_or(i64::MAX));
+            catch_up(&r.topology_changes, cluster.topology_changes);
+            // Nodes that are no longer primaries drop out of the families.
+            for family in [&r.node_keys, &r.node_ops, &r.node_memory, &r.node_slots] {
+                family.clear();
+            }
+            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            for shard in &cluster.shards {
+                let labels = NodeLabels {
+                    node: shard.primary.clone(),
+                };
+                r.node_slots
+                    .get_or_create(&labels)
+                    .set(i64::from(shard.slot_count));
+                if let Some(n) = &shard.node {
+                    r.node_keys.get_or_create(&labels).set(gauge(n.keys));
+                    r.node_ops.get_or_create(&labels).set(gauge(n.ops_per_sec));
+                    r.node_memory
+                        .get_or_create(&labels)
+                        .set(gauge(n.used_memory_bytes));
+                }
+            }
         }
     }
 

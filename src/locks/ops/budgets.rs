@@ -28,6 +28,7 @@ fn locks() -> Locks {
         ca_file: None,
         timeout: Duration::from_secs(1),
         sentinel: None,
+        cluster: None,
         acks: crate::redis::AckSettings {
             rule: crate::redis::AckRule::Exactly(0),
             timeout: Duration::from_secs(1),

@@ -167,7 +167,7 @@ mod tests {
         let (once, per_call) = split_once_part("local x\n-- @per-call\nx = 1\n");
         assert_eq!((once, per_call), ("local x", "x = 1\n"));
         assert_eq!(split_once_part("return 1\n"), ("", "return 1\n"));
-        let lib = build();
+        let lib = build(false);
         let acquire = lib
             .text
             .find("local function op_acquire(")

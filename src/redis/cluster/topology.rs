@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(topology.shards[0].replicas, ["127.0.0.1:7003"]);
         assert_eq!(topology.shards[2].slots, [(100, 100), (10923, 16383)]);
         assert_eq!(
-            topology.owner(100).map(|s| s.primary.as_str()),
+            topology.owner(10923).map(|s| s.primary.as_str()),
             Some("127.0.0.1:7002")
         );
         assert!(!topology.covers_every_slot(), "slot 100 is counted twice here");
