@@ -24,6 +24,7 @@ mod keyspace;
 mod layers;
 mod leases;
 mod limits;
+mod local_cluster;
 mod local_ha;
 mod matrix;
 mod memory;

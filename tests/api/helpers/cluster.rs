@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 pub use node::{
-    Node, Role, SLOTS, SlotRange, cluster_info_at, connect, field, keyslot_at, owner_in, query,
-    role_at, slot_map_at,
+    Node, Role, SLOTS, SlotRange, cluster_info_at, connect, field, info_at, keyslot_at, owner_in,
+    query, role_at, slot_map_at,
 };
 
 /// How long the fixture waits for the cluster to form, settle or fail over.
