@@ -145,7 +145,7 @@ fn redis_pid(port: u16) -> Pid {
 }
 
 /// Every process below `pid` (children, grandchildren...), from /proc.
-fn descendants(pid: u32) -> Vec<i32> {
+pub(crate) fn descendants(pid: u32) -> Vec<i32> {
     let out = Command::new("ps")
         .args(["-e", "-o", "pid=,ppid="])
         .output()

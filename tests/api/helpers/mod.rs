@@ -6,6 +6,7 @@ pub mod browser;
 pub mod certs;
 pub mod children;
 pub mod cli;
+pub mod cluster;
 mod redis_server;
 mod replies;
 mod requests;

@@ -1,0 +1,183 @@
+//! `deploy/local/cluster.sh`: the one-command Redis Cluster setup starts three primaries,
+//! three replicas and two Leasehold instances in Cluster mode, serves locks, keeps a lock
+//! held through the failover of the primary serving its slot, and leaves nothing running
+//! when stopped.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::helpers::cluster::{
+    Role, connect, field, info_at, keyslot_at, owner_in, role_at, slot_map_at,
+};
+use crate::local_ha::descendants;
+
+#[tokio::test]
+async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_stops_everything() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ready = dir.path().join("ready");
+    // A base port unlikely to collide with another test's (the script takes base..base+5,
+    // their bus ports base+10000.., and base+801..; local_ha's start at 20000).
+    let base = 14_000 + (std::process::id() % 400) as u16 * 10;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/local/cluster.sh");
+    let mut child = leasehold::parent_death::command(script.as_os_str(), "TERM");
+    child
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("LEASEHOLD_BIN", env!("CARGO_BIN_EXE_leasehold"))
+        .env("LEASEHOLD_CLUSTER_BASE", base.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    let mut child = child.spawn().expect("start the script");
+    let started = Instant::now();
+    while !ready.exists()
+        || std::fs::read_to_string(&ready)
+            .unwrap_or_default()
+            .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the script was not ready within 60 s"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the script exited (its stderr above says why)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("the script was ready in {:?}", started.elapsed());
+    let urls = std::fs::read_to_string(&ready).expect("ready file");
+    let urls: Vec<&str> = urls.split_whitespace().collect();
+    assert_eq!(urls.len(), 2, "{urls:?}");
+    let http = leasehold::client::http_builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("an HTTP client");
+    for url in &urls {
+        let ready = http
+            .get(format!("{url}/readyz"))
+            .send()
+            .await
+            .expect("readyz");
+        assert_eq!(ready.status(), 200);
+    }
+    // Five minutes: the lease must not expire while the test waits out the failover.
+    let granted = http
+        .post(format!("{}/v1/locks/demo/leases", urls[0]))
+        .json(&serde_json::json!({"ttl_ms": 300_000}))
+        .send()
+        .await
+        .expect("acquire");
+    assert_eq!(granted.status(), 201);
+    // The other instance sees it held.
+    let other = http
+        .post(format!("{}/v1/locks/demo/leases", urls[1]))
+        .send()
+        .await
+        .expect("acquire");
+    assert_eq!(other.status(), 409);
+
+    // The primary serving the lock's key (the lock's name, for the default tenant), and a
+    // replica that has the key: then its promotion cannot lose the lock.
+    let first = format!("127.0.0.1:{base}");
+    let slot = keyslot_at(&first, "demo").await;
+    let map = slot_map_at(&first).await.expect("CLUSTER SLOTS");
+    let primary = owner_in(&map, slot).expect("an owner").to_owned();
+    let mut replica = None;
+    for port in base..base + 6 {
+        let addr = format!("127.0.0.1:{port}");
+        if let Ok(Role::Replica { of, .. }) = role_at(&addr).await
+            && of == primary
+        {
+            replica = Some(addr);
+        }
+    }
+    let replica = replica.unwrap_or_else(|| panic!("{primary} has no replica"));
+    let mut on_replica = connect(&replica).await.expect("the replica");
+    let _: () = redis::cmd("READONLY")
+        .query_async(&mut on_replica)
+        .await
+        .expect("READONLY");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let copied: bool = redis::cmd("EXISTS")
+            .arg("demo")
+            .query_async(&mut on_replica)
+            .await
+            .expect("EXISTS on the replica");
+        if copied {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{replica} never got the lock");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Kill that primary: its replica takes over the slot, both instances follow.
+    let server = info_at(&primary, "server").await.expect("INFO server");
+    let pid: i32 = field(&server, "process_id").parse().expect("process_id");
+    kill(Pid::from_raw(pid), Signal::SIGKILL).expect("kill the primary");
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(30);
+    while role_at(&replica).await.ok() != Some(Role::Primary) {
+        assert!(Instant::now() < deadline, "{replica} was not promoted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("{replica} promoted {:?} after the kill", killed.elapsed());
+    for url in &urls {
+        loop {
+            let last = ready_and_held(&http, url).await;
+            if last.is_ok() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{url} is not ready with the lock held after the failover: {last:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    eprintln!("both instances ready {:?} after the kill", killed.elapsed());
+
+    // Stopped, it takes everything with it.
+    let pids = descendants(child.id());
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("stop the script");
+    tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("the script ends when stopped");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let alive: Vec<_> = pids
+        .into_iter()
+        .filter(|&p| kill(Pid::from_raw(p), None).is_ok())
+        .collect();
+    assert!(
+        alive.is_empty(),
+        "still running after the script stopped: {alive:?}"
+    );
+}
+
+/// Ok when `url` answers /readyz with 200 and shows the lock `demo` held; Err says what it
+/// answered instead.
+async fn ready_and_held(http: &reqwest::Client, url: &str) -> Result<(), String> {
+    let ready = http
+        .get(format!("{url}/readyz"))
+        .send()
+        .await
+        .map_err(|e| format!("readyz: {e}"))?;
+    if ready.status() != 200 {
+        return Err(format!("readyz: {}", ready.status()));
+    }
+    let lock = http
+        .get(format!("{url}/v1/locks/demo"))
+        .send()
+        .await
+        .map_err(|e| format!("inspect: {e}"))?;
+    let status = lock.status();
+    let body: serde_json::Value = lock.json().await.map_err(|e| format!("inspect: {e}"))?;
+    if status == 200 && body["held"] == true {
+        Ok(())
+    } else {
+        Err(format!("inspect: {status} {body}"))
+    }
+}
