@@ -393,7 +393,9 @@ impl ServeArgs {
     /// Whether lock state lives in a Redis of the user's (a URL, Sentinels or a Cluster) rather than the
     /// embedded one.
     pub fn external_redis(&self) -> bool {
-        self.redis_url.is_some() || !self.redis_sentinel.is_empty() || !self.redis_cluster.is_empty()
+        self.redis_url.is_some()
+            || !self.redis_sentinel.is_empty()
+            || !self.redis_cluster.is_empty()
     }
 
     /// Checks what clap cannot check field by field.
@@ -534,7 +536,10 @@ mod tests {
     fn cluster_mode_takes_seed_nodes_instead_of_a_url_and_only_database_0() {
         let cluster = serve(&["--redis-cluster", "10.0.0.1:7000,10.0.0.2:7000"]);
         assert_eq!(cluster.redis_cluster, ["10.0.0.1:7000", "10.0.0.2:7000"]);
-        assert!(cluster.external_redis(), "no embedded Redis beside a Cluster");
+        assert!(
+            cluster.external_redis(),
+            "no embedded Redis beside a Cluster"
+        );
         assert_eq!(cluster.validate(), Ok(()));
         let on_db_1 = serve(&["--redis-cluster", "h:1", "--redis-db", "1"]);
         assert_eq!(on_db_1.validate(), Err(ConfigError::ClusterDb));

@@ -111,7 +111,10 @@ impl Ledger {
             let mut trim = redis::cmd("ZREMRANGEBYSCORE");
             trim.arg(key).arg("-inf").arg(now);
             let mut add = redis::cmd("ZADD");
-            add.arg(key).arg("GT").arg(entry.until_ms).arg(&entry.member);
+            add.arg(key)
+                .arg("GT")
+                .arg(entry.until_ms)
+                .arg(&entry.member);
             let mut count = redis::cmd("ZCARD");
             count.arg(key);
             batch.add_ignored(trim).add(add).add(count);

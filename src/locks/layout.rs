@@ -215,7 +215,10 @@ mod tests {
     #[test]
     fn a_wake_keys_channels_are_the_ones_that_wake_it() {
         let space = KeySpace::new("app:");
-        for key in ["app:jobs", "app:jobs}:0190c5f0-0000-7000-8000-000000000000:1"] {
+        for key in [
+            "app:jobs",
+            "app:jobs}:0190c5f0-0000-7000-8000-000000000000:1",
+        ] {
             let channels = wake_channels(key);
             assert!(!channels.is_empty());
             for channel in channels {

@@ -9,6 +9,9 @@ use futures_util::future::try_join_all;
 
 use super::Redis;
 
+/// A command and where its reply goes among the wanted ones (`None`: ignored).
+type Placed = (Option<usize>, Cmd);
+
 /// Commands to send together.
 #[derive(Default)]
 pub struct Batch {
@@ -61,7 +64,7 @@ impl Batch {
 
     async fn run_by_slot(self, redis: &Redis) -> RedisResult<Vec<Value>> {
         // Commands by slot, each remembering its place among the wanted replies.
-        let mut groups: Vec<(Slot, Vec<(Option<usize>, Cmd)>)> = Vec::new();
+        let mut groups: Vec<(Slot, Vec<Placed>)> = Vec::new();
         let mut wanted = 0;
         for (cmd, ignored) in self.cmds {
             let place = (!ignored).then(|| {

@@ -210,7 +210,12 @@ impl Redis {
     /// addresses, or `None` for the one node the handle talks to.
     pub fn nodes(&self) -> Vec<Option<String>> {
         match self.cluster() {
-            Some(cluster) => cluster.topology().primaries().into_iter().map(Some).collect(),
+            Some(cluster) => cluster
+                .topology()
+                .primaries()
+                .into_iter()
+                .map(Some)
+                .collect(),
             None => vec![None],
         }
     }

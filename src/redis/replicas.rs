@@ -116,7 +116,9 @@ impl AckLink {
                 };
                 // `FCALL name numkeys key ...`: the first key names the node.
                 let Some(::redis::Arg::Simple(key)) = after.args_iter().nth(3) else {
-                    return Err(io_error("a call without a key cannot wait for replicas".into()));
+                    return Err(io_error(
+                        "a call without a key cannot wait for replicas".into(),
+                    ));
                 };
                 let node = Route::with_key(key, SlotAddr::Master);
                 let acked = conn

@@ -171,7 +171,10 @@ async fn read(redis: &Redis) -> Option<Replication> {
         if let Some(addr) = &node {
             nodes.push(NodeReading::parse(addr, &text));
         }
-        if fewest.as_ref().is_none_or(|f| read.replicas.len() < f.replicas.len()) {
+        if fewest
+            .as_ref()
+            .is_none_or(|f| read.replicas.len() < f.replicas.len())
+        {
             fewest = Some(read);
         }
     }

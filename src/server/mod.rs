@@ -146,7 +146,8 @@ pub async fn run(
     };
     let routes: Vec<Arc<dyn Route>> =
         vec![Arc::new(wakeups), Arc::new(expiries), Arc::new(feed_route)];
-    let (subscriber, subscriber_task) = conn.spawn_subscriber(topics, routes, sharded, shutdown.clone());
+    let (subscriber, subscriber_task) =
+        conn.spawn_subscriber(topics, routes, sharded, shutdown.clone());
     let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
     let locks = Locks::new(
         conn.clone(),

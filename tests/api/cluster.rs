@@ -118,7 +118,10 @@ async fn every_operation_of_every_kind_keeps_its_keys_in_its_locks_slot_on_every
         .map(|i| format!("k{i}"))
         .find(|k| hashed_part(k) != "other")
         .expect("a key");
-    let mut conn = cluster.node(&cluster.owner_of_slot(cluster.keyslot(&key).await).await).conn().await;
+    let mut conn = cluster
+        .node(&cluster.owner_of_slot(cluster.keyslot(&key).await).await)
+        .conn()
+        .await;
     let cross: redis::RedisResult<Value> = redis::cmd("FCALL")
         .arg("two_slots")
         .arg(1)
@@ -126,7 +129,10 @@ async fn every_operation_of_every_kind_keeps_its_keys_in_its_locks_slot_on_every
         .query_async(&mut conn)
         .await
         .map(|v: redis::Value| json!(format!("{v:?}")));
-    assert!(cross.is_err(), "Redis let a function cross slots: {cross:?}");
+    assert!(
+        cross.is_err(),
+        "Redis let a function cross slots: {cross:?}"
+    );
 
     // Every kind, every operation, on names that land on every primary.
     let names = names_on_every_primary(&cluster, 1).await;
@@ -139,7 +145,9 @@ async fn every_operation_of_every_kind_keeps_its_keys_in_its_locks_slot_on_every
             .lease(&name, json!({"kind": kind, "ttl_ms": 60_000}))
             .await;
         if kind == "reentrant" {
-            let reentry = app.acquire_with(&name, 0, json!({}), Some(&lease.token)).await;
+            let reentry = app
+                .acquire_with(&name, 0, json!({}), Some(&lease.token))
+                .await;
             reentry.assert_status(200);
             assert_eq!(reentry.body["reentry_count"], 2);
         }
@@ -175,9 +183,7 @@ async fn every_operation_of_every_kind_keeps_its_keys_in_its_locks_slot_on_every
         // A semaphore (its permits set) under a name of its own on the same primary.
         let sem = format!("{name}-sem");
         used.insert(sem.clone());
-        let permits = app
-            .permits(&sem, json!({"permits": 2, "limit": 3}))
-            .await;
+        let permits = app.permits(&sem, json!({"permits": 2, "limit": 3})).await;
         app.heartbeat(&permits, json!({})).await.assert_status(200);
         app.release(&permits, true).await.assert_status(200);
         // One kept: its permit set stays to be looked at below.
@@ -198,7 +204,11 @@ async fn every_operation_of_every_kind_keeps_its_keys_in_its_locks_slot_on_every
             continue;
         }
         assert!(used.contains(part), "a key of no lock used here: {key}");
-        assert_eq!(slot, cluster.keyslot(part).await, "{key} is not in its lock's slot");
+        assert_eq!(
+            slot,
+            cluster.keyslot(part).await,
+            "{key} is not in its lock's slot"
+        );
         let served = primaries
             .iter()
             .find(|(_, r)| r.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
@@ -206,12 +216,28 @@ async fn every_operation_of_every_kind_keeps_its_keys_in_its_locks_slot_on_every
         assert_eq!(served.as_deref(), Some(primary.as_str()), "{key}");
         *per_primary.entry(primary).or_default() += 1;
     }
-    assert_eq!(per_primary.len(), 3, "every primary holds lock state: {per_primary:?}");
+    assert_eq!(
+        per_primary.len(),
+        3,
+        "every primary holds lock state: {per_primary:?}"
+    );
     // Among them what every kind of state looks like: histories, idempotency records, the
     // semaphores' permit sets, read holds' timeouts (the rest expire with their leases).
-    let keys: Vec<String> = every_key(&cluster).await.into_iter().map(|(_, k)| k).collect();
-    for shape in [":leasehold:history", ":leasehold:idem:", "}:timeout", ":rwlock_timeout:"] {
-        assert!(keys.iter().any(|k| k.contains(shape)), "no {shape} key in {keys:?}");
+    let keys: Vec<String> = every_key(&cluster)
+        .await
+        .into_iter()
+        .map(|(_, k)| k)
+        .collect();
+    for shape in [
+        ":leasehold:history",
+        ":leasehold:idem:",
+        "}:timeout",
+        ":rwlock_timeout:",
+    ] {
+        assert!(
+            keys.iter().any(|k| k.contains(shape)),
+            "no {shape} key in {keys:?}"
+        );
     }
 }
 
@@ -285,13 +311,12 @@ async fn redisson_clients_and_leasehold_wake_each_other_with_sharded_messages() 
     // The other way: a Redisson waiter listens with SSUBSCRIBE on the same channel, and
     // our release publishes there.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let client = redis::cluster::ClusterClientBuilder::new(vec![format!(
-        "redis://{owner}/?protocol=resp3"
-    )])
-    .use_protocol(redis::ProtocolVersion::RESP3)
-    .push_sender(tx)
-    .build()
-    .expect("a cluster client");
+    let client =
+        redis::cluster::ClusterClientBuilder::new(vec![format!("redis://{owner}/?protocol=resp3")])
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .build()
+            .expect("a cluster client");
     let mut listener = client.get_async_connection().await.expect("connection");
     let channel = format!("redisson_lock__channel:{{{name}}}");
     listener.ssubscribe(&channel).await.expect("SSUBSCRIBE");
@@ -368,7 +393,10 @@ async fn expiries_on_every_primary_are_recorded_as_they_happen() {
         .get_async_pubsub()
         .await
         .expect("pubsub");
-    events.subscribe("leasehold:events").await.expect("subscribe");
+    events
+        .subscribe("leasehold:events")
+        .await
+        .expect("subscribe");
     let mut events = events.into_on_message();
     let names = names_on_every_primary(&cluster, 1).await;
     let mut waiting: HashSet<String> = HashSet::new();
@@ -382,8 +410,7 @@ async fn expiries_on_every_primary_are_recorded_as_they_happen() {
         let Ok(Some(msg)) = tokio::time::timeout(left, events.next()).await else {
             panic!("no expiry recorded for {waiting:?} within 5 s");
         };
-        let payload: Value =
-            serde_json::from_slice(msg.get_payload_bytes()).unwrap_or(Value::Null);
+        let payload: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap_or(Value::Null);
         for event in payload.as_array().into_iter().flatten() {
             if event["type"] == "expired" {
                 waiting.remove(event["lock"].as_str().unwrap_or_default());
@@ -428,14 +455,24 @@ async fn the_redis_status_and_metrics_show_every_primary_with_its_slots() {
     let shards = status["cluster"]["shards"].as_array().expect("shards");
     assert_eq!(shards.len(), 3, "{status}");
     assert_eq!(status["cluster"]["covers_every_slot"], true);
-    let slots: u64 = shards.iter().map(|s| s["slot_count"].as_u64().unwrap_or(0)).sum();
+    let slots: u64 = shards
+        .iter()
+        .map(|s| s["slot_count"].as_u64().unwrap_or(0))
+        .sum();
     assert_eq!(slots, 16384);
     for shard in shards {
-        assert_eq!(shard["replicas"].as_array().map(Vec::len), Some(1), "{shard}");
+        assert_eq!(
+            shard["replicas"].as_array().map(Vec::len),
+            Some(1),
+            "{shard}"
+        );
         assert_eq!(shard["node"]["replicas_online"], 1, "{shard}");
     }
     let metrics = scrape(&app).await;
-    assert!(metrics.contains("leasehold_redis_cluster_primaries 3"), "{metrics}");
+    assert!(
+        metrics.contains("leasehold_redis_cluster_primaries 3"),
+        "{metrics}"
+    );
     assert_eq!(
         metrics.matches("leasehold_redis_node_slots{node=").count(),
         3,
@@ -450,7 +487,10 @@ async fn the_redis_status_and_metrics_show_every_primary_with_its_slots() {
     assert_eq!(page.status(), 200);
     let html = page.text().await.expect("page");
     for shard in shards {
-        assert!(html.contains(shard["primary"].as_str().unwrap_or("?")), "{html}");
+        assert!(
+            html.contains(shard["primary"].as_str().unwrap_or("?")),
+            "{html}"
+        );
     }
     assert!(html.contains("data-cluster-nodes"), "{html}");
 }
@@ -480,7 +520,11 @@ async fn a_killed_primarys_names_are_served_by_its_promoted_replica_and_no_fence
     for name in &victims {
         let reply = app.acquire(name, json!({"ttl_ms": 60_000})).await;
         reply.assert_status(201);
-        assert!(reply.body["replicas_acked"].as_u64() >= Some(1), "{}", reply.body);
+        assert!(
+            reply.body["replicas_acked"].as_u64() >= Some(1),
+            "{}",
+            reply.body
+        );
         leases.push(Lease::from_reply(name, &reply));
     }
     let promoted = cluster.fail_over_by_killing(&victim).await;
@@ -494,7 +538,11 @@ async fn a_killed_primarys_names_are_served_by_its_promoted_replica_and_no_fence
                 break;
             }
             assert_eq!(beat.status.as_u16(), 503, "{}", beat.body);
-            assert!(Instant::now() < deadline, "never served again: {}", beat.body);
+            assert!(
+                Instant::now() < deadline,
+                "never served again: {}",
+                beat.body
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         app.inspect_lock(&lease.lock).await.assert_status(200);
@@ -593,7 +641,10 @@ async fn a_slot_moved_under_load_loses_no_grant_and_gives_no_caller_anothers_rep
         let (g, _) = worker.await.expect("a worker");
         granted += g;
     }
-    assert!(granted > 50, "the load was too light to prove anything: {granted} grants");
+    assert!(
+        granted > 50,
+        "the load was too light to prove anything: {granted} grants"
+    );
     // And the moved names work as before.
     for name in &moving {
         let lease = app.lease(name, json!({})).await;

@@ -404,7 +404,10 @@ mod tests {
         let unlocks = waiters.unlocks().clone();
         let soon = Instant::now() + Duration::from_millis(50);
         assert!(
-            matches!(waiters.park("", waiters.epoch(""), soon).await, Parking::Unheard),
+            matches!(
+                waiters.park("", waiters.epoch(""), soon).await,
+                Parking::Unheard
+            ),
             "nobody listened"
         );
         // The request above is kept for the subscriber (a permit): it arms when it comes.
@@ -417,7 +420,10 @@ mod tests {
         });
         let unheard = waiters.epoch("");
         let later = Instant::now() + Duration::from_secs(5);
-        assert!(matches!(waiters.park("", unheard, later).await, Parking::Armed));
+        assert!(matches!(
+            waiters.park("", unheard, later).await,
+            Parking::Armed
+        ));
         subscriber.await.expect("the subscriber task");
         assert!(
             matches!(waiters.park("", unheard, soon).await, Parking::Armed),

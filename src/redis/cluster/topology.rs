@@ -153,7 +153,11 @@ mod tests {
                 Value::Int(16383),
                 node("127.0.0.1", 7002),
             ]),
-            Value::Array(vec![Value::Int(100), Value::Int(100), node("127.0.0.1", 7002)]),
+            Value::Array(vec![
+                Value::Int(100),
+                Value::Int(100),
+                node("127.0.0.1", 7002),
+            ]),
         ]);
         let topology = Topology::parse(&reply).expect("parsed");
         assert_eq!(
@@ -166,7 +170,10 @@ mod tests {
             topology.owner(10923).map(|s| s.primary.as_str()),
             Some("127.0.0.1:7002")
         );
-        assert!(!topology.covers_every_slot(), "slot 100 is counted twice here");
+        assert!(
+            !topology.covers_every_slot(),
+            "slot 100 is counted twice here"
+        );
         assert_eq!(split_addr("[::1]:7000"), Some(("::1".to_owned(), 7000)));
         assert_eq!(split_addr("host:x"), None);
     }

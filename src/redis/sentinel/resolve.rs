@@ -36,7 +36,6 @@ pub fn host_port(addr: &str) -> Result<(String, u16), SentinelError> {
     Ok((host.to_owned(), port))
 }
 
-
 fn config(timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout.min(Duration::from_millis(500))))
