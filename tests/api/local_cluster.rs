@@ -17,9 +17,11 @@ use crate::local_ha::descendants;
 async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_stops_everything() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ready = dir.path().join("ready");
-    // A base port unlikely to collide with another test's (the script takes base..base+5,
-    // their bus ports base+10000.., and base+801..; local_ha's start at 20000).
-    let base = 14_000 + (std::process::id() % 400) as u16 * 10;
+    // A base port no other test's can collide with: the script takes base..base+5, their
+    // bus ports base+10000.. and base+801..base+802, so 3000..5800 and 13000..15000 here;
+    // local_ha's take 20000..24800 and 40000..44000, the fixtures' free ports come from the
+    // kernel's ephemeral range (32768 and up).
+    let base = 3_000 + (std::process::id() % 200) as u16 * 10;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/local/cluster.sh");
     let mut child = leasehold::parent_death::command(script.as_os_str(), "TERM");
     child

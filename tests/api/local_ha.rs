@@ -12,9 +12,11 @@ use nix::unistd::Pid;
 async fn the_local_sentinel_script_serves_follows_a_failover_and_stops_everything() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ready = dir.path().join("ready");
-    // A base port unlikely to collide with another test's (the script takes base..base+2,
-    // base+20000.. and base+801..).
-    let base = 20_000 + (std::process::id() % 400) as u16 * 10;
+    // A base port no other test's can collide with, all below the kernel's ephemeral range
+    // (32768 and up, where the fixtures' free ports and every outgoing connection's come
+    // from): the script takes base..base+2, base+20000.. and base+801.., so 6000..10800 and
+    // 26000..30000 here (local_cluster's take 3000..5800 and 13000..15000).
+    let base = 6_000 + (std::process::id() % 400) as u16 * 10;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/local/sentinel.sh");
     let mut child = leasehold::parent_death::command(script.as_os_str(), "TERM");
     child
