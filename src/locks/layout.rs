@@ -15,6 +15,7 @@
 //! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON |
 //! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
 //! | `P{leasehold/}:events:recent` | stream | the backlog of those events (see `journal`); a tenant's: `P + tenant/{leasehold/}:events:recent` |
+//! | `P{leasehold/}:sweeper` | string | which instance makes the periodic expiry pass now (see `sweeper`) |
 //!
 //! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting
 //! available permits, `redisson_sc:{S}` a zset of held permit ids -> expiry (and the channel

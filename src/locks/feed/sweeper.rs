@@ -11,8 +11,9 @@
 //!   write hold ran out) or a read hold's `rwlock_timeout` key. The process's one subscriber
 //!   (`crate::redis::subscriber`) listens there and hands the keys over ([`Expiries`]); sweeps run on the shared
 //!   connection, so the sweeper costs no Redis connection of its own.
-//! - **A periodic pass** (every [`PASS_EVERY`]) over the names that have Leasehold state, at
-//!   most [`PASS_BUDGET`] buckets of the keyspace per pass, going on where the last stopped:
+//! - **A periodic pass** (every [`PASS_EVERY`], by one instance of the deployment at a time)
+//!   over the names that have Leasehold state, at most [`PASS_BUDGET`] buckets of the
+//!   keyspace per pass (in a cluster, of one primary's), going on where the last stopped:
 //!   semaphore permits (members of a zset, not keys) expire only this way, and so does
 //!   everything where Redis refuses `CONFIG` or notifications are lost (pub/sub is
 //!   at-most-once; Redis deletes an expired key at its next access or expire cycle).
@@ -34,8 +35,11 @@ use crate::locks::layout::KeySpace;
 use crate::locks::scripts::sweep::{Sweep, SweepReply};
 use crate::locks::{LockError, LockName, Locks};
 
-/// How often the periodic pass runs.
+/// How often the periodic pass runs (by one instance of the deployment at a time).
 pub const PASS_EVERY: Duration = Duration::from_secs(2);
+/// Passes a turn lasts unless renewed: an instance that stops hands the pass on within
+/// this many ticks.
+const TURN_TICKS: u32 = 3;
 /// Keyspace buckets one pass walks (SCAN COUNT): with a few keys per name, a few hundred
 /// names; a full cycle over N names takes about N / 300 passes.
 const PASS_BUDGET: usize = 1000;
@@ -95,6 +99,7 @@ impl Locks {
         let mut pass = tokio::time::interval(PASS_EVERY);
         pass.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut cursor = 0;
+        let me = uuid::Uuid::now_v7().to_string();
         loop {
             tokio::select! {
                 key = expired.recv() => match key {
@@ -114,7 +119,9 @@ impl Locks {
                         self.enable_notifications().await;
                         notifying = epoch;
                     }
-                    cursor = self.pass(cursor).await;
+                    if self.my_turn(&me).await {
+                        cursor = self.pass(cursor).await;
+                    }
                 }
                 () = shutdown.cancelled() => return,
             }
@@ -157,6 +164,33 @@ impl Locks {
             Err(e) => {
                 tracing::info!(error = %e, node, "cannot switch on expired-key notifications; expiries are found by the periodic sweep only")
             }
+        }
+    }
+
+    /// Whether this instance makes the periodic pass now: the instances of a deployment take
+    /// turns, one holding the turn (a key of the deployment's own, for [`TURN_TICKS`] passes,
+    /// kept while it passes) until it stops, so the fallback walk costs Redis one pass per
+    /// tick however many instances there are (the notifications, which every instance
+    /// hears, find expiries at once). Where Redis does not answer, the instance passes.
+    async fn my_turn(&self, me: &str) -> bool {
+        let key = self.inner.keys.own("sweeper");
+        let ttl_ms = PASS_EVERY.as_millis() * u128::from(TURN_TICKS);
+        let mut take = redis::cmd("SET");
+        take.arg(&key).arg(me).arg("NX").arg("GET").arg("PX").arg(ttl_ms as u64);
+        let holder: redis::RedisResult<Option<String>> =
+            take.query_async(&mut self.inner.conn.clone()).await;
+        match holder {
+            Ok(None) => true,
+            Ok(Some(holder)) if holder == me => {
+                let _: redis::RedisResult<()> = redis::cmd("PEXPIRE")
+                    .arg(&key)
+                    .arg(ttl_ms as u64)
+                    .query_async(&mut self.inner.conn.clone())
+                    .await;
+                true
+            }
+            Ok(Some(_)) => false,
+            Err(_) => true,
         }
     }
 
