@@ -651,3 +651,38 @@ async fn a_slot_moved_under_load_loses_no_grant_and_gives_no_caller_anothers_rep
         app.release(&lease, true).await.assert_status(200);
     }
 }
+
+#[tokio::test]
+async fn a_waiter_whose_locks_slot_moved_is_still_woken_by_the_release() {
+    let cluster = Cluster::start(3, 0).await;
+    let (a, b) = (on_cluster(&cluster).await, on_cluster(&cluster).await);
+    let name = "moving-lock";
+    let slot = cluster.keyslot(name).await;
+    let from = cluster.owner_of_slot(slot).await;
+    let to = cluster
+        .primaries()
+        .await
+        .into_iter()
+        .map(|(p, _)| p)
+        .find(|p| *p != from)
+        .expect("another primary");
+    let lease = a.lease(name, json!({"ttl_ms": 60_000})).await;
+    let waiter = b.spawn_waiter(name, 30_000);
+    b.wait_for_waiters(1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The slot moves: Redis withdraws the waiter's subscription on the old owner.
+    cluster.migrate_slot(slot, &to).await;
+    assert_eq!(cluster.owner_of_slot(slot).await, to);
+    // Time for the instances to see the new topology (read every second) and the waiter to
+    // listen where the slot is now.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let released = Instant::now();
+    a.release(&lease, true).await.assert_status(200);
+    let woken = waiter.await.expect("waiter");
+    woken.assert_status(201);
+    assert!(
+        released.elapsed() < Duration::from_millis(800),
+        "woken {:?} after the release (its TTL had ~57 s left)",
+        released.elapsed()
+    );
+}
