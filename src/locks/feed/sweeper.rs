@@ -176,7 +176,12 @@ impl Locks {
         let key = self.inner.keys.own("sweeper");
         let ttl_ms = PASS_EVERY.as_millis() * u128::from(TURN_TICKS);
         let mut take = redis::cmd("SET");
-        take.arg(&key).arg(me).arg("NX").arg("GET").arg("PX").arg(ttl_ms as u64);
+        take.arg(&key)
+            .arg(me)
+            .arg("NX")
+            .arg("GET")
+            .arg("PX")
+            .arg(ttl_ms as u64);
         let holder: redis::RedisResult<Option<String>> =
             take.query_async(&mut self.inner.conn.clone()).await;
         match holder {

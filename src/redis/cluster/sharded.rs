@@ -33,6 +33,9 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 const TIDY_EVERY: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// Requests to subscribe a lock's channels not yet taken by the subscriber (it takes them as
+/// fast as Redis answers; the queue fills only while it reconnects).
+const REQUESTS_QUEUED: usize = 4096;
 
 /// The channels a wake key's waiters listen on (all in the key's slot).
 pub type ChannelsOf = fn(&str) -> Vec<String>;
@@ -40,8 +43,8 @@ pub type ChannelsOf = fn(&str) -> Vec<String>;
 /// One subscription gate per waited-for key, and the requests to arm them.
 pub struct ShardedGates {
     gates: Mutex<HashMap<Arc<str>, Arc<SubscriptionGate>>>,
-    requests: mpsc::UnboundedSender<Arc<str>>,
-    receiver: Mutex<Option<mpsc::UnboundedReceiver<Arc<str>>>>,
+    requests: mpsc::Sender<Arc<str>>,
+    receiver: Mutex<Option<mpsc::Receiver<Arc<str>>>>,
     channels_of: ChannelsOf,
     /// Where the next new gate's generations start (see [`SubscriptionGate::starting_at`]).
     generations: AtomicU64,
@@ -61,7 +64,7 @@ const GENERATIONS_PER_GATE: u64 = 1 << 32;
 
 impl ShardedGates {
     pub fn new(channels_of: ChannelsOf) -> Arc<Self> {
-        let (requests, receiver) = mpsc::unbounded_channel();
+        let (requests, receiver) = mpsc::channel(REQUESTS_QUEUED);
         Arc::new(Self {
             gates: Mutex::default(),
             requests,
@@ -104,13 +107,14 @@ impl ShardedGates {
         if gate.is_armed() {
             return true;
         }
-        // The receiver lives as long as the subscriber; with none (shut down), the wait
-        // below times out and the request waits unheard, as with a subscriber down.
-        let _ = self.requests.send(Arc::from(key));
+        // Queued for the subscriber. When the queue is full (the subscriber is reconnecting,
+        // or shut down) the wait below times out and the request waits unheard, as with a
+        // subscriber down; a reconnect subscribes every claimed gate anyway.
+        let _ = self.requests.try_send(Arc::from(key));
         gate.arm(deadline).await
     }
 
-    fn take_receiver(&self) -> Option<mpsc::UnboundedReceiver<Arc<str>>> {
+    fn take_receiver(&self) -> Option<mpsc::Receiver<Arc<str>>> {
         self.receiver
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -246,7 +250,7 @@ impl Session<'_> {
     async fn listen(
         mut self,
         mut pushes: mpsc::UnboundedReceiver<::redis::PushInfo>,
-        requests: &mut mpsc::UnboundedReceiver<Arc<str>>,
+        requests: &mut mpsc::Receiver<Arc<str>>,
         shutdown: &CancellationToken,
     ) -> bool {
         for key in self.gates.wanted() {
