@@ -373,3 +373,49 @@ fn bytes(value: &::redis::Value) -> Option<&[u8]> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channels(key: &str) -> Vec<String> {
+        vec![format!("a:{{{key}}}"), format!("b:{{{key}}}")]
+    }
+
+    #[test]
+    fn a_gate_made_again_never_repeats_a_generation_of_the_one_before() {
+        let gates = ShardedGates::new(channels);
+        let first = gates.gate("jobs");
+        first.set_armed();
+        let armed = first.epoch();
+        first.set_lost();
+        gates.forget_unused();
+        assert!(gates.is_empty(), "neither held nor claimed: forgotten");
+        let second = gates.gate("jobs");
+        second.set_armed();
+        assert!(
+            second.claim_since(armed).is_none(),
+            "an epoch of the forgotten gate does not pass for the new one"
+        );
+        assert!(second.claim_since(second.epoch()).is_some());
+    }
+
+    #[test]
+    fn a_channel_names_the_key_waiting_for_it_and_claimed_gates_are_kept() {
+        let gates = ShardedGates::new(channels);
+        let gate = gates.gate("jobs");
+        let _claim = gate.claim();
+        gates.forget_unused();
+        assert_eq!(gates.len(), 1, "claimed: kept");
+        assert_eq!(gates.wanted(), vec![Arc::<str>::from("jobs")]);
+        assert_eq!(gates.key_of_channel("b:{jobs}").as_deref(), Some("jobs"));
+        assert_eq!(gates.key_of_channel("b:{other}"), None);
+    }
+
+    #[tokio::test]
+    async fn arming_waits_unheard_when_no_subscriber_takes_the_request() {
+        let gates = ShardedGates::new(channels);
+        let until = Instant::now() + Duration::from_millis(50);
+        assert!(!gates.arm("jobs", until).await);
+    }
+}
