@@ -199,8 +199,9 @@ end
 -- limit, and the metadata of the lease in the fixed fields (`all` = 'meta': that alone); a
 -- shared record is read whole, in a second read, only when the lease is not the one in the
 -- fixed fields. `id` "" reads only what every function needs (a new lease has no record
--- yet). `shared`: the lease's record is a shared one (a semaphore's leases always are), read
--- in the same HMGET rather than a second one (where `all` reads meta and limit). `known`
+-- yet). `shared`: the lease's record is a shared one (a semaphore's leases always are), or may
+-- be (a new fair or read/write lease's, run again), read in the same HMGET rather than a
+-- second one (`all` = 'meta' reads meta after it; no other `all`). `known`
 -- (with `shared`): what the caller read of STATE already, `lease`, `rec`, `holder`, `q`,
 -- `hexp` in that order (release's first read), so that only the other six fields are read
 -- rather than all eleven again.
@@ -212,6 +213,11 @@ local function load(id, all, shared, known)
       'm:' .. id)
     v = {known[1], known[2], known[3], k[1], k[2], known[4], k[3], known[5]}
     r1, r2, r3 = k[4], k[5], k[6]
+  elseif shared and id ~= '' and all == 'meta' then
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
+      'hexp', 'r:' .. id, 'h:' .. id, 'm:' .. id, 'meta')
+    -- (Read where `all` reads meta and limit: meta moves there, the limit is not read.)
+    r1, r2, r3, v[9], v[10], v[11], v[12] = v[9], v[10], v[11], v[12], nil, nil, nil
   elseif shared and id ~= '' then
     v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
       'hexp', 'r:' .. id, 'h:' .. id, 'm:' .. id)
@@ -368,28 +374,29 @@ local function holder_id(id) return id .. ':1' end
 -- names never carry it; `fp` the sha256 of what the request asked.
 local function idem_key(digest) return tag() .. ':leasehold:idem:' .. digest end
 
--- The first answer to a key: (reply JSON, lease id, sealed token), or 'mismatch' when the
--- key came with another request, or nil.
+-- The first answer to a key: (reply JSON, lease id, sealed token, the nonce of the request
+-- that got it), or 'mismatch' when the key came with another request, or nil.
 local function idem_find(digest, fp)
   if digest == '' then return nil end
-  local rec = redis.call('HMGET', idem_key(digest), 'fp', 'reply', 'lease', 'sealed')
+  local rec = redis.call('HMGET', idem_key(digest), 'fp', 'reply', 'lease', 'sealed', 'by')
   if not rec[1] then return nil end
   if rec[1] ~= fp then return 'mismatch' end
-  return rec[2], rec[3] or '', rec[4] or ''
+  return rec[2], rec[3] or '', rec[4] or '', rec[5] or ''
 end
 
--- Keeps the answer to a key for `life_ms`.
-local function idem_store(digest, fp, reply, lease_id, sealed, life_ms)
+-- Keeps the answer to a key for `life_ms`; `by`: the nonce of the request answered (the
+-- same call run again gets its answer as it was, not marked replayed).
+local function idem_store(digest, fp, reply, lease_id, sealed, life_ms, by)
   if digest == '' then return end
   local key = idem_key(digest)
   redis.call('HSET', key, 'fp', fp, 'reply', reply, 'lease', lease_id or '', 'sealed',
-    sealed or '')
+    sealed or '', 'by', by or '')
   redis.call('PEXPIRE', key, life_ms)
 end
 
 -- Returns `reply`, kept first as the answer to key `digest` (if any): see idem_store.
-local function idem_answer(digest, fp, reply, lease_id, sealed, life_ms)
-  idem_store(digest, fp, reply, lease_id, sealed, life_ms)
+local function idem_answer(digest, fp, reply, lease_id, sealed, life_ms, by)
+  idem_store(digest, fp, reply, lease_id, sealed, life_ms, by)
   return reply
 end
 
@@ -401,3 +408,23 @@ local function idem_replay(reply, sealed)
 end
 
 local TOO_LATE = '{"status":"too_late"}'
+
+-- Run twice. redis-rs re-sends a command whose connection dropped (the Cluster client, up to
+-- 16 times), so a call that ran but whose reply was lost runs again, with the same KEYS and
+-- ARGV: the same lease id, nonce, Idempotency-Key and deadline. Every function that changes
+-- state answers such a second run as the first run did and changes nothing more. A request
+-- is known by what it already left: a new lease by its record (its id comes from a token made
+-- for the request), a reentry or a released level by the request's nonce kept as the lease's
+-- record's nonce, an end (release, leave, admin action) by its history entry, which keeps the
+-- nonce of the request that wrote it (append_history). Those checks cost the usual call
+-- nothing or a field it reads anyway; the history is read only where a call finds its lease
+-- gone, or by an admin's call. Not made exact: a heartbeat (run again, it extends the lease
+-- once more, from a little later, and records one more entry) and the sweep (run again, it
+-- finds nothing left to record). Not recognised: a reentry or released level run again after
+-- another reentry or release of the same lease (the record keeps the last request's nonce);
+-- a new lease's grant run again after that lease ended (rolled back, expired, evicted) on a
+-- name left free (granted again, and held until its TTL, as a crashed client's lease is); an
+-- end pushed out of the capped history.
+
+-- Whether `nonce` names the request that made `by` (both nonces; "" is nobody).
+local function same_request(by, nonce) return nonce ~= '' and by == nonce end
