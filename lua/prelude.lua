@@ -150,9 +150,16 @@ end
 -- for HISTORY_LIFE_MS after its last refresh; `hexp` (from the call's first read of STATE) says
 -- when that refresh is due (half-way), so it costs a PEXPIRE every half hour, not on every
 -- entry, and the history stays between half and all of HISTORY_LIFE_MS after its last entry.
-local function append_history(json, hexp)
+-- `by`: the nonce of the request whose call wrote the entry (a release, a leave, an admin's
+-- action), kept in a field of its own, `r`, beside the JSON (never shown): that call, run again
+-- (see "Run twice" below), finds its entry and answers as it did.
+local function append_history(json, hexp, by)
   local key = history_key()
-  redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
+  if by and by ~= '' then
+    redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json, 'r', by)
+  else
+    redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
+  end
   if (hexp and hexp + 0 or 0) < NOW then
     redis.call('PEXPIRE', key, HISTORY_LIFE_MS)
     set_state('hexp', d(NOW + HISTORY_LIFE_MS / 2))
@@ -168,6 +175,10 @@ end
 -- kept as text in the tables below: convert with tonumber for arithmetic)
 --   state: held, queued, released, expired, force_released, left
 --   since: when it was granted (or queued, for a ticket); ended: when it ended
+--   nonce: a request's (see "Run twice" below): the one that made the grant (or queued the
+--     ticket), which alone may roll it back, until another request answers with it (then
+--     ""); then the last reentry's or released level's; once ended, the release's or leave's
+--     ("" for an expiry or an admin's removal)
 local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$'
 
 local function unpack_rec(id, packed, holder, meta, shared)
@@ -312,24 +323,28 @@ local function ended_entry(rec, how, extra)
 end
 
 -- Ends a record: its new state, saved, and the entry in the history. `at`: when it ended
--- (text; now by default). Returns the entry (the live event to publish).
-local function finish(rec, how, hexp, extra, at)
+-- (text; now by default). `by`: the nonce of the request that ended it (a release, a leave),
+-- kept as the ended record's nonce and with the entry (see append_history); none for an end
+-- nobody asked for (an expiry). Returns the entry (the live event to publish).
+local function finish(rec, how, hexp, extra, at, by)
   rec.state = how
   rec.ended = at or NOW_S
-  rec.nonce = ''
+  rec.nonce = by or ''
   save(rec)
   local entry = ended_entry(rec, how, extra)
-  append_history(entry, hexp)
+  append_history(entry, hexp, by)
   return entry
 end
 
 -- How lease `id` ended, from the lock's history (its newest entry naming it: its own, or an
 -- admin action's list of `holders` it removed), for leases whose record is gone:
--- {state, ended, kind, holder, fence, since, permits} or nil.
+-- {state, ended, kind, holder, fence, since, permits, by, json} or nil; `by`: the nonce of
+-- the request that wrote the entry, if it kept one (see append_history), `json` the entry.
 local function find_ended(id)
   local entries = redis.call('XREVRANGE', history_key(), '+', '-', 'COUNT', HISTORY_LENGTH)
   for _, entry in ipairs(entries) do
-    local json = entry[2][2]
+    local fields = entry[2]
+    local json = fields[2]
     if json and string.find(json, id, 1, true) then
       local e = cjson.decode(json)
       local who
@@ -342,7 +357,8 @@ local function find_ended(id)
       end
       if who and e.type ~= 'granted' and e.type ~= 'queued' then
         return {id = id, state = e.type, ended = e.at_ms, kind = who.kind, holder = who.holder,
-          fence = who.fencing_token, since = who.since_ms, permits = who.permits}
+          fence = who.fencing_token, since = who.since_ms, permits = who.permits,
+          by = fields[3] == 'r' and fields[4] or nil, json = json}
       end
     end
   end
@@ -428,3 +444,12 @@ local TOO_LATE = '{"status":"too_late"}'
 
 -- Whether `nonce` names the request that made `by` (both nonces; "" is nobody).
 local function same_request(by, nonce) return nonce ~= '' and by == nonce end
+
+-- The answer of a release whose lease ended with history entry `ended` (see find_ended): what
+-- that call answered, for it run again (see "Run twice").
+local function released_again(ended)
+  local since = ended.since
+  return '{"status":"released","kind":"' .. ended.kind .. '","since_ms":'
+    .. (type(since) == 'number' and d(since) or 'null') .. ',"now_ms":' .. d(ended.ended)
+    .. ',"ev":[' .. ended.json .. ']}'
+end
