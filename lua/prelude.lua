@@ -445,6 +445,25 @@ local TOO_LATE = '{"status":"too_late"}'
 -- Whether `nonce` names the request that made `by` (both nonces; "" is nobody).
 local function same_request(by, nonce) return nonce ~= '' and by == nonce end
 
+-- The history entry (JSON) the call of request `nonce` wrote, or nil: an admin's call run
+-- again (see "Run twice") answers from it.
+local function entry_by(nonce)
+  if nonce == '' then return nil end
+  local entries = redis.call('XREVRANGE', history_key(), '+', '-', 'COUNT', HISTORY_LENGTH)
+  for _, entry in ipairs(entries) do
+    local fields = entry[2]
+    if fields[3] == 'r' and fields[4] == nonce then return fields[2] end
+  end
+  return nil
+end
+
+-- The answer of an admin's removal (force release, eviction) whose history entry is `json`:
+-- what that call answered, for it run again (see "Run twice").
+local function removed_again(json)
+  return '{"status":"force_released","holders":' .. encode(cjson.decode(json).holders)
+    .. ',"ev":[' .. json .. ']}'
+end
+
 -- The answer of a release whose lease ended with history entry `ended` (see find_ended): what
 -- that call answered, for it run again (see "Run twice").
 local function released_again(ended)
