@@ -283,7 +283,8 @@ fn positive_ms(ms: i64) -> Option<Duration> {
     u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
-fn grant(
+/// A grant's reply as this service answers it (`ops::replays` reads replies through it).
+pub(super) fn grant(
     g: Granted,
     token: Option<LeaseToken>,
     new_lease: bool,
