@@ -9,7 +9,9 @@
 -- A(4) proven: "1" when the presented token proves A(3) (always for new and reenter)
 -- A(5) kind: kind: reentrant | exclusive | fair | read | write, or "" (reentry: the lease's)
 -- A(6) nonce: this request's nonce: only a rollback naming it may take back a grant made here,
---       and only until another request has answered with that grant
+--       and only until another request has answered with that grant; a reentry leaves it in
+--       the lease's record, so that the same call run again is known (see "Run twice" in
+--       prelude.lua)
 -- The rest are optional; the caller leaves out those at the end that are "" (a new
 -- reentrant, exclusive or read lease on its first try sends none of them):
 -- A(7) arrived_ms: when this request first tried (ms, from an earlier reply), or "" for now
@@ -26,6 +28,9 @@
 --   not_reentrant | upgrade_refused | idempotency_mismatch | too_late. A grant answered again
 --   (a ticket polled after its grant, a retried Idempotency-Key) carries replayed = true, and,
 --   for a new lease replayed by its key, `sealed`: the first token sealed under the key.
+--   The same call run again (see "Run twice" in prelude.lua) answers as it did, changing
+--   nothing: a grant (or reentry) as the same grant, not marked replayed, with `expires_ms`
+--   (the lease's expiry, set by the first run); a ticket as the same place in the queue.
 --   `ev`: events of other leases this call recorded (an expiry it noticed), to publish.
 -- Made once, when the library loads: the values of the call being served (every call sets
 -- them first, below the marker: Redis runs one function at a time), and the helpers that use
@@ -42,13 +47,49 @@ local NO_EVENTS = {}
 local KIND_FIELD = {reentrant = '|reentrant|', exclusive = '|exclusive|', fair = '|fair|'}
 
 -- A grant's answer (numbers as text). `expires`: when the lease expires, for a grant
--- answered again.
-local function acquired(status, count, fence, since, holder, expires)
+-- answered again: to another request (`replayed`), or to this one, run again.
+local function acquired(status, count, fence, since, holder, expires, replayed)
   return '{"status":"' .. status .. '","lease_id":"' .. id .. '","kind":"' .. kind
     .. '","reentry_count":' .. count .. ',"fencing_token":' .. fence .. ',"ttl_ms":' .. ttl
     .. ',"now_ms":' .. NOW_S .. ',"now_us":' .. NOW_US_S .. ',"created_ms":' .. since
     .. ',"holder":' .. jsn(holder)
-    .. (expires and (',"replayed":true,"expires_ms":' .. expires) or '') .. ev(events) .. '}'
+    .. (expires and ((replayed and ',"replayed":true' or '') .. ',"expires_ms":' .. expires)
+      or '') .. ev(events) .. '}'
+end
+
+-- A fair ticket's answer: its place (`until_s`: its deadline, text), behind the live head
+-- `head`; `new`: this call queued it (its event is then published).
+local function queued(head, until_s, holder, new)
+  -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
+  -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
+  local pttl = redis.call('PTTL', L)
+  if head and head ~= h then
+    local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
+    pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
+  end
+  return '{"status":"queued","lease_id":"' .. id .. '","position":'
+    .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
+    .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":' .. jsn(holder)
+    .. (new and ',"new":true' or '') .. ev(events) .. '}'
+end
+
+-- This request's new lease, or its ticket, is recorded already (`mine`, read from the fixed
+-- fields or its own): the request's id comes from a token made for it, so this is its call
+-- run again (see "Run twice" in prelude.lua). The same answer, changing nothing: the grant
+-- as the same grant (its levels now, its expiry), the ticket as its place; a lease that ended
+-- since is lost. nil: a ticket that lost its place, which the call then takes again.
+local function again(mine)
+  if mine.state == 'queued' then
+    local until_s = redis.call('ZSCORE', timeouts_key(), h)
+    if not until_s or not redis.call('LPOS', queue_key(), h) then return nil end
+    return queued(redis.call('LINDEX', queue_key(), 0), until_s, mine.holder, true)
+  end
+  if mine.state ~= 'held' then return '{"status":"lease_lost","state":"' .. mine.state .. '"}' end
+  local reads, writes = check_held(id, mine, st.hexp, events)
+  if not reads then return string.sub(writes, 1, -2) .. ev(events) .. '}' end
+  kind, ttl = mine.kind, mine.ttl
+  return acquired('acquired', d(reads + writes), mine.fence, mine.since, mine.holder,
+    mine.expires)
 end
 
 -- Grants a new lease (or a fair ticket's lease): fencing token, record, state. The lease
@@ -82,7 +123,7 @@ local function grant(count, ticket)
   if not shared and st.kind ~= family(kind) then set_state('kind', family(kind)) end
   flush_state(NOW + keep, st.sexp)
   return idem_answer(idem, fp, acquired('acquired', count, fence, NOW_S, holder), id, sealed,
-    keep)
+    keep, nonce)
 end
 
 -- Who holds the lock, for a refused acquirer (never read out of another program's key).
@@ -222,6 +263,52 @@ local function grant_free_fixed()
   return nil
 end
 
+-- The first answer to this request's Idempotency-Key, if it has one (see the usual request
+-- and below), as it still holds; nil when the key has none.
+local function idem_again()
+  local first, first_lease, first_sealed, by = idem_find(idem, fp)
+  if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
+  if not first then return nil end
+  -- This very call, run again (see "Run twice" in prelude.lua), gets its answer as it was,
+  -- and the grant stays this request's to roll back.
+  local same = same_request(by, nonce)
+  local rec, first_st = load(first_lease)
+  if rec and rec.state == 'held' then
+    local levels = check_held(first_lease, rec, first_st.hexp, events)
+    if not levels then
+      return '{"status":"lease_lost","state":"' .. rec.state .. '"' .. ev(events) .. '}'
+    end
+    if same then return first end
+    rec.nonce = ''
+    save(rec)
+  elseif rec == nil and first_lease ~= '' then
+    local ended = find_ended(first_lease)
+    if ended then return '{"status":"lease_lost","state":"' .. ended.state .. '"}' end
+  elseif rec and rec.state ~= 'queued' then
+    return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
+  end
+  if same then return first end
+  return idem_replay(first, first_sealed)
+end
+
+-- Reads the state (`st`) for a new lease, whose id comes from a token made for this request:
+-- it has no record yet, unless this is the request's call run again (see "Run twice" in
+-- prelude.lua), which answers as the first run did (see again): its answer, or nil. A new
+-- reentrant or exclusive lease is recorded only in the fixed fields, which every call reads;
+-- a fair one (a ticket) or a read or write lease in fields of its own, read in the same HMGET.
+-- (The metadata in the fixed fields is read too, for the kinds recorded there: a grant need
+-- not clear it when it is empty.)
+local function load_new()
+  local mine
+  if kind == 'reentrant' or kind == 'exclusive' then
+    mine, st = load('', 'meta')
+    if st.lease == id then mine = current(st) end
+  else
+    mine, st = load(id, kind == 'fair' and 'meta' or nil, true)
+  end
+  return mine and again(mine)
+end
+
 -- The lines above run once, when the library loads; those below on every call
 -- (src/locks/scripts/library.rs splits the file here).
 -- @per-call
@@ -264,32 +351,18 @@ events = EVENTS
 
 -- A retry with the same Idempotency-Key gets the first answer, as long as it still holds.
 if idem ~= '' then
-  local first, first_lease, first_sealed = idem_find(idem, fp)
-  if first == 'mismatch' then return '{"status":"idempotency_mismatch"}' end
-  if first then
-    local rec, st = load(first_lease)
-    if rec and rec.state == 'held' then
-      local levels = check_held(first_lease, rec, st.hexp, events)
-      if not levels then
-        return '{"status":"lease_lost","state":"' .. rec.state .. '"' .. ev(events) .. '}'
-      end
-      rec.nonce = ''
-      save(rec)
-    elseif rec == nil and first_lease ~= '' then
-      local ended = find_ended(first_lease)
-      if ended then return '{"status":"lease_lost","state":"' .. ended.state .. '"}' end
-    elseif rec and rec.state ~= 'queued' then
-      return '{"status":"lease_lost","state":"' .. rec.state .. '"}'
-    end
-    return idem_replay(first, first_sealed)
-  end
+  local reply = idem_again()
+  if reply then return reply end
 end
 
--- A new lease's id comes from a token made for this request: it has no record yet. (The
--- metadata in the fixed fields is read too, for the kinds recorded there: a grant need not
--- clear it when it is empty. A new read or write lease is recorded in fields of its own.)
+-- A new lease: see load_new. A reentry or a ticket's poll: the lease's record.
 local rec
-rec, st = load(op == 'new' and '' or id, not (op == 'new' and is_rw(kind)) and 'meta' or nil)
+if op == 'new' then
+  local reply = load_new()
+  if reply then return reply end
+else
+  rec, st = load(id, 'meta')
+end
 
 local ticket
 if op == 'poll' then
@@ -308,13 +381,18 @@ if op == 'poll' then
   if rec.kind ~= 'fair' then return '{"status":"unknown_lease"}' end
   if rec.state == 'held' then
     -- Granted before: polled again in a row, or by two connections at once. The same grant
-    -- again, never a release; answered now, so no rollback may take it back.
+    -- again, never a release; answered now, so no rollback may take it back. (Granted by
+    -- this very call, run again: answered as it was, and still this request's to roll back.)
     kind, ttl = rec.kind, rec.ttl
     local reads = held_levels(rec)
     if reads > 0 then
-      rec.nonce = ''
-      save(rec)
-      return acquired('acquired', d(reads), rec.fence, rec.since, rec.holder, rec.expires)
+      local same = nonce ~= '' and rec.nonce == nonce
+      if not same then
+        rec.nonce = ''
+        save(rec)
+      end
+      return acquired('acquired', d(reads), rec.fence, rec.since, rec.holder, rec.expires,
+        not same)
     end
     return '{"status":"lease_lost","state":"' .. observe_expiry(rec, st.hexp, events) .. '"'
       .. ev(events) .. '}'
@@ -360,25 +438,17 @@ if op ~= 'reenter' then
       redis.call('RPUSH', queue_key(), h)
       set_state('q', '1')
       if not ticket then
+        -- (With this request's nonce: the call run again finds its ticket by it.)
         create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
-          expires = '0', fence = '0', holder = label, meta = meta, shared = true})
+          expires = '0', fence = '0', nonce = nonce, holder = label, meta = meta,
+          shared = true})
       end
     end
     flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)
-    -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
-    -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
-    local pttl = redis.call('PTTL', L)
-    if head and head ~= h then
-      local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
-      pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
-    end
-    local reply = '{"status":"queued","lease_id":"' .. id .. '","position":'
-      .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
-      .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":'
-      .. jsn(ticket and ticket.holder or label) .. (ticket and '' or ',"new":true') .. ev(events)
-      .. '}'
+    local reply = queued(head, until_s, ticket and ticket.holder or label, not ticket)
     if ticket then return reply end
-    return idem_answer(idem, fp, reply, id, sealed, tonumber(liveness) + TOMB + tonumber(ttl))
+    return idem_answer(idem, fp, reply, id, sealed, tonumber(liveness) + TOMB + tonumber(ttl),
+      nonce)
   end
 
   if free and not is_rw(kind) then
@@ -402,10 +472,16 @@ if op == 'reenter' then
   if family(kind) ~= family(rec.kind) then
     return '{"status":"kind_conflict","held_as":"' .. family(rec.kind) .. '"}'
   end
-  local reads, refusal = check_held(id, rec, st.hexp, events)
-  if not reads then return string.sub(refusal, 1, -2) .. ev(events) .. '}' end
+  local reads, writes = check_held(id, rec, st.hexp, events)
+  if not reads then return string.sub(writes, 1, -2) .. ev(events) .. '}' end
   if rec.kind == 'exclusive' then return '{"status":"not_reentrant"}' end
   if ttl == '0' then ttl = rec.ttl end
+  -- Entered by this very call, run again (see "Run twice" in prelude.lua): the record's nonce
+  -- is this request's. The same reentry, not one more level.
+  if nonce ~= '' and rec.nonce == nonce then
+    return acquired('reentered', d(reads + writes), rec.fence, rec.since, rec.holder,
+      rec.expires)
+  end
   local count, w
   if is_rw(kind) then
     local n, why = rw_enter(kind, true, false)
@@ -423,7 +499,8 @@ if op == 'reenter' then
   end
   local ttl_n = tonumber(ttl)
   wake_if_sooner(rec, ttl_n, w or 0, st.q)
-  rec.ttl, rec.expires = ttl, d(NOW + ttl_n)
+  -- (The nonce marks the level this request entered: see above.)
+  rec.ttl, rec.expires, rec.nonce = ttl, d(NOW + ttl_n), nonce
   save(rec)
   flush_state(NOW + ttl_n + TOMB, st.sexp)
   local entry = '{"type":"reentered","lease_id":"' .. id .. '","holder":' .. jsn(rec.holder)
@@ -432,7 +509,7 @@ if op == 'reenter' then
   append_history(entry, st.hexp)
   events[#events + 1] = entry
   return idem_answer(idem, fp, acquired('reentered', d(count), rec.fence, rec.since, rec.holder),
-    id, sealed, TOMB + ttl_n)
+    id, sealed, TOMB + ttl_n, nonce)
 end
 
 if is_rw(kind) then

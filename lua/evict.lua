@@ -8,10 +8,14 @@
 -- A(2) by: who asked (for the history)
 -- A(3) reason: why (free text, "" for none)
 -- A(4) resource: "semaphore" for a semaphore's lease, "" for a lock's
+-- A(5) nonce: this request's nonce: the same call run again finds its history entry, which
+--       keeps it, and answers as it did (see "Run twice" in prelude.lua)
 -- Returns: JSON {status = force_released | not_held | too_late, holders = [the lease]}, and
 --   in `ev` the history entry. not_held: the lease does not hold this lock (or semaphore).
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
-local id = A(1)
+local id, nonce = A(1), A(5) or ''
+local again = entry_by(nonce)
+if again then return removed_again(again) end
 local rec, st = load(id)
 if not rec or rec.state ~= 'held' then return '{"status":"not_held"}' end
 local semaphore = A(4) == 'semaphore'
@@ -49,5 +53,5 @@ save(rec)
 local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = {id},
   holder_ids = {removed.holder_id}, holders = {removed}, by = A(2), reason = A(3),
   scope = 'lease'})
-append_history(entry, st.hexp)
+append_history(entry, st.hexp, nonce)
 return '{"status":"force_released","holders":' .. encode({removed}) .. ',"ev":[' .. entry .. ']}'

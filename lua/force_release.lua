@@ -5,10 +5,15 @@
 -- is left alone. KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1) by: who asked (for the history)
 -- A(2) reason: why (free text, "" for none)
+-- A(3) nonce: this request's nonce: the same call run again finds its history entry, which
+--       keeps it, and answers as it did, removing nobody else (see "Run twice" in prelude.lua)
 -- Returns: JSON {status = force_released | not_held | kind_conflict (held_as) | too_late,
 --   holders = [{holder_id, reentry_count, lease_id?, holder?, kind?, fencing_token?,
 --   since_ms?}]}, and in `ev` the history entry, which names every holder removed.
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
+local nonce = A(3) or ''
+local again = entry_by(nonce)
+if again then return removed_again(again) end
 local t = redis.call('TYPE', L).ok
 if t == 'none' then return '{"status":"not_held"}' end
 local _, st = load('')
@@ -56,5 +61,5 @@ wake_next(st.q, nil, st.hexp)
 redis.call('PUBLISH', rw_channel(), '0')
 local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = lease_ids,
   holder_ids = order, holders = removed, by = A(1), reason = A(2)})
-append_history(entry, st.hexp)
+append_history(entry, st.hexp, nonce)
 return '{"status":"force_released","holders":' .. encode(removed) .. ',"ev":[' .. entry .. ']}'

@@ -305,9 +305,10 @@ local function refresh_rw(h, ttl, reads, writes)
 end
 
 -- A refusal for a lease without a record: one that ended (its history says how) or one
--- nobody knows.
-local function lost_or_unknown(id)
-  local ended = find_ended(id)
+-- nobody knows. `ended`: what find_ended found, when the caller looked already (false:
+-- nothing).
+local function lost_or_unknown(id, ended)
+  if ended == nil then ended = find_ended(id) end
   if ended and ended.kind ~= 'semaphore' then
     return '{"status":"lease_lost","state":"' .. ended.state .. '"}'
   end

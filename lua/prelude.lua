@@ -150,9 +150,16 @@ end
 -- for HISTORY_LIFE_MS after its last refresh; `hexp` (from the call's first read of STATE) says
 -- when that refresh is due (half-way), so it costs a PEXPIRE every half hour, not on every
 -- entry, and the history stays between half and all of HISTORY_LIFE_MS after its last entry.
-local function append_history(json, hexp)
+-- `by`: the nonce of the request whose call wrote the entry (a release, a leave, an admin's
+-- action), kept in a field of its own, `r`, beside the JSON (never shown): that call, run again
+-- (see "Run twice" below), finds its entry and answers as it did.
+local function append_history(json, hexp, by)
   local key = history_key()
-  redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
+  if by and by ~= '' then
+    redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json, 'r', by)
+  else
+    redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'e', json)
+  end
   if (hexp and hexp + 0 or 0) < NOW then
     redis.call('PEXPIRE', key, HISTORY_LIFE_MS)
     set_state('hexp', d(NOW + HISTORY_LIFE_MS / 2))
@@ -168,6 +175,10 @@ end
 -- kept as text in the tables below: convert with tonumber for arithmetic)
 --   state: held, queued, released, expired, force_released, left
 --   since: when it was granted (or queued, for a ticket); ended: when it ended
+--   nonce: a request's (see "Run twice" below): the one that made the grant (or queued the
+--     ticket), which alone may roll it back, until another request answers with it (then
+--     ""); then the last reentry's or released level's; once ended, the release's or leave's
+--     ("" for an expiry or an admin's removal)
 local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$'
 
 local function unpack_rec(id, packed, holder, meta, shared)
@@ -199,8 +210,9 @@ end
 -- limit, and the metadata of the lease in the fixed fields (`all` = 'meta': that alone); a
 -- shared record is read whole, in a second read, only when the lease is not the one in the
 -- fixed fields. `id` "" reads only what every function needs (a new lease has no record
--- yet). `shared`: the lease's record is a shared one (a semaphore's leases always are), read
--- in the same HMGET rather than a second one (where `all` reads meta and limit). `known`
+-- yet). `shared`: the lease's record is a shared one (a semaphore's leases always are), or may
+-- be (a new fair or read/write lease's, run again), read in the same HMGET rather than a
+-- second one (`all` = 'meta' reads meta after it; no other `all`). `known`
 -- (with `shared`): what the caller read of STATE already, `lease`, `rec`, `holder`, `q`,
 -- `hexp` in that order (release's first read), so that only the other six fields are read
 -- rather than all eleven again.
@@ -212,6 +224,11 @@ local function load(id, all, shared, known)
       'm:' .. id)
     v = {known[1], known[2], known[3], k[1], k[2], known[4], k[3], known[5]}
     r1, r2, r3 = k[4], k[5], k[6]
+  elseif shared and id ~= '' and all == 'meta' then
+    v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
+      'hexp', 'r:' .. id, 'h:' .. id, 'm:' .. id, 'meta')
+    -- (Read where `all` reads meta and limit: meta moves there, the limit is not read.)
+    r1, r2, r3, v[9], v[10], v[11], v[12] = v[9], v[10], v[11], v[12], nil, nil, nil
   elseif shared and id ~= '' then
     v = redis.call('HMGET', STATE, 'lease', 'rec', 'holder', 'kind', 'fence', 'q', 'sexp',
       'hexp', 'r:' .. id, 'h:' .. id, 'm:' .. id)
@@ -306,24 +323,28 @@ local function ended_entry(rec, how, extra)
 end
 
 -- Ends a record: its new state, saved, and the entry in the history. `at`: when it ended
--- (text; now by default). Returns the entry (the live event to publish).
-local function finish(rec, how, hexp, extra, at)
+-- (text; now by default). `by`: the nonce of the request that ended it (a release, a leave),
+-- kept as the ended record's nonce and with the entry (see append_history); none for an end
+-- nobody asked for (an expiry). Returns the entry (the live event to publish).
+local function finish(rec, how, hexp, extra, at, by)
   rec.state = how
   rec.ended = at or NOW_S
-  rec.nonce = ''
+  rec.nonce = by or ''
   save(rec)
   local entry = ended_entry(rec, how, extra)
-  append_history(entry, hexp)
+  append_history(entry, hexp, by)
   return entry
 end
 
 -- How lease `id` ended, from the lock's history (its newest entry naming it: its own, or an
 -- admin action's list of `holders` it removed), for leases whose record is gone:
--- {state, ended, kind, holder, fence, since, permits} or nil.
+-- {state, ended, kind, holder, fence, since, permits, by, json} or nil; `by`: the nonce of
+-- the request that wrote the entry, if it kept one (see append_history), `json` the entry.
 local function find_ended(id)
   local entries = redis.call('XREVRANGE', history_key(), '+', '-', 'COUNT', HISTORY_LENGTH)
   for _, entry in ipairs(entries) do
-    local json = entry[2][2]
+    local fields = entry[2]
+    local json = fields[2]
     if json and string.find(json, id, 1, true) then
       local e = cjson.decode(json)
       local who
@@ -336,7 +357,8 @@ local function find_ended(id)
       end
       if who and e.type ~= 'granted' and e.type ~= 'queued' then
         return {id = id, state = e.type, ended = e.at_ms, kind = who.kind, holder = who.holder,
-          fence = who.fencing_token, since = who.since_ms, permits = who.permits}
+          fence = who.fencing_token, since = who.since_ms, permits = who.permits,
+          by = fields[3] == 'r' and fields[4] or nil, json = json}
       end
     end
   end
@@ -368,28 +390,29 @@ local function holder_id(id) return id .. ':1' end
 -- names never carry it; `fp` the sha256 of what the request asked.
 local function idem_key(digest) return tag() .. ':leasehold:idem:' .. digest end
 
--- The first answer to a key: (reply JSON, lease id, sealed token), or 'mismatch' when the
--- key came with another request, or nil.
+-- The first answer to a key: (reply JSON, lease id, sealed token, the nonce of the request
+-- that got it), or 'mismatch' when the key came with another request, or nil.
 local function idem_find(digest, fp)
   if digest == '' then return nil end
-  local rec = redis.call('HMGET', idem_key(digest), 'fp', 'reply', 'lease', 'sealed')
+  local rec = redis.call('HMGET', idem_key(digest), 'fp', 'reply', 'lease', 'sealed', 'by')
   if not rec[1] then return nil end
   if rec[1] ~= fp then return 'mismatch' end
-  return rec[2], rec[3] or '', rec[4] or ''
+  return rec[2], rec[3] or '', rec[4] or '', rec[5] or ''
 end
 
--- Keeps the answer to a key for `life_ms`.
-local function idem_store(digest, fp, reply, lease_id, sealed, life_ms)
+-- Keeps the answer to a key for `life_ms`; `by`: the nonce of the request answered (the
+-- same call run again gets its answer as it was, not marked replayed).
+local function idem_store(digest, fp, reply, lease_id, sealed, life_ms, by)
   if digest == '' then return end
   local key = idem_key(digest)
   redis.call('HSET', key, 'fp', fp, 'reply', reply, 'lease', lease_id or '', 'sealed',
-    sealed or '')
+    sealed or '', 'by', by or '')
   redis.call('PEXPIRE', key, life_ms)
 end
 
 -- Returns `reply`, kept first as the answer to key `digest` (if any): see idem_store.
-local function idem_answer(digest, fp, reply, lease_id, sealed, life_ms)
-  idem_store(digest, fp, reply, lease_id, sealed, life_ms)
+local function idem_answer(digest, fp, reply, lease_id, sealed, life_ms, by)
+  idem_store(digest, fp, reply, lease_id, sealed, life_ms, by)
   return reply
 end
 
@@ -401,3 +424,51 @@ local function idem_replay(reply, sealed)
 end
 
 local TOO_LATE = '{"status":"too_late"}'
+
+-- Run twice. redis-rs re-sends a command whose connection dropped (the Cluster client, up to
+-- 16 times), so a call that ran but whose reply was lost runs again, with the same KEYS and
+-- ARGV: the same lease id, nonce, Idempotency-Key and deadline. Every function that changes
+-- state answers such a second run as the first run did and changes nothing more. A request
+-- is known by what it already left: a new lease by its record (its id comes from a token made
+-- for the request), a reentry or a released level by the request's nonce kept as the lease's
+-- record's nonce, an end (release, leave, admin action) by its history entry, which keeps the
+-- nonce of the request that wrote it (append_history). Those checks cost the usual call
+-- nothing or a field it reads anyway; the history is read only where a call finds its lease
+-- gone, or by an admin's call. Not made exact: a heartbeat (run again, it extends the lease
+-- once more, from a little later, and records one more entry) and the sweep (run again, it
+-- finds nothing left to record). Not recognised: a reentry or released level run again after
+-- another reentry or release of the same lease (the record keeps the last request's nonce);
+-- a new lease's grant run again after that lease ended (rolled back, expired, evicted) on a
+-- name left free (granted again, and held until its TTL, as a crashed client's lease is); an
+-- end pushed out of the capped history.
+
+-- Whether `nonce` names the request that made `by` (both nonces; "" is nobody).
+local function same_request(by, nonce) return nonce ~= '' and by == nonce end
+
+-- The history entry (JSON) the call of request `nonce` wrote, or nil: an admin's call run
+-- again (see "Run twice") answers from it.
+local function entry_by(nonce)
+  if nonce == '' then return nil end
+  local entries = redis.call('XREVRANGE', history_key(), '+', '-', 'COUNT', HISTORY_LENGTH)
+  for _, entry in ipairs(entries) do
+    local fields = entry[2]
+    if fields[3] == 'r' and fields[4] == nonce then return fields[2] end
+  end
+  return nil
+end
+
+-- The answer of an admin's removal (force release, eviction) whose history entry is `json`:
+-- what that call answered, for it run again (see "Run twice").
+local function removed_again(json)
+  return '{"status":"force_released","holders":' .. encode(cjson.decode(json).holders)
+    .. ',"ev":[' .. json .. ']}'
+end
+
+-- The answer of a release whose lease ended with history entry `ended` (see find_ended): what
+-- that call answered, for it run again (see "Run twice").
+local function released_again(ended)
+  local since = ended.since
+  return '{"status":"released","kind":"' .. ended.kind .. '","since_ms":'
+    .. (type(since) == 'number' and d(since) or 'null') .. ',"now_ms":' .. d(ended.ended)
+    .. ',"ev":[' .. ended.json .. ']}'
+end

@@ -6,11 +6,15 @@
 -- A(1) by: who asked (for the history)
 -- A(2) reason: why (free text, "" for none)
 -- A(3) clear: "clear" to remove the semaphore, "" to return its permits
+-- A(4) nonce: this request's nonce: the same call run again finds its history entry, which
+--       keeps it, and answers as it did, removing nobody else (see "Run twice" in prelude.lua)
 -- Returns: JSON {status = force_released | not_held | kind_conflict (held_as) | too_late,
 --   holders = [{holder_id, reentry_count, lease_id?, holder?, fencing_token?, since_ms?}]},
 --   and in `ev` the history entry, which names every holder removed
 if not semaphore_begin(KEYS, ARGV) then return TOO_LATE end
-local clear = A(3) == 'clear'
+local clear, nonce = A(3) == 'clear', A(4) or ''
+local again = entry_by(nonce)
+if again then return removed_again(again) end
 local _, st = load('', true)
 local use = name_use(st)
 if use == 'none' then return '{"status":"not_held"}' end
@@ -45,6 +49,6 @@ else
 end
 local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = ids, holders = removed,
   by = A(1), reason = A(2), cleared = clear})
-append_history(entry, st.hexp)
+append_history(entry, st.hexp, nonce)
 flush_state()
 return '{"status":"force_released","holders":' .. encode(removed) .. ',"ev":[' .. entry .. ']}'

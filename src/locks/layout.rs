@@ -12,7 +12,7 @@
 //! | `{L}:leasehold` | hash | `fence` (last fencing token); the record of the lease holding an exclusive lock (`lease`, `kind`, `rec`, `holder`, `meta`); `r:`/`h:`/`m:<id>` records of shared leases and queued tickets; `limit` for semaphores; expires after its last lease (not for semaphores) |
 //! | `{L}:leasehold:idem:<sha256>` | hash | an `Idempotency-Key`'s first answer |
 //! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
-//! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON |
+//! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON; an entry a request wrote (a release, a leave, an admin action) keeps its nonce in field `r`, so that its call, run again, answers as it did |
 //! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
 //! | `P{leasehold/}:events:recent` | stream | the backlog of those events (see `journal`); a tenant's: `P + tenant/{leasehold/}:events:recent` |
 //! | `P{leasehold/}:sweeper` | string | which instance makes the periodic expiry pass now (see `sweeper`) |

@@ -5,6 +5,7 @@ use crate::locks::ops::inspect::holder_view;
 use crate::locks::scripts::force_release::{ForceRelease, ForceReleaseReply};
 use crate::locks::scripts::semaphore_force_release::SemaphoreForceRelease;
 use crate::locks::scripts::semaphore_limit::{LimitReply, SemaphoreLimit};
+use crate::locks::types::request_nonce;
 use crate::locks::{ForcedRelease, HeldAs, LimitChange, LockError, LockName, Locks, Resource};
 
 impl Locks {
@@ -20,7 +21,13 @@ impl Locks {
         reason: &str,
         clear: bool,
     ) -> Result<ForcedRelease, LockError> {
-        let script = ForceRelease { by, reason, clear };
+        let nonce = request_nonce();
+        let script = ForceRelease {
+            by,
+            reason,
+            clear,
+            nonce: &nonce,
+        };
         let reply = match resource {
             Resource::Lock => self.call(name, &script).await?,
             Resource::Semaphore => self.call(name, &SemaphoreForceRelease(script)).await?,
@@ -53,7 +60,13 @@ impl Locks {
         limit: u32,
         by: &str,
     ) -> Result<LimitChange, LockError> {
-        match self.call(name, &SemaphoreLimit { limit, by }).await? {
+        let nonce = request_nonce();
+        let script = SemaphoreLimit {
+            limit,
+            by,
+            nonce: &nonce,
+        };
+        match self.call(name, &script).await? {
             LimitReply::Changed {
                 limit,
                 previous,

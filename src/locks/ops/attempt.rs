@@ -12,7 +12,7 @@ use crate::locks::scripts::release::ReleaseHow;
 use crate::locks::scripts::semaphore_acquire::SemaphoreAcquire;
 use crate::locks::types::{
     AcquireRequest, Contention, Grant, HolderLabel, LeaseKind, LeaseToken, LockName, PermitRequest,
-    Resource, RwMode, Timestamp,
+    Resource, RwMode, Timestamp, request_nonce,
 };
 use crate::locks::{EventKind, FencingToken, LeaseId, LockEvent, Locks};
 
@@ -232,10 +232,12 @@ impl Locks {
             LeaseKind::Write => Some(RwMode::Write),
             _ => None,
         };
+        let nonce = request_nonce();
         let how = ReleaseHow::Asked {
             all: false,
             mode,
             idempotency: None,
+            nonce: &nonce,
         };
         if let Err(e) = self
             .release_how(Resource::Lock, name, lease, token, how)
@@ -281,7 +283,8 @@ fn positive_ms(ms: i64) -> Option<Duration> {
     u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
-fn grant(
+/// A grant's reply as this service answers it (`ops::replays` reads replies through it).
+pub(super) fn grant(
     g: Granted,
     token: Option<LeaseToken>,
     new_lease: bool,

@@ -5,6 +5,7 @@
 use crate::locks::ops::inspect::holder_view;
 use crate::locks::scripts::evict::Evict;
 use crate::locks::scripts::force_release::ForceReleaseReply;
+use crate::locks::types::request_nonce;
 use crate::locks::{ForcedRelease, LeaseId, LockError, LockName, Locks, Resource};
 
 impl Locks {
@@ -18,11 +19,13 @@ impl Locks {
         by: &str,
         reason: &str,
     ) -> Result<ForcedRelease, LockError> {
+        let nonce = request_nonce();
         let script = Evict {
             lease: id,
             resource,
             by,
             reason,
+            nonce: &nonce,
         };
         let removed = match self.call(name, &script).await? {
             ForceReleaseReply::ForceReleased { holders } => {

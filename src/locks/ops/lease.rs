@@ -11,7 +11,7 @@ use crate::locks::scripts::semaphore_inspect::SemaphoreInspect;
 use crate::locks::scripts::semaphore_release::SemaphoreRelease;
 use crate::locks::scripts::semaphore_renew::SemaphoreRenew;
 use crate::locks::scripts::{lost, non_empty};
-use crate::locks::types::Resource;
+use crate::locks::types::{Resource, request_nonce};
 use crate::locks::{
     EventKind, FencingToken, IdempotencyKey, LeaseId, LeaseKind, LeaseState, LeaseToken, LeaseView,
     LockError, LockEvent, LockName, Locks, Metadata, Release, Renewal, RwMode, Timestamp, Ttl,
@@ -97,10 +97,12 @@ impl Locks {
         mode: Option<RwMode>,
         idempotency: Option<&IdempotencyKey>,
     ) -> Result<Release, LockError> {
+        let nonce = request_nonce();
         let how = ReleaseHow::Asked {
             all,
             mode,
             idempotency,
+            nonce: &nonce,
         };
         self.release_how(resource, name, lease_id, token, how).await
     }
@@ -203,7 +205,12 @@ impl Locks {
         ticket: LeaseId,
         token: &LeaseToken,
     ) -> Result<(), LockError> {
-        let script = Leave { ticket, token };
+        let nonce = request_nonce();
+        let script = Leave {
+            ticket,
+            token,
+            nonce: &nonce,
+        };
         match self.call(name, &script).await? {
             LeaveReply::Left => Ok(()),
             LeaveReply::NotQueued { state } => Err(lost(state)),

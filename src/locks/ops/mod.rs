@@ -11,6 +11,8 @@ pub mod eviction;
 pub mod inspect;
 pub mod lease;
 pub mod listing;
+#[cfg(test)]
+mod replays;
 pub mod rollback;
 pub mod tenure;
 pub mod watch;

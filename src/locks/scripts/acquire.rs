@@ -196,7 +196,9 @@ pub(in crate::locks) struct Granted {
     pub replayed: bool,
     /// A retried Idempotency-Key's first token, sealed under the key.
     pub sealed: Option<String>,
-    /// When the lease expires, for a grant answered again (else now + ttl).
+    /// When the lease expires, for a grant answered again (else now + ttl): to another
+    /// request (`replayed`), or to this one, its call run again (a retry of a command whose
+    /// reply was lost), which is answered as the same grant, not marked replayed.
     pub expires_ms: Option<u64>,
     pub lease_id: String,
     pub holder: Option<String>,

@@ -10,11 +10,13 @@ pub(in crate::locks) struct Evict<'a> {
     pub resource: Resource,
     pub by: &'a str,
     pub reason: &'a str,
+    /// This request's: the same call run again answers as it did (see `ForceRelease`).
+    pub nonce: &'a str,
 }
 
 impl Script for Evict<'_> {
     const FILE: &'static str = "evict";
-    const ARGS: &'static [&'static str] = &["lease_id", "by", "reason", "resource"];
+    const ARGS: &'static [&'static str] = &["lease_id", "by", "reason", "resource", "nonce"];
     type Reply = ForceReleaseReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {
@@ -24,6 +26,7 @@ impl Script for Evict<'_> {
             .arg(match self.resource {
                 Resource::Semaphore => "semaphore",
                 Resource::Lock => "",
-            });
+            })
+            .arg(self.nonce);
     }
 }

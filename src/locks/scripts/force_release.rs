@@ -9,24 +9,29 @@ pub(in crate::locks) struct ForceRelease<'a> {
     pub reason: &'a str,
     /// Semaphores only: remove the semaphore itself too.
     pub clear: bool,
+    /// This request's: the same call run again (a retry of a command whose reply was lost)
+    /// finds its history entry by it and answers as it did, removing nobody else.
+    pub nonce: &'a str,
 }
 
 impl ForceRelease<'_> {
-    /// The ARGV `lua/semaphore_force_release.lua` takes (the lock's takes the first two).
+    /// The ARGV `lua/semaphore_force_release.lua` takes (the lock's takes them without
+    /// `clear`).
     pub(super) fn push(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self.by)
             .arg(self.reason)
-            .arg(if self.clear { "clear" } else { "" });
+            .arg(if self.clear { "clear" } else { "" })
+            .arg(self.nonce);
     }
 }
 
 impl Script for ForceRelease<'_> {
     const FILE: &'static str = "force_release";
-    const ARGS: &'static [&'static str] = &["by", "reason"];
+    const ARGS: &'static [&'static str] = &["by", "reason", "nonce"];
     type Reply = ForceReleaseReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {
-        cmd.arg(self.by).arg(self.reason);
+        cmd.arg(self.by).arg(self.reason).arg(self.nonce);
     }
 }
 

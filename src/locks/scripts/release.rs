@@ -13,11 +13,14 @@ use crate::locks::types::{IdempotencyKey, LeaseId, LeaseToken, RwMode, fingerpri
 /// Why a release script runs.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::locks) enum ReleaseHow<'a> {
-    /// The lease's holder asked.
+    /// The lease's holder asked. `nonce`: this request's (see `request_nonce`), which the
+    /// script keeps with what it released, so that the same call run again (a retry of a
+    /// command whose reply was lost) answers as it did instead of releasing again.
     Asked {
         all: bool,
         mode: Option<RwMode>,
         idempotency: Option<&'a IdempotencyKey>,
+        nonce: &'a str,
     },
     /// A grant whose client went away is taken back, if the request that made it (`nonce`)
     /// is still the only one that knows it.
@@ -32,10 +35,10 @@ impl ReleaseHow<'_> {
         }
     }
 
-    /// The ARGV a release script takes after the lease and its token: all, reason, mode,
-    /// nonce, idempotency key digest, fingerprint (`lua/release.lua`; the semaphore's takes
-    /// the same minus all and mode). The usual values are sent as "" (all: one level; reason:
-    /// released), so that a plain release sends none of them (see `args_trimmed`).
+    /// The ARGV a release script takes after the lease and its token: nonce, all, reason,
+    /// mode, idempotency key digest, fingerprint (`lua/release.lua`; the semaphore's takes the
+    /// same minus all and mode). The usual values are sent as "" (all: one level; reason:
+    /// released), so that a plain release sends none after its nonce (see `args_trimmed`).
     fn parts(self, lease: LeaseId, token: &LeaseToken) -> [String; 6] {
         // (reason: "" for released, see above.)
         let (all, reason, mode, nonce, key) = match self {
@@ -43,7 +46,8 @@ impl ReleaseHow<'_> {
                 all,
                 mode,
                 idempotency,
-            } => (all, "", mode, "", idempotency),
+                nonce,
+            } => (all, "", mode, nonce, idempotency),
             Self::Rollback { nonce } => (true, self.reason(), None, nonce, None),
         };
         let mode = mode.map_or("", RwMode::as_str);
@@ -63,10 +67,10 @@ impl ReleaseHow<'_> {
             String::new()
         };
         [
+            nonce.to_owned(),
             if all { "all" } else { "" }.to_owned(),
             reason.to_owned(),
             mode.to_owned(),
-            nonce.to_owned(),
             key.map(IdempotencyKey::digest_hex).unwrap_or_default(),
             fp,
         ]
@@ -81,7 +85,7 @@ pub(in crate::locks) struct Release<'a> {
 
 impl Script for Release<'_> {
     const FILE: &'static str = "release";
-    const ARGS: &'static [&'static str] = &["lease_id", "proven", "all", "why", "mode", "nonce", "key_digest", "fingerprint"];
+    const ARGS: &'static [&'static str] = &["lease_id", "proven", "nonce", "all", "why", "mode", "key_digest", "fingerprint"];
     type Reply = ReleaseReply;
 
     fn parse(raw: &str) -> Result<ReleaseReply, LockError> {
@@ -101,8 +105,8 @@ pub(in crate::locks) fn semaphore_parts(
     lease: LeaseId,
     token: &LeaseToken,
 ) -> [String; 4] {
-    let [_, reason, _, nonce, key, fp] = how.parts(lease, token);
-    [reason, nonce, key, fp]
+    let [nonce, _, reason, _, key, fp] = how.parts(lease, token);
+    [nonce, reason, key, fp]
 }
 
 #[derive(Debug, Deserialize)]

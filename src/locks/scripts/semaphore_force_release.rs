@@ -8,7 +8,7 @@ pub(in crate::locks) struct SemaphoreForceRelease<'a>(pub ForceRelease<'a>);
 
 impl Script for SemaphoreForceRelease<'_> {
     const FILE: &'static str = "semaphore_force_release";
-    const ARGS: &'static [&'static str] = &["by", "reason", "clear"];
+    const ARGS: &'static [&'static str] = &["by", "reason", "clear", "nonce"];
     type Reply = ForceReleaseReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {

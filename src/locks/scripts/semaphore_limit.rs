@@ -7,15 +7,17 @@ use super::Script;
 pub(in crate::locks) struct SemaphoreLimit<'a> {
     pub limit: u32,
     pub by: &'a str,
+    /// This request's: the same call run again answers as it did (see `ForceRelease`).
+    pub nonce: &'a str,
 }
 
 impl Script for SemaphoreLimit<'_> {
     const FILE: &'static str = "semaphore_limit";
-    const ARGS: &'static [&'static str] = &["limit", "by"];
+    const ARGS: &'static [&'static str] = &["limit", "by", "nonce"];
     type Reply = LimitReply;
 
     fn args(&self, cmd: &mut redis::Cmd) {
-        cmd.arg(self.limit).arg(self.by);
+        cmd.arg(self.limit).arg(self.by).arg(self.nonce);
     }
 }
 

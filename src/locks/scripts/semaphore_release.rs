@@ -13,7 +13,7 @@ pub(in crate::locks) struct SemaphoreRelease<'a> {
 
 impl Script for SemaphoreRelease<'_> {
     const FILE: &'static str = "semaphore_release";
-    const ARGS: &'static [&'static str] = &["lease_id", "proven", "why", "nonce", "key_digest", "fingerprint"];
+    const ARGS: &'static [&'static str] = &["lease_id", "proven", "nonce", "why", "key_digest", "fingerprint"];
     type Reply = ReleaseReply;
 
     fn parse(raw: &str) -> Result<ReleaseReply, crate::locks::error::LockError> {
