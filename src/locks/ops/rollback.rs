@@ -125,6 +125,16 @@ impl Drop for InFlight {
         );
         let resource = self.resource;
         runtime.spawn(async move {
+            // A cluster client re-sends a call whose connection dropped, so the attempt may
+            // still run (again) after this: a rollback that ran first would leave that
+            // replay's grant standing. Rolled back once no run of it can take effect any
+            // more (its deadline, at most the Redis timeout after it was sent, is past).
+            if roll_back && locks.inner.conn.cluster().is_some() {
+                let clock = locks.inner.conn.clock();
+                clock
+                    .wait_past(clock.deadline(locks.inner.settings.redis_timeout))
+                    .await;
+            }
             if roll_back {
                 match locks.roll_back(resource, &name, id, &token, &nonce).await {
                     Ok(_) => tracing::info!(lock = %name, lease_id = %id, "rolled back a grant whose client went away"),
