@@ -92,6 +92,16 @@ impl From<redis::RedisError> for LockError {
     /// error no retry can cure is `Script` (500, logged).
     fn from(e: redis::RedisError) -> Self {
         use redis::{ErrorKind, ServerErrorKind};
+        // A function that met a key of its slot on the other side of a slot move (a key
+        // named by the request, which Redis cannot check before the call runs): the move is
+        // in progress, and Redis stopped the call at that command, keeping what it wrote
+        // before. Like a call whose answer was lost, its outcome is unknown: a grant it may
+        // have made is rolled back (its nonce), and the request may try again.
+        if e.to_string()
+            .contains("attempted to access a non local key")
+        {
+            return Self::Unavailable(e);
+        }
         match e.kind() {
             ErrorKind::Server(
                 ServerErrorKind::ResponseError

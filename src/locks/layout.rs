@@ -182,6 +182,24 @@ impl LockKeys {
         ]
     }
 
+    /// Every other key a function may touch whose name is fixed (the rest are named by a
+    /// request: an Idempotency-Key's record, a read hold's timeout key): declared to Redis as
+    /// well in Cluster mode, so that while the slot moves a call runs only where all of them
+    /// are (Redis answers `ASK` or `TRYAGAIN` otherwise) and never writes one on the importing
+    /// node while the old one still holds it.
+    pub fn fixed_keys(&self) -> [String; 7] {
+        let k = &self.key;
+        [
+            format!("redisson_lock_queue:{{{k}}}"),
+            format!("redisson_lock_timeout:{{{k}}}"),
+            format!("{{{k}}}:leasehold:history"),
+            format!("{{{k}}}:leasehold:writers"),
+            format!("{{{k}}}:leasehold:writers:until"),
+            format!("{{{k}}}:timeout"),
+            format!("{{{k}}}:leasehold:holders"),
+        ]
+    }
+
     /// The registry key that wakes one fair waiter: its own Redisson channel's inner text.
     pub fn waiter(&self, id: LeaseId) -> String {
         format!("{}}}:{id}:1", self.key)

@@ -370,17 +370,21 @@ impl Locks {
         let settings = &self.inner.settings;
         let deadline = self.inner.conn.clock().deadline(settings.redis_timeout);
         let mut cmd = redis::cmd("FCALL");
-        cmd.arg(scripts::library::for_redis(&self.inner.conn).function(S::FILE))
-            .arg(2)
-            .arg(keys.lock())
-            .arg(keys.state())
-            .arg(deadline)
-            .arg(settings.tombstone_ms);
+        cmd.arg(scripts::library::for_redis(&self.inner.conn).function(S::FILE));
+        // The functions read KEYS[1] and KEYS[2]; in a cluster every key whose name is fixed
+        // is declared too (see `LockKeys::fixed_keys`).
+        let fixed = self.inner.conn.cluster().map(|_| keys.fixed_keys());
+        let declared = 2 + fixed.as_ref().map_or(0, |f| f.len());
+        cmd.arg(declared).arg(keys.lock()).arg(keys.state());
+        if let Some(fixed) = &fixed {
+            cmd.arg(fixed);
+        }
+        cmd.arg(deadline).arg(settings.tombstone_ms);
         script.args(&mut cmd);
-        // FCALL, its name, the key count, two keys and two shared ARGV, then the twin's own,
+        // FCALL, its name, the key count, the keys and two shared ARGV, then the twin's own,
         // which its `ARGS` names (and the Lua file's header, by a test).
         debug_assert!(
-            cmd.args_iter().count() <= 7 + S::ARGS.len(),
+            cmd.args_iter().count() <= 5 + declared + S::ARGS.len(),
             "{} sent more arguments than its ARGS name",
             S::FILE
         );

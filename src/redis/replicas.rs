@@ -95,39 +95,41 @@ enum AckLink {
 }
 
 impl AckLink {
-    async fn call(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match self {
-            Self::Node(conn) => cmd.query_async(conn).await,
-            Self::Cluster(conn) => cmd.query_async(conn).await,
-        }
-    }
-
-    /// `WAIT`s for `required` replicas of what this connection wrote with `after` (on a
-    /// cluster: on the node `after`'s first key lives on, where it ran; `WAIT` counts
-    /// the writes of the connection it runs on).
-    async fn wait(&mut self, after: &Cmd, required: u32, wait_ms: u64) -> RedisResult<u32> {
+    /// Runs `cmd` and, when `changed` says its reply granted or extended something, `WAIT`s
+    /// for `required` replicas on the connection it ran on (`WAIT` counts the writes of its
+    /// own connection): `(reply, acked)`.
+    ///
+    /// On a cluster the two go as one pipeline, which redis-rs routes by the call's key and
+    /// sends again whole to wherever a `MOVED` or `ASK` points: a `WAIT` sent after the call
+    /// would be routed by a slot map that may not know yet where the call went (after a
+    /// failover, to the old primary, a replica by then, which refuses `WAIT`; during a slot
+    /// move, to a node where this connection wrote nothing, which would count every replica
+    /// as having it). The cost: a call that changed nothing waits too, at once while the
+    /// replicas keep up, up to the ack timeout while they do not (when grants there are
+    /// refused anyway).
+    async fn call_and_wait(
+        &mut self,
+        cmd: &Cmd,
+        required: u32,
+        wait_ms: u64,
+        changed: impl FnOnce(&Value) -> bool,
+    ) -> RedisResult<(Value, Option<u32>)> {
         let mut wait = ::redis::cmd("WAIT");
         wait.arg(required).arg(wait_ms);
         match self {
-            Self::Node(conn) => wait.query_async(conn).await,
+            Self::Node(conn) => {
+                let value: Value = cmd.query_async(conn).await?;
+                if !changed(&value) {
+                    return Ok((value, None));
+                }
+                Ok((value, Some(wait.query_async(conn).await?)))
+            }
             Self::Cluster(conn) => {
-                use ::redis::cluster_routing::{
-                    Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
-                };
-                // `FCALL name numkeys key ...`: the first key names the node.
-                let Some(::redis::Arg::Simple(key)) = after.args_iter().nth(3) else {
-                    return Err(io_error(
-                        "a call without a key cannot wait for replicas".into(),
-                    ));
-                };
-                let node = Route::with_key(key, SlotAddr::Master);
-                let acked = conn
-                    .route_command(
-                        wait,
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(node)),
-                    )
-                    .await?;
-                Ok(::redis::from_redis_value(acked)?)
+                let mut pipe = ::redis::pipe();
+                pipe.add_command(cmd.clone()).add_command(wait);
+                let (value, acked): (Value, u32) = pipe.query_async(conn).await?;
+                let changed = changed(&value);
+                Ok((value, changed.then_some(acked)))
             }
         }
     }
@@ -262,13 +264,10 @@ impl Acks {
         };
         let epoch = conn.epoch;
         let result = async {
-            let value: Value = conn.conn.call(cmd).await?;
-            if !changed(&value) {
-                return Ok((value, None));
-            }
             let wait_ms = u64::try_from(self.settings.timeout.as_millis()).unwrap_or(u64::MAX);
-            let acked = conn.conn.wait(cmd, required, wait_ms).await?;
-            Ok((value, Some(acked)))
+            conn.conn
+                .call_and_wait(cmd, required, wait_ms, changed)
+                .await
         }
         .await;
         match result {
