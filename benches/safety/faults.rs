@@ -183,6 +183,7 @@ pub async fn inject(
             data_loss,
             loss_throughout: false,
             exempt,
+            answers_in_time: false,
             refuses_new: false,
         };
         match fault {

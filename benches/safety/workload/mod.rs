@@ -25,7 +25,7 @@ use rand::{RngExt as _, SeedableRng as _};
 use serde_json::Value;
 
 use crate::cluster::Targets;
-use crate::history::{Family, Op, Outcome, Recorder, Request};
+use crate::history::{Echo, Family, Op, Outcome, Recorder, Request};
 use crate::resource::Resources;
 
 /// A belief margin: a client stops using a lease this long before its TTL could run out.
@@ -315,9 +315,25 @@ impl Client {
             .as_ref()
             .ok()
             .and_then(|a| a.body["token"].as_str().map(str::to_owned));
-        self.shared
-            .recorder
-            .record(self.id, instance, name, family, send, request, outcome)
+        let echo = answer
+            .as_ref()
+            .ok()
+            .filter(|a| (200..300).contains(&a.status))
+            .map(|a| {
+                let text = |keys: &[&str]| {
+                    keys.iter()
+                        .find_map(|k| a.body[*k].as_str())
+                        .map(str::to_owned)
+                };
+                Echo {
+                    lock: text(&["lock", "semaphore"]),
+                    lease: text(&["lease_id", "ticket_id"]),
+                    holder: text(&["holder"]),
+                }
+            });
+        self.shared.recorder.record_answer(
+            self.id, instance, name, family, send, request, outcome, echo,
+        )
     }
 
     fn idem_key(&mut self) -> String {
