@@ -63,6 +63,9 @@ pub struct Shared {
     pub recorder: Arc<Recorder>,
     pub resources: Arc<Resources>,
     pub redis_url: String,
+    /// Cluster mode: every node's `host:port` (the Redisson-layout sessions use a cluster
+    /// client on them instead of `redis_url`).
+    pub redis_cluster: Option<Vec<String>>,
     /// Cleared when the run's time is up: clients finish their session and stop.
     pub running: AtomicBool,
     /// Set while the holder-pause fault is on: sessions of the pauser overstay on purpose.
@@ -108,7 +111,7 @@ pub struct Client {
     rng: StdRng,
     http: reqwest::Client,
     shared: Arc<Shared>,
-    redis: Option<redis::aio::MultiplexedConnection>,
+    redis: Option<redisson::RedisConn>,
     redisson_id: String,
     sessions: u64,
     idem_counter: u64,
