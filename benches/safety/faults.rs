@@ -60,10 +60,14 @@ pub enum Fault {
     /// promoted (in turn from everything, and from the other nodes only while the instances
     /// still reach it), then let back in to rejoin as a replica.
     PrimaryPartition,
+    /// Cluster mode, each node behind a proxy: for 3 s the instances' connections are cut
+    /// right after a request with an FCALL went through, before its reply: the function ran,
+    /// redis-rs re-sends it, it runs again.
+    ReplyLost,
 }
 
 impl Fault {
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::None,
         Self::RedisCrashAofAlways,
         Self::RedisCrashAofEverysec,
@@ -81,6 +85,7 @@ impl Fault {
         Self::ClusterFailover,
         Self::SlotMigration,
         Self::PrimaryPartition,
+        Self::ReplyLost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,6 +107,7 @@ impl Fault {
             Self::ClusterFailover => "cluster-failover",
             Self::SlotMigration => "slot-migration",
             Self::PrimaryPartition => "primary-partition",
+            Self::ReplyLost => "reply-lost",
         }
     }
 
@@ -144,6 +150,9 @@ impl Fault {
             Self::PrimaryPartition => {
                 "Cluster mode: iptables cuts a primary off (in turn from everything, and from the other nodes only) until its replica is promoted"
             }
+            Self::ReplyLost => {
+                "Cluster mode, nodes behind proxies: for 3 s the instances' connections cut after an FCALL went through, before its reply (redis-rs re-sends it)"
+            }
         }
     }
 
@@ -182,7 +191,7 @@ impl Fault {
     pub fn cluster_mode(self) -> bool {
         matches!(
             self,
-            Self::ClusterFailover | Self::SlotMigration | Self::PrimaryPartition
+            Self::ClusterFailover | Self::SlotMigration | Self::PrimaryPartition | Self::ReplyLost
         )
     }
 }
@@ -396,6 +405,19 @@ pub async fn inject(
                     loss_throughout: lossy,
                     ..window(fault.name(), lossy, true, start)
                 });
+            }
+            Fault::ReplyLost => {
+                match cluster.lose_replies(Duration::from_secs(3)).await {
+                    Ok(cuts) => eprintln!(
+                        "safety: {}: {cuts} connections cut after an FCALL went through",
+                        fault.name()
+                    ),
+                    Err(e) => eprintln!("safety: {}: {e:#}", fault.name()),
+                }
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                // Nothing is lost: the cut requests' answers are (503 allowed), and a call that
+                // ran twice must have done what it would have done once.
+                windows.push(window(fault.name(), false, true, start));
             }
             Fault::Partition => {
                 if let Err(e) = cluster.partition(true) {

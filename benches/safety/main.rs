@@ -18,7 +18,7 @@
 //!
 //! Modes: most faults run against one `redis-server`; the Sentinel-mode faults against a
 //! master with 2 replicas and 3 Sentinels, once per `--replica-acks` value; the Cluster-mode
-//! faults (cluster-failover, slot-migration, primary-partition) against a Redis Cluster of 3
+//! faults (cluster-failover, slot-migration, primary-partition, reply-lost) against a Redis Cluster of 3
 //! primaries with 1 replica each, the instances started with `--redis-cluster`, once per
 //! `--cluster-acks` value. `--fault all` runs every mode's faults.
 
@@ -74,7 +74,7 @@ struct Args {
     /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
     /// instance-kill-stop, subscriber-drop, partition, redis-full, in Sentinel mode
     /// sentinel-failover, old-master-returns, replicas-stalled, master-partition, and in
-    /// Cluster mode cluster-failover, slot-migration, primary-partition.
+    /// Cluster mode cluster-failover, slot-migration, primary-partition, reply-lost.
     #[arg(long, default_value = "all")]
     fault: String,
     #[arg(long, value_enum, default_value_t = Tier::Smoke)]
@@ -351,6 +351,7 @@ async fn run_fault(
             primaries: 3,
             node_timeout_ms: args.cluster_node_timeout_ms,
             acks,
+            proxied: fault == Fault::ReplyLost,
         }),
         Some(acks) => RedisMode::Sentinel(cluster::HaPlan {
             replicas: 2,

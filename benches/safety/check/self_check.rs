@@ -227,7 +227,13 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         acquire(Some(lease("a"))),
         granted("a", 4, 200),
     ));
+    // A new lease answered with 2 levels: its grant ran twice.
+    let granted_twice = vec![op(0, 0, 0, 1_000, acquire(None), granted("a", 2, 201))];
     vec![
+        (
+            "a new lease granted with two levels: a semantic violation (its grant ran twice)",
+            check(&granted_twice, &[], &[], 1_500).semantic == 1,
+        ),
         (
             "a reply that names another lock than asked: a reply for another request",
             echoed("re-1", false) == 1,

@@ -161,6 +161,25 @@ fn levels_kept(
                             .collect(),
                     });
                 }
+                // A new lease holds one level: more means its grant ran twice.
+                let new_lease = matches!(
+                    request,
+                    Request::Acquire {
+                        reentry_of: None,
+                        ..
+                    }
+                );
+                if new_lease && *count > 1 {
+                    report.semantic += 1;
+                    report.violations.push(Violation {
+                        what: "a grant counted twice",
+                        detail: format!(
+                            "{}: new lease {lease} granted with {count} levels",
+                            op.name
+                        ),
+                        slice: vec![op.clone()],
+                    });
+                }
                 levels.insert(lease, (*count, (op.send, op.recv)));
             }
             (_, Outcome::Failed { .. } | Outcome::Lost { .. }) => {

@@ -65,6 +65,7 @@ impl Ha {
                 replica_of: Some(master.port),
                 source_addr: Some(SOURCE_ADDR),
                 cluster_node_timeout_ms: None,
+                announce_port: None,
             };
             replica.start().await?;
             replicas.push(replica);

@@ -10,6 +10,7 @@
 
 mod ha;
 mod netns;
+mod proxy;
 mod shards;
 
 use std::ffi::OsStr;
@@ -90,6 +91,8 @@ struct RedisProc {
     source_addr: Option<&'static str>,
     /// Cluster mode: a cluster node with this `cluster-node-timeout` (ms).
     cluster_node_timeout_ms: Option<u64>,
+    /// Cluster mode: the port the node tells clients and peers (its proxy's), if not its own.
+    announce_port: Option<u16>,
 }
 
 impl RedisProc {
@@ -135,6 +138,12 @@ impl RedisProc {
                 .arg("--cluster-node-timeout")
                 .arg(timeout.to_string())
                 .args(["--cluster-announce-ip", "127.0.0.1"]);
+            if let Some(port) = self.announce_port {
+                cmd.arg("--cluster-announce-port")
+                    .arg(port.to_string())
+                    .arg("--cluster-announce-bus-port")
+                    .arg((u32::from(self.port) + 10_000).to_string());
+            }
         }
         // Replicas link at once instead of after the 5 s default.
         cmd.args(["--repl-diskless-sync-delay", "0"]);
@@ -259,6 +268,7 @@ impl Cluster {
             replica_of: None,
             source_addr: ha_plan.map(|_| ha::SOURCE_ADDR),
             cluster_node_timeout_ms: None,
+            announce_port: None,
         };
         let shards = match mode {
             RedisMode::Cluster(plan) => Some(shards::Shards::start(dir, plan).await?),

@@ -18,6 +18,7 @@ use anyhow::{Context as _, bail};
 use redis::{FromRedisValue, Value};
 
 use super::ha::info;
+use super::proxy::Proxy;
 use super::{Cluster, Persistence, RedisProc};
 
 /// The addresses the nodes connect out from, one each (all on loopback).
@@ -45,6 +46,8 @@ pub struct ShardPlan {
     pub node_timeout_ms: u64,
     /// `--min-replica-acks` of the instances (each shard has one replica).
     pub acks: u32,
+    /// Each node behind a proxy whose port it announces (the reply-lost fault).
+    pub proxied: bool,
 }
 
 pub(super) struct Shards {
@@ -54,6 +57,21 @@ pub(super) struct Shards {
     cut: Vec<Vec<String>>,
     /// Keys a slot migration found on both sides.
     split_keys: AtomicUsize,
+    /// With `plan.proxied`: each node's proxy, by node.
+    proxies: Vec<Proxy>,
+}
+
+/// Announced (proxy) ports -> the node's own port, for what the nodes say of each other
+/// (CLUSTER SLOTS, a replica's master_port): the harness itself talks to the nodes directly.
+static ANNOUNCED: std::sync::RwLock<BTreeMap<u16, u16>> = std::sync::RwLock::new(BTreeMap::new());
+
+/// The node's own port for a port the cluster named.
+fn own_port(port: u16) -> u16 {
+    ANNOUNCED
+        .read()
+        .ok()
+        .and_then(|map| map.get(&port).copied())
+        .unwrap_or(port)
 }
 
 /// A node's replication role, by its own account.
@@ -112,7 +130,7 @@ async fn role(port: u16) -> Option<Role> {
     match field(&text, "role") {
         "master" => Some(Role::Primary),
         "slave" => Some(Role::Replica {
-            of: field(&text, "master_port").parse().unwrap_or(0),
+            of: own_port(field(&text, "master_port").parse().unwrap_or(0)),
             linked: field(&text, "master_link_status") == "up",
         }),
         _ => None,
@@ -133,7 +151,7 @@ async fn slot_map(port: u16) -> anyhow::Result<Vec<(u16, u16, u16)>> {
         let start: u16 = redis::from_redis_value(start.clone())?;
         let end: u16 = redis::from_redis_value(end.clone())?;
         let owner: u16 = redis::from_redis_value(primary.get(1).context("no port")?.clone())?;
-        map.push((start, end, owner));
+        map.push((start, end, own_port(owner)));
     }
     map.sort_unstable();
     Ok(map)
@@ -199,6 +217,16 @@ impl Shards {
             .map(|_| free_port_pair(&mut held))
             .collect::<anyhow::Result<Vec<u16>>>()?;
         drop(held);
+        let mut proxies = Vec::new();
+        if plan.proxied {
+            for &port in &ports {
+                let proxy = Proxy::start(std::net::TcpListener::bind("127.0.0.1:0")?, port)?;
+                if let Ok(mut map) = ANNOUNCED.write() {
+                    map.insert(proxy.port, port);
+                }
+                proxies.push(proxy);
+            }
+        }
         let mut nodes = Vec::new();
         for (i, &port) in ports.iter().enumerate() {
             let node_dir = dir.join(format!("node-{i}"));
@@ -213,6 +241,7 @@ impl Shards {
                 replica_of: None,
                 source_addr: Some(NODE_ADDRS[i]),
                 cluster_node_timeout_ms: Some(plan.node_timeout_ms),
+                announce_port: proxies.get(i).map(|p| p.port),
             };
             node.start().await?;
             nodes.push(node);
@@ -222,11 +251,12 @@ impl Shards {
             plan,
             cut: Vec::new(),
             split_keys: AtomicUsize::new(0),
+            proxies,
         };
         let output = tokio::process::Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")
-            .args(shards.addrs())
+            .args(shards.own_addrs())
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -247,8 +277,20 @@ impl Shards {
         Ok(shards)
     }
 
-    /// Every node's `host:port`.
+    /// Every node's `host:port` as clients find it (its proxy's, with `plan.proxied`).
     pub(super) fn addrs(&self) -> Vec<String> {
+        if !self.proxies.is_empty() {
+            return self
+                .proxies
+                .iter()
+                .map(|p| format!("127.0.0.1:{}", p.port))
+                .collect();
+        }
+        self.own_addrs()
+    }
+
+    /// Every node's own `host:port`.
+    fn own_addrs(&self) -> Vec<String> {
         self.nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
@@ -552,6 +594,12 @@ impl Shards {
 
     pub(super) async fn stop(mut self) {
         self.heal();
+        if let Ok(mut map) = ANNOUNCED.write() {
+            for proxy in &self.proxies {
+                map.remove(&proxy.port);
+            }
+        }
+        self.proxies.clear();
         for node in &mut self.nodes {
             node.signal(nix::sys::signal::Signal::SIGCONT);
             node.kill9().await;
@@ -726,6 +774,27 @@ impl Cluster {
             },
             took.as_millis()
         ))
+    }
+}
+
+impl Cluster {
+    /// Arms every node's proxy for `duration`: connections from the instances are cut right
+    /// after a request with an FCALL went through, before its reply comes back. Returns how
+    /// many were cut.
+    pub async fn lose_replies(&mut self, duration: Duration) -> anyhow::Result<u64> {
+        let shards = self.shards()?;
+        if shards.proxies.is_empty() {
+            bail!("the nodes have no proxies");
+        }
+        let before: u64 = shards.proxies.iter().map(Proxy::cuts).sum();
+        for proxy in &shards.proxies {
+            proxy.arm(true);
+        }
+        tokio::time::sleep(duration).await;
+        for proxy in &shards.proxies {
+            proxy.arm(false);
+        }
+        Ok(shards.proxies.iter().map(Proxy::cuts).sum::<u64>() - before)
     }
 }
 
