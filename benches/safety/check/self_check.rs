@@ -227,9 +227,44 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         acquire(Some(lease("a"))),
         granted("a", 4, 200),
     ));
+    // Lease A (one level) released at 6-10 ms, answered 410 (the release ran, and its re-sent
+    // second run found the lease gone); lease B granted at 8-9 ms, after the release was sent.
+    let released_lost = vec![
+        op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
+        op(
+            1,
+            0,
+            6_000,
+            10_000,
+            release("a"),
+            Outcome::Lost {
+                status: 410,
+                code: "lease_lost".to_owned(),
+            },
+        ),
+        op(
+            2,
+            1,
+            8_000,
+            9_000,
+            acquire(None),
+            Outcome::Granted {
+                status: 201,
+                lease: lease("b"),
+                fence: 11,
+                ttl_ms: 500,
+                count: 1,
+                kind: "reentrant".to_owned(),
+            },
+        ),
+    ];
     // A new lease answered with 2 levels: its grant ran twice.
     let granted_twice = vec![op(0, 0, 0, 1_000, acquire(None), granted("a", 2, 201))];
     vec![
+        (
+            "a release of the last level answered 410: the hold ended when it was sent, no overlap",
+            judged(&released_lost) == 0,
+        ),
         (
             "a new lease granted with two levels: a semantic violation (its grant ran twice)",
             check(&granted_twice, &[], &[], 1_500).semantic == 1,
