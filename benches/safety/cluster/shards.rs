@@ -521,33 +521,43 @@ impl Shards {
                 break;
             }
             // OK, or NOKEY when they expired in between.
-            let migrate = |replace: bool| {
+            let migrate = |keys: &[String], replace: bool| {
                 let mut cmd = redis::cmd("MIGRATE");
                 cmd.arg("127.0.0.1").arg(to).arg("").arg(0).arg(5_000);
                 if replace {
                     cmd.arg("REPLACE");
                 }
-                cmd.arg("KEYS").arg(&keys);
+                cmd.arg("KEYS").arg(keys);
                 cmd
             };
-            if let Err(e) = query::<Value>(from, &migrate(false)).await {
+            if let Err(e) = query::<Value>(from, &migrate(&keys, false)).await {
                 if !format!("{e:#}").contains("BUSYKEY") {
                     return Err(e.context(format!("MIGRATE {keys:?} to {to}")));
                 }
-                // The key is on both sides: a call wrote it on the importing node (sent there
+                // A key is on both sides: a call wrote it on the importing node (sent there
                 // with ASK because every key it declared was missing here) while this copy
                 // was still here, which only a key its function touches without declaring
-                // it can do. Said, then moved as `redis-cli --cluster fix --cluster-replace`
-                // would (this copy wins), so that the slot can be closed.
+                // it can do. Each such key is said, then moved as `redis-cli --cluster fix
+                // --cluster-replace` would (this copy wins), so that the slot can be closed.
+                let mut both = Vec::new();
+                for key in &keys {
+                    let one = std::slice::from_ref(key);
+                    if let Err(e) = query::<Value>(from, &migrate(one, false)).await {
+                        if !format!("{e:#}").contains("BUSYKEY") {
+                            return Err(e.context(format!("MIGRATE {key} to {to}")));
+                        }
+                        query::<Value>(from, &migrate(one, true))
+                            .await
+                            .with_context(|| format!("MIGRATE REPLACE {key} to {to}"))?;
+                        both.push(key.clone());
+                    }
+                }
                 eprintln!(
-                    "safety: slot {slot}: {keys:?} on both {from} and {to} (written on the \
+                    "safety: slot {slot}: {both:?} on both {from} and {to} (written on the \
                      importing node while still here: a key a function touches without \
                      declaring it?); moved with REPLACE"
                 );
-                self.split_keys.fetch_add(keys.len(), Ordering::Relaxed);
-                query::<Value>(from, &migrate(true))
-                    .await
-                    .with_context(|| format!("MIGRATE REPLACE {keys:?} to {to}"))?;
+                self.split_keys.fetch_add(both.len(), Ordering::Relaxed);
             }
             moved += keys.len();
             tokio::time::sleep(if batch == 1 {
