@@ -5,9 +5,10 @@
 //! it, and exits 1.
 //!
 //! ```text
-//! cargo bench --bench safety -- --tier smoke            # every fault once, ~3 minutes (CI)
+//! cargo bench --bench safety -- --tier smoke            # every fault once, ~10 minutes (CI: ~8)
 //! cargo bench --bench safety -- --tier full --report FAULTS.md
 //! cargo bench --bench safety -- --fault redis-freeze --seed 7 --duration 60 --clients 32
+//! cargo bench --bench safety -- --fault slot-migration,reply-lost --cluster-acks 1
 //! ```
 //!
 //! The seed fixes every random choice of every client; the timing of a real system does not
