@@ -50,10 +50,24 @@ pub enum Fault {
     /// Sentinel mode: the master cut off from its replicas and the Sentinels (iptables)
     /// while the instances still reach it, until the Sentinels promote a replica.
     MasterPartition,
+    /// Cluster mode: `kill -9` of a primary serving live locks; its replica is promoted, the
+    /// node comes back (empty) and rejoins as a replica.
+    ClusterFailover,
+    /// Cluster mode: the slots of live locks moved key by key (`MIGRATE`, pausing) from one
+    /// primary to another and back while the clients work: MOVED, ASK and TRYAGAIN.
+    SlotMigration,
+    /// Cluster mode: a primary serving live locks cut off by iptables until its replica is
+    /// promoted (in turn from everything, and from the other nodes only while the instances
+    /// still reach it), then let back in to rejoin as a replica.
+    PrimaryPartition,
+    /// Cluster mode, each node behind a proxy: for 3 s the instances' connections are cut
+    /// right after a request with an FCALL went through, before its reply: the function ran,
+    /// redis-rs re-sends it, it runs again.
+    ReplyLost,
 }
 
 impl Fault {
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 18] = [
         Self::None,
         Self::RedisCrashAofAlways,
         Self::RedisCrashAofEverysec,
@@ -68,6 +82,10 @@ impl Fault {
         Self::OldMasterReturns,
         Self::ReplicasStalled,
         Self::MasterPartition,
+        Self::ClusterFailover,
+        Self::SlotMigration,
+        Self::PrimaryPartition,
+        Self::ReplyLost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +104,10 @@ impl Fault {
             Self::OldMasterReturns => "old-master-returns",
             Self::ReplicasStalled => "replicas-stalled",
             Self::MasterPartition => "master-partition",
+            Self::ClusterFailover => "cluster-failover",
+            Self::SlotMigration => "slot-migration",
+            Self::PrimaryPartition => "primary-partition",
+            Self::ReplyLost => "reply-lost",
         }
     }
 
@@ -119,6 +141,18 @@ impl Fault {
             Self::MasterPartition => {
                 "Sentinel mode: iptables cuts the master off from replicas and Sentinels (not from the instances) until a replica is promoted"
             }
+            Self::ClusterFailover => {
+                "Cluster mode (3 primaries, 1 replica each): a primary serving locks kill -9, its replica promoted, the node back as a replica"
+            }
+            Self::SlotMigration => {
+                "Cluster mode: up to 3 slots of live locks moved key by key (MIGRATE, 100 ms pauses) to another primary and back"
+            }
+            Self::PrimaryPartition => {
+                "Cluster mode: iptables cuts a primary off (in turn from everything, and from the other nodes only) until its replica is promoted"
+            }
+            Self::ReplyLost => {
+                "Cluster mode, nodes behind proxies: for 3 s the instances' connections cut after an FCALL went through, before its reply (redis-rs re-sends it)"
+            }
         }
     }
 
@@ -136,7 +170,10 @@ impl Fault {
 
     /// Needs root and iptables (the network namespace's, or loopback rules).
     pub fn needs_root(self) -> bool {
-        matches!(self, Self::Partition | Self::MasterPartition)
+        matches!(
+            self,
+            Self::Partition | Self::MasterPartition | Self::PrimaryPartition
+        )
     }
 
     /// Runs against a master with replicas and Sentinels (the instances follow them).
@@ -147,6 +184,14 @@ impl Fault {
                 | Self::OldMasterReturns
                 | Self::ReplicasStalled
                 | Self::MasterPartition
+        )
+    }
+
+    /// Runs against a Redis Cluster (the instances get `--redis-cluster`).
+    pub fn cluster_mode(self) -> bool {
+        matches!(
+            self,
+            Self::ClusterFailover | Self::SlotMigration | Self::PrimaryPartition | Self::ReplyLost
         )
     }
 }
@@ -165,6 +210,14 @@ pub async fn inject(
     let now = || shared.recorder.now();
     let running = || shared.running.load(Ordering::Relaxed);
     let calm = Duration::from_secs(3);
+    // Cluster mode: the faults pick the primaries that serve these names.
+    let names: Vec<String> = shared
+        .plan
+        .families
+        .iter()
+        .flat_map(|&f| shared.plan.names(f))
+        .collect();
+    let mut cycle = 0;
     loop {
         // Calm (sampling the AOF meanwhile, for the power-loss cut).
         let until = Instant::now() + calm;
@@ -183,6 +236,7 @@ pub async fn inject(
             data_loss,
             loss_throughout: false,
             exempt,
+            answers_in_time: false,
             refuses_new: false,
         };
         match fault {
@@ -298,6 +352,73 @@ pub async fn inject(
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 windows.push(window(fault.name(), false, true, start));
             }
+            Fault::ClusterFailover => {
+                match cluster.kill_primary(&names, cycle).await {
+                    Ok(what) => eprintln!("safety: {}: {what}", fault.name()),
+                    Err(e) => eprintln!("safety: {}: {e:#}", fault.name()),
+                }
+                // The instances find the new primary within a second (MOVED, or their
+                // topology read).
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                // Without acks, the promoted replica may lack the last grants.
+                let lossy = cluster.failover_may_lose() == Some(true) && !strict;
+                windows.push(FaultWindow {
+                    loss_throughout: lossy,
+                    ..window(fault.name(), lossy, true, start)
+                });
+            }
+            Fault::SlotMigration => {
+                match cluster
+                    .migrate_slots(&names, cycle, Duration::from_millis(100))
+                    .await
+                {
+                    Ok(what) => eprintln!("safety: {}: {what}", fault.name()),
+                    Err(e) => eprintln!("safety: {}: {e:#}", fault.name()),
+                }
+                // Nothing is lost and every answer still comes in time; a call over keys on
+                // both sides of a slot being moved gets TRYAGAIN until it is done, so 503s are
+                // allowed.
+                windows.push(FaultWindow {
+                    answers_in_time: true,
+                    ..window(fault.name(), false, true, start)
+                });
+            }
+            Fault::PrimaryPartition => {
+                // Cut off from everything, and in the next cycle from the other nodes only
+                // (the instances may write to it until it sees itself alone), in turn; a run
+                // without acks starts with the first, one with acks with the second (so a
+                // one-cycle smoke run of each sees both).
+                let lossy = cluster.failover_may_lose() == Some(true);
+                let from_instances = (cycle + usize::from(!lossy)) % 2 == 0;
+                match cluster
+                    .partition_primary(&names, cycle / 2, from_instances)
+                    .await
+                {
+                    Ok(what) => eprintln!("safety: {}: {what}", fault.name()),
+                    Err(e) => eprintln!("safety: {}: {e:#}", fault.name()),
+                }
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                // Without acks, what the cut-off primary granted (or a grant its replica
+                // lacks) is lost when it rejoins.
+                let lossy = cluster.failover_may_lose() == Some(true) && !strict;
+                windows.push(FaultWindow {
+                    loss_throughout: lossy,
+                    ..window(fault.name(), lossy, true, start)
+                });
+            }
+            Fault::ReplyLost => {
+                match cluster.lose_replies(Duration::from_secs(3)).await {
+                    Ok(cuts) => eprintln!(
+                        "safety: {}: {cuts} connections cut after an FCALL went through",
+                        fault.name()
+                    ),
+                    Err(e) => eprintln!("safety: {}: {e:#}", fault.name()),
+                }
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                // Nothing is lost: the cut requests' answers are (503 allowed), and a call that
+                // ran twice must have done what it would have done once.
+                windows.push(window(fault.name(), false, true, start));
+            }
             Fault::Partition => {
                 if let Err(e) = cluster.partition(true) {
                     eprintln!("safety: could not partition: {e:#}");
@@ -309,6 +430,7 @@ pub async fn inject(
                 windows.push(window(fault.name(), false, true, start));
             }
         }
+        cycle += 1;
     }
     (cluster, windows)
 }

@@ -173,6 +173,16 @@ impl Outcome {
     }
 }
 
+/// What an answer's body says it is about (its `lock` or `semaphore`, `lease_id` or
+/// `ticket_id`, and `holder`), for the check that every reply answers the request it came to:
+/// a reply meant for another request (a Redis reply handed to the wrong caller) shows here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Echo {
+    pub lock: Option<String>,
+    pub lease: Option<String>,
+    pub holder: Option<String>,
+}
+
 /// One request and its answer.
 #[derive(Debug, Clone)]
 pub struct Op {
@@ -186,6 +196,8 @@ pub struct Op {
     pub recv: u64,
     pub request: Request,
     pub outcome: Outcome,
+    /// A 2xx answer's own account of what it answers (not printed with the op).
+    pub echo: Option<Echo>,
 }
 
 impl Op {
@@ -273,6 +285,22 @@ impl Recorder {
         request: Request,
         outcome: Outcome,
     ) -> Op {
+        self.record_answer(client, instance, name, family, send, request, outcome, None)
+    }
+
+    /// [`Self::record`], with what the answer's body said it was about.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_answer(
+        &self,
+        client: usize,
+        instance: usize,
+        name: &str,
+        family: Family,
+        send: u64,
+        request: Request,
+        outcome: Outcome,
+        echo: Option<Echo>,
+    ) -> Op {
         let recv = self.now();
         if matches!(
             request,
@@ -295,6 +323,7 @@ impl Recorder {
             recv,
             request,
             outcome,
+            echo,
         };
         ops.push(op.clone());
         op

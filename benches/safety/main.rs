@@ -5,16 +5,23 @@
 //! it, and exits 1.
 //!
 //! ```text
-//! cargo bench --bench safety -- --tier smoke            # every fault once, ~3 minutes (CI)
+//! cargo bench --bench safety -- --tier smoke            # every fault once, ~10 minutes (CI: ~8)
 //! cargo bench --bench safety -- --tier full --report FAULTS.md
 //! cargo bench --bench safety -- --fault redis-freeze --seed 7 --duration 60 --clients 32
+//! cargo bench --bench safety -- --fault slot-migration,reply-lost --cluster-acks 1
 //! ```
 //!
 //! The seed fixes every random choice of every client; the timing of a real system does not
 //! repeat exactly, so a seed makes a failure likely to recur rather than certain.
 //!
-//! The partition fault needs root (network namespace, veth, iptables); without it that fault
-//! is skipped and says so.
+//! The partition faults need root (network namespace, veth, iptables); without it those
+//! faults are skipped and say so.
+//!
+//! Modes: most faults run against one `redis-server`; the Sentinel-mode faults against a
+//! master with 2 replicas and 3 Sentinels, once per `--replica-acks` value; the Cluster-mode
+//! faults (cluster-failover, slot-migration, primary-partition, reply-lost) against a Redis Cluster of 3
+//! primaries with 1 replica each, the instances started with `--redis-cluster`, once per
+//! `--cluster-acks` value. `--fault all` runs every mode's faults.
 
 mod check;
 mod cluster;
@@ -32,11 +39,14 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 
 use crate::check::Report;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, RedisMode};
 use crate::faults::Fault;
 use crate::history::{Family, Recorder};
 use crate::resource::Resources;
 use crate::workload::{Client, Plan, Shared};
+
+/// Whether a Cluster-mode run has shown how the names spread over the primaries.
+static SPREAD_SHOWN: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Tier {
@@ -63,8 +73,9 @@ struct Args {
     kinds: String,
     /// Faults to run (comma-separated names, or "all"): none, redis-crash-aof-always,
     /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
-    /// instance-kill-stop, subscriber-drop, partition, redis-full, and in Sentinel mode
-    /// sentinel-failover, old-master-returns, replicas-stalled, master-partition.
+    /// instance-kill-stop, subscriber-drop, partition, redis-full, in Sentinel mode
+    /// sentinel-failover, old-master-returns, replicas-stalled, master-partition, and in
+    /// Cluster mode cluster-failover, slot-migration, primary-partition, reply-lost.
     #[arg(long, default_value = "all")]
     fault: String,
     #[arg(long, value_enum, default_value_t = Tier::Smoke)]
@@ -107,6 +118,14 @@ struct Args {
     /// report shows them side by side).
     #[arg(long, default_value = "2,1,0")]
     replica_acks: String,
+    /// `--min-replica-acks` values the Cluster-mode faults run with, each in turn (each
+    /// shard has one replica: 1 waits for it, 0 does not).
+    #[arg(long, default_value = "1,0")]
+    cluster_acks: String,
+    /// Cluster mode: the nodes' `cluster-node-timeout` in ms (how long a silent primary
+    /// takes to be failed over).
+    #[arg(long, default_value_t = 1000)]
+    cluster_node_timeout_ms: u64,
     /// Count a failover with fewer acks than replicas as losing nothing (to show the
     /// checkers catch what it loses).
     #[arg(long)]
@@ -123,7 +142,7 @@ struct Args {
 
 struct Outcome {
     fault: Fault,
-    /// Sentinel mode: the instances' `--min-replica-acks`.
+    /// Sentinel and Cluster mode: the instances' `--min-replica-acks`.
     acks: Option<u32>,
     report: Option<Report>,
     seconds: f64,
@@ -227,26 +246,28 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         admin: true,
         idempotency: !args.no_idempotency,
     };
-    let acks_values: Vec<u32> = args
-        .replica_acks
-        .split(',')
-        .map(|a| {
-            a.trim()
-                .parse()
-                .map_err(|_| anyhow::anyhow!("bad --replica-acks {a:?}"))
-        })
-        .collect::<Result<_, _>>()?;
+    let parse_acks = |flag: &str, raw: &str| -> anyhow::Result<Vec<u32>> {
+        raw.split(',')
+            .map(|a| {
+                a.trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("bad {flag} {a:?}"))
+            })
+            .collect()
+    };
+    let acks_values = parse_acks("--replica-acks", &args.replica_acks)?;
+    let cluster_acks = parse_acks("--cluster-acks", &args.cluster_acks)?;
     let runs: Vec<(Fault, Option<u32>)> = faults
         .iter()
         .flat_map(|&f| {
-            if f.sentinel_mode() {
-                acks_values
-                    .iter()
-                    .map(|&a| (f, Some(a)))
-                    .collect::<Vec<_>>()
+            let values = if f.sentinel_mode() {
+                &acks_values
+            } else if f.cluster_mode() {
+                &cluster_acks
             } else {
-                vec![(f, None)]
-            }
+                return vec![(f, None)];
+            };
+            values.iter().map(|&a| (f, Some(a))).collect::<Vec<_>>()
         })
         .collect();
     let mut outcomes = Vec::new();
@@ -306,7 +327,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
-/// A run's name: the fault's, with the acks of a Sentinel-mode run.
+/// A run's name: the fault's, with the acks of a Sentinel- or Cluster-mode run.
 fn run_name(fault: Fault, acks: Option<u32>) -> String {
     match acks {
         Some(a) => format!("{} (acks {a})", fault.name()),
@@ -326,25 +347,55 @@ async fn run_fault(
     tag: u32,
 ) -> anyhow::Result<Report> {
     let _ = std::fs::remove_dir_all(dir);
-    let cluster = Cluster::start(
+    let mode = match acks {
+        Some(acks) if fault.cluster_mode() => RedisMode::Cluster(cluster::ShardPlan {
+            primaries: 3,
+            node_timeout_ms: args.cluster_node_timeout_ms,
+            acks,
+            proxied: fault == Fault::ReplyLost,
+        }),
+        Some(acks) => RedisMode::Sentinel(cluster::HaPlan {
+            replicas: 2,
+            sentinels: 3,
+            acks,
+            follow: !args.no_follow,
+        }),
+        None => RedisMode::Standalone,
+    };
+    let mut cluster = Cluster::start(
         dir,
         binary,
         fault.persistence(),
         args.instances,
         fault.needs_netns(),
         std::process::id() % 50 + tag,
-        acks.map(|acks| cluster::HaPlan {
-            replicas: 2,
-            sentinels: 3,
-            acks,
-            follow: !args.no_follow,
-        }),
+        mode,
     )
     .await?;
-    // The Redisson-layout sessions talk to one Redis address; in Sentinel mode it moves.
     let mut plan = plan.clone();
-    if acks.is_some() {
+    if fault.sentinel_mode() {
+        // The Redisson-layout sessions talk to one Redis address; in Sentinel mode it moves.
+        // (In Cluster mode they use a cluster client: see workload/redisson.rs.)
         plan.redisson = false;
+    }
+    if fault.cluster_mode() {
+        // The workload's names must land on every shard, or a fault could miss the locks.
+        let names: Vec<String> = plan.families.iter().flat_map(|&f| plan.names(f)).collect();
+        let spread = cluster.shard_spread(&names).await?;
+        if !SPREAD_SHOWN.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "safety: Cluster mode: lock names per primary (CLUSTER KEYSLOT): {}",
+                spread
+                    .iter()
+                    .map(|(port, names)| format!(
+                        "127.0.0.1:{port} {} ({})",
+                        names.len(),
+                        names.join(" ")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     let shared = Arc::new(Shared {
         plan: plan.clone(),
@@ -352,6 +403,7 @@ async fn run_fault(
         recorder: Arc::new(Recorder::new()),
         resources: Arc::new(Resources::default()),
         redis_url: cluster.redis_url(),
+        redis_cluster: cluster.cluster_nodes(),
         running: AtomicBool::new(true),
         pausing: AtomicBool::new(false),
     });
@@ -414,8 +466,18 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
          and 3 Sentinels, once with each `--min-replica-acks` (the instances' replica \
          acknowledgements): with acks from every replica (2) a failover may lose no grant; \
          with fewer (1, the default `auto` with replicas; 0) the promoted replica may lack \
-         grants, and overlaps after them are counted across data loss.\n",
-        args.seed, args.clients, args.names, args.instances, args.clients, args.names
+         grants, and overlaps after them are counted across data loss. The Cluster-mode \
+         faults run against a Redis Cluster of 3 primaries with 1 replica each \
+         (`cluster-node-timeout` {} ms; the instances started with `--redis-cluster`), once \
+         with each `--cluster-acks` value: with 1 a failover may lose no grant; with 0 \
+         overlaps across the failover are counted across data loss.\n",
+        args.seed,
+        args.clients,
+        args.names,
+        args.instances,
+        args.clients,
+        args.names,
+        args.cluster_node_timeout_ms
     );
     let _ = writeln!(
         md,

@@ -294,8 +294,16 @@ fn lease_hold(
                             ub_exp = ub_exp.max(op.recv + exp_ttl * 1000);
                         }
                     }
+                    // Gone: from the client's point of view it stopped holding when it sent a
+                    // release that would end the lease (the lease may have ended by this very
+                    // release, answered 410 by a second run of it: a call re-sent after its
+                    // reply was lost); with levels left, when the 410 came.
                     Outcome::Lost { .. } => {
-                        end = end.min(op.recv);
+                        end = end.min(if *all || reads + writes <= 1 || semaphore {
+                            op.send
+                        } else {
+                            op.recv
+                        });
                         ub_end = ub_end.min(op.recv);
                     }
                     // It may have released: a lower bound must assume so.

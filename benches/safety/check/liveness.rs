@@ -31,6 +31,13 @@ fn in_fault(windows: &[FaultWindow], from: u64, to: u64, pad: u64) -> bool {
         .any(|w| w.exempt && from < w.end + pad && w.start < to.saturating_add(pad))
 }
 
+/// Whether an answer over `from..to` may be late: in a fault that allows slow answers.
+fn late_allowed(windows: &[FaultWindow], from: u64, to: u64, pad: u64) -> bool {
+    windows.iter().any(|w| {
+        w.exempt && !w.answers_in_time && from < w.end + pad && w.start < to.saturating_add(pad)
+    })
+}
+
 pub(super) fn liveness(
     ops: &[Op],
     holds: &[Hold],
@@ -79,7 +86,7 @@ pub(super) fn liveness(
             }
             _ => (0, false),
         };
-        if gave_up || in_fault(windows, op.send, op.recv, RECOVERY_US) {
+        if gave_up || late_allowed(windows, op.send, op.recv, RECOVERY_US) {
             continue;
         }
         if op.recv - op.send > wait_ms * 1000 + LATE_SLACK_US {

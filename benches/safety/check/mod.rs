@@ -11,7 +11,9 @@
 //!    carry a larger fence; reentries and heartbeats keep the lease's fence; the fenced
 //!    resource loses no acknowledged increment; no resource operation made inside a hold is
 //!    refused.
-//! 3. **Liveness.** Every answer comes within its wait plus a slack; no 5xx but 503 in a
+//! 3. **Replies.** Every 2xx answer names the lock, the lease and the holder it was asked
+//!    about, and no new lease id is answered twice: a reply handed to the wrong request shows.
+//! 4. **Liveness.** Every answer comes within its wait plus a slack; no 5xx but 503 in a
 //!    fault; no waiter is refused after its whole wait while the lock was certainly free
 //!    (free by *upper* bounds of every hold) for a good part of it.
 //!
@@ -24,6 +26,7 @@ mod exclusion;
 mod fencing;
 mod holds;
 mod liveness;
+mod replies;
 mod self_check;
 mod semantics;
 
@@ -36,6 +39,7 @@ use self::exclusion::mutual_exclusion;
 use self::fencing::fencing;
 use self::holds::derive_holds;
 use self::liveness::liveness;
+use self::replies::replies;
 pub use self::self_check::self_check;
 use self::semantics::semantics;
 
@@ -53,6 +57,9 @@ pub struct FaultWindow {
     /// Whether answers may be slow or 503 while it lasts (a fault meant to be invisible to
     /// clients, like a dropped subscription, is not).
     pub exempt: bool,
+    /// With `exempt`: 503s are allowed, slow answers are not (a slot being moved: Redis
+    /// answers TRYAGAIN, and Leasehold must still answer within the wait plus its timeout).
+    pub answers_in_time: bool,
     /// Whether requests for new leases (acquires, ticket polls) may be refused with 503 while
     /// it lasts, though nothing else may (Redis full).
     pub refuses_new: bool,
@@ -82,6 +89,8 @@ pub struct Report {
     pub parked_while_free: usize,
     pub server_errors: usize,
     pub semantic: usize,
+    /// Answers that named another lock, lease or holder than asked (see `replies`).
+    pub mismatched_replies: usize,
     pub longest_unavailable_us: u64,
     /// What was injected, e.g. "redis-freeze x3".
     pub faults: String,
@@ -167,6 +176,7 @@ pub fn check(
     fencing(ops, &holds, resources, &across_loss, &mut report);
     liveness(ops, &holds, windows, ttl_max_ms, &mut report);
     semantics(ops, &across_loss, &mut report);
+    replies(ops, &mut report);
     report
 }
 
@@ -183,7 +193,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants; overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, server errors {}, semantic {}; longest unavailability {} ms => {}",
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants; overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, server errors {}, semantic {}, replies for other requests {}; longest unavailability {} ms => {}",
         if report.faults.is_empty() {
             "nothing"
         } else {
@@ -203,6 +213,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         report.parked_while_free,
         report.server_errors,
         report.semantic,
+        report.mismatched_replies,
         report.longest_unavailable_us / 1000,
         if report.failed() { "VIOLATIONS" } else { "ok" }
     );

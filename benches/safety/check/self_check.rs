@@ -1,7 +1,7 @@
 //! The checkers' self-check (`--self-check`): known histories, each judged as stated.
 
 use super::{FaultWindow, check};
-use crate::history::{Family, Op, Outcome, Request};
+use crate::history::{Echo, Family, Op, Outcome, Request};
 
 /// Known histories run through the checkers (`--self-check`): each must be judged as stated,
 /// so a checker that stops seeing a violation, or starts seeing one that is not, shows here.
@@ -18,6 +18,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         recv,
         request,
         outcome,
+        echo: None,
     };
     let acquire = |reentry_of: Option<String>| Request::Acquire {
         kind: "reentrant",
@@ -119,6 +120,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         data_loss: true,
         loss_throughout: false,
         exempt: true,
+        answers_in_time: false,
         refuses_new: false,
     };
     let semantic = |windows: &[FaultWindow]| check(&level_gone, windows, &[], 1_500).semantic;
@@ -165,6 +167,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         data_loss: loss_throughout,
         loss_throughout,
         exempt: true,
+        answers_in_time: false,
         refuses_new: false,
     };
     let split_brain = vec![
@@ -194,7 +197,94 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
     ];
     let across_failover =
         |w: FaultWindow| check(&split_brain, std::slice::from_ref(&w), &[], 1_500).overlaps;
+    // Lease A granted to client 0 on re-0, then re-entered; the reentry's answer names
+    // `lock` (and, with `stranger`, another client's holder): a reply meant for another
+    // request when it is not re-0's and client 0's.
+    let echoed = |lock: &str, stranger: bool| {
+        let mut ops = entered_twice();
+        for o in &mut ops {
+            o.echo = Some(Echo {
+                lock: Some("re-0".to_owned()),
+                lease: Some("a".to_owned()),
+                holder: Some("c0".to_owned()),
+            });
+        }
+        ops[1].echo = Some(Echo {
+            lock: Some(lock.to_owned()),
+            lease: Some("a".to_owned()),
+            holder: Some(if stranger { "c7" } else { "c0" }.to_owned()),
+        });
+        check(&ops, &[], &[], 1_500).mismatched_replies
+    };
+    // Lease A at 2 levels, then one more reentry answered with 4: it ran twice (a call
+    // re-sent after its reply was lost).
+    let mut doubled = entered_twice();
+    doubled.push(op(
+        2,
+        0,
+        4_000,
+        5_000,
+        acquire(Some(lease("a"))),
+        granted("a", 4, 200),
+    ));
+    // Lease A (one level) released at 6-10 ms, answered 410 (the release ran, and its re-sent
+    // second run found the lease gone); lease B granted at 8-9 ms, after the release was sent.
+    let released_lost = vec![
+        op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
+        op(
+            1,
+            0,
+            6_000,
+            10_000,
+            release("a"),
+            Outcome::Lost {
+                status: 410,
+                code: "lease_lost".to_owned(),
+            },
+        ),
+        op(
+            2,
+            1,
+            8_000,
+            9_000,
+            acquire(None),
+            Outcome::Granted {
+                status: 201,
+                lease: lease("b"),
+                fence: 11,
+                ttl_ms: 500,
+                count: 1,
+                kind: "reentrant".to_owned(),
+            },
+        ),
+    ];
+    // A new lease answered with 2 levels: its grant ran twice.
+    let granted_twice = vec![op(0, 0, 0, 1_000, acquire(None), granted("a", 2, 201))];
     vec![
+        (
+            "a release of the last level answered 410: the hold ended when it was sent, no overlap",
+            judged(&released_lost) == 0,
+        ),
+        (
+            "a new lease granted with two levels: a semantic violation (its grant ran twice)",
+            check(&granted_twice, &[], &[], 1_500).semantic == 1,
+        ),
+        (
+            "a reply that names another lock than asked: a reply for another request",
+            echoed("re-1", false) == 1,
+        ),
+        (
+            "a reply that names another client's holder: a reply for another request",
+            echoed("re-0", true) == 1,
+        ),
+        (
+            "replies that name what was asked: none for another request",
+            echoed("re-0", false) == 0,
+        ),
+        (
+            "a reentry that added two levels: a semantic violation (it ran twice)",
+            check(&doubled, &[], &[], 1_500).semantic == 1,
+        ),
         (
             "two grants inside a failover with acks from every replica: an overlap",
             across_failover(failover(false)) == 1,

@@ -6,7 +6,8 @@ use super::{Report, Violation};
 use crate::history::{Family, Op, Outcome, Request};
 
 /// What the API promises beyond the three properties: replays answer the first answer,
-/// `all=true` releases everything, and releasing one level of a reentrant or fair lease held
+/// `all=true` releases everything, a reentry adds one level and a release takes one (a call
+/// that ran twice adds or takes two), and releasing one level of a reentrant or fair lease held
 /// several levels deep keeps the rest (its holder goes on working under them). Not across a
 /// Redis data loss (`across_loss`, as for overlaps): what Redis lost (a re-entry, the first
 /// answer's idempotency record) is gone, as the README says of a Redis that loses writes.
@@ -131,7 +132,54 @@ fn levels_kept(
         }
         let Some(lease) = op.lease() else { continue };
         match (&op.request, &op.outcome) {
-            (_, Outcome::Granted { count, .. }) => {
+            (request, Outcome::Granted { count, .. }) => {
+                // One reentry adds one level (a replay answers the first count again): more
+                // means it ran twice, as a call re-sent after its reply was lost would.
+                let reentry = matches!(
+                    request,
+                    Request::Acquire {
+                        reentry_of: Some(_),
+                        ..
+                    }
+                );
+                if reentry
+                    && let Some(&(before, told)) = levels.get(lease)
+                    && !across_loss(told, (op.send, op.recv))
+                    && *count > before + 1
+                {
+                    report.semantic += 1;
+                    report.violations.push(Violation {
+                        what: "a reentry counted twice",
+                        detail: format!(
+                            "{}: lease {lease} held {before} levels; one reentry made it {count}",
+                            op.name
+                        ),
+                        slice: ops
+                            .iter()
+                            .filter(|o| o.lease() == Some(lease))
+                            .cloned()
+                            .collect(),
+                    });
+                }
+                // A new lease holds one level: more means its grant ran twice.
+                let new_lease = matches!(
+                    request,
+                    Request::Acquire {
+                        reentry_of: None,
+                        ..
+                    }
+                );
+                if new_lease && *count > 1 {
+                    report.semantic += 1;
+                    report.violations.push(Violation {
+                        what: "a grant counted twice",
+                        detail: format!(
+                            "{}: new lease {lease} granted with {count} levels",
+                            op.name
+                        ),
+                        slice: vec![op.clone()],
+                    });
+                }
                 levels.insert(lease, (*count, (op.send, op.recv)));
             }
             (_, Outcome::Failed { .. } | Outcome::Lost { .. }) => {
@@ -149,6 +197,22 @@ fn levels_kept(
                     .remove(lease)
                     .filter(|&(_, told)| !across_loss(told, (op.send, op.recv)))
                     .map(|(n, _)| n);
+                if !*released && before.is_some_and(|n| *count + 1 < n) {
+                    report.semantic += 1;
+                    report.violations.push(Violation {
+                        what: "a release counted twice",
+                        detail: format!(
+                            "{}: lease {lease} held {} levels; releasing one left {count}",
+                            op.name,
+                            before.unwrap_or_default()
+                        ),
+                        slice: ops
+                            .iter()
+                            .filter(|o| o.lease() == Some(lease))
+                            .cloned()
+                            .collect(),
+                    });
+                }
                 if *released && before.is_some_and(|n| n >= 2) {
                     report.semantic += 1;
                     report.violations.push(Violation {

@@ -64,6 +64,8 @@ impl Ha {
                 dir: node_dir,
                 replica_of: Some(master.port),
                 source_addr: Some(SOURCE_ADDR),
+                cluster_node_timeout_ms: None,
+                announce_port: None,
             };
             replica.start().await?;
             replicas.push(replica);
@@ -360,7 +362,11 @@ impl Cluster {
     /// Whether a failover may lose acknowledged grants in this run: its instances wait for
     /// fewer replicas than there are, so the one promoted may lack a grant another
     /// acknowledged (`WAIT` is not consensus). `None` outside Sentinel mode.
+    /// Cluster mode: the same of a shard's primary and its replica.
     pub fn failover_may_lose(&self) -> Option<bool> {
+        if let Some(shards) = &self.shards {
+            return Some(shards.may_lose());
+        }
         self.ha
             .as_ref()
             .map(|ha| (ha.plan.acks as usize) < ha.plan.replicas)
@@ -392,7 +398,7 @@ fn cut_rules(port: u16) -> [Vec<String>; 2] {
     [rule("-s", "--dport"), rule("-d", "--sport")]
 }
 
-async fn info(port: u16, section: &str) -> String {
+pub(super) async fn info(port: u16, section: &str) -> String {
     let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
         return String::new();
     };
@@ -435,7 +441,11 @@ async fn sees(port: u16, replicas: usize, peers: usize) -> bool {
     field("num-slaves") >= replicas && field("num-other-sentinels") >= peers
 }
 
-async fn wait_for<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
+pub(super) async fn wait_for<F, Fut>(
+    limit: Duration,
+    what: &str,
+    mut check: F,
+) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

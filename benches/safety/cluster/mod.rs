@@ -1,13 +1,17 @@
 //! The processes under test: one `redis-server` (TCP, with the persistence a fault needs) and
 //! several `leasehold serve` instances on it, each started, killed, frozen and restarted here.
 //! One instance can live in a network namespace of its own, joined to the host by a veth
-//! pair, so that a partition between it and Redis is a pair of iptables rules.
+//! pair, so that a partition between it and Redis is a pair of iptables rules. In Sentinel
+//! mode ([`ha`]) the master has replicas and Sentinels; in Cluster mode ([`shards`]) a Redis
+//! Cluster takes the one `redis-server`'s place.
 //!
 //! Everything is torn down on drop: children killed, the namespace, veth and rules deleted.
 //! The children also die with the harness when it is killed and drops nothing (see [`guarded`]).
 
 mod ha;
 mod netns;
+mod proxy;
+mod shards;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -24,6 +28,7 @@ use tokio::process::{Child, Command};
 pub use self::ha::{HaPlan, Return};
 pub use self::netns::can_partition;
 use self::netns::{Netns, sh};
+pub use self::shards::ShardPlan;
 
 pub const ADMIN_TOKEN: &str = "safety-harness-admin-token-0123456789";
 
@@ -82,8 +87,12 @@ struct RedisProc {
     replica_of: Option<u16>,
     /// Sentinel mode: connect out from this loopback address (`bind-source-addr`), so that
     /// the partition fault can cut the data nodes and Sentinels off one node while the
-    /// instances (from 127.0.0.1) still reach it.
+    /// instances (from 127.0.0.1) still reach it. (Cluster mode: each node its own.)
     source_addr: Option<&'static str>,
+    /// Cluster mode: a cluster node with this `cluster-node-timeout` (ms).
+    cluster_node_timeout_ms: Option<u64>,
+    /// Cluster mode: the port the node tells clients and peers (its proxy's), if not its own.
+    announce_port: Option<u16>,
 }
 
 impl RedisProc {
@@ -120,6 +129,21 @@ impl RedisProc {
         if let Some(addr) = self.source_addr {
             cmd.args(["--bind-source-addr", addr])
                 .args(["--replica-announce-ip", "127.0.0.1"]);
+        }
+        if let Some(timeout) = self.cluster_node_timeout_ms {
+            // Its peers and clients are told 127.0.0.1 (not the source address it connects
+            // from); nodes.conf in its directory keeps its identity across a restart.
+            cmd.args(["--cluster-enabled", "yes"])
+                .args(["--cluster-config-file", "nodes.conf"])
+                .arg("--cluster-node-timeout")
+                .arg(timeout.to_string())
+                .args(["--cluster-announce-ip", "127.0.0.1"]);
+            if let Some(port) = self.announce_port {
+                cmd.arg("--cluster-announce-port")
+                    .arg(port.to_string())
+                    .arg("--cluster-announce-bus-port")
+                    .arg((u32::from(self.port) + 10_000).to_string());
+            }
         }
         // Replicas link at once instead of after the 5 s default.
         cmd.args(["--repl-diskless-sync-delay", "0"]);
@@ -186,6 +210,8 @@ pub struct Cluster {
     partitioned: bool,
     /// Sentinel mode: the replicas and Sentinels (`redis` is always the current master).
     ha: Option<ha::Ha>,
+    /// Cluster mode: the cluster's nodes (`redis` is then never started).
+    shards: Option<shards::Shards>,
     pub targets: Arc<Targets>,
     /// AOF incr-file sizes sampled over time, to cut the last second off as a power loss would.
     aof_sizes: Vec<(Instant, u64)>,
@@ -197,9 +223,19 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// What keeps the lock state: one Redis, a master with replicas and Sentinels, or a Redis
+/// Cluster.
+#[derive(Debug, Clone, Copy)]
+pub enum RedisMode {
+    Standalone,
+    Sentinel(HaPlan),
+    Cluster(ShardPlan),
+}
+
 impl Cluster {
-    /// Starts Redis with `persistence`, `instances` Leasehold instances on loopback, and (with
-    /// `partitionable`) one more inside a network namespace.
+    /// Starts Redis with `persistence` (or the Sentinel or Cluster setup `mode` names),
+    /// `instances` Leasehold instances on loopback, and (with `partitionable`) one more
+    /// inside a network namespace.
     pub async fn start(
         dir: &Path,
         binary: &Path,
@@ -207,8 +243,12 @@ impl Cluster {
         instances: usize,
         partitionable: bool,
         tag: u32,
-        ha_plan: Option<HaPlan>,
+        mode: RedisMode,
     ) -> anyhow::Result<Self> {
+        let ha_plan = match mode {
+            RedisMode::Sentinel(plan) => Some(plan),
+            _ => None,
+        };
         std::fs::create_dir_all(dir)?;
         let netns = if partitionable {
             Some(Netns::create(tag)?)
@@ -227,8 +267,16 @@ impl Cluster {
             dir: dir.to_owned(),
             replica_of: None,
             source_addr: ha_plan.map(|_| ha::SOURCE_ADDR),
+            cluster_node_timeout_ms: None,
+            announce_port: None,
         };
-        redis.start().await?;
+        let shards = match mode {
+            RedisMode::Cluster(plan) => Some(shards::Shards::start(dir, plan).await?),
+            _ => {
+                redis.start().await?;
+                None
+            }
+        };
         let ha = match ha_plan {
             Some(plan) => Some(ha::Ha::start(dir, &redis, plan).await?),
             None => None,
@@ -240,6 +288,7 @@ impl Cluster {
             netns,
             partitioned: false,
             ha,
+            shards,
             targets: Arc::new(Targets::default()),
             aof_sizes: Vec::new(),
         };
@@ -268,6 +317,11 @@ impl Cluster {
         self.redis.url()
     }
 
+    /// Cluster mode: every node's `host:port` (the Redisson-layout sessions' seeds).
+    pub fn cluster_nodes(&self) -> Option<Vec<String>> {
+        self.shards.as_ref().map(shards::Shards::addrs)
+    }
+
     pub fn instance_count(&self) -> usize {
         self.instances.len()
     }
@@ -290,9 +344,10 @@ impl Cluster {
             _ => guarded(&self.binary),
         };
         cmd.args(["serve", "--listen", &listen]);
-        match &self.ha {
-            Some(ha) => cmd.args(ha.serve_args(i)),
-            None => cmd.args(["--redis-url", &redis_url]),
+        match (&self.ha, &self.shards) {
+            (Some(ha), _) => cmd.args(ha.serve_args(i)),
+            (None, Some(shards)) => cmd.args(shards.serve_args()),
+            (None, None) => cmd.args(["--redis-url", &redis_url]),
         };
         cmd.args(["--log-format", "json", "--min-ttl-ms", "100"])
             .args(["--ticket-timeout-ms", "1000", "--admin-token", ADMIN_TOKEN])
@@ -449,6 +504,9 @@ impl Cluster {
         if let Some(ha) = self.ha.take() {
             ha.stop().await;
         }
+        if let Some(shards) = self.shards.take() {
+            shards.stop().await;
+        }
         let _ = self.partition(false);
     }
 }
@@ -457,6 +515,9 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         if self.partitioned {
             let _ = self.partition(false);
+        }
+        if let Some(shards) = &mut self.shards {
+            shards.heal();
         }
         if let Some(ns) = &self.netns {
             ns.teardown();

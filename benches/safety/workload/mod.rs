@@ -25,7 +25,7 @@ use rand::{RngExt as _, SeedableRng as _};
 use serde_json::Value;
 
 use crate::cluster::Targets;
-use crate::history::{Family, Op, Outcome, Recorder, Request};
+use crate::history::{Echo, Family, Op, Outcome, Recorder, Request};
 use crate::resource::Resources;
 
 /// A belief margin: a client stops using a lease this long before its TTL could run out.
@@ -63,6 +63,9 @@ pub struct Shared {
     pub recorder: Arc<Recorder>,
     pub resources: Arc<Resources>,
     pub redis_url: String,
+    /// Cluster mode: every node's `host:port` (the Redisson-layout sessions use a cluster
+    /// client on them instead of `redis_url`).
+    pub redis_cluster: Option<Vec<String>>,
     /// Cleared when the run's time is up: clients finish their session and stop.
     pub running: AtomicBool,
     /// Set while the holder-pause fault is on: sessions of the pauser overstay on purpose.
@@ -108,7 +111,7 @@ pub struct Client {
     rng: StdRng,
     http: reqwest::Client,
     shared: Arc<Shared>,
-    redis: Option<redis::aio::MultiplexedConnection>,
+    redis: Option<redisson::RedisConn>,
     redisson_id: String,
     sessions: u64,
     idem_counter: u64,
@@ -315,9 +318,25 @@ impl Client {
             .as_ref()
             .ok()
             .and_then(|a| a.body["token"].as_str().map(str::to_owned));
-        self.shared
-            .recorder
-            .record(self.id, instance, name, family, send, request, outcome)
+        let echo = answer
+            .as_ref()
+            .ok()
+            .filter(|a| (200..300).contains(&a.status))
+            .map(|a| {
+                let text = |keys: &[&str]| {
+                    keys.iter()
+                        .find_map(|k| a.body[*k].as_str())
+                        .map(str::to_owned)
+                };
+                Echo {
+                    lock: text(&["lock", "semaphore"]),
+                    lease: text(&["lease_id", "ticket_id"]),
+                    holder: text(&["holder"]),
+                }
+            });
+        self.shared.recorder.record_answer(
+            self.id, instance, name, family, send, request, outcome, echo,
+        )
     }
 
     fn idem_key(&mut self) -> String {
