@@ -9,10 +9,12 @@
 # `--worker-threads 1` as in BENCHMARKS.md: Redis shares these cores), started on emptied
 # Redis for each loop. The workload: the uncontended acquire + release loop at 16
 # connections spread over 10,000 names (`u-0` .. `u-9999`, each connection cycling through
-# its share), for the given seconds, against the standalone Redis, then the 3-primary
-# cluster; then two diagnostic loops: the 1-primary cluster (cluster mode with one Redis
-# process taking every call) and the standalone Redis at 5 connections (about
-# what each of the 3 primaries is asked at once).
+# its share), for the given seconds, against the standalone Redis and the 3-primary cluster,
+# and two diagnostic loops: the 1-primary cluster (cluster mode with one Redis process taking
+# every call) and the standalone Redis at 5 connections (about what each of the 3 primaries
+# is asked at once). All four in rounds (2 by default), each in the reverse order of the one
+# before (ABBA), so that a drift of this shared machine weighs on every mode alike; a figure
+# is the rounds' together.
 #
 # Around each loop it reads every Redis's INFO (cpu, stats, commandstats, keyspace), its main
 # thread's wake-ups (voluntary context switches, /proc), the Leasehold process's CPU time and
@@ -25,11 +27,13 @@
 # benches/cluster.md (BENCHMARKS.md takes it in on the next benches/run.sh report) and
 # bench-out/cluster.jsonl.
 #
-# Usage: benches/cluster.sh [seconds-per-loop]   (default 20; about 2 minutes after the build)
+# Usage: benches/cluster.sh [seconds-per-loop] [rounds]   (default 20 and 2; about 3 minutes
+#   after the build)
 #   CARGO_TARGET_DIR is honoured. Stops everything it started on exit, Ctrl-C or error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
+rounds=${2:-2}
 connections=16
 low_connections=5
 names=10000
@@ -140,6 +144,41 @@ def load_attempt(work, label):
     d["other_cores"] = max(0.0, d["machine_busy_s"] - ours) / d["wall_s"]
     return loop, d
 
+def pool(pairs):
+    """The rounds of one mode as one loop: counts and times summed (so per-cycle figures are
+    the rounds' together), latency percentiles averaged, keys as after the last round."""
+    loops = [l for l, _ in pairs]
+    cycles = sum(l["cycles"] for l in loops)
+    seconds = sum(l["seconds"] for l in loops)
+    mean = lambda f: sum(f(l) for l in loops) / len(loops)
+    pct = lambda key: {q: mean(lambda l: l[key][q]) for q in ("p50", "p99", "p999")}
+    loop = {"connections": loops[0]["connections"], "names": loops[0]["names"],
+            "cycles": cycles, "seconds": seconds, "cycles_per_s": cycles / seconds,
+            "acquire_ms": pct("acquire_ms"), "release_ms": pct("release_ms"),
+            "client_cpu_us_per_request":
+                sum(l["client_cpu_us_per_request"] * l["cycles"] for l in loops) / cycles,
+            "cycles_by_name": [sum(x) for x in zip(*(l["cycles_by_name"] for l in loops))]}
+    nodes, rounds = {}, []
+    for l, d in pairs:
+        for port, n in d["nodes"].items():
+            p = nodes.setdefault(port, {"cpu_s": 0.0, "reads": 0, "net_in": 0, "net_out": 0,
+                                        "wakeups": 0, "cmds": {}})
+            for k in ("cpu_s", "reads", "net_in", "net_out", "wakeups"):
+                p[k] += n[k]
+            for name, (c, u) in n["cmds"].items():
+                x = p["cmds"].setdefault(name, [0, 0])
+                x[0] += c
+                x[1] += u
+            p["keys"] = n["keys"]
+        rounds.append({"cycles_per_s": l["cycles_per_s"], "other_cores": d["other_cores"],
+                       "redis_cpu_us_per_cycle":
+                           sum(n["cpu_s"] for n in d["nodes"].values()) * 1e6 / l["cycles"],
+                       "leasehold_cpu_us_per_cycle": d["leasehold_cpu_s"] * 1e6 / l["cycles"]})
+    d = {"wall_s": sum(d["wall_s"] for _, d in pairs), "nodes": nodes,
+         "leasehold_cpu_s": sum(d["leasehold_cpu_s"] for _, d in pairs),
+         "other_cores": max(r["other_cores"] for r in rounds), "rounds": rounds}
+    return loop, d
+
 def crc16(data):
     """CRC16-XMODEM (poly 0x1021, init 0), Redis Cluster's key hash."""
     crc = 0
@@ -197,7 +236,7 @@ def summarize(mode, loop, d):
         "seconds": loop["seconds"], "cycles": cycles, "cycles_per_s": loop["cycles_per_s"],
         "acquire_ms": loop["acquire_ms"], "release_ms": loop["release_ms"],
         "client_cpu_us_per_request": loop["client_cpu_us_per_request"],
-        "other_cores": d["other_cores"], "attempt": d["attempt"],
+        "other_cores": d["other_cores"], "rounds": d["rounds"],
         "redis_cpu_us_per_cycle": total("cpu_s") * 1e6 / cycles,
         "fcall_us_per_cycle": fcall / cycles,
         "outside_fcall_us_per_cycle": (total("cpu_s") * 1e6 - fcall) / cycles,
@@ -211,10 +250,12 @@ def summarize(mode, loop, d):
     }
 
 def report(work, jsonl, md, secs, chosen):
-    chosen = dict(x.split("=", 1) for x in chosen.split(","))
-    runs = {m: load_attempt(work, label) for m, label in chosen.items()}
-    for m, (loop, d) in runs.items():
-        d["attempt"] = int(chosen[m].rsplit("-", 1)[1])
+    labels = {}
+    for x in chosen.split(","):
+        mode, label = x.split("=", 1)
+        labels.setdefault(mode, []).append(label)
+    runs = {m: pool([load_attempt(work, label) for label in ls]) for m, ls in labels.items()}
+    rounds = len(labels["cluster"])
     summary = {m: summarize(m, loop, d) for m, (loop, d) in runs.items()}
     topo = json.load(open(f"{work}/topology.json"))
     s, c = summary["standalone"], summary["cluster"]
@@ -290,21 +331,23 @@ def report(work, jsonl, md, secs, chosen):
         for x in shards:
             f.write(json.dumps(x) + "\n")
         f.write(json.dumps({"paper": paper}) + "\n")
-    write_md(md, secs, summary, ratio, shards, spread, paper, topo, d["wall_s"])
+    write_md(md, secs, rounds, summary, ratio, shards, spread, paper, topo, d["wall_s"])
 
-def write_md(md, secs, summary, ratio, shards, spread, paper, topo, win):
+def write_md(md, secs, rounds, summary, ratio, shards, spread, paper, topo, win):
     s, c, c1, lo = (summary[m] for m in ("standalone", "cluster", "cluster1", "standalone_low"))
     L = []
     w = L.append
     w("## Redis Cluster (benches/cluster.sh)\n")
-    w(f"One run of `benches/cluster.sh {secs}` on {topo['date']} ({topo['cpus']} cores, "
+    w(f"One run of `benches/cluster.sh {secs} {rounds}` on {topo['date']} ({topo['cpus']} cores, "
       f"{topo['redis']}): a Redis Cluster of 3 primaries and no replicas, so that no replica "
       "acknowledgement (WAIT) weighs on either side, and one standalone redis-server, all on "
       "loopback with the same persistence settings (`appendonly no`, `save \"\"`); one Leasehold "
       "instance on each in turn (`--redis-cluster` / `--redis-url`, `--min-replica-acks 0`, "
       "`--worker-threads 1`), on emptied Redis. The same loop against each: uncontended "
       f"acquire + release at {s['connections']} connections spread over {s['names']:,} names "
-      f"(each connection cycling through its share), {secs} s. Redis CPU is `INFO cpu` (user + "
+      f"(each connection cycling through its share), {secs} s, in {rounds} rounds (the modes in "
+      "turn, each round in the reverse order of the one before, so that a drift of the machine "
+      "weighs on every mode alike; a figure is the rounds' together). Redis CPU is `INFO cpu` (user + "
       "sys) over the loop, summed over the primaries; FCALL time is `INFO commandstats` (time "
       "inside the calls, the commands the functions call included); wake-ups are the Redis main "
       "threads' voluntary context switches; bytes are `total_net_input_bytes` + "
@@ -321,13 +364,15 @@ def write_md(md, secs, summary, ratio, shards, spread, paper, topo, win):
     p = lambda r: f"{r['acquire_ms']['p50']:.2f} / {r['acquire_ms']['p99']:.2f} ms"
     w(f"| acquire p50 / p99 | {p(s)} | {p(c)} | | {p(c1)} | {p(lo)} |")
     row("**Redis CPU per cycle**", "redis_cpu_us_per_cycle", lambda v: f"**{v:.1f} µs**")
+    each = lambda r: " / ".join(f"{x['redis_cpu_us_per_cycle']:.1f}" for x in r["rounds"]) + " µs"
+    w(f"| Redis CPU per cycle, each round | {each(s)} | {each(c)} | | {each(c1)} | {each(lo)} |")
     row("FCALL time per cycle", "fcall_us_per_cycle", lambda v: f"{v:.1f} µs")
     row("Redis CPU outside FCALL per cycle", "outside_fcall_us_per_cycle", lambda v: f"{v:.1f} µs")
     row("Redis wake-ups per cycle", "wakeups_per_cycle", lambda v: f"{v:.2f}")
     row("commands per socket read", "calls_per_read", lambda v: f"{v:.1f}", False)
     row("bytes to and from Redis per cycle", "redis_bytes_per_cycle", lambda v: f"{v:,.0f}")
     row("Leasehold CPU per cycle", "leasehold_cpu_us_per_cycle", lambda v: f"{v:.1f} µs")
-    row("other processes' CPU during the loop", "other_cores", lambda v: f"{v:.2f} cores", False)
+    row("other processes' CPU (the most in a round)", "other_cores", lambda v: f"{v:.2f} cores", False)
     w("")
     goal = "within" if ratio["redis_cpu_us_per_cycle"] <= 1.2 else "**above**"
     c1r = c1["redis_cpu_us_per_cycle"] / s["redis_cpu_us_per_cycle"]
@@ -553,18 +598,18 @@ for port in "${cports[@]}" "$c1port"; do wait_for "cluster_state:ok on $port" 40
 # One loop: empties the Redis, starts a Leasehold on it, runs the loop between two snapshots,
 # stops the Leasehold; again when other processes disturbed it (see DISTURBED), at most 3
 # times. Adds "mode=label of the attempt that counts" to `chosen`.
-run_loop() { # mode, connections, redis flag, redis value, redis ports...
-  local mode=$1 conns=$2 flag=$3 value=$4; shift 4
+run_loop() { # round, mode, connections, redis flag, redis value, redis ports...
+  local round=$1 mode=$2 conns=$3 flag=$4 value=$5; shift 5
   local best="" best_other="" attempt other
   for attempt in 1 2 3; do
-    local label="$mode-$attempt"
+    local label="$mode-r$round-$attempt"
     for port in "$@"; do redis-cli -p "$port" flushall > /dev/null; done
     RUST_LOG=warn LEASEHOLD_ALLOW_ANONYMOUS=true "$target/release/leasehold" serve \
       --listen "127.0.0.1:$http" "$flag" "$value" --data-dir "$work/leasehold-$label" \
       --min-replica-acks 0 --worker-threads 1 > "$out/cluster-leasehold-$mode.log" 2>&1 &
     leasehold=$!
     wait_for "Leasehold ($mode)" 400 ready
-    echo "== $mode: uncontended, $conns connections over $names names, ${secs} s (attempt $attempt)" >&2
+    echo "== round $round, $mode: uncontended, $conns connections over $names names, ${secs} s (attempt $attempt)" >&2
     py snap "$label-before" "$leasehold" "$@" >> "$work/snaps.jsonl"
     "$bench" --url "http://127.0.0.1:$http" --seconds "$secs" \
       uncontended --connections "$conns" --names "$names" > "$work/loop-$label.json"
@@ -584,11 +629,22 @@ run_loop() { # mode, connections, redis flag, redis value, redis ports...
   done
   chosen+=("$mode=$best")
 }
+mode_loop() { # round, mode
+  case $2 in
+    standalone) run_loop "$1" standalone "$connections" --redis-url "redis://127.0.0.1:$sport" "$sport" ;;
+    cluster) run_loop "$1" cluster "$connections" --redis-cluster "$seeds" "${cports[@]}" ;;
+    cluster1) run_loop "$1" cluster1 "$connections" --redis-cluster "127.0.0.1:$c1port" "$c1port" ;;
+    standalone_low) run_loop "$1" standalone_low "$low_connections" --redis-url "redis://127.0.0.1:$sport" "$sport" ;;
+  esac
+}
+# Each round in the reverse order of the one before (ABBA), so that a drift of the machine
+# (other work, its host) weighs on every mode alike.
+modes=(standalone cluster cluster1 standalone_low)
 chosen=()
-run_loop standalone "$connections" --redis-url "redis://127.0.0.1:$sport" "$sport"
-run_loop cluster "$connections" --redis-cluster "$seeds" "${cports[@]}"
-run_loop cluster1 "$connections" --redis-cluster "127.0.0.1:$c1port" "$c1port"
-run_loop standalone_low "$low_connections" --redis-url "redis://127.0.0.1:$sport" "$sport"
+for round in $(seq "$rounds"); do
+  if [ $((round % 2)) = 1 ]; then order=("${modes[@]}"); else order=(); for m in "${modes[@]}"; do order=("$m" "${order[@]}"); done; fi
+  for mode in "${order[@]}"; do mode_loop "$round" "$mode"; done
+done
 
 py report "$work" "$out/cluster.jsonl" benches/cluster.md "$secs" "$(IFS=,; echo "${chosen[*]}")"
 cat benches/cluster.md
