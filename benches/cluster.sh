@@ -385,9 +385,10 @@ def write_md(md, secs, rounds, summary, ratio, shards, spread, paper, topo, win)
             "on every primary alike). What does: each of the 3 primaries served a third of the "
             f"calls, so fewer calls per wake-up ({c['calls_per_read']:.1f} commands per socket "
             f"read against {s['calls_per_read']:.1f}; {c['wakeups_per_cycle']:.2f} wake-ups per "
-            f"cycle against {s['wakeups_per_cycle']:.2f}), and a Redis that sleeps between calls, "
-            "on cores it shares with the server and the load generator, pays for it in the "
-            "wake-ups and in every call after one (cold caches). The diagnostic loops show it: the "
+            f"cycle against {s['wakeups_per_cycle']:.2f}), and a Redis that sleeps between calls "
+            "pays for it outside the calls (the wake-ups, a read and a write for fewer commands) "
+            "and inside them too (FCALL time per call rose as well; most likely caches gone cold "
+            "while the server and the load generator had the core). The diagnostic loops show it: the "
             "1-primary cluster (cluster mode throughout: `cluster-enabled`, Leasehold's cluster "
             "client, the `{leasehold/}` work, one Redis taking every call) costs "
             f"**{c1r:.2f}×** the standalone Redis per cycle, and the standalone Redis asked by "
@@ -464,6 +465,14 @@ def write_md(md, secs, rounds, summary, ratio, shards, spread, paper, topo, win)
       "of its Redis CPU. In this loop every name entered the names index once; an instance "
       "writes a name at most once a minute, so names in constant use cost it less than here, "
       "names used once a ZADD each.\n")
+    w("What would bring the cluster's cost per cycle down, beyond load itself: nothing in the "
+      "lock calls (the 1-primary figure). For the `{leasehold/}` primary: the events published "
+      "with SPUBLISH on a channel in its own slot (sharded pub/sub: the cluster bus then carries "
+      "each batch to that shard's replicas only, not to every node); the names index's writes "
+      "batched as the events are (each is a call of its own on that primary, where a standalone "
+      "Redis takes it in the acquire's pipeline); and, past a few hundred thousand cycles/s, an "
+      "events backlog and a names index per primary, at the price of event ids ordered per "
+      "primary rather than across the cluster.\n")
     ceiling = paper["own_shard_ceiling_cycles_per_s"]
     w("On paper, with one Redis core per primary, fully used: a busy primary spends "
       f"**{paper['busy_primary_us_per_cycle']:.1f} µs** of CPU per cycle (the 1-primary "
