@@ -600,6 +600,13 @@ def main():
         w(replicas.read_text().rstrip())
         w("")
 
+    # Redis Cluster against one Redis: its own run too (benches/cluster.sh), which writes
+    # benches/cluster.md.
+    cluster = Path(__file__).with_name("cluster.md")
+    if cluster.exists():
+        w(cluster.read_text().rstrip())
+        w("")
+
     # The measurements behind the code's shape: kept by hand in benches/why.md, not made by a run.
     why = Path(__file__).with_name("why.md")
     if why.exists():

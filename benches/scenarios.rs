@@ -60,6 +60,11 @@ enum Scenario {
     Uncontended {
         #[arg(long)]
         connections: usize,
+        /// Spread the cycles over this many names (`u-0` ..), each connection cycling through
+        /// its share in turn, instead of one name per connection; adds the cycles completed
+        /// per name to the results (`cycles_by_name`).
+        #[arg(long)]
+        names: Option<usize>,
     },
     /// Clients compete for one lock with server-side waits.
     Contended {
@@ -153,8 +158,15 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let result = match &args.scenario {
-        Scenario::Uncontended { connections } => {
-            uncontended(&args.url, args.redis_url.as_deref(), *connections, deadline).await?
+        Scenario::Uncontended { connections, names } => {
+            uncontended(
+                &args.url,
+                args.redis_url.as_deref(),
+                *connections,
+                *names,
+                deadline,
+            )
+            .await?
         }
         Scenario::Contended {
             clients,

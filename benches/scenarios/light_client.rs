@@ -288,36 +288,81 @@ impl Conn {
     }
 }
 
-/// Each of `connections` clients acquires and releases its own lock name (`u-<i>`) in a loop
-/// until `deadline`, all on the calling thread's runtime. Returns the acquire and release
-/// times.
+/// Which lock names the uncontended loop's clients cycle through.
+#[derive(Debug, Clone, Copy)]
+pub enum Names {
+    /// Each client its own name, `u-<i>` for client `i`.
+    PerClient,
+    /// `n` names `u-0` .. `u-<n-1>` shared out: client `i` cycles through `u-<j>` for every `j`
+    /// with `j % clients == i`, in order, round and round (at least one name per client).
+    Spread(usize),
+}
+
+/// What the loop did: every acquire's and release's time, and the cycles completed on each
+/// name (indexed by the name's number: client `i` for [`Names::PerClient`]).
+pub struct Cycles {
+    pub acquire: Vec<Duration>,
+    pub release: Vec<Duration>,
+    pub by_name: Vec<u64>,
+}
+
+/// Each of `connections` clients acquires and releases lock names (see [`Names`]) in a loop
+/// until `deadline`, all on the calling thread's runtime.
 pub async fn cycle_loop(
     authority: &str,
     connections: usize,
+    names: Names,
     deadline: Instant,
-) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+) -> anyhow::Result<Cycles> {
+    let total = match names {
+        Names::PerClient => connections,
+        Names::Spread(n) => {
+            anyhow::ensure!(
+                n >= connections,
+                "{n} names for {connections} connections: each needs one at least"
+            );
+            n
+        }
+    };
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..connections {
         let mut conn = Conn::open(authority).await?;
+        // This client's names: (number, name).
+        let mine: Vec<(usize, String)> = (i..total)
+            .step_by(connections)
+            .map(|j| (j, format!("u-{j}")))
+            .collect();
         tasks.spawn(async move {
-            let lock = format!("u-{i}");
             let (mut acq, mut rel) = (Vec::new(), Vec::new());
+            let mut done = vec![0u64; mine.len()];
+            let mut k = 0;
             while Instant::now() < deadline {
+                let lock = &mine[k].1;
                 let t0 = Instant::now();
-                let held = conn.acquire(&lock, r#"{"ttl_ms":30000}"#, 0).await?;
+                let held = conn.acquire(lock, r#"{"ttl_ms":30000}"#, 0).await?;
                 let t1 = Instant::now();
                 conn.release(&held).await?;
                 acq.push(t1 - t0);
                 rel.push(t1.elapsed());
+                done[k] += 1;
+                k = (k + 1) % mine.len();
             }
-            anyhow::Ok((acq, rel))
+            let by_name: Vec<(usize, u64)> = mine.iter().map(|(j, _)| *j).zip(done).collect();
+            anyhow::Ok((acq, rel, by_name))
         });
     }
-    let (mut acq, mut rel) = (Vec::new(), Vec::new());
+    let mut cycles = Cycles {
+        acquire: Vec::new(),
+        release: Vec::new(),
+        by_name: vec![0; total],
+    };
     while let Some(done) = tasks.join_next().await {
-        let (a, r) = done??;
-        acq.extend(a);
-        rel.extend(r);
+        let (a, r, by_name) = done??;
+        cycles.acquire.extend(a);
+        cycles.release.extend(r);
+        for (j, n) in by_name {
+            cycles.by_name[j] = n;
+        }
     }
-    Ok((acq, rel))
+    Ok(cycles)
 }

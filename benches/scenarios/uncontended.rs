@@ -1,10 +1,11 @@
-//! The uncontended scenario: each connection acquires and releases its own lock name.
+//! The uncontended scenario: each connection acquires and releases its own lock name, or
+//! (`--names N`) its share of N names in turn.
 
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::light_client;
+use crate::light_client::{self, Names};
 use crate::redis_cost::RedisAccount;
 use crate::{percentiles, process_stats};
 
@@ -12,10 +13,14 @@ use crate::{percentiles, process_stats};
 /// own. Its CPU time is reported, so that the report can set what the load cost beside what
 /// it measured. With `redis_url`, so is what the loop cost Redis per cycle (see
 /// [`RedisAccount`]): issue 10 measured a cycle's Redis time in this loop, at 16 connections.
+/// With `names` (spread over N names, as `benches/cluster.sh` runs it, so that the names land
+/// on every shard of a cluster), also `names` and `cycles_by_name`: the cycles completed on
+/// `u-<j>`, by `j`.
 pub(super) async fn uncontended(
     url: &str,
     redis_url: Option<&str>,
     connections: usize,
+    names: Option<usize>,
     deadline: Instant,
 ) -> anyhow::Result<Value> {
     let authority = light_client::authority(url)?;
@@ -25,26 +30,41 @@ pub(super) async fn uncontended(
     };
     let (_, cpu_before) = process_stats(std::process::id())?;
     let started = Instant::now();
-    let (mut acq, mut rel) = std::thread::spawn(move || {
+    let spread = match names {
+        Some(n) => Names::Spread(n),
+        None => Names::PerClient,
+    };
+    let cycles = std::thread::spawn(move || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
-            .block_on(light_client::cycle_loop(&authority, connections, deadline))
+            .block_on(light_client::cycle_loop(
+                &authority,
+                connections,
+                spread,
+                deadline,
+            ))
     })
     .join()
     .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
     let secs = started.elapsed().as_secs_f64();
     let (_, cpu_after) = process_stats(std::process::id())?;
+    let (mut acq, mut rel) = (cycles.acquire, cycles.release);
     let requests = 2 * acq.len();
     let redis = match account.as_mut() {
         Some(account) => account.per_cycle(acq.len()).await?,
         None => Value::Null,
     };
-    Ok(json!({
+    let mut result = json!({
         "scenario": "uncontended", "connections": connections, "seconds": secs,
         "cycles": acq.len(), "cycles_per_s": acq.len() as f64 / secs,
         "client_cpu_us_per_request": (cpu_after - cpu_before) * 1e6 / requests.max(1) as f64,
         "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
         "redis": redis,
-    }))
+    });
+    if let Some(n) = names {
+        result["names"] = json!(n);
+        result["cycles_by_name"] = json!(cycles.by_name);
+    }
+    Ok(result)
 }
