@@ -142,8 +142,8 @@ impl Cluster {
         self.conn.clone()
     }
 
-    /// A new cluster client with these settings (the acks pool and the sharded subscriber
-    /// make connections of their own from it).
+    /// The cluster client (the acks pool makes cluster connections of its own from it; the
+    /// sharded subscriber builds one of its own, with RESP3 and a push channel).
     pub fn client(&self) -> &::redis::cluster::ClusterClient {
         &self.client
     }
