@@ -11,47 +11,16 @@ use nix::unistd::Pid;
 use crate::helpers::cluster::{
     Role, connect, field, info_at, keyslot_at, owner_in, role_at, slot_map_at,
 };
-use crate::local_ha::descendants;
+use crate::local_ha::{descendants, start_local_script};
 
 #[tokio::test]
 async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_stops_everything() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ready = dir.path().join("ready");
     // A base port no other test's can collide with: the script takes base..base+5, their
     // bus ports base+10000.. and base+801..base+802, so 3000..5800 and 13000..15000 here;
     // local_ha's take 20000..24800 and 40000..44000, the fixtures' free ports come from the
     // kernel's ephemeral range (32768 and up).
     let base = 3_000 + (std::process::id() % 200) as u16 * 10;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/local/cluster.sh");
-    let mut child = leasehold::parent_death::command(script.as_os_str(), "TERM");
-    child
-        .arg("--ready-file")
-        .arg(&ready)
-        .env("LEASEHOLD_BIN", env!("CARGO_BIN_EXE_leasehold"))
-        .env("LEASEHOLD_CLUSTER_BASE", base.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit());
-    let mut child = child.spawn().expect("start the script");
-    let started = Instant::now();
-    while !ready.exists()
-        || std::fs::read_to_string(&ready)
-            .unwrap_or_default()
-            .is_empty()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the script was not ready within 60 s"
-        );
-        assert!(
-            child.try_wait().expect("wait").is_none(),
-            "the script exited (its stderr above says why)"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    eprintln!("the script was ready in {:?}", started.elapsed());
-    let urls = std::fs::read_to_string(&ready).expect("ready file");
-    let urls: Vec<&str> = urls.split_whitespace().collect();
-    assert_eq!(urls.len(), 2, "{urls:?}");
+    let (mut child, urls) = start_local_script("cluster.sh", "LEASEHOLD_CLUSTER_BASE", base).await;
     let http = leasehold::client::http_builder()
         .timeout(Duration::from_secs(10))
         .build()

@@ -10,42 +10,12 @@ use nix::unistd::Pid;
 
 #[tokio::test]
 async fn the_local_sentinel_script_serves_follows_a_failover_and_stops_everything() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ready = dir.path().join("ready");
     // A base port no other test's can collide with, all below the kernel's ephemeral range
     // (32768 and up, where the fixtures' free ports and every outgoing connection's come
     // from): the script takes base..base+2, base+20000.. and base+801.., so 6000..10800 and
     // 26000..30000 here (local_cluster's take 3000..5800 and 13000..15000).
     let base = 6_000 + (std::process::id() % 400) as u16 * 10;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/local/sentinel.sh");
-    let mut child = leasehold::parent_death::command(script.as_os_str(), "TERM");
-    child
-        .arg("--ready-file")
-        .arg(&ready)
-        .env("LEASEHOLD_BIN", env!("CARGO_BIN_EXE_leasehold"))
-        .env("LEASEHOLD_HA_BASE", base.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = child.spawn().expect("start the script");
-    let started = Instant::now();
-    while !ready.exists()
-        || std::fs::read_to_string(&ready)
-            .unwrap_or_default()
-            .is_empty()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the script was not ready within 60 s"
-        );
-        assert!(
-            child.try_wait().expect("wait").is_none(),
-            "the script exited"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let urls = std::fs::read_to_string(&ready).expect("ready file");
-    let urls: Vec<&str> = urls.split_whitespace().collect();
-    assert_eq!(urls.len(), 2, "{urls:?}");
+    let (mut child, urls) = start_local_script("sentinel.sh", "LEASEHOLD_HA_BASE", base).await;
     let http = leasehold::client::http_builder()
         .build()
         .expect("an HTTP client");
@@ -173,4 +143,48 @@ pub(crate) fn descendants(pid: u32) -> Vec<i32> {
     }
     found.remove(0);
     found
+}
+
+/// Starts `deploy/local/<script>` with its base port in `base_var`, and waits (at most 60 s)
+/// until it wrote its two Leasehold URLs to its ready file: the running script (stop it
+/// with SIGINT) and the URLs. Its stderr goes to the test's, to say why it failed.
+pub(crate) async fn start_local_script(
+    script: &str,
+    base_var: &str,
+    base: u16,
+) -> (std::process::Child, Vec<String>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ready = dir.path().join("ready");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/local")
+        .join(script);
+    let mut child = leasehold::parent_death::command(script.as_os_str(), "TERM");
+    child
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("LEASEHOLD_BIN", env!("CARGO_BIN_EXE_leasehold"))
+        .env(base_var, base.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let mut child = child.spawn().expect("start the script");
+    let started = Instant::now();
+    while !ready.exists()
+        || std::fs::read_to_string(&ready)
+            .unwrap_or_default()
+            .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the script was not ready within 60 s"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the script exited (its stderr above says why)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let urls = std::fs::read_to_string(&ready).expect("ready file");
+    let urls: Vec<String> = urls.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(urls.len(), 2, "{urls:?}");
+    (child, urls)
 }
