@@ -156,7 +156,7 @@ def test_loss_without_the_watch_comes_with_the_next_heartbeat(
 
 
 def test_a_heartbeat_keeps_the_lease_across_three_ttls(url: str, raw: httpx.Client, name: str) -> None:
-    ttl_ms = 900
+    ttl_ms = 1500
 
     async def main(client: leasehold.AsyncClient) -> str:
         async with client.lock(name, ttl_ms=ttl_ms) as lease:

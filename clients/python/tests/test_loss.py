@@ -70,7 +70,7 @@ def test_loss_without_the_watch_comes_with_the_next_heartbeat(
 
 
 def test_a_heartbeat_keeps_the_lease_across_three_ttls(client: leasehold.Client, raw: httpx.Client, name: str) -> None:
-    ttl_ms = 900
+    ttl_ms = 1500  # a heartbeat every 500 ms, each with 500 ms to answer
     with client.lock(name, ttl_ms=ttl_ms) as lease:
         started = time.monotonic()
         # Nothing but waiting for a loss that must not come, for over 3 TTLs.
@@ -84,7 +84,7 @@ def test_a_heartbeat_keeps_the_lease_across_three_ttls(client: leasehold.Client,
 
 
 def test_a_semaphore_heartbeat_keeps_its_permits(client: leasehold.Client, raw: httpx.Client, name: str) -> None:
-    ttl_ms = 900
+    ttl_ms = 1500
     with client.semaphore(name, limit=1, ttl_ms=ttl_ms) as lease:
         assert not lease.lost.wait(3.5 * ttl_ms / 1000)
         assert lease_state(raw, name, lease.lease_id, "semaphores") == "held"

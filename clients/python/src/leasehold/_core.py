@@ -586,7 +586,7 @@ class Renewal:
     server renews it after ``t``. Heartbeats go every TTL/3; a failed one is retried after
     a tenth of the TTL (at most a second);
     when renewals keep failing until only a margin of the lease is left (a sixth of the TTL,
-    at least a second, at most half the TTL), the lease is given up for lost: past that
+    at least a second, at most a third of the TTL), the lease is given up for lost: past that
     instant someone else may hold the lock without us being told. A heartbeat that is due is
     always tried first (a thread or task woken late must not give up a lease it can renew)."""
 
@@ -605,7 +605,10 @@ class Renewal:
 
     @property
     def margin(self) -> float:
-        return min(max(self.ttl / 6, 1.0), self.ttl / 2)
+        # At most a third: a short lease (under 3 s) still leaves its first heartbeat a third of
+        # the TTL to answer; with half, a 900 ms lease gave it 150 ms and a loaded machine
+        # lost leases that were never in danger.
+        return min(max(self.ttl / 6, 1.0), self.ttl / 3)
 
     @property
     def give_up_at(self) -> float:
