@@ -237,12 +237,58 @@ impl From<InvalidInput> for Problem {
         let kind = match e {
             InvalidInput::LockName(_) => ProblemKind::InvalidLockName,
             InvalidInput::Ttl { .. } => ProblemKind::InvalidTtl,
-            InvalidInput::Holder(_) | InvalidInput::Metadata(_) => ProblemKind::InvalidBody,
+            InvalidInput::Holder(_) | InvalidInput::Metadata(_) | InvalidInput::Members(_) => {
+                ProblemKind::InvalidBody
+            }
             InvalidInput::TokenShape => ProblemKind::TokenMalformed,
             InvalidInput::IdempotencyKey => ProblemKind::InvalidIdempotencyKey,
         };
         Problem::new(kind, e.to_string())
     }
+}
+
+/// A refused multilease: `lock_held` (409, `Retry-After` the latest of the holders') when
+/// every refusal was a holder's, else the first other refusal's problem; `members` lists each
+/// refused lock with its problem's code and members.
+fn members_refused(refusals: Vec<crate::locks::error::MemberRefusal>) -> Problem {
+    let mut listed = Vec::with_capacity(refusals.len());
+    let mut retry_after = None;
+    let mut other: Option<Problem> = None;
+    let names: Vec<String> = refusals.iter().map(|r| r.member.to_string()).collect();
+    for refusal in refusals {
+        let held = matches!(refusal.error, LockError::Held(_));
+        let after = refusal.error.retry_after();
+        retry_after = retry_after.max(after);
+        let problem = Problem::from(refusal.error);
+        let mut entry = serde_json::Map::new();
+        entry.insert("lock".into(), refusal.member.as_str().into());
+        entry.insert("code".into(), problem.kind.code().into());
+        entry.insert("detail".into(), problem.detail.clone().into());
+        for (key, value) in &problem.extra {
+            entry.insert(key.clone(), value.clone());
+        }
+        listed.push(Value::Object(entry));
+        if !held && other.is_none() {
+            other = Some(problem.with("member", refusal.member.as_str()));
+        }
+    }
+    let problem = match other {
+        Some(problem) => problem,
+        None => {
+            let p = Problem::new(
+                ProblemKind::LockHeld,
+                format!(
+                    "held by others: {}; nothing of the multilease is held",
+                    names.join(", ")
+                ),
+            );
+            match retry_after {
+                Some(after) => p.retry_after(after),
+                None => p,
+            }
+        }
+    };
+    problem.with("members", Value::Array(listed))
 }
 
 impl From<LockError> for Problem {
@@ -264,6 +310,17 @@ impl From<LockError> for Problem {
                 }
                 p
             }
+            LockError::MembersRefused(refusals) => members_refused(refusals),
+            LockError::MemberLost { member, state } => Problem::new(
+                ProblemKind::LeaseLost,
+                format!(
+                    "the multilease no longer holds lock {member} ({}): it has ended, and \
+                         its other locks were given back; acquire a new multilease",
+                    state.as_str()
+                ),
+            )
+            .with("reason", state.as_str())
+            .with("member", member.as_str()),
             LockError::KindConflict { held_as } => {
                 let detail = if held_as == HeldAs::Foreign {
                     "the name belongs to a Redis key another program made; Leasehold leaves it \

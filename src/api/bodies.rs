@@ -25,6 +25,21 @@ fn metadata(m: Option<Metadata>) -> Option<serde_json::Value> {
     m.map(Metadata::into_value)
 }
 
+/// A member lease's metadata apart: the multilease it belongs to, and the client's own.
+fn membership(m: Option<Metadata>) -> (Option<wire::MembershipBody>, Option<serde_json::Value>) {
+    let Some(m) = m else {
+        return (None, None);
+    };
+    let (membership, own) = m.split_membership();
+    (
+        membership.map(|m| wire::MembershipBody {
+            lease_id: lease_id(m.lease_id),
+            locks: m.locks,
+        }),
+        metadata(own),
+    )
+}
+
 /// The header that reports the server-side wait an acquire was allowed, in ms.
 pub(super) const WAIT_HEADER: &str = "leasehold-wait-ms";
 
@@ -145,7 +160,9 @@ pub(super) fn release(name: &LockName, r: Release) -> ReleaseBody {
 }
 
 pub(super) fn lease(view: LeaseView) -> LeaseBody {
+    let (multilease, own) = membership(view.metadata);
     LeaseBody {
+        multilease,
         lease_id: lease_id(view.lease_id),
         lock: view.lock.to_string(),
         state: view.state,
@@ -155,7 +172,7 @@ pub(super) fn lease(view: LeaseView) -> LeaseBody {
         position: view.position,
         permits: view.permits,
         holder: view.holder,
-        metadata: metadata(view.metadata),
+        metadata: own,
         fencing_token: view.fencing_token.0,
         reentry_count: view.reentry_count,
         ttl_ms: view.ttl_ms,
@@ -167,11 +184,13 @@ pub(super) fn lease(view: LeaseView) -> LeaseBody {
 }
 
 pub(super) fn holder(h: HolderView) -> HolderBody {
+    let (multilease, own) = membership(h.metadata);
     HolderBody {
+        multilease,
         lease_id: h.lease_id.map(lease_id),
         holder_id: h.holder_id,
         holder: h.holder,
-        metadata: metadata(h.metadata),
+        metadata: own,
         reentry_count: h.reentry_count,
         read_count: h.read_count,
         write_count: h.write_count,

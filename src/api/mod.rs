@@ -17,6 +17,7 @@ mod keys;
 mod leases;
 mod locks;
 pub(crate) mod metrics;
+mod multileases;
 mod openapi;
 mod redis_status;
 mod semaphores;
@@ -61,6 +62,10 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(semaphores::inspect_lease, semaphores::release))
         .routes(routes!(semaphores::heartbeat))
         .routes(routes!(watch::watch_semaphore_lease))
+        .routes(routes!(multileases::acquire))
+        .routes(routes!(multileases::inspect, multileases::release))
+        .routes(routes!(multileases::heartbeat))
+        .routes(routes!(multileases::watch))
         .routes(routes!(events::stream))
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))

@@ -33,6 +33,7 @@ use crate::wire::{LockEventMessage, LostEvent};
     tags(
         (name = "locks", description = "The live locks, who holds a lock, fence checks"),
         (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
+        (name = "multileases", description = "Several locks held as one lease, all or nothing (MultiLock)"),
         (name = "semaphores", description = "Semaphores with expirable permits"),
         (name = "admin", description = "Operator actions, behind the admin token"),
         (name = "events", description = "The live feed of lock events (server-sent events)"),
@@ -277,6 +278,7 @@ fn bounds(doc: &mut OpenApi, limits: &ApiLimits) {
     let permits = (1, u64::from(limits.max_permits));
     let fields = [
         ("AcquireBody", "ttl_ms", ttl),
+        ("MultiAcquireBody", "ttl_ms", ttl),
         ("PermitBody", "ttl_ms", ttl),
         ("HeartbeatBody", "ttl_ms", ttl),
         ("KeyQuotasBody", "max_ttl_ms", ttl),

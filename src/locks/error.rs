@@ -59,6 +59,22 @@ pub enum LockError {
     /// A rollback found that another request answered with the grant (internal).
     #[error("the grant was delivered by another request")]
     NotRolledBack,
+    /// A multilease was refused: nothing of it is held. Each refused member with why.
+    #[error("{} of the multilease's locks could not be taken", .0.len())]
+    MembersRefused(Vec<MemberRefusal>),
+    /// A multilease ended because one of its members' leases ended.
+    #[error("the multilease's lease on {member} ended ({})", .state.as_str())]
+    MemberLost {
+        member: super::types::LockName,
+        state: LeaseState,
+    },
+}
+
+/// One lock of a multilease refused, and why.
+#[derive(Debug)]
+pub struct MemberRefusal {
+    pub member: super::types::LockName,
+    pub error: LockError,
 }
 
 impl LockError {

@@ -15,6 +15,8 @@
 //! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON; an entry a request wrote (a release, a leave, an admin action) keeps its nonce in field `r`, so that its call, run again, answers as it did |
 //! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
 //! | `P{leasehold/}:events:recent` | stream | the backlog of those events (see `journal`); a tenant's: `P + tenant/{leasehold/}:events:recent` |
+//! | `P{leasehold/<id>/}:multilease` | hash | a multilease's record: its members (each an ordinary lease of its lock), TTL, state (`lua/multilease.lua`) |
+//! | `P{leasehold/<sha256>/}:multilease-key` | hash | an `Idempotency-Key`'s claim on a multilease: its id and token, sealed |
 //! | `P{leasehold/}:sweeper` | string | which instance makes the periodic expiry pass now (see `sweeper`) |
 //!
 //! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting
@@ -93,6 +95,17 @@ impl KeySpace {
     /// Leasehold's own key `rest` in this space (see [`own_key`]).
     pub fn own(&self, rest: &str) -> String {
         own_key(&self.prefix, rest)
+    }
+
+    /// A multilease's record (`lua/multilease.lua`): under a hash tag of its own, which ends
+    /// with `/` as no lock name does, so multileases spread over a cluster's slots.
+    pub fn multilease(&self, id: LeaseId) -> String {
+        format!("{}{{leasehold/{id}/}}:multilease", self.prefix)
+    }
+
+    /// An Idempotency-Key's claim on a multilease (`digest`: the key's SHA-256, hex).
+    pub fn multilease_claim(&self, digest: &str) -> String {
+        format!("{}{{leasehold/{digest}/}}:multilease-key", self.prefix)
     }
 
     /// The events backlog of this space (see `journal`).

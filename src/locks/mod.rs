@@ -50,9 +50,10 @@ use self::scripts::Script;
 pub use self::types::{
     AcquireRequest, Acquired, Contention, EventKind, FencingToken, ForcedRelease, Grant, HeldAs,
     HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
-    LeaseToken, LeaseView, LimitChange, LockEvent, LockName, LockView, Metadata, PermitHolderView,
-    PermitRequest, QueuedView, Release, Renewal, Resource, RwMode, RwPolicy, SemaphoreView, Ticket,
-    Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
+    LeaseToken, LeaseView, LimitChange, LockEvent, LockName, LockView, MemberGrant, MemberView,
+    Membership, Metadata, MultiGrant, MultiMember, MultiRenewal, MultiRequest, MultiView,
+    PermitHolderView, PermitRequest, QueuedView, Release, Renewal, Resource, RwMode, RwPolicy,
+    SemaphoreView, Ticket, Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
 };
 use self::wakeups::Waiters;
 use crate::redis::{Acked, Redis};
@@ -424,6 +425,43 @@ impl Locks {
         let (raw, acked) = result?;
         self.publish_reply_events(name, &raw);
         Ok((S::parse(&raw)?, acked))
+    }
+
+    /// Runs a function on a record of Leasehold's own at `key` (a multilease's), which is
+    /// both of its KEYS: no lock, no names index, no events, no replicas to wait for (what a
+    /// multilease holds is its members, each an ordinary lease). A Redis that lost the
+    /// library gets it again.
+    async fn call_record<S: Script>(&self, key: &str, script: &S) -> Result<S::Reply, LockError> {
+        let _turn = self.turn().await.ok_or(LockError::Busy)?;
+        let mut conn = self.inner.conn.clone();
+        let deadline = conn.clock().deadline(self.inner.settings.redis_timeout);
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(scripts::library::for_redis(&conn).function(S::FILE))
+            .arg(2)
+            .arg(key)
+            .arg(key)
+            .arg(deadline)
+            .arg(self.inner.settings.tombstone_ms);
+        script.args(&mut cmd);
+        let started = Instant::now();
+        let mut result = cmd.query_async::<String>(&mut conn).await;
+        if let Err(e) = &result
+            && crate::redis::functions::is_missing(e)
+        {
+            result = match scripts::library::load(&conn).await {
+                Ok(()) => cmd.query_async::<String>(&mut conn).await,
+                Err(e) => Err(e),
+            };
+        }
+        self.inner
+            .observer
+            .script_call(S::FILE, started.elapsed(), result.is_ok());
+        if let Err(e) = &result
+            && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+        {
+            conn.clock().wait_past(deadline).await;
+        }
+        S::parse(&result?)
     }
 
     /// Tells the observer what a refused lease call says about its lease.

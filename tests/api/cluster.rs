@@ -16,7 +16,7 @@ use crate::helpers::{AppOptions, Lease, TestApp, spawn_app_tweaked};
 use leasehold::redis::ClusterSettings;
 
 /// Leasehold on `cluster` (its own standalone `redis` is a bystander).
-async fn on_cluster(cluster: &Cluster) -> TestApp {
+pub(crate) async fn on_cluster(cluster: &Cluster) -> TestApp {
     on_cluster_with(cluster, AppOptions::default()).await
 }
 
@@ -35,7 +35,7 @@ async fn on_cluster_with(cluster: &Cluster, options: AppOptions) -> TestApp {
 }
 
 /// Names that land on every primary of `cluster` (at least `per_primary` on each).
-async fn names_on_every_primary(
+pub(crate) async fn names_on_every_primary(
     cluster: &Cluster,
     per_primary: usize,
 ) -> HashMap<String, Vec<String>> {

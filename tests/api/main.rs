@@ -30,6 +30,7 @@ mod local_ha;
 mod matrix;
 mod memory;
 mod metrics;
+mod multileases;
 mod openapi;
 mod operator;
 mod outages;

@@ -340,6 +340,9 @@ pub struct LeaseBody {
     pub acquired_at: String,
     pub expires_at: String,
     pub ended_at: Option<String>,
+    /// The multilease this lease is a member of, with all its locks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multilease: Option<crate::MembershipBody>,
 }
 
 #[cfg(test)]

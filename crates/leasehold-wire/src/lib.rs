@@ -10,6 +10,7 @@
 //! Every type is at the crate's root; the modules only sort them:
 //! - `lease`: lease ids, lock kinds, lease states; taking, renewing, releasing a lease;
 //! - `lock`: a lock's status, the listing of live names, fence checks;
+//! - `multi`: multileases, several locks held as one lease;
 //! - `semaphore`: taking permits, a semaphore's status;
 //! - `admin`: force release, a semaphore's limit, the audit log;
 //! - `keys`: API keys;
@@ -20,6 +21,7 @@ mod events;
 mod keys;
 mod lease;
 mod lock;
+mod multi;
 mod semaphore;
 
 pub use self::admin::{AuditBody, AuditEntryBody, ForceReleaseBody, LimitBody, LimitChangeBody};
@@ -35,5 +37,9 @@ pub use self::lease::{
 pub use self::lock::{
     FenceCheckBody, FenceCheckReply, HolderBody, ListBody, ListQuery, LiveBody, LockBody,
     QueuedBody, WaiterBody,
+};
+pub use self::multi::{
+    MembershipBody, MultiAcquireBody, MultiGrantBody, MultiLeaseBody, MultiLockBody,
+    MultiMemberBody, MultiMemberView, MultiRenewalBody,
 };
 pub use self::semaphore::{PermitBody, PermitHolderBody, SemaphoreBody};

@@ -79,6 +79,9 @@ pub struct HolderBody {
     pub kind: Option<String>,
     pub fencing_token: Option<u64>,
     pub acquired_at: Option<String>,
+    /// The multilease this holder's lease is a member of, with all its locks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multilease: Option<crate::MembershipBody>,
 }
 
 /// One waiter in a fair lock's queue.

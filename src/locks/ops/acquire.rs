@@ -55,6 +55,24 @@ impl Locks {
         Self::acquire_waiting(self.clone(), name.clone(), op, target, id, token, wait)
     }
 
+    /// [`Self::acquire`] for a new lease proven by `token` (made by the caller: a
+    /// multilease's member, whose token comes from the multilease's). Asked again with the
+    /// same token while that lease holds, it answers the same grant again.
+    pub(in crate::locks) fn acquire_as(
+        &self,
+        name: &LockName,
+        mut request: AcquireRequest,
+        token: LeaseToken,
+        ttl: Ttl,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Acquired, LockError>> + Send + use<> {
+        request.ttl = Some(ttl);
+        request.kind = request.kind.or(Some(LeaseKind::Reentrant));
+        let id = token.lease_id();
+        let target = Target::Lock(request);
+        Self::acquire_waiting(self.clone(), name.clone(), Op::New, target, id, token, wait)
+    }
+
     /// A fair-queue ticket tries again, waiting up to `wait`: the lease (also when it was
     /// granted before: the same grant again), or the ticket still queued.
     pub fn poll_ticket<'a>(

@@ -60,6 +60,8 @@ operations! {
     semaphore_limit: semaphore_limit::SemaphoreLimit<'static>, grows;
     sweep: sweep::Sweep;
     evict: evict::Evict<'static>;
+    // A multilease's record: the members are ordinary leases, taken by `acquire`.
+    multilease: multilease::Multilease<'static>, grows;
 }
 
 use serde::de::DeserializeOwned;

@@ -19,4 +19,6 @@ pub enum InvalidInput {
     TokenShape,
     #[error("an Idempotency-Key has 1 to 255 printable ASCII characters")]
     IdempotencyKey,
+    #[error("invalid locks: {0}")]
+    Members(String),
 }

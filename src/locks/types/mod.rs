@@ -6,6 +6,7 @@
 mod event;
 mod invalid;
 mod kind;
+mod multi;
 mod name;
 mod requests;
 mod token;
@@ -15,6 +16,10 @@ mod views;
 pub use event::{EventKind, LockEvent};
 pub use invalid::InvalidInput;
 pub use kind::{HeldAs, LeaseKind, LeaseState, Resource, RwMode, RwPolicy};
+pub use multi::{
+    MemberGrant, MemberView, Membership, MultiGrant, MultiMember, MultiRenewal, MultiRequest,
+    MultiView,
+};
 pub use name::LockName;
 pub use requests::{
     AcquireRequest, Acquired, Contention, Grant, PermitRequest, Release, Renewal, Ticket,

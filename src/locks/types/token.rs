@@ -92,6 +92,18 @@ impl LeaseToken {
         out
     }
 
+    /// Another token made from this one's secret, `purpose` and `part`: as secret as this
+    /// one, and unlike any token `generate` makes or any other `derive` (SHA-256).
+    pub(super) fn derive(&self, purpose: &[u8], part: &[u8]) -> Self {
+        let secret: [u8; Self::RANDOM_BYTES] = Sha256::new()
+            .chain_update(purpose)
+            .chain_update(self.secret())
+            .chain_update(part)
+            .finalize()
+            .into();
+        Self::from_secret(secret)
+    }
+
     fn from_secret(secret: [u8; Self::RANDOM_BYTES]) -> Self {
         Self(format!(
             "{}{}",

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::InvalidInput;
+use super::{InvalidInput, Membership};
 
 /// A lease time to live, within the configured bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -120,6 +120,12 @@ impl Metadata {
         let size = serde_json::to_string(&map)
             .map(|s| s.len())
             .unwrap_or(usize::MAX);
+        if map.contains_key(Self::MEMBERSHIP_KEY) {
+            return Err(InvalidInput::Metadata(format!(
+                "the member {:?} is kept for multileases' own use",
+                Self::MEMBERSHIP_KEY
+            )));
+        }
         if size > Self::MAX_BYTES {
             return Err(InvalidInput::Metadata(format!(
                 "metadata may take {} bytes as JSON, this takes {size}",
@@ -127,6 +133,29 @@ impl Metadata {
             )));
         }
         Ok(Self(map))
+    }
+
+    /// The member key under which a multilease's member lease keeps its [`Membership`]
+    /// (beside the client's own members, which may not use it).
+    pub const MEMBERSHIP_KEY: &'static str = "leasehold:multilease";
+
+    /// A member lease's metadata: the client's, and the multilease it is part of.
+    pub(crate) fn with_membership(client: Option<&Self>, membership: &Membership) -> Self {
+        let mut map = client.map(|m| m.0.clone()).unwrap_or_default();
+        if let Ok(value) = serde_json::to_value(membership) {
+            map.insert(Self::MEMBERSHIP_KEY.to_owned(), value);
+        }
+        Self(map)
+    }
+
+    /// The multilease a member lease's metadata names, and the client's own metadata.
+    pub fn split_membership(self) -> (Option<Membership>, Option<Self>) {
+        let mut map = self.0;
+        let Some(value) = map.remove(Self::MEMBERSHIP_KEY) else {
+            return (None, Some(Self(map)));
+        };
+        let membership = serde_json::from_value(value).ok();
+        (membership, (!map.is_empty()).then_some(Self(map)))
     }
 
     pub fn to_json(&self) -> String {

@@ -13,6 +13,8 @@ pub(super) struct Fixture {
     sem_lease: Lease,
     ticket: Ticket,
     key_id: String,
+    /// A multilease's path and token.
+    multi: (String, String),
 }
 
 impl Fixture {
@@ -46,12 +48,26 @@ pub(super) async fn fixture(app: &TestApp, owner: &TestApp, n: usize) -> Fixture
     let (key_id, _) = app
         .create_key(json!({"name": format!("victim-{n}"), "tenant": "a", "roles": ["client"]}))
         .await;
+    let multi = owner
+        .send(
+            owner
+                .http
+                .post(owner.url("/v1/multileases"))
+                .json(&json!({"locks": [{"name": format!("mm{n}")}], "ttl_ms": 60_000})),
+        )
+        .await;
+    multi.assert_status(201);
+    let multi = (
+        multi.header("location").expect("Location").to_owned(),
+        multi.str("token"),
+    );
     Fixture {
         n,
         lease,
         sem_lease,
         ticket,
         key_id,
+        multi,
     }
 }
 
@@ -69,6 +85,7 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
     let http = &view.http;
     let (lock, sem, fair) = (fx.lock(), fx.sem(), fx.fair());
     let (lease, sem_lease, ticket) = (&fx.lease, &fx.sem_lease, &fx.ticket);
+    let (multi, multi_token) = (&fx.multi.0, &fx.multi.1);
     let (request, success, other_tenant) = match (method, template) {
         ("GET", "/v1/locks/{name}") => (http.get(url(format!("/v1/locks/{lock}"))), 200, 404),
         ("GET", "/v1/locks") => (http.get(url("/v1/locks".into())), 200, 200),
@@ -89,6 +106,30 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
         ("GET", "/v1/semaphores/{name}/leases/{lease_id}/watch") => (
             http.get(url(format!("{}/watch", sem_lease.path)))
                 .bearer_auth(&sem_lease.token),
+            200,
+            404,
+        ),
+        ("POST", "/v1/multileases") => (
+            http.post(url("/v1/multileases".into()))
+                .json(&json!({"locks": [{"name": format!("newm{}", fx.n)}]})),
+            201,
+            201,
+        ),
+        ("GET", "/v1/multileases/{lease_id}") => (http.get(url(multi.clone())), 200, 404),
+        ("DELETE", "/v1/multileases/{lease_id}") => (
+            http.delete(url(multi.clone())).bearer_auth(multi_token),
+            204,
+            404,
+        ),
+        ("POST", "/v1/multileases/{lease_id}/heartbeat") => (
+            http.post(url(format!("{multi}/heartbeat")))
+                .bearer_auth(multi_token),
+            200,
+            404,
+        ),
+        ("GET", "/v1/multileases/{lease_id}/watch") => (
+            http.get(url(format!("{multi}/watch")))
+                .bearer_auth(multi_token),
             200,
             404,
         ),

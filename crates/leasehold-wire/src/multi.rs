@@ -1,0 +1,124 @@
+//! Multileases: several locks held as one lease (`/v1/multileases`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::lease::{LeaseId, LeaseState, LockKind};
+
+/// One lock a multilease asks for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MultiLockBody {
+    /// The lock's name (as in `/v1/locks/{name}`).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:/-]+$")
+    )]
+    pub name: String,
+    /// reentrant (default), exclusive, fair, read or write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<LockKind>,
+}
+
+/// `POST /v1/multileases`: the locks to take as one lease, all or nothing.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MultiAcquireBody {
+    /// 1 to 16 locks, each named once.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 16))]
+    pub locks: Vec<MultiLockBody>,
+    /// Lease TTL in ms, for every member; the server default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Free-text label naming the holder (as for a lease), on every member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
+    pub holder: Option<String>,
+    /// A small JSON object kept with the multilease and every member: at most 4096 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// One member of a granted (or renewed) multilease.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiMemberBody {
+    pub lock: String,
+    pub kind: String,
+    /// The member's own lease on its lock (shown by `/v1/locks/{lock}` as the holder).
+    pub lease_id: LeaseId,
+    /// This member's fencing token: check it where that lock's resource is written.
+    pub fencing_token: u64,
+    /// Redis replicas that acknowledged this member's grant; absent when none are required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
+}
+
+/// A granted multilease (201): every member held.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiGrantBody {
+    pub lease_id: LeaseId,
+    /// The multilease's bearer token: it proves every member.
+    pub token: String,
+    /// In the order the request named them.
+    pub members: Vec<MultiMemberBody>,
+    pub holder: Option<String>,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+    /// The server-side wait this request was allowed, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// A multilease's heartbeat: every member renewed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiRenewalBody {
+    pub lease_id: LeaseId,
+    pub members: Vec<MultiMemberBody>,
+    pub ttl_ms: u64,
+    pub expires_at: String,
+}
+
+/// One member as anyone may see it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiMemberView {
+    pub lock: String,
+    pub kind: String,
+    pub lease_id: LeaseId,
+}
+
+/// `GET /v1/multileases/{id}`: a multilease as anyone may see it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiLeaseBody {
+    pub lease_id: LeaseId,
+    /// held, released, expired or force_released (a member's end is the multilease's).
+    pub state: LeaseState,
+    pub members: Vec<MultiMemberView>,
+    pub holder: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<serde_json::Value>,
+    /// The member whose end ended the multilease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_member: Option<String>,
+    pub ttl_ms: u64,
+    pub remaining_ms: Option<u64>,
+    pub acquired_at: String,
+    pub expires_at: String,
+    pub ended_at: Option<String>,
+}
+
+/// A holder (or lease) that is a member of a multilease: which, and its locks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MembershipBody {
+    /// The multilease (`/v1/multileases/{lease_id}`).
+    pub lease_id: LeaseId,
+    /// Every lock it holds, this one among them.
+    pub locks: Vec<String>,
+}
