@@ -27,7 +27,7 @@ use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{
     HeartbeatBody, LostEvent, MultiAcquireBody, MultiGrantBody, MultiLeaseBody, MultiMemberBody,
-    MultiMemberView, MultiRenewalBody, WaitQuery,
+    MultiMemberView, MultiReleaseBody, MultiRenewalBody, WaitQuery,
 };
 
 /// The `{lease_id}` of a multilease route; what is not a lease id names no multilease (404).
@@ -282,7 +282,7 @@ fn lookup_failed(state: &AppState, caller: &Principal, error: &LockError) {
     params(("lease_id" = String, Path, format = Uuid, description = "The multilease's id")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 204, description = "Every member released (every reentry level); their waiters are woken"),
+        (status = 200, description = "Every member released (every reentry level); their waiters are woken", body = MultiReleaseBody),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this multilease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such multilease (or it ended long ago)", body = ProblemDetails, content_type = "application/problem+json"),
@@ -294,7 +294,7 @@ pub async fn release(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
     held: HeldMulti,
-) -> Result<StatusCode, Problem> {
+) -> Result<Json<MultiReleaseBody>, Problem> {
     let names = check_members(&state, &caller, held.id).await?;
     // Each member's quota entry ends with it (its id comes from the token).
     let members: Vec<LeaseId> = names
@@ -314,7 +314,11 @@ pub async fn release(
         lookup_failed(&state, &caller, &e);
         return Err(e.into());
     }
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(MultiReleaseBody {
+        lease_id: bodies::lease_id(held.id),
+        released: true,
+        locks: names.iter().map(ToString::to_string).collect(),
+    }))
 }
 
 #[utoipa::path(

@@ -119,7 +119,15 @@ pub struct RunArgs {
     pub kill_grace: Duration,
 
     /// Name of the lock.
-    pub name: String,
+    #[arg(required_unless_present = "locks", conflicts_with = "locks")]
+    pub name: Option<String>,
+
+    /// Hold several locks as one lease instead (a multilease: all of them or none, without
+    /// deadlock however other callers name them), e.g. `--lock orders --lock stock`. `--kind`
+    /// applies to each; semaphores cannot be part of one. The command also gets
+    /// LEASEHOLD_FENCING_TOKENS (`lock=token` pairs, comma-separated).
+    #[arg(long = "lock", value_name = "NAME", conflicts_with = "semaphore")]
+    pub locks: Vec<String>,
 
     /// The command to run and its arguments, after `--`. It gets LEASEHOLD_LOCK,
     /// LEASEHOLD_LEASE_ID and LEASEHOLD_FENCING_TOKEN in its environment.

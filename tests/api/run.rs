@@ -467,3 +467,50 @@ fn run_help_documents_the_exit_codes() {
         assert!(help.contains(text), "--help lacks {text}:\n{help}");
     }
 }
+
+#[tokio::test]
+async fn run_with_several_locks_holds_them_all_as_one_multilease() {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let seen = file(&dir, "env");
+    // While the command runs, both locks are held by one multilease.
+    let script =
+        r#"echo "$LEASEHOLD_LOCK $LEASEHOLD_LEASE_ID $LEASEHOLD_FENCING_TOKENS" > "$1"; sleep 1"#;
+    let mut command = leasehold(&app, "run");
+    command
+        .args(["--ttl", "60s", "--lock", "ledger", "--lock", "stock", "--"])
+        .args(["sh", "-c", script, "sh"])
+        .arg(&seen);
+    let run = command.spawn().expect("start leasehold run");
+    let env = wait_for_file(&seen).await;
+    let env: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(env.len(), 3, "{env:?}");
+    assert_eq!(env[0], "ledger,stock");
+    let tokens: Vec<&str> = env[2].split(',').collect();
+    assert!(
+        tokens.len() == 2 && tokens[0].starts_with("ledger=") && tokens[1].starts_with("stock="),
+        "{env:?}"
+    );
+    for lock in ["ledger", "stock"] {
+        let view = app.inspect_lock(lock).await;
+        assert_eq!(
+            view.body["holders"][0]["multilease"]["lease_id"], env[1],
+            "{}",
+            view.body
+        );
+    }
+    let out = finish(run).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_lock_free(&app, "ledger").await;
+    assert_lock_free(&app, "stock").await;
+    let shown = app.get(&format!("/v1/multileases/{}", env[1])).await;
+    assert_eq!(shown.body["state"], "released", "{}", shown.body);
+    // A busy member: nothing runs, nothing is kept, exit 75.
+    let busy = app.lease("stock", json!({"ttl_ms": 60_000})).await;
+    let out =
+        output(leasehold(&app, "run").args(["--lock", "ledger", "--lock", "stock", "--", "true"]))
+            .await;
+    assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+    assert_lock_free(&app, "ledger").await;
+    app.release(&busy, true).await.assert_status(200);
+}

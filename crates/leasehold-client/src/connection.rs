@@ -23,13 +23,18 @@ pub const KEY_HEADER: &str = "leasehold-key";
 pub enum Resource {
     Lock,
     Semaphore,
+    /// Several locks held as one lease (`/v1/multileases/{id}`): the lock name is not part
+    /// of its routes.
+    Multilease,
 }
 
 impl Resource {
-    pub(crate) fn segment(self) -> &'static str {
+    /// The path of lease `id` (of `lock`), as URL segments.
+    pub(crate) fn lease_path<'a>(self, lock: &'a str, id: &'a str) -> Vec<&'a str> {
         match self {
-            Self::Lock => "locks",
-            Self::Semaphore => "semaphores",
+            Self::Lock => vec!["v1", "locks", lock, "leases", id],
+            Self::Semaphore => vec!["v1", "semaphores", lock, "leases", id],
+            Self::Multilease => vec!["v1", "multileases", id],
         }
     }
 }

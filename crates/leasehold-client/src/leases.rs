@@ -11,7 +11,8 @@ use crate::connection::millis;
 use crate::error::excerpt;
 use crate::{
     AcquireBody, Client, ClientError, GrantBody, LeaseBody, LeaseId, LeaseToken, LockKind,
-    PermitBody, ReleaseBody, RenewalBody, Reply, Resource, TicketBody,
+    MultiAcquireBody, MultiGrantBody, MultiLockBody, MultiMemberBody, MultiReleaseBody,
+    MultiRenewalBody, PermitBody, ReleaseBody, RenewalBody, Reply, Resource, TicketBody,
 };
 
 /// What an acquire asks for; `None` leaves the choice to the server.
@@ -45,6 +46,9 @@ pub struct PermitOptions {
 pub struct Lease {
     pub grant: GrantBody,
     pub token: LeaseToken,
+    /// A multilease's members (each lock with its own fencing token); empty for a lease of
+    /// one lock or semaphore.
+    pub members: Vec<MultiMemberBody>,
 }
 
 /// A fair lock's place in line (202): poll it with [`Client::poll`] until it is granted.
@@ -87,6 +91,70 @@ impl Client {
             .json(&body)
             .timeout(self.timeout.saturating_add(options.wait));
         Self::acquired(request, None).await
+    }
+
+    /// `POST /v1/multileases?wait_ms=N`: every lock of `locks` (each with its kind, or the
+    /// server's default) as one lease, all or nothing; `options.kind` is ignored. The lease's
+    /// `grant` names the locks joined by commas, with the highest of their fencing tokens;
+    /// `members` has each lock's own.
+    pub async fn acquire_multi(
+        &self,
+        locks: &[(String, Option<LockKind>)],
+        options: &AcquireOptions,
+    ) -> Result<Reply<Lease>, ClientError> {
+        let mut url = self.endpoint(&["v1", "multileases"])?;
+        url.query_pairs_mut()
+            .append_pair("wait_ms", &millis(options.wait).to_string());
+        let body = MultiAcquireBody {
+            locks: locks
+                .iter()
+                .map(|(name, kind)| MultiLockBody {
+                    name: name.clone(),
+                    kind: *kind,
+                })
+                .collect(),
+            ttl_ms: options.ttl.map(millis),
+            holder: options.holder.clone(),
+            metadata: options.metadata.clone(),
+        };
+        let request = self
+            .request(reqwest::Method::POST, url)
+            .json(&body)
+            .timeout(self.timeout.saturating_add(options.wait));
+        let reply: Reply<MultiGrantBody> = Self::send(request).await?;
+        let multi = reply.body;
+        let token = multi.token.parse().map_err(|_| ClientError::Unexpected {
+            status: StatusCode::CREATED,
+            excerpt: "an answer without the multilease's token".to_owned(),
+        })?;
+        let names: Vec<&str> = multi.members.iter().map(|m| m.lock.as_str()).collect();
+        let grant = GrantBody {
+            lease_id: multi.lease_id,
+            token: None,
+            lock: names.join(","),
+            kind: "multilease".to_owned(),
+            holder: multi.holder,
+            fencing_token: multi
+                .members
+                .iter()
+                .map(|m| m.fencing_token)
+                .max()
+                .unwrap_or(0),
+            reentry_count: 1,
+            permits: None,
+            ttl_ms: multi.ttl_ms,
+            expires_at: multi.expires_at,
+            wait_ms: multi.wait_ms,
+            replicas_acked: None,
+        };
+        Ok(Reply {
+            body: Lease {
+                grant,
+                token,
+                members: multi.members,
+            },
+            json: reply.json,
+        })
     }
 
     /// `POST /v1/locks/{lock}/tickets/{id}?wait_ms=N`: the fair lock's lease once it is the
@@ -180,7 +248,11 @@ impl Client {
         } else {
             let grant = GrantBody::deserialize(&reply.json)
                 .map_err(|_| unexpected("a grant the client cannot read"))?;
-            Acquired::Lease(Lease { grant, token })
+            Acquired::Lease(Lease {
+                grant,
+                token,
+                members: Vec::new(),
+            })
         };
         Ok(Reply {
             body,
@@ -198,13 +270,35 @@ impl Client {
         token: &LeaseToken,
     ) -> Result<Reply<RenewalBody>, ClientError> {
         let id = id.to_string();
-        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id, "heartbeat"])?;
-        Self::send(
-            self.request(reqwest::Method::POST, url)
-                .bearer_auth(token.expose())
-                .timeout(self.timeout),
-        )
-        .await
+        let mut path = resource.lease_path(lock, &id);
+        path.push("heartbeat");
+        let url = self.endpoint(&path)?;
+        let request = self
+            .request(reqwest::Method::POST, url)
+            .bearer_auth(token.expose())
+            .timeout(self.timeout);
+        if resource == Resource::Multilease {
+            let reply: Reply<MultiRenewalBody> = Self::send(request).await?;
+            let body = reply.body;
+            return Ok(Reply {
+                body: RenewalBody {
+                    lease_id: body.lease_id,
+                    lock: lock.to_owned(),
+                    fencing_token: body
+                        .members
+                        .iter()
+                        .map(|m| m.fencing_token)
+                        .max()
+                        .unwrap_or(0),
+                    reentry_count: 1,
+                    ttl_ms: body.ttl_ms,
+                    expires_at: body.expires_at,
+                    replicas_acked: body.members.iter().filter_map(|m| m.replicas_acked).min(),
+                },
+                json: reply.json,
+            });
+        }
+        Self::send(request).await
     }
 
     /// `DELETE /v1/{locks|semaphores}/{name}/leases/{id}[?all=true]`: one reentry level, or
@@ -218,16 +312,27 @@ impl Client {
         all: bool,
     ) -> Result<Reply<ReleaseBody>, ClientError> {
         let id = id.to_string();
-        let mut url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id])?;
-        if all {
+        let mut url = self.endpoint(&resource.lease_path(lock, &id))?;
+        if all && resource != Resource::Multilease {
             url.query_pairs_mut().append_pair("all", "true");
         }
-        Self::send(
-            self.request(reqwest::Method::DELETE, url)
-                .bearer_auth(token.expose())
-                .timeout(self.timeout),
-        )
-        .await
+        let request = self
+            .request(reqwest::Method::DELETE, url)
+            .bearer_auth(token.expose())
+            .timeout(self.timeout);
+        if resource == Resource::Multilease {
+            let reply: Reply<MultiReleaseBody> = Self::send(request).await?;
+            return Ok(Reply {
+                body: ReleaseBody {
+                    lease_id: reply.body.lease_id,
+                    lock: reply.body.locks.join(","),
+                    released: reply.body.released,
+                    reentry_count: 0,
+                },
+                json: reply.json,
+            });
+        }
+        Self::send(request).await
     }
 
     /// `GET /v1/{locks|semaphores}/{name}/leases/{id}`: one lease's state, also for a while
@@ -239,7 +344,7 @@ impl Client {
         id: LeaseId,
     ) -> Result<Reply<LeaseBody>, ClientError> {
         let id = id.to_string();
-        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id])?;
+        let url = self.endpoint(&resource.lease_path(lock, &id))?;
         Self::send(
             self.request(reqwest::Method::GET, url)
                 .timeout(self.timeout),

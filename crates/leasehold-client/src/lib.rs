@@ -29,8 +29,9 @@ mod watch;
 pub use leasehold_wire::{
     AcquireBody, FenceCheckBody, FenceCheckReply, GrantBody, KeyBody, KeyCreateBody, KeyListBody,
     KeyQuotasBody, KeyRole, KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, ListBody,
-    LiveBody, LockBody, LockKind, LostEvent, PermitBody, ReleaseBody, RenewalBody, SemaphoreBody,
-    TicketBody,
+    LiveBody, LockBody, LockKind, LostEvent, MultiAcquireBody, MultiGrantBody, MultiLeaseBody,
+    MultiLockBody, MultiMemberBody, MultiReleaseBody, MultiRenewalBody, PermitBody, ReleaseBody,
+    RenewalBody, SemaphoreBody, TicketBody,
 };
 
 pub use self::connection::{

@@ -21,7 +21,9 @@ impl Client {
         token: &LeaseToken,
     ) -> Result<Watch, ClientError> {
         let id = id.to_string();
-        let url = self.endpoint(&["v1", resource.segment(), lock, "leases", &id, "watch"])?;
+        let mut path = resource.lease_path(lock, &id);
+        path.push("watch");
+        let url = self.endpoint(&path)?;
         let response = self
             .request(reqwest::Method::GET, url)
             .bearer_auth(token.expose())

@@ -40,6 +40,6 @@ pub use self::lock::{
 };
 pub use self::multi::{
     MembershipBody, MultiAcquireBody, MultiGrantBody, MultiLeaseBody, MultiLockBody,
-    MultiMemberBody, MultiMemberView, MultiRenewalBody,
+    MultiMemberBody, MultiMemberView, MultiReleaseBody, MultiRenewalBody,
 };
 pub use self::semaphore::{PermitBody, PermitHolderBody, SemaphoreBody};

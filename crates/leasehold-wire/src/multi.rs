@@ -83,6 +83,16 @@ pub struct MultiRenewalBody {
     pub expires_at: String,
 }
 
+/// `DELETE /v1/multileases/{id}`: every member released.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiReleaseBody {
+    pub lease_id: LeaseId,
+    pub released: bool,
+    /// The locks let go (their waiters are woken).
+    pub locks: Vec<String>,
+}
+
 /// One member as anyone may see it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

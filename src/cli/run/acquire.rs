@@ -12,8 +12,8 @@ use super::keeper::Leased;
 use super::later;
 use crate::cli::signals::Signals;
 use crate::client::{
-    AcquireOptions, Acquired, Client, ClientError, Lease, PermitOptions, Problem, Reply, Resource,
-    Ticket,
+    AcquireOptions, Acquired, Client, ClientError, Lease, LockKind, PermitOptions, Problem, Reply,
+    Resource, Ticket,
 };
 
 /// Pause before asking again when the server answered 409 before our `--wait` was over (its
@@ -40,6 +40,8 @@ pub(super) enum Acquisition {
 pub(super) enum Ask {
     Lock(AcquireOptions),
     Permits(PermitOptions),
+    /// Several locks (each with its kind) as one multilease.
+    Multi(Vec<(String, Option<LockKind>)>, AcquireOptions),
 }
 
 impl Ask {
@@ -48,12 +50,13 @@ impl Ask {
         match self {
             Self::Lock(_) => Resource::Lock,
             Self::Permits(_) => Resource::Semaphore,
+            Self::Multi(..) => Resource::Multilease,
         }
     }
 
     pub(super) fn wait(&self) -> Duration {
         match self {
-            Self::Lock(options) => options.wait,
+            Self::Lock(options) | Self::Multi(_, options) => options.wait,
             Self::Permits(options) => options.wait,
         }
     }
@@ -72,6 +75,17 @@ impl Ask {
                     ..options.clone()
                 };
                 client.acquire(name, &options).await
+            }
+            Self::Multi(locks, options) => {
+                let options = AcquireOptions {
+                    wait,
+                    ..options.clone()
+                };
+                let reply = client.acquire_multi(locks, &options).await?;
+                Ok(Reply {
+                    body: Acquired::Lease(reply.body),
+                    json: reply.json,
+                })
             }
             Self::Permits(options) => {
                 let options = PermitOptions {

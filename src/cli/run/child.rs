@@ -76,6 +76,15 @@ impl Mode {
                     "LEASEHOLD_FENCING_TOKEN",
                     lease.grant.fencing_token.to_string(),
                 );
+            if !lease.members.is_empty() {
+                // A multilease: each lock's own token (LEASEHOLD_FENCING_TOKEN is the highest).
+                let tokens: Vec<String> = lease
+                    .members
+                    .iter()
+                    .map(|m| format!("{}={}", m.lock, m.fencing_token))
+                    .collect();
+                command.env("LEASEHOLD_FENCING_TOKENS", tokens.join(","));
+            }
             if own_group {
                 // Its own group: SIGTERM and SIGKILL reach everything it started (a shell's
                 // background jobs too), and a Ctrl-C in the terminal reaches us, which forward

@@ -1,5 +1,5 @@
-//! `leasehold run NAME -- COMMAND [ARGS..]`: hold a lock (or semaphore permits) for exactly as
-//! long as a command runs; `leasehold hold NAME [--shell]`: until Ctrl-C, or around an
+//! `leasehold run NAME -- COMMAND [ARGS..]`: hold a lock (or semaphore permits, or with
+//! `--lock A --lock B` several locks as one multilease) for exactly as long as a command runs; `leasehold hold NAME [--shell]`: until Ctrl-C, or around an
 //! interactive shell.
 //!
 //! The command starts only once the lease is ours, in its own process group. While it runs we
@@ -52,7 +52,10 @@ const NEVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// One guarded hold: the lease asked for and what runs under it.
 struct Job {
     client: Client,
+    /// The lock's name (a multilease's locks, joined by commas).
     name: String,
+    /// A multilease's locks (empty for one lock or semaphore).
+    locks: Vec<String>,
     lease: LeaseRequestArgs,
     kill_grace: Duration,
     mode: Mode,
@@ -60,7 +63,16 @@ struct Job {
 
 pub async fn run(args: RunArgs) -> ExitCode {
     let mode = Mode::Command(args.command);
-    Job::launch(&args.server, args.name, args.lease, args.kill_grace, mode).await
+    let name = args.name.unwrap_or_else(|| args.locks.join(","));
+    Job::launch(
+        &args.server,
+        name,
+        args.locks,
+        args.lease,
+        args.kill_grace,
+        mode,
+    )
+    .await
 }
 
 pub async fn hold(args: HoldArgs) -> ExitCode {
@@ -70,7 +82,15 @@ pub async fn hold(args: HoldArgs) -> ExitCode {
     } else {
         Mode::UntilSignal
     };
-    Job::launch(&args.server, args.name, args.lease, args.kill_grace, mode).await
+    Job::launch(
+        &args.server,
+        args.name,
+        Vec::new(),
+        args.lease,
+        args.kill_grace,
+        mode,
+    )
+    .await
 }
 
 impl Job {
@@ -78,6 +98,7 @@ impl Job {
     async fn launch(
         server: &ServerArgs,
         name: String,
+        locks: Vec<String>,
         lease: LeaseRequestArgs,
         kill_grace: Duration,
         mode: Mode,
@@ -92,6 +113,7 @@ impl Job {
         let job = Self {
             client,
             name,
+            locks,
             lease,
             kill_grace,
             mode,
@@ -119,6 +141,15 @@ impl Job {
         let holder = self.holder();
         let ask = match self.lease.semaphore {
             Some(limit) => Ask::Permits(permit_options(&self.lease, limit, &holder)),
+            None if !self.locks.is_empty() => {
+                let options = acquire_options(&self.lease, &holder);
+                let locks = self
+                    .locks
+                    .iter()
+                    .map(|name| (name.clone(), options.kind))
+                    .collect();
+                Ask::Multi(locks, options)
+            }
             None => Ask::Lock(acquire_options(&self.lease, &holder)),
         };
         let held = match acquire::acquire(client, &self.name, &ask, &mut signals).await {

@@ -118,7 +118,7 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
         ("GET", "/v1/multileases/{lease_id}") => (http.get(url(multi.clone())), 200, 404),
         ("DELETE", "/v1/multileases/{lease_id}") => (
             http.delete(url(multi.clone())).bearer_auth(multi_token),
-            204,
+            200,
             404,
         ),
         ("POST", "/v1/multileases/{lease_id}/heartbeat") => (
