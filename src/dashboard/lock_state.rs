@@ -47,19 +47,26 @@ impl LockState {
         let holders = lock
             .holders
             .iter()
-            .map(|h| HolderRow {
-                evictable: h.lease_id.is_some(),
-                lease_id: lease_text(h),
-                label: holder_label(h),
-                metadata: metadata_text(h.metadata.as_ref()),
-                count: h.reentry_count,
-                read: h.read_count.unwrap_or(0),
-                write: h.write_count.unwrap_or(0),
-                acquired_at: when(h.acquired_at, wall_ms()),
-                ttl: ttl.clone(),
-                fence: h
-                    .fencing_token
-                    .map_or_else(String::new, |f| f.0.to_string()),
+            .map(|h| {
+                let (multilease, own) = match h.metadata.clone() {
+                    Some(m) => m.split_membership(),
+                    None => (None, None),
+                };
+                HolderRow {
+                    evictable: h.lease_id.is_some(),
+                    lease_id: lease_text(h),
+                    label: holder_label(h),
+                    metadata: metadata_text(own.as_ref()),
+                    multilease: multilease.map(|m| MultiRow::of(&m, lock.lock.as_str())),
+                    count: h.reentry_count,
+                    read: h.read_count.unwrap_or(0),
+                    write: h.write_count.unwrap_or(0),
+                    acquired_at: when(h.acquired_at, wall_ms()),
+                    ttl: ttl.clone(),
+                    fence: h
+                        .fencing_token
+                        .map_or_else(String::new, |f| f.0.to_string()),
+                }
             })
             .collect();
         let write_holder = lock
@@ -118,6 +125,7 @@ impl LockState {
                 lease_id: h.lease_id.map(|id| id.to_string()).unwrap_or_default(),
                 label: permit_holder_label(h),
                 metadata: metadata_text(h.metadata.as_ref()),
+                multilease: None,
                 count: h.permits,
                 read: 0,
                 write: 0,
@@ -161,6 +169,8 @@ pub struct SemaphoreFacts {
 
 pub struct HolderRow {
     pub lease_id: String,
+    /// The multilease this holder's lease is part of.
+    pub multilease: Option<MultiRow>,
     /// A Leasehold lease (an admin may evict it), not a Redisson client.
     pub evictable: bool,
     pub label: String,
@@ -171,6 +181,27 @@ pub struct HolderRow {
     pub acquired_at: String,
     pub ttl: String,
     pub fence: String,
+}
+
+/// A holder that is part of a multilease: which one, and its other locks (linked).
+pub struct MultiRow {
+    pub lease_id: String,
+    /// `(name, page)` of each other lock it holds.
+    pub others: Vec<(String, String)>,
+}
+
+impl MultiRow {
+    fn of(m: &crate::locks::Membership, this: &str) -> Self {
+        Self {
+            lease_id: m.lease_id.to_string(),
+            others: m
+                .locks
+                .iter()
+                .filter(|name| name.as_str() != this)
+                .map(|name| (name.clone(), format!("/locks/{name}")))
+                .collect(),
+        }
+    }
 }
 
 pub struct QueueRow {

@@ -296,3 +296,29 @@ async fn a_finished_wait_on_a_reentrant_lock_is_on_the_timeline() {
     );
     assert!(page.body.contains(">waited<"), "the history lists the wait");
 }
+
+#[tokio::test]
+async fn a_lock_page_shows_its_holder_as_part_of_a_multilease() {
+    let app = spawn_app().await;
+    let reply = app
+        .send(app.http.post(app.url("/v1/multileases")).json(&json!({
+            "locks": [{"name": "orders"}, {"name": "stock"}],
+            "holder": "billing",
+            "metadata": {"run": 3}
+        })))
+        .await;
+    reply.assert_status(201);
+    let id = reply.str("lease_id");
+    let page = Browser::new(&app).get("/locks/orders").await;
+    page.assert_status(200)
+        .assert_contains("billing")
+        .assert_contains(&format!(
+            "part of multilease <span class=\"id\">{id}</span>"
+        ))
+        .assert_contains("with <a href=\"/locks/stock\">stock</a>")
+        .assert_contains("{&#34;run&#34;:3}");
+    assert!(
+        !page.body.contains("leasehold:multilease"),
+        "the membership is not shown as metadata"
+    );
+}
