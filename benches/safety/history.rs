@@ -258,6 +258,8 @@ pub struct Recorder {
     start: Instant,
     ops: Mutex<Vec<Op>>,
     acquisitions: AtomicUsize,
+    /// Multileases granted (their members are recorded as leases of their names).
+    multileases: AtomicUsize,
 }
 
 impl Recorder {
@@ -266,7 +268,17 @@ impl Recorder {
             start: Instant::now(),
             ops: Mutex::new(Vec::new()),
             acquisitions: AtomicUsize::new(0),
+            multileases: AtomicUsize::new(0),
         }
+    }
+
+    /// Counts a granted multilease.
+    pub fn note_multilease(&self) {
+        self.multileases.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn multileases(&self) -> usize {
+        self.multileases.load(Ordering::Relaxed)
     }
 
     /// µs since the run started.

@@ -101,6 +101,9 @@ struct Args {
     /// No Idempotency-Key retries.
     #[arg(long)]
     no_idempotency: bool,
+    /// No multilease sessions (several lock names held as one lease).
+    #[arg(long)]
+    no_multileases: bool,
     /// Keep each run's directory (logs, AOF) even when it passes.
     #[arg(long)]
     keep: bool,
@@ -245,6 +248,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         redisson: !args.no_redisson,
         admin: true,
         idempotency: !args.no_idempotency,
+        multileases: !args.no_multileases,
     };
     let parse_acks = |flag: &str, raw: &str| -> anyhow::Result<Vec<u32>> {
         raw.split(',')
@@ -445,7 +449,9 @@ async fn run_fault(
         std::fs::write(dir.join("history.txt"), text)?;
     }
     let totals = shared.resources.totals();
-    Ok(check::check(&ops, &windows, &totals, 1500 * 3))
+    let mut report = check::check(&ops, &windows, &totals, 1500 * 3);
+    report.multileases = shared.recorder.multileases();
+    Ok(report)
 }
 
 /// FAULTS.md: one row per fault, figures from this run.

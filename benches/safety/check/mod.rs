@@ -77,6 +77,8 @@ pub struct Violation {
 pub struct Report {
     pub ops: usize,
     pub acquisitions: usize,
+    /// Multileases granted (each member counts among the grants too).
+    pub multileases: usize,
     pub grants: usize,
     pub overlaps: usize,
     pub expected_overlaps: usize,
@@ -193,7 +195,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants; overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, server errors {}, semantic {}, replies for other requests {}; longest unavailability {} ms => {}",
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, server errors {}, semantic {}, replies for other requests {}; longest unavailability {} ms => {}",
         if report.faults.is_empty() {
             "nothing"
         } else {
@@ -202,6 +204,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         report.ops,
         report.acquisitions,
         report.grants,
+        report.multileases,
         report.overlaps,
         report.expected_overlaps,
         report.fence_regressions,

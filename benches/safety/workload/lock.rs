@@ -139,7 +139,7 @@ impl Client {
     }
 
     /// A fenced operation on the name's resource, if the client still believes it holds.
-    async fn touch(&mut self, h: &Held) {
+    pub(super) async fn touch(&mut self, h: &Held) {
         if self.now() >= h.valid_until() {
             return;
         }

@@ -4,7 +4,9 @@
 //! or not at all. Fair tickets are polled, polled again after their grant, polled by two
 //! connections at once, left, or abandoned. Semaphores take several permits. One client is
 //! an admin that force-releases now and then, and some sessions are a Redisson client
-//! running Redisson's own RLock scripts on the reentrant names.
+//! running Redisson's own RLock scripts on the reentrant names. Some sessions hold several
+//! names of the lock families as one multilease; each member is recorded as a lease of its
+//! name, so every checker sees it as it sees any lease.
 //!
 //! A client writes to the resource only while it believes it holds: before the send time of
 //! its last successful grant or renewal plus the TTL, less a margin; the pauser (see
@@ -12,6 +14,7 @@
 
 mod admin;
 mod lock;
+mod multi;
 mod redisson;
 mod semaphore;
 mod ticket;
@@ -46,6 +49,8 @@ pub struct Plan {
     pub admin: bool,
     /// Sessions send an Idempotency-Key with reentries and releases and retry some of them.
     pub idempotency: bool,
+    /// Some sessions hold several lock names as one multilease.
+    pub multileases: bool,
 }
 
 impl Plan {
@@ -223,6 +228,11 @@ impl Client {
                 self.admin_round().await;
                 continue;
             }
+            if self.shared.plan.multileases && self.rng.random_bool(0.2) {
+                self.multi_session().await;
+                self.pause(50).await;
+                continue;
+            }
             let family = self.shared.plan.families
                 [self.rng.random_range(0..self.shared.plan.families.len())];
             let names = self.shared.plan.names(family);
@@ -270,6 +280,45 @@ impl Client {
         timeout: Duration,
         request: Request,
     ) -> Op {
+        let (instance, send, answer) = self
+            .send(method, path, body, token, idempotency, timeout)
+            .await;
+        let outcome = outcome_of(&answer);
+        self.last_token = answer
+            .as_ref()
+            .ok()
+            .and_then(|a| a.body["token"].as_str().map(str::to_owned));
+        let echo = answer
+            .as_ref()
+            .ok()
+            .filter(|a| (200..300).contains(&a.status))
+            .map(|a| {
+                let text = |keys: &[&str]| {
+                    keys.iter()
+                        .find_map(|k| a.body[*k].as_str())
+                        .map(str::to_owned)
+                };
+                Echo {
+                    lock: text(&["lock", "semaphore"]),
+                    lease: text(&["lease_id", "ticket_id"]),
+                    holder: text(&["holder"]),
+                }
+            });
+        self.shared.recorder.record_answer(
+            self.id, instance, name, family, send, request, outcome, echo,
+        )
+    }
+
+    /// Sends one HTTP request to a random live instance: which, when (µs), and the answer.
+    async fn send(
+        &mut self,
+        method: reqwest::Method,
+        path: String,
+        body: Option<Value>,
+        token: Option<&str>,
+        idempotency: Option<&str>,
+        timeout: Duration,
+    ) -> (usize, u64, Result<Answer, String>) {
         let n = self.shared.targets.len().max(1);
         let mut instance = self.rng.random_range(0..n);
         let mut url = self.shared.targets.url(instance);
@@ -313,30 +362,7 @@ impl Client {
                 }
             }
         };
-        let outcome = outcome_of(&answer);
-        self.last_token = answer
-            .as_ref()
-            .ok()
-            .and_then(|a| a.body["token"].as_str().map(str::to_owned));
-        let echo = answer
-            .as_ref()
-            .ok()
-            .filter(|a| (200..300).contains(&a.status))
-            .map(|a| {
-                let text = |keys: &[&str]| {
-                    keys.iter()
-                        .find_map(|k| a.body[*k].as_str())
-                        .map(str::to_owned)
-                };
-                Echo {
-                    lock: text(&["lock", "semaphore"]),
-                    lease: text(&["lease_id", "ticket_id"]),
-                    holder: text(&["holder"]),
-                }
-            });
-        self.shared.recorder.record_answer(
-            self.id, instance, name, family, send, request, outcome, echo,
-        )
+        (instance, send, answer)
     }
 
     fn idem_key(&mut self) -> String {
