@@ -32,6 +32,22 @@ pub(super) fn holder_label(h: &HolderView) -> String {
     }
 }
 
+/// A holder's label, and for a multilease's member the other locks it holds with this one
+/// (`alice (multilease, with stock, ledger)`), for the overview.
+pub(super) fn holder_in_overview(h: &HolderView, lock: &str) -> String {
+    let label = holder_label(h);
+    let Some((Some(membership), _)) = h.metadata.clone().map(Metadata::split_membership) else {
+        return label;
+    };
+    let others: Vec<&str> = membership
+        .locks
+        .iter()
+        .map(String::as_str)
+        .filter(|name| *name != lock)
+        .collect();
+    format!("{label} (multilease, with {})", others.join(", "))
+}
+
 pub(super) fn permit_holder_label(h: &PermitHolderView) -> String {
     match (&h.holder, &h.lease_id) {
         (Some(label), _) => label.clone(),

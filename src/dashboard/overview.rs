@@ -8,7 +8,9 @@ use serde::Deserialize;
 
 use super::PAGE_SIZE;
 use super::error::{PageError, PageResult, render};
-use super::format::{holder_label, join_or_dash, permit_holder_label, remaining_until, ttl_text};
+use super::format::{
+    holder_in_overview, join_or_dash, permit_holder_label, remaining_until, ttl_text,
+};
 use super::viewer::{Nav, Viewer, viewer};
 use crate::auth::Peer;
 use crate::locks::{
@@ -139,7 +141,11 @@ impl OverviewRow {
                 href,
                 kind: lock.kind.map_or("free", HeldAs::as_str).to_owned(),
                 mode: lock.mode.map_or("—", RwMode::as_str).to_owned(),
-                holders: join_or_dash(lock.holders.iter().map(holder_label)),
+                holders: join_or_dash(
+                    lock.holders
+                        .iter()
+                        .map(|h| holder_in_overview(h, lock.lock.as_str())),
+                ),
                 reentries: join_or_dash(lock.holders.iter().map(|h| h.reentry_count.to_string())),
                 ttl: ttl_text(lock.remaining_ms),
                 waiters: lock.queue_length,

@@ -35,6 +35,18 @@ async fn a_full_redis_still_releases_and_renews_and_refuses_acquires_with_503() 
         .permits("gpus", json!({"limit": 4, "permits": 2, "ttl_ms": 60_000}))
         .await;
     app.lease("stuck", json!({"ttl_ms": 60_000})).await;
+    let multi = app
+        .send(
+            app.http
+                .post(app.url("/v1/multileases"))
+                .json(&json!({"locks": [{"name": "m1"}, {"name": "m2"}], "ttl_ms": 60_000})),
+        )
+        .await;
+    multi.assert_status(201);
+    let (multi_path, multi_token) = (
+        multi.header("location").expect("Location").to_owned(),
+        multi.str("token"),
+    );
     set_maxmemory(&app, 1).await;
 
     let refused = app.acquire("other", json!({})).await;
@@ -50,6 +62,29 @@ async fn a_full_redis_still_releases_and_renews_and_refuses_acquires_with_503() 
 
     app.heartbeat(&lock, json!({})).await.assert_status(200);
     app.heartbeat(&permits, json!({})).await.assert_status(200);
+    // A multilease is refused at its members; one held keeps working.
+    app.send(
+        app.http
+            .post(app.url("/v1/multileases"))
+            .json(&json!({"locks": [{"name": "m3"}, {"name": "m4"}]})),
+    )
+    .await
+    .assert_problem(503, "redis_full");
+    app.send(
+        app.http
+            .post(app.url(&format!("{multi_path}/heartbeat")))
+            .bearer_auth(&multi_token)
+            .json(&json!({})),
+    )
+    .await
+    .assert_status(200);
+    app.send(
+        app.http
+            .delete(app.url(&multi_path))
+            .bearer_auth(&multi_token),
+    )
+    .await
+    .assert_status(200);
     app.inspect_lease(&lock).await.assert_status(200);
     app.inspect_lock("jobs").await.assert_status(200);
     app.release(&lock, true).await.assert_status(200);

@@ -60,8 +60,11 @@ operations! {
     semaphore_limit: semaphore_limit::SemaphoreLimit<'static>, grows;
     sweep: sweep::Sweep;
     evict: evict::Evict<'static>;
-    // A multilease's record: the members are ordinary leases, taken by `acquire`.
-    multilease: multilease::Multilease<'static>, grows;
+    // A multilease's record: the members are ordinary leases, taken by `acquire` (which a
+    // full Redis refuses). Not `grows`: its heartbeat and end must work on a full Redis, and
+    // a record is written only once every member was granted (an Idempotency-Key's claim
+    // just before: let go again when a member is refused).
+    multilease: multilease::Multilease<'static>;
 }
 
 use serde::de::DeserializeOwned;
