@@ -90,6 +90,9 @@ problems! {
     SignInRequired => ("sign_in_required", UNAUTHORIZED, "Sign-in required"),
     InvalidForm => ("invalid_form", BAD_REQUEST, "The form is not complete"),
     RequestTimeout => ("request_timeout", GATEWAY_TIMEOUT, "The request took too long"),
+    // RedLock (`crate::redlock`).
+    NoQuorum => ("no_quorum", SERVICE_UNAVAILABLE, "Too few RedLock nodes acknowledged it"),
+    RedlockDisabled => ("redlock_disabled", UNPROCESSABLE_ENTITY, "RedLock is not enabled on this server"),
 }
 
 impl ProblemKind {
@@ -443,4 +446,23 @@ pub struct ProblemDetails {
     /// Acquire answers (`lock_held`, `no_permits`, ...): the server-side wait this request was
     /// allowed, in ms (`wait_ms` cut to `--max-wait-ms`; also the `Leasehold-Wait-Ms` header).
     wait_ms: Option<u64>,
+}
+
+/// RedLock's refusals: no majority is 503 `no_quorum` (nothing of it was left on any node),
+/// with the counts; the rest is what the nodes' majority said.
+impl From<crate::redlock::RedlockError> for Problem {
+    fn from(e: crate::redlock::RedlockError) -> Self {
+        match e {
+            crate::redlock::RedlockError::NoQuorum {
+                acked,
+                quorum,
+                nodes,
+            } => Problem::new(ProblemKind::NoQuorum, e.to_string())
+                .with("nodes_acked", acked)
+                .with("quorum", quorum)
+                .with("nodes", nodes)
+                .retry_after(Duration::from_secs(1)),
+            crate::redlock::RedlockError::Lock(e) => e.into(),
+        }
+    }
 }

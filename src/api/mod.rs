@@ -19,6 +19,7 @@ mod locks;
 pub(crate) mod metrics;
 mod openapi;
 mod redis_status;
+mod redlock;
 mod semaphores;
 mod watch;
 

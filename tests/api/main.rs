@@ -34,6 +34,7 @@ mod openapi;
 mod operator;
 mod outages;
 mod redisson;
+mod redlock;
 mod replication;
 mod revocation;
 mod run;

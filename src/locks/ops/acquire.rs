@@ -107,7 +107,7 @@ impl Locks {
     ///
     /// Not an `async fn`: an async fn keeps each argument twice (as passed, and as its own
     /// local) for as long as it runs, and a parked waiter runs for its whole wait.
-    fn acquire_waiting<'a>(
+    pub(in crate::locks::ops) fn acquire_waiting<'a>(
         locks: Locks,
         name: LockName,
         op: Op,

@@ -11,6 +11,7 @@ pub mod eviction;
 pub mod inspect;
 pub mod lease;
 pub mod listing;
+pub mod redlock;
 #[cfg(test)]
 mod replays;
 pub mod rollback;
