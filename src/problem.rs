@@ -447,22 +447,3 @@ pub struct ProblemDetails {
     /// allowed, in ms (`wait_ms` cut to `--max-wait-ms`; also the `Leasehold-Wait-Ms` header).
     wait_ms: Option<u64>,
 }
-
-/// RedLock's refusals: no majority is 503 `no_quorum` (nothing of it was left on any node),
-/// with the counts; the rest is what the nodes' majority said.
-impl From<crate::redlock::RedlockError> for Problem {
-    fn from(e: crate::redlock::RedlockError) -> Self {
-        match e {
-            crate::redlock::RedlockError::NoQuorum {
-                acked,
-                quorum,
-                nodes,
-            } => Problem::new(ProblemKind::NoQuorum, e.to_string())
-                .with("nodes_acked", acked)
-                .with("quorum", quorum)
-                .with("nodes", nodes)
-                .retry_after(Duration::from_secs(1)),
-            crate::redlock::RedlockError::Lock(e) => e.into(),
-        }
-    }
-}

@@ -50,14 +50,10 @@ pub(super) async fn acquire(
     let Some(redlock) = state.redlock_for(&caller) else {
         return Err(disabled());
     };
-    if idempotency.is_some() {
-        // Each node would keep its own record of the key, and a retry could be answered by
-        // a minority: not offered rather than offered half-way.
-        return Err(Problem::new(
-            ProblemKind::InvalidIdempotencyKey,
-            "Idempotency-Key is not supported with kind redlock",
-        ));
-    }
+    // An Idempotency-Key is accepted (the official clients send one with every acquire) but
+    // not kept: each node would keep its own record, and a retry could be answered by a
+    // minority. A retry is a new attempt (README, RedLock).
+    let _ = idempotency;
     let wait = state.limits.wait(query.wait_ms);
     let (request, token, ttl) =
         super::acquire::acquire_request(&state, &caller, &name, &bearer, None, body)?;
@@ -201,4 +197,23 @@ pub(super) async fn inspect(
     let mut body = bodies::lease(view);
     body.kind = KIND.to_owned();
     Ok(Json(body))
+}
+
+/// RedLock's refusals: no majority is 503 `no_quorum` (nothing of it was left on any node),
+/// with the counts; the rest is what the nodes' majority said.
+impl From<RedlockError> for Problem {
+    fn from(e: RedlockError) -> Self {
+        match e {
+            RedlockError::NoQuorum {
+                acked,
+                quorum,
+                nodes,
+            } => Problem::new(ProblemKind::NoQuorum, e.to_string())
+                .with("nodes_acked", acked)
+                .with("quorum", quorum)
+                .with("nodes", nodes)
+                .retry_after(Duration::from_secs(1)),
+            RedlockError::Lock(e) => e.into(),
+        }
+    }
 }
