@@ -46,7 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "dashboard",
         &[
-            "audit", "auth", "events", "limits", "locks", "operator", "problem", "state",
+            "audit", "auth", "events", "limits", "locks", "operator", "problem", "redlock", "state",
         ],
     ),
     (

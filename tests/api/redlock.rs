@@ -265,3 +265,30 @@ fn an_even_count_or_fewer_than_three_is_refused() {
     ];
     assert!(leasehold::config::check_redlock_nodes(&twice).is_err());
 }
+
+#[tokio::test]
+async fn the_lock_page_shows_the_name_on_each_redlock_node() {
+    let (app, mut nodes) = with_nodes(3).await;
+    let lease = Lease::from_reply(
+        "jobs",
+        &app.acquire(
+            "jobs",
+            json!({"kind": "redlock", "ttl_ms": 60_000, "holder": "nightly"}),
+        )
+        .await,
+    );
+    nodes[2].stop();
+    let page = app
+        .http
+        .get(app.url("/locks/jobs"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(html.contains("RedLock nodes"), "{html}");
+    assert_eq!(html.matches("<td>held</td>").count(), 2, "{html}");
+    assert_eq!(html.matches("<td>unreachable</td>").count(), 1, "{html}");
+    assert!(html.contains("nightly"), "the holder's label");
+    app.release(&lease, true).await.assert_status(200);
+}
