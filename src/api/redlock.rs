@@ -199,6 +199,29 @@ pub(super) async fn inspect(
     Ok(Json(body))
 }
 
+/// A watch of a RedLock lease: not offered (the nodes would each need one). Answered 404
+/// `not_found`, which clients (`leasehold run`, the SDKs) read as "this server has no
+/// watches" and leave loss to the heartbeats; `error` (what the main Redis said) for any
+/// other lease.
+pub(super) async fn no_watch(
+    state: &AppState,
+    caller: &Principal,
+    lease: &HeldLease,
+    error: LockError,
+) -> Problem {
+    let Some(redlock) = state.redlock_for(caller) else {
+        return error.into();
+    };
+    match redlock.lease(&lease.name, lease.id).await {
+        Ok(_) => Problem::new(
+            ProblemKind::NotFound,
+            "lease watches are not offered for RedLock leases; a heartbeat answered 410 says \
+             the lease is lost",
+        ),
+        Err(_) => error.into(),
+    }
+}
+
 /// RedLock's refusals: no majority is 503 `no_quorum` (nothing of it was left on any node),
 /// with the counts; the rest is what the nodes' majority said.
 impl From<RedlockError> for Problem {

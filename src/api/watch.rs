@@ -89,10 +89,16 @@ async fn watch(
         )
         .retry_after(Duration::from_secs(1))
     })?;
-    let watch = state
+    let watch = match state
         .locks_for(caller)
         .watch(resource, &lease.name, lease.id, &lease.token)
-        .await?;
+        .await
+    {
+        Err(e) if resource == Resource::Lock && super::redlock::may_be_redlock(&state, &e) => {
+            return Err(super::redlock::no_watch(&state, caller, &lease, e).await);
+        }
+        watch => watch?,
+    };
     let (id, lock) = (lease.id, lease.name.to_string());
     let lost = futures_util::stream::once(async move {
         // The place is given back when the stream ends or its client goes away.

@@ -137,16 +137,13 @@ impl Redlock {
         shutdown: &CancellationToken,
     ) -> Result<(Self, Vec<tokio::task::JoinHandle<()>>), RedlockSetupError> {
         let (nodes, tasks) = nodes::connect(settings, lock_settings, observer, shutdown)?;
-        if let Err(e) = nodes::check_independent(
+        // (On a refusal the caller stops: its shutdown ends the nodes' tasks.)
+        nodes::check_independent(
             &nodes,
             main,
             lock_settings.redis_timeout.max(Duration::from_secs(1)),
         )
-        .await
-        {
-            shutdown.cancel();
-            return Err(e);
-        }
+        .await?;
         for node in &nodes {
             if let Err(e) = node.locks.load_functions().await {
                 tracing::warn!(node = %node.url, error = %e, "could not load the function library on a RedLock node yet");
@@ -237,15 +234,17 @@ impl Redlock {
                 .zip(self.nodes.iter())
                 .map(|(r, n)| n.locks.waiter_registry().epoch(r.key()))
                 .collect();
-            let (answer, answered) = self
+            let (answer, answered, held) = self
                 .acquire_once(name, &request, &token, ttl, reenter)
                 .await;
+            let may_wait = !registrations.is_empty() && Instant::now() < deadline;
             let retry = match answer {
                 Ok(grant) => return Ok(grant),
-                Err(RedlockError::Lock(LockError::Held(c)))
-                    if !registrations.is_empty() && Instant::now() < deadline =>
-                {
-                    c.retry_after
+                Err(RedlockError::Lock(LockError::Held(c))) if may_wait => c.retry_after,
+                // No majority with some node down, but held where it answered: the holder
+                // may let go (or the node come back) within the wait.
+                Err(RedlockError::NoQuorum { .. }) if may_wait && held.is_some() => {
+                    held.and_then(|c| c.retry_after)
                 }
                 Err(e) => return Err(e),
             };
@@ -282,7 +281,8 @@ impl Redlock {
         }
     }
 
-    /// One round of acquire on every node; the answer, and which nodes answered at all.
+    /// One round of acquire on every node; the answer, which nodes answered at all, and the
+    /// soonest-expiring holder among the nodes that refused because it is held.
     async fn acquire_once(
         &self,
         name: &LockName,
@@ -290,7 +290,11 @@ impl Redlock {
         token: &LeaseToken,
         ttl: Ttl,
         reenter: bool,
-    ) -> (Result<RedGrant, RedlockError>, Vec<bool>) {
+    ) -> (
+        Result<RedGrant, RedlockError>,
+        Vec<bool>,
+        Option<Contention>,
+    ) {
         let ttl_ms = ttl.as_millis();
         let per_node = quorum::node_timeout(ttl_ms, self.redis_timeout);
         let started = Instant::now();
@@ -340,6 +344,7 @@ impl Redlock {
                     validity,
                 }),
                 answered,
+                None,
             );
         }
         // No majority in time: let go everywhere. A new lease goes on every node (those that
@@ -370,16 +375,18 @@ impl Redlock {
             _ => None,
         });
         let n = self.nodes.len();
+        // The soonest expiry among the holders that refused.
+        let soonest = held
+            .iter()
+            .filter(|c| c.retry_after.is_some())
+            .min_by_key(|c| c.retry_after)
+            .or(held.first())
+            .map(|c| (*c).clone());
         let answer = if held.len() > n - self.quorum() {
-            // Held on so many nodes that no majority was possible: 409, with the soonest
-            // expiry among them.
-            let soonest = held
-                .iter()
-                .filter(|c| c.retry_after.is_some())
-                .min_by_key(|c| c.retry_after)
-                .or(held.first())
-                .map(|c| (*c).clone());
-            soonest.map_or_else(|| self.no_quorum(acked), |c| LockError::Held(c).into())
+            // Held on so many nodes that no majority was possible: 409.
+            soonest
+                .clone()
+                .map_or_else(|| self.no_quorum(acked), |c| LockError::Held(c).into())
         } else if let Some(e) = refused
             && votes.iter().filter(|v| matches!(v, Vote::No(_))).count() > n - self.quorum()
         {
@@ -387,7 +394,7 @@ impl Redlock {
         } else {
             self.no_quorum(acked)
         };
-        (Err(answer), answered)
+        (Err(answer), answered, soonest)
     }
 
     /// Extends the lease on every node; a majority must within the validity.

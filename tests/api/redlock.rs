@@ -76,6 +76,14 @@ async fn a_redlock_lease_is_granted_by_all_three_nodes_in_redissons_layout() {
     assert_eq!(seen.body["kind"], "redlock");
     assert_eq!(seen.body["state"], "held");
 
+    // No watch: 404 not_found, which clients read as "leave it to the heartbeats".
+    match app.watch_as(&lease, &lease.token).await {
+        Ok(_) => panic!("a RedLock lease has no watch"),
+        Err(reply) => {
+            reply.assert_problem(404, "not_found");
+        }
+    }
+
     app.release(&lease, true).await.assert_status(200);
     for node in &nodes {
         assert!(!exists(node, "jobs").await, "released on every node");
@@ -291,4 +299,50 @@ async fn the_lock_page_shows_the_name_on_each_redlock_node() {
     assert_eq!(html.matches("<td>unreachable</td>").count(), 1, "{html}");
     assert!(html.contains("nightly"), "the holder's label");
     app.release(&lease, true).await.assert_status(200);
+}
+
+#[tokio::test]
+async fn with_a_node_down_a_waiter_waits_for_a_holder_on_one_node_instead_of_failing() {
+    let (app, mut nodes) = with_nodes(3).await;
+    nodes[0].stop();
+    // A Redisson client holds the lock on node 1 alone: with node 0 down no majority is
+    // possible now, but the holder may let go within the wait.
+    let redisson = "8a4c2f1e-3b5d-4c6e-9f70-81a2b3c4d5e6:57";
+    redis::pipe()
+        .cmd("HSET")
+        .arg("jobs")
+        .arg(redisson)
+        .arg(1)
+        .cmd("PEXPIRE")
+        .arg("jobs")
+        .arg(60_000)
+        .query_async::<()>(&mut nodes[1].conn().await)
+        .await
+        .expect("a Redisson hold");
+    let waiter = app.spawn_post(
+        "/v1/locks/jobs/leases?wait_ms=20000",
+        json!({"kind": "redlock", "ttl_ms": 5_000}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for node in &nodes[1..] {
+        while node.pattern_subscriptions().await == 0 {
+            assert!(Instant::now() < deadline, "the waiter never subscribed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let released_at = Instant::now();
+    // Redisson's unlock: the field goes, the message goes out on its channel.
+    redis::pipe()
+        .cmd("DEL")
+        .arg("jobs")
+        .cmd("PUBLISH")
+        .arg("redisson_lock__channel:{jobs}")
+        .arg(0)
+        .query_async::<()>(&mut nodes[1].conn().await)
+        .await
+        .expect("a Redisson unlock");
+    let reply = waiter.await.expect("waiter task");
+    reply.assert_status(201);
+    assert_eq!(reply.u64("nodes_acked"), 2);
+    assert!(released_at.elapsed() < Duration::from_secs(5));
 }
