@@ -86,9 +86,37 @@ pub(super) async fn acquire(
         Err(_) => admission.done().await,
     }
     match acquired {
-        Ok(grant) => Ok(grant_response(&name, grant, wait)),
+        Ok(grant) => {
+            if let Some(token) = &token {
+                limit_reentry(&state, &redlock, &name, &grant, token).await?;
+            }
+            Ok(grant_response(&name, grant, wait))
+        }
         Err(e) => Err(Problem::from(e).waited(wait)),
     }
+}
+
+/// A reentry past `--max-reentry-depth` is given back (one level, on every node) and
+/// refused, as `acquire::limit_reentry` does for the other kinds.
+async fn limit_reentry(
+    state: &AppState,
+    redlock: &Redlock,
+    name: &LockName,
+    red: &RedGrant,
+    token: &crate::locks::LeaseToken,
+) -> Result<(), Problem> {
+    let cap = state.limits.per_lock.reentry_depth;
+    if red.grant.new_lease || red.grant.reentry_count <= cap {
+        return Ok(());
+    }
+    redlock
+        .release(name, red.grant.lease_id, token, false)
+        .await?;
+    Err(Problem::new(
+        ProblemKind::ReentryTooDeep,
+        format!("a lease may re-enter at most {cap} levels deep (--max-reentry-depth)"),
+    )
+    .with("reentry_count", cap))
 }
 
 /// 201 (or 200 on reentry) with the nodes that granted it and its validity.

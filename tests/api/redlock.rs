@@ -346,3 +346,51 @@ async fn with_a_node_down_a_waiter_waits_for_a_holder_on_one_node_instead_of_fai
     assert_eq!(reply.u64("nodes_acked"), 2);
     assert!(released_at.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn a_redlock_lease_reenters_on_every_node_up_to_the_depth_cap() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let app = spawn_app_tweaked(AppOptions::default(), |config| {
+        config.limits.per_lock.reentry_depth = 2;
+        config.redlock = Some(RedlockSettings {
+            nodes: urls,
+            ca_file: None,
+        });
+    })
+    .await;
+    let lease = Lease::from_reply(
+        "jobs",
+        &app.acquire("jobs", json!({"kind": "redlock"})).await,
+    );
+    let again = app
+        .acquire_with("jobs", 0, json!({"kind": "redlock"}), Some(&lease.token))
+        .await;
+    again.assert_status(200);
+    assert_eq!(again.u64("reentry_count"), 2);
+    assert_eq!(again.u64("nodes_acked"), 3);
+    for node in &nodes {
+        assert_eq!(
+            hash_of(node, "jobs").await,
+            vec![(format!("{}:1", lease.id), "2".to_owned())]
+        );
+    }
+    app.acquire_with("jobs", 0, json!({"kind": "redlock"}), Some(&lease.token))
+        .await
+        .assert_problem(409, "reentry_too_deep");
+    for node in &nodes {
+        assert_eq!(
+            hash_of(node, "jobs").await,
+            vec![(format!("{}:1", lease.id), "2".to_owned())],
+            "the third level was given back on every node"
+        );
+    }
+    // One level, then the last: the lock is free everywhere.
+    let one = app.release(&lease, false).await;
+    one.assert_status(200);
+    assert_eq!(one.u64("reentry_count"), 1);
+    app.release(&lease, false).await.assert_status(200);
+    for node in &nodes {
+        assert!(!exists(node, "jobs").await);
+    }
+}
