@@ -237,7 +237,7 @@ impl Modify for RedlockResponses {
     fn modify(&self, openapi: &mut OpenApi) {
         let quorum = "no_quorum (kind redlock, with Retry-After): fewer than a majority of the \
                       RedLock nodes acknowledged it within its validity; what it got was let go";
-        let changes: [(&str, &str, &str); 5] = [
+        let changes: [(&str, &str, &str); 4] = [
             ("acquireLock", "503", quorum),
             (
                 "acquireLock",
@@ -250,17 +250,9 @@ impl Modify for RedlockResponses {
                 "503",
                 "no_quorum (kind redlock): a majority of the RedLock nodes did not answer",
             ),
-            (
-                "watchLockLease",
-                "404",
-                "not_found also for a RedLock lease: it has no watch (its heartbeats tell its loss)",
-            ),
         ];
         for item in openapi.paths.paths.values_mut() {
-            for operation in [&mut item.get, &mut item.post, &mut item.delete]
-                .into_iter()
-                .flatten()
-            {
+            for operation in [&mut item.post, &mut item.delete].into_iter().flatten() {
                 let id = operation.operation_id.as_deref().unwrap_or_default();
                 for (op, status, codes) in changes {
                     if op != id {

@@ -227,26 +227,23 @@ pub(super) async fn inspect(
     Ok(Json(body))
 }
 
-/// A watch of a RedLock lease: not offered (the nodes would each need one). Answered 404
-/// `not_found`, which clients (`leasehold run`, the SDKs) read as "this server has no
-/// watches" and leave loss to the heartbeats; `error` (what the main Redis said) for any
-/// other lease.
-pub(super) async fn no_watch(
+/// A watch of a RedLock lease (see `crate::redlock::watch`); `error` (what the main Redis
+/// said) when the RedLock nodes do not know the lease either.
+pub(super) async fn watch(
     state: &AppState,
     caller: &Principal,
     lease: &HeldLease,
     error: LockError,
-) -> Problem {
+) -> Result<crate::redlock::RedWatch, Problem> {
     let Some(redlock) = state.redlock_for(caller) else {
-        return error.into();
+        return Err(error.into());
     };
-    match redlock.lease(&lease.name, lease.id).await {
-        Ok(_) => Problem::new(
-            ProblemKind::NotFound,
-            "lease watches are not offered for RedLock leases; a heartbeat answered 410 says \
-             the lease is lost",
-        ),
-        Err(_) => error.into(),
+    match redlock.watch(&lease.name, lease.id, &lease.token).await {
+        Ok(watch) => Ok(watch),
+        Err(LockError::LeaseLost(state)) => Err(LockError::LeaseLost(state).into()),
+        Err(e @ (LockError::TokenMismatch | LockError::ShuttingDown)) => Err(e.into()),
+        Err(e) if e.unavailable() => Err(e.into()),
+        Err(_) => Err(error.into()),
     }
 }
 

@@ -27,6 +27,7 @@
 
 pub mod nodes;
 pub mod quorum;
+pub mod watch;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -45,6 +46,7 @@ use crate::locks::{
 use crate::redis::Redis;
 
 pub use nodes::{Node, RedlockSettings, RedlockSetupError};
+pub use watch::RedWatch;
 
 /// The RedLock nodes, as the API uses them; cheap to clone.
 #[derive(Clone)]
@@ -125,6 +127,11 @@ impl<T> Vote<T> {
 /// How long a woken or armed waiter waits at most for a node's unlock subscription to be
 /// armed before it relies on the other nodes and its timer.
 const ARM_WAIT: Duration = Duration::from_millis(500);
+
+/// How long a read of one node (a lease's state, for inspect and watch) may take: a node
+/// that is down must not hold up the answer of the others for the whole Redis timeout
+/// (a failed call waits that out, since a write may still land; a read changes nothing).
+const READ_TIMEOUT: Duration = Duration::from_millis(250);
 
 impl Redlock {
     /// Connects the nodes and starts their background tasks until `shutdown`; refuses nodes
@@ -522,7 +529,7 @@ impl Redlock {
         let views: Vec<Result<LeaseView, LockError>> =
             join_all(self.nodes.iter().map(|n| async move {
                 match tokio::time::timeout(
-                    self.redis_timeout,
+                    READ_TIMEOUT.min(self.redis_timeout),
                     n.locks.lease(Resource::Lock, name, id),
                 )
                 .await

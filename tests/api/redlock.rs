@@ -76,15 +76,23 @@ async fn a_redlock_lease_is_granted_by_all_three_nodes_in_redissons_layout() {
     assert_eq!(seen.body["kind"], "redlock");
     assert_eq!(seen.body["state"], "held");
 
-    // No watch: 404 not_found, which clients read as "leave it to the heartbeats".
-    match app.watch_as(&lease, &lease.token).await {
-        Ok(_) => panic!("a RedLock lease has no watch"),
-        Err(reply) => {
-            reply.assert_problem(404, "not_found");
+    // Its watch says lost when it is released (on every node).
+    let mut watch = app.watch(&lease).await;
+    app.release(&lease, true).await.assert_status(200);
+    loop {
+        let event = watch
+            .next(Duration::from_secs(5))
+            .await
+            .expect("the watch says lost");
+        if event.event == "lost" {
+            assert!(
+                event.data.contains("\"reason\":\"released\""),
+                "{}",
+                event.data
+            );
+            break;
         }
     }
-
-    app.release(&lease, true).await.assert_status(200);
     for node in &nodes {
         assert!(!exists(node, "jobs").await, "released on every node");
     }
@@ -393,4 +401,32 @@ async fn a_redlock_lease_reenters_on_every_node_up_to_the_depth_cap() {
     for node in &nodes {
         assert!(!exists(node, "jobs").await);
     }
+}
+
+#[tokio::test]
+async fn a_watch_says_lost_when_the_lease_runs_out_on_the_majority_with_a_node_down() {
+    let (app, mut nodes) = with_nodes(3).await;
+    nodes[0].stop();
+    let lease = Lease::from_reply(
+        "jobs",
+        &app.acquire("jobs", json!({"kind": "redlock", "ttl_ms": 3_000}))
+            .await,
+    );
+    let started = Instant::now();
+    let mut watch = app.watch(&lease).await;
+    loop {
+        let event = watch
+            .next(Duration::from_secs(10))
+            .await
+            .expect("the watch says lost");
+        if event.event == "lost" {
+            assert!(
+                event.data.contains("\"reason\":\"expired\""),
+                "{}",
+                event.data
+            );
+            break;
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(8));
 }
