@@ -28,6 +28,8 @@
 //!   reach, and the move of an earlier version's data there on start.
 //! - [`problem`]: every error the service answers, rendered as problem+json (API) or HTML
 //!   (dashboard).
+//! - [`redlock`]: RedLock (`kind: "redlock"`, `--redlock-nodes`): one lock over several
+//!   independent Redis masters, each a lock domain of its own, granted by a majority.
 //! - [`wire`]: the `/v1` request and response bodies, shared by the server and the client.
 //! - [`server`]: the configuration, the router with its middleware ([`server::app`]), and
 //!   [`server::run`] on a bound listener (hyper with timeouts and caps, TLS).
@@ -65,6 +67,7 @@ pub mod own_keys;
 pub mod parent_death;
 pub mod problem;
 pub mod redis;
+pub mod redlock;
 pub mod server;
 pub mod shutdown;
 pub mod state;

@@ -90,6 +90,9 @@ problems! {
     SignInRequired => ("sign_in_required", UNAUTHORIZED, "Sign-in required"),
     InvalidForm => ("invalid_form", BAD_REQUEST, "The form is not complete"),
     RequestTimeout => ("request_timeout", GATEWAY_TIMEOUT, "The request took too long"),
+    // RedLock (`crate::redlock`).
+    NoQuorum => ("no_quorum", SERVICE_UNAVAILABLE, "Too few RedLock nodes acknowledged it"),
+    RedlockDisabled => ("redlock_disabled", UNPROCESSABLE_ENTITY, "RedLock is not enabled on this server"),
 }
 
 impl ProblemKind {

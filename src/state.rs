@@ -62,12 +62,20 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// One permit per open lease watch (`GET .../watch`), up to `ApiLimits::max_watches`.
     pub watches: Arc<Semaphore>,
+    /// RedLock's nodes, when `--redlock-nodes` was given.
+    pub redlock: Option<crate::redlock::Redlock>,
 }
 
 impl Shared {
     /// The lock domain in `caller`'s tenant.
     pub fn locks_for(&self, caller: &Principal) -> Locks {
         caller.locks(&self.locks, &self.key_prefix)
+    }
+
+    /// RedLock's nodes in `caller`'s tenant, when configured.
+    pub fn redlock_for(&self, caller: &Principal) -> Option<crate::redlock::Redlock> {
+        let redlock = self.redlock.as_ref()?;
+        Some(redlock.map_locks(|locks| caller.locks(locks, &self.key_prefix)))
     }
 
     /// `principal` acting as an operator in its tenant, recorded as done `by` that name.

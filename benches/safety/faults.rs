@@ -64,10 +64,14 @@ pub enum Fault {
     /// right after a request with an FCALL went through, before its reply: the function ran,
     /// redis-rs re-sends it, it runs again.
     ReplyLost,
+    /// RedLock (3 nodes; the workload takes RedLock leases besides the rest): `kill -9` of
+    /// one RedLock node in turn, kept down longer than any TTL (antirez's delayed restart),
+    /// then restarted empty. A majority is left throughout: grants go on, and no two holders.
+    RedlockNodeKill,
 }
 
 impl Fault {
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::None,
         Self::RedisCrashAofAlways,
         Self::RedisCrashAofEverysec,
@@ -86,6 +90,7 @@ impl Fault {
         Self::SlotMigration,
         Self::PrimaryPartition,
         Self::ReplyLost,
+        Self::RedlockNodeKill,
     ];
 
     pub fn name(self) -> &'static str {
@@ -108,6 +113,7 @@ impl Fault {
             Self::SlotMigration => "slot-migration",
             Self::PrimaryPartition => "primary-partition",
             Self::ReplyLost => "reply-lost",
+            Self::RedlockNodeKill => "redlock-node-kill",
         }
     }
 
@@ -153,6 +159,9 @@ impl Fault {
             Self::ReplyLost => {
                 "Cluster mode, nodes behind proxies: for 3 s the instances' connections cut after an FCALL went through, before its reply (redis-rs re-sends it)"
             }
+            Self::RedlockNodeKill => {
+                "RedLock (3 nodes, RedLock leases in the workload): one node kill -9 in turn, down 5 s (> every TTL), restarted empty"
+            }
         }
     }
 
@@ -185,6 +194,12 @@ impl Fault {
                 | Self::ReplicasStalled
                 | Self::MasterPartition
         )
+    }
+
+    /// Starts RedLock nodes (the instances get `--redlock-nodes`), and the workload takes
+    /// RedLock leases too.
+    pub fn redlock_mode(self) -> bool {
+        self == Self::RedlockNodeKill
     }
 
     /// Runs against a Redis Cluster (the instances get `--redis-cluster`).
@@ -254,6 +269,19 @@ pub async fn inject(
                 // Give the instances time to reconnect before calling it healed.
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 windows.push(window(fault.name(), lossy, true, start));
+            }
+            Fault::RedlockNodeKill => {
+                let n = cycle % cluster.redlock_count().max(1);
+                cluster.kill_redlock_node(n).await;
+                // Down longer than any lease's TTL (the longest a reentry asks for is 3 x
+                // 1500 ms): a node that restarts empty sooner could let a second holder in
+                // while the first still holds its other nodes (antirez's "delayed restart").
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                if let Err(e) = cluster.restart_redlock_node(n).await {
+                    eprintln!("safety: could not restart RedLock node {n}: {e:#}");
+                }
+                // Exempt: calls to the dead node wait out their per-node timeout.
+                windows.push(window(fault.name(), false, true, start));
             }
             Fault::RedisFreeze => {
                 cluster.signal_redis(Signal::SIGSTOP);

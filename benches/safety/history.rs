@@ -15,6 +15,9 @@ pub enum Family {
     Fair,
     Rw,
     Semaphore,
+    /// RedLock leases (`"kind": "redlock"`), on the run's RedLock nodes (the
+    /// redlock-node-kill fault's runs only).
+    Redlock,
 }
 
 impl Family {
@@ -25,6 +28,7 @@ impl Family {
             "fair" => Self::Fair,
             "rw" => Self::Rw,
             "semaphore" => Self::Semaphore,
+            "redlock" => Self::Redlock,
             _ => return None,
         })
     }
@@ -36,6 +40,7 @@ impl Family {
             Self::Fair => "fair",
             Self::Rw => "rw",
             Self::Semaphore => "sem",
+            Self::Redlock => "rl",
         }
     }
 }

@@ -68,14 +68,16 @@ struct Args {
     /// Concurrent clients.
     #[arg(long, default_value_t = 16)]
     clients: usize,
-    /// Lock families the clients use: reentrant, exclusive, fair, rw, semaphore.
+    /// Lock families the clients use: reentrant, exclusive, fair, rw, semaphore (and
+    /// redlock, only where RedLock nodes run: the redlock-node-kill fault adds it).
     #[arg(long, default_value = "reentrant,exclusive,fair,rw,semaphore")]
     kinds: String,
     /// Faults to run (comma-separated names, or "all"): none, redis-crash-aof-always,
     /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
     /// instance-kill-stop, subscriber-drop, partition, redis-full, in Sentinel mode
     /// sentinel-failover, old-master-returns, replicas-stalled, master-partition, and in
-    /// Cluster mode cluster-failover, slot-migration, primary-partition, reply-lost.
+    /// Cluster mode cluster-failover, slot-migration, primary-partition, reply-lost, and
+    /// with RedLock nodes redlock-node-kill (whose runs add RedLock leases to the kinds).
     #[arg(long, default_value = "all")]
     fault: String,
     #[arg(long, value_enum, default_value_t = Tier::Smoke)]
@@ -374,9 +376,13 @@ async fn run_fault(
         fault.needs_netns(),
         std::process::id() % 50 + tag,
         mode,
+        if fault.redlock_mode() { 3 } else { 0 },
     )
     .await?;
     let mut plan = plan.clone();
+    if fault.redlock_mode() && !plan.families.contains(&Family::Redlock) {
+        plan.families.push(Family::Redlock);
+    }
     if fault.sentinel_mode() {
         // The Redisson-layout sessions talk to one Redis address; in Sentinel mode it moves.
         // (In Cluster mode they use a cluster client: see workload/redisson.rs.)

@@ -20,6 +20,7 @@ const (
 	KindFair      Kind = "fair"      // FIFO among waiters; reentrant
 	KindRead      Kind = "read"      // shared with other readers
 	KindWrite     Kind = "write"     // excludes readers and writers
+	KindRedlock   Kind = "redlock"   // a majority of the server's --redlock-nodes; reentrant
 )
 
 // Policy orders readers and writers on a read/write lock.

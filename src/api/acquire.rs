@@ -62,11 +62,17 @@ pub fn acquire(
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, Problem>> + Send {
+    // RedLock leases are taken on the RedLock nodes (`super::redlock`).
+    if body.kind == Some(crate::wire::LockKind::Redlock) {
+        let redlock =
+            super::redlock::acquire(state, caller, name, query, bearer, idempotency, body);
+        return Either::Left(Either::Right(Box::pin(redlock)));
+    }
     let wait = state.limits.wait(query.wait_ms);
     let (request, token, ttl) =
         match acquire_request(&state, &caller, &name, &bearer, idempotency, body) {
             Ok(asked) => asked,
-            Err(problem) => return Either::Left(future::ready(Err(problem))),
+            Err(problem) => return Either::Left(Either::Left(future::ready(Err(problem)))),
         };
     let (kind, policy) = (request.kind, request.policy);
     let lease_ttl = ttl.as_duration();

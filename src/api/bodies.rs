@@ -88,6 +88,8 @@ pub(super) fn grant_response(
         expires_at: grant.expires_at.rfc3339(),
         wait_ms: wait.map(millis),
         replicas_acked: grant.replicas_acked,
+        nodes_acked: None,
+        validity_ms: None,
     };
     let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
@@ -147,6 +149,8 @@ pub(super) fn renewal(name: &LockName, r: Renewal) -> RenewalBody {
         ttl_ms: r.ttl_ms,
         expires_at: r.expires_at.rfc3339(),
         replicas_acked: r.replicas_acked,
+        nodes_acked: None,
+        validity_ms: None,
     }
 }
 

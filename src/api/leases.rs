@@ -62,6 +62,12 @@ pub(super) async fn renew(
         .locks_for(caller)
         .renew(resource, &lease.name, lease.id, &lease.token, ttl)
         .await;
+    if let Err(e) = &renewal
+        && resource == Resource::Lock
+        && super::redlock::may_be_redlock(state, e)
+    {
+        return super::redlock::renew(state, caller, &lease, ttl).await;
+    }
     match &renewal {
         Ok(r) => admission::renewed(state, caller, r.lease_id, r.expires_at).await,
         Err(e) => follow_loss(state, caller, lease.id, e).await,
@@ -127,6 +133,11 @@ pub async fn release(
                 .as_ref(),
         )
         .await;
+    if let Err(e) = &released
+        && super::redlock::may_be_redlock(&state, e)
+    {
+        return super::redlock::release(&state, &caller, &lease, query.all).await;
+    }
     released_response(&state, &caller, &lease, released).await
 }
 
@@ -187,6 +198,12 @@ pub(super) async fn inspect_lease(
         .locks_for(caller)
         .lease(resource, &lease.name, lease.id)
         .await;
+    if let Err(e) = &view
+        && resource == Resource::Lock
+        && super::redlock::may_be_redlock(state, e)
+    {
+        return super::redlock::inspect(state, caller, &lease).await;
+    }
     if view.is_err() {
         state.access.consume(caller, LOOKUP_COST);
     }

@@ -20,6 +20,7 @@ pub(crate) mod metrics;
 mod multileases;
 mod openapi;
 mod redis_status;
+mod redlock;
 mod semaphores;
 mod watch;
 

@@ -185,6 +185,13 @@ fn multi_request(
     for lock in body.locks {
         let name = LockName::parse(&lock.name)?;
         caller.check_name(&name)?;
+        if lock.kind == Some(crate::wire::LockKind::Redlock) {
+            // A RedLock lives on the RedLock nodes, a multilease's members on the main Redis.
+            return Err(Problem::new(
+                ProblemKind::InvalidBody,
+                format!("{name}: a RedLock cannot be part of a multilease"),
+            ));
+        }
         members.push(MultiMember {
             name,
             kind: lock.kind.map_or(LeaseKind::Reentrant, LeaseKind::from),

@@ -224,7 +224,55 @@ pub(super) fn finish(doc: &mut OpenApi, limits: &ApiLimits) {
     Links.modify(doc);
     OptionalBodies.modify(doc);
     LockNames.modify(doc);
+    RedlockResponses.modify(doc);
     bounds(doc, limits);
+}
+
+/// What `"kind": "redlock"` adds to the lease routes it uses (see `super::redlock`): 503
+/// `no_quorum` where a majority of the RedLock nodes must answer, 422 `redlock_disabled` on
+/// acquire. Added to the finished document, like [`CommonResponses`], so the routes' own
+/// lists stay as they are.
+struct RedlockResponses;
+
+impl Modify for RedlockResponses {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let quorum = "no_quorum (kind redlock, with Retry-After): fewer than a majority of the \
+                      RedLock nodes acknowledged it within its validity; what it got was let go";
+        let changes: [(&str, &str, &str); 4] = [
+            ("acquireLock", "503", quorum),
+            (
+                "acquireLock",
+                "422",
+                "redlock_disabled: kind redlock on a server without --redlock-nodes",
+            ),
+            ("heartbeatLockLease", "503", quorum),
+            (
+                "releaseLockLease",
+                "503",
+                "no_quorum (kind redlock): a majority of the RedLock nodes did not answer",
+            ),
+        ];
+        for item in openapi.paths.paths.values_mut() {
+            for operation in [&mut item.post, &mut item.delete].into_iter().flatten() {
+                let id = operation.operation_id.as_deref().unwrap_or_default();
+                for (op, status, codes) in changes {
+                    if op != id {
+                        continue;
+                    }
+                    let responses = &mut operation.responses.responses;
+                    match responses.get_mut(status) {
+                        Some(RefOr::T(existing)) => {
+                            existing.description = format!("{}; {codes}", existing.description);
+                        }
+                        Some(RefOr::Ref(_)) => {}
+                        None => {
+                            responses.insert(status.to_owned(), problem(codes));
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The lock-name path parameter, declared once: every operation names it `("name" = String,

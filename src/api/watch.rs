@@ -5,6 +5,7 @@
 //! `--max-watches` places.
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -15,7 +16,7 @@ use super::bodies;
 use super::events::stream_slot;
 use super::extract::HeldLease;
 use crate::auth::{Caller, ClientRole, Principal};
-use crate::locks::{LeaseEnd, Resource};
+use crate::locks::{LeaseEnd, LockError, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::LostEvent;
@@ -89,19 +90,28 @@ async fn watch(
         )
         .retry_after(Duration::from_secs(1))
     })?;
-    let watch = state
+    // The lease's end, from the main Redis, or from the RedLock nodes for a RedLock lease
+    // (which the main Redis does not know).
+    let ended: Pin<Box<dyn Future<Output = Result<LeaseEnd, LockError>> + Send>> = match state
         .locks_for(caller)
         .watch(resource, &lease.name, lease.id, &lease.token)
-        .await?;
+        .await
+    {
+        Ok(watch) => Box::pin(watch.ended()),
+        Err(e) if resource == Resource::Lock && super::redlock::may_be_redlock(&state, &e) => {
+            Box::pin(
+                super::redlock::watch(&state, caller, &lease, e)
+                    .await?
+                    .ended(),
+            )
+        }
+        Err(e) => return Err(e.into()),
+    };
     let (id, lock) = (lease.id, lease.name.to_string());
     let lost = futures_util::stream::once(async move {
         // The place is given back when the stream ends or its client goes away.
         let _place = (place, slot);
-        watch
-            .ended()
-            .await
-            .ok()
-            .map(|end| lost_event(id, lock, end))
+        ended.await.ok().map(|end| lost_event(id, lock, end))
     })
     .filter_map(std::future::ready)
     .map(Ok);

@@ -25,6 +25,9 @@ pub enum KindArg {
     Read,
     /// The exclusive side of a read/write lock.
     Write,
+    /// RedLock: a reentrant lock taken on a majority of the independent Redis masters the
+    /// server was started with (`--redlock-nodes`); 422 redlock_disabled without them.
+    Redlock,
 }
 
 impl From<KindArg> for LockKind {
@@ -35,6 +38,7 @@ impl From<KindArg> for LockKind {
             KindArg::Fair => Self::Fair,
             KindArg::Read => Self::Read,
             KindArg::Write => Self::Write,
+            KindArg::Redlock => Self::Redlock,
         }
     }
 }

@@ -19,6 +19,7 @@ pub use self::client::{
 pub use self::keys::{KeyCreateArgs, KeyListArgs, KeyRevokeArgs, KeyRotateArgs, KeysCommand};
 pub use self::server::{
     ConfigError, DEFAULT_LISTEN, HealthcheckArgs, LogFormat, MIN_ADMIN_TOKEN_CHARS, ServeArgs,
+    check_redlock_nodes,
 };
 
 /// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.

@@ -323,10 +323,35 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_ALLOW_EVICTION")]
     pub allow_eviction: bool,
 
+    /// RedLock: independent Redis masters (URLs, comma-separated; an odd number, at least 3,
+    /// none a replica of another or the same server twice) on which `"kind": "redlock"`
+    /// leases are taken, granted when a majority grants within the lease's validity. Not
+    /// safe for correctness without fencing: see the README's RedLock section.
+    #[arg(long, env = "LEASEHOLD_REDLOCK_NODES", value_delimiter = ',')]
+    pub redlock_nodes: Vec<String>,
+
     /// Label the acquisition metrics of GET /metrics with lock names. Off by default: every
     /// distinct name becomes a time series, so turn it on only for a few well-known locks.
     #[arg(long, env = "LEASEHOLD_METRICS_LOCK_NAMES")]
     pub metrics_lock_names: bool,
+}
+
+/// `--redlock-nodes`: none, or an odd number of at least 3, each once (the same server under
+/// two URLs is found at start, by its run id).
+pub fn check_redlock_nodes(nodes: &[String]) -> Result<(), ConfigError> {
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    if nodes.len() < 3 || nodes.len().is_multiple_of(2) {
+        return Err(ConfigError::RedlockCount(nodes.len()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for node in nodes {
+        if !seen.insert(node.trim_end_matches('/')) {
+            return Err(ConfigError::RedlockDuplicate(node.clone()));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Args)]
@@ -364,6 +389,13 @@ pub enum ConfigError {
     HttpLimits,
     #[error("a Redis Cluster has only database 0: --redis-db cannot be used with --redis-cluster")]
     ClusterDb,
+    #[error(
+        "--redlock-nodes needs an odd number of nodes, at least 3 (a majority of an even \
+         number tolerates no more failures than one node fewer), got {0}"
+    )]
+    RedlockCount(usize),
+    #[error("--redlock-nodes names {0} twice")]
+    RedlockDuplicate(String),
 }
 
 impl ServeArgs {
@@ -434,6 +466,7 @@ impl ServeArgs {
         {
             return Err(ConfigError::HttpLimits);
         }
+        check_redlock_nodes(&self.redlock_nodes)?;
         Ok(())
     }
 }

@@ -64,10 +64,13 @@ pub(super) async fn lock_page(
         ongoing,
         HISTORY_SHOWN,
     );
+    // RedLock: each node's state of the name (see `super::redlock`).
+    let redlock_nodes = super::redlock::rows(state.redlock_for(&principal), &name).await;
+    let on_redlock = redlock_nodes.iter().any(|n| n.state == "held");
     let lock_state = match (lock_state, lock) {
         (Some(s), _) => s,
         (None, Some(view)) => LockState::of_lock(&view),
-        (None, None) if !history.is_empty() => LockState::free(),
+        (None, None) if !history.is_empty() || on_redlock => LockState::free(),
         (None, None) => {
             return Err(PageError::new(
                 ProblemKind::LockNotFound,
@@ -115,6 +118,7 @@ pub(super) async fn lock_page(
         holders: lock_state.holders,
         queue: lock_state.queue,
         history: history.iter().map(HistoryRow::from_event).collect(),
+        redlock_nodes,
     })
 }
 
@@ -147,6 +151,9 @@ pub struct LockPage {
     /// When the oldest current hold began, and how long ago.
     pub held_since: String,
     pub timeline: Timeline,
+    /// With `--redlock-nodes`: the name on each RedLock node (a RedLock lock lives there,
+    /// not in the main Redis the rest of the page shows).
+    pub redlock_nodes: Vec<super::redlock::NodeRow>,
 }
 
 impl LockPage {

@@ -31,6 +31,7 @@ mod lock_state;
 mod login;
 mod overview;
 mod redis;
+mod redlock;
 mod timeline;
 mod viewer;
 

@@ -67,6 +67,10 @@ pub enum ServerError {
     NoFunctions(String),
     #[error("this Redis refused Leasehold's function library: {0}")]
     Functions(String),
+    #[error(transparent)]
+    RedlockConfig(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Redlock(#[from] crate::redlock::RedlockSetupError),
 }
 
 impl ServerError {
@@ -157,6 +161,19 @@ pub async fn run(
         metrics.clone(),
     );
     load_functions(&locks).await?;
+    // RedLock's nodes, each a lock domain of its own (see `crate::redlock`).
+    let (redlock, redlock_tasks) = match &config.redlock {
+        Some(settings) => {
+            crate::config::check_redlock_nodes(&settings.nodes)?;
+            let observer: Arc<dyn crate::locks::Observer> = metrics.clone();
+            let main = conn.cluster().is_none().then_some(&conn);
+            let (redlock, tasks) =
+                crate::redlock::Redlock::start(settings, &config.locks, &observer, main, &shutdown)
+                    .await?;
+            (Some(redlock), tasks)
+        }
+        None => (None, Vec::new()),
+    };
     let clock_task = locks.spawn_clock_sync();
     let publisher_task = locks.spawn_publisher();
     let waitlist_task = locks.spawn_waitlist_writer();
@@ -196,6 +213,7 @@ pub async fn run(
         dashboard: config.dashboard,
         shutdown: shutdown.clone(),
         watches: Arc::new(Semaphore::new(config.limits.max_watches)),
+        redlock,
     });
     let browser = match &config.allowed_hosts {
         Some(hosts) => BrowserPolicy {
@@ -234,6 +252,9 @@ pub async fn run(
     let _ = sweeper_task.await;
     let _ = rates_task.await;
     let _ = revocation_task.await;
+    for task in redlock_tasks {
+        let _ = task.await;
+    }
     if let Err(e) = subscriber_task.await {
         tracing::warn!(error = %e, "the subscriber task failed");
     }

@@ -7,6 +7,7 @@ use crate::config::ServeArgs;
 use crate::limits::{ClientLimits, LockLimits};
 use crate::locks::{LockSettings, TtlPolicy};
 use crate::redis::{AckSettings, ClusterSettings, RedisSettings, SentinelSettings};
+use crate::redlock::RedlockSettings;
 use crate::state::{ApiLimits, DashboardSettings};
 use std::time::Duration;
 
@@ -38,6 +39,8 @@ pub struct ServerConfig {
     pub body_timeout: Duration,
     /// Serve HTTPS with this certificate and key.
     pub tls: Option<TlsFiles>,
+    /// RedLock's nodes (`--redlock-nodes`); `None`: `"kind": "redlock"` is refused.
+    pub redlock: Option<RedlockSettings>,
 }
 
 impl ServerConfig {
@@ -143,6 +146,10 @@ impl ServerConfig {
                 }),
                 _ => None,
             },
+            redlock: (!args.redlock_nodes.is_empty()).then(|| RedlockSettings {
+                nodes: args.redlock_nodes.clone(),
+                ca_file: args.redis_ca_file.clone(),
+            }),
         }
     }
 }

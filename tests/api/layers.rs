@@ -24,12 +24,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("auth", &["limits", "locks", "problem", "redis", "tenant"]),
     ("events", &["locks", "redis", "tenant"]),
     ("metrics", &["locks"]),
+    // RedLock: one lock domain per node, over the seam's standalone handles.
+    ("redlock", &["locks", "redis"]),
     // One owner per admin use case; both transports adapt it.
     ("operator", &["audit", "auth", "locks", "problem"]),
     (
         "state",
         &[
-            "audit", "auth", "events", "limits", "locks", "metrics", "operator", "problem", "redis",
+            "audit", "auth", "events", "limits", "locks", "metrics", "operator", "problem",
+            "redis", "redlock",
         ],
     ),
     // The two transports share auth and problem, never each other.
@@ -37,13 +40,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "api",
         &[
             "audit", "auth", "events", "limits", "locks", "metrics", "operator", "problem",
-            "state", "tenant", "wire",
+            "redlock", "state", "tenant", "wire",
         ],
     ),
     (
         "dashboard",
         &[
-            "audit", "auth", "events", "limits", "locks", "operator", "problem", "state",
+            "audit", "auth", "events", "limits", "locks", "operator", "problem", "redlock", "state",
         ],
     ),
     (
@@ -62,6 +65,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "own_keys",
             "problem",
             "redis",
+            "redlock",
             "state",
         ],
     ),

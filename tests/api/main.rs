@@ -35,6 +35,7 @@ mod openapi;
 mod operator;
 mod outages;
 mod redisson;
+mod redlock;
 mod replication;
 mod revocation;
 mod run;

@@ -188,6 +188,10 @@ async fn bad_requests_are_clear_problems() {
         (json!({"locks": [{"name": "a{b}"}]}), "invalid_lock_name"),
         (json!({"locks": locks(&["a"]), "ttl_ms": 1}), "invalid_ttl"),
         (
+            json!({"locks": [{"name": "a", "kind": "redlock"}]}),
+            "invalid_body",
+        ),
+        (
             json!({"locks": locks(&["a"]), "metadata": {"leasehold:multilease": 1}}),
             "invalid_body",
         ),

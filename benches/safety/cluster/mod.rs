@@ -212,6 +212,9 @@ pub struct Cluster {
     ha: Option<ha::Ha>,
     /// Cluster mode: the cluster's nodes (`redis` is then never started).
     shards: Option<shards::Shards>,
+    /// RedLock's nodes (the instances get `--redlock-nodes`): independent masters without
+    /// persistence, restarted empty by the redlock-node-kill fault.
+    redlock: Vec<RedisProc>,
     pub targets: Arc<Targets>,
     /// AOF incr-file sizes sampled over time, to cut the last second off as a power loss would.
     aof_sizes: Vec<(Instant, u64)>,
@@ -235,7 +238,8 @@ pub enum RedisMode {
 impl Cluster {
     /// Starts Redis with `persistence` (or the Sentinel or Cluster setup `mode` names),
     /// `instances` Leasehold instances on loopback, and (with `partitionable`) one more
-    /// inside a network namespace.
+    /// inside a network namespace; `redlock_nodes` RedLock nodes beside them.
+    #[allow(clippy::too_many_arguments)] // One per part of the setup.
     pub async fn start(
         dir: &Path,
         binary: &Path,
@@ -244,6 +248,7 @@ impl Cluster {
         partitionable: bool,
         tag: u32,
         mode: RedisMode,
+        redlock_nodes: usize,
     ) -> anyhow::Result<Self> {
         let ha_plan = match mode {
             RedisMode::Sentinel(plan) => Some(plan),
@@ -281,6 +286,24 @@ impl Cluster {
             Some(plan) => Some(ha::Ha::start(dir, &redis, plan).await?),
             None => None,
         };
+        let mut redlock = Vec::new();
+        for n in 0..redlock_nodes {
+            let node_dir = dir.join(format!("redlock-{n}"));
+            std::fs::create_dir_all(&node_dir)?;
+            let mut node = RedisProc {
+                child: None,
+                port: free_port()?,
+                binds: redis.binds.clone(),
+                persistence: Persistence::None,
+                dir: node_dir,
+                replica_of: None,
+                source_addr: None,
+                cluster_node_timeout_ms: None,
+                announce_port: None,
+            };
+            node.start().await?;
+            redlock.push(node);
+        }
         let mut cluster = Self {
             binary: binary.to_owned(),
             redis,
@@ -289,6 +312,7 @@ impl Cluster {
             partitioned: false,
             ha,
             shards,
+            redlock,
             targets: Arc::new(Targets::default()),
             aof_sizes: Vec::new(),
         };
@@ -349,6 +373,18 @@ impl Cluster {
             (None, Some(shards)) => cmd.args(shards.serve_args()),
             (None, None) => cmd.args(["--redis-url", &redis_url]),
         };
+        if !self.redlock.is_empty() {
+            let host = match (&self.netns, inst.in_netns) {
+                (Some(ns), true) => ns.host_ip.clone(),
+                _ => "127.0.0.1".to_owned(),
+            };
+            let nodes: Vec<String> = self
+                .redlock
+                .iter()
+                .map(|n| format!("redis://{host}:{}", n.port))
+                .collect();
+            cmd.args(["--redlock-nodes", &nodes.join(",")]);
+        }
         cmd.args(["--log-format", "json", "--min-ttl-ms", "100"])
             .args(["--ticket-timeout-ms", "1000", "--admin-token", ADMIN_TOKEN])
             // The clients call without a key; the instance in the partition's namespace
@@ -412,6 +448,21 @@ impl Cluster {
         if let Some(pid) = self.instances[i].child.as_ref().and_then(Child::id) {
             let _ = kill(Pid::from_raw(pid as i32), signal);
         }
+    }
+
+    /// How many RedLock nodes the run has.
+    pub fn redlock_count(&self) -> usize {
+        self.redlock.len()
+    }
+
+    /// `kill -9` of RedLock node `n`; it stays down until [`Self::restart_redlock_node`].
+    pub async fn kill_redlock_node(&mut self, n: usize) {
+        self.redlock[n].kill9().await;
+    }
+
+    /// Starts RedLock node `n` again, empty (it has no persistence).
+    pub async fn restart_redlock_node(&mut self, n: usize) -> anyhow::Result<()> {
+        self.redlock[n].start().await
     }
 
     pub fn signal_redis(&self, signal: Signal) {
@@ -501,6 +552,9 @@ impl Cluster {
         }
         self.redis.signal(Signal::SIGCONT);
         self.redis.kill9().await;
+        for node in &mut self.redlock {
+            node.kill9().await;
+        }
         if let Some(ha) = self.ha.take() {
             ha.stop().await;
         }

@@ -205,6 +205,7 @@ impl Client {
             }
             "fair" => "fair",
             "exclusive" => "exclusive",
+            "redlock" => "redlock",
             _ => "reentrant",
         };
         // Sometimes a longer TTL (it must then hold for every level), sometimes the lease's.
@@ -213,8 +214,10 @@ impl Client {
             1 => Some(h.ttl_ms),
             _ => None,
         };
+        // (RedLock keeps no Idempotency-Key: a retry is a new attempt; see the README.)
         let idem =
-            (self.shared.plan.idempotency && self.rng.random_bool(0.3)).then(|| self.idem_key());
+            (self.shared.plan.idempotency && h.kind != "redlock" && self.rng.random_bool(0.3))
+                .then(|| self.idem_key());
         let mut body = json!({"kind": kind});
         if let Some(ttl) = ttl_ms {
             body["ttl_ms"] = json!(ttl);
@@ -351,8 +354,11 @@ impl Client {
             }
             p
         };
-        let idem = (self.shared.plan.idempotency && !h.semaphore && self.rng.random_bool(0.3))
-            .then(|| self.idem_key());
+        let idem = (self.shared.plan.idempotency
+            && !h.semaphore
+            && h.kind != "redlock"
+            && self.rng.random_bool(0.3))
+        .then(|| self.idem_key());
         let request = Request::Release {
             lease: h.lease.clone(),
             all,

@@ -240,7 +240,9 @@ impl Client {
             // Now and then a plain lock on another family's name: kind conflicts, and names
             // that must become usable again once their fair queue or permits are gone.
             let stray = self.rng.random_bool(0.05);
-            if stray && family != Family::Reentrant {
+            // (Not on a RedLock name: a plain lock of that name lives on the main Redis, another
+            // lock altogether.)
+            if stray && !matches!(family, Family::Reentrant | Family::Redlock) {
                 let kind = "reentrant";
                 self.lock_session(name, family, kind).await;
                 continue;
@@ -253,6 +255,7 @@ impl Client {
                 Family::Reentrant => self.lock_session(name, family, "reentrant").await,
                 Family::Exclusive => self.lock_session(name, family, "exclusive").await,
                 Family::Fair => self.lock_session(name, family, "fair").await,
+                Family::Redlock => self.lock_session(name, family, "redlock").await,
                 Family::Rw => {
                     let kind = if self.rng.random_bool(0.6) {
                         "read"

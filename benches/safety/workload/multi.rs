@@ -25,7 +25,7 @@ fn kind_of(family: Family, read: bool) -> Option<&'static str> {
         Family::Exclusive => Some("exclusive"),
         Family::Fair => Some("fair"),
         Family::Rw => Some(if read { "read" } else { "write" }),
-        Family::Semaphore => None,
+        Family::Semaphore | Family::Redlock => None,
     }
 }
 
@@ -37,7 +37,7 @@ impl Client {
             .families
             .iter()
             .copied()
-            .filter(|f| *f != Family::Semaphore)
+            .filter(|f| kind_of(*f, false).is_some())
             .collect();
         if families.is_empty() {
             return;

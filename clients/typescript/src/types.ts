@@ -4,7 +4,7 @@
  */
 
 /** The kinds of lock an acquire may ask for. */
-export type LockKind = "reentrant" | "exclusive" | "fair" | "read" | "write";
+export type LockKind = "reentrant" | "exclusive" | "fair" | "read" | "write" | "redlock";
 
 /** Read/write locks: who goes first when a writer waits. */
 export type RwPolicy = "readers_first" | "fifo";
@@ -29,6 +29,10 @@ export interface GrantBody {
   ttl_ms: number;
   expires_at: string;
   wait_ms?: number | null;
+  /** RedLock grants: the nodes that granted it (a majority of the server's --redlock-nodes). */
+  nodes_acked?: number | null;
+  /** RedLock grants: how long it may be relied on, in ms (TTL less elapsed and drift). */
+  validity_ms?: number | null;
 }
 
 /** A fair lock's place in its queue (202). */
@@ -50,6 +54,10 @@ export interface RenewalBody {
   reentry_count: number;
   ttl_ms: number;
   expires_at: string;
+  /** RedLock leases: the nodes that extended it. */
+  nodes_acked?: number | null;
+  /** RedLock leases: how long the extension may be relied on, in ms. */
+  validity_ms?: number | null;
 }
 
 /** A release's answer. */
@@ -222,7 +230,7 @@ export interface AcquireOptions {
 }
 
 export interface LockOptions extends AcquireOptions {
-  /** `reentrant` (default), `exclusive`, `fair`, `read` or `write`. */
+  /** `reentrant` (default), `exclusive`, `fair`, `read`, `write`, or `redlock` (a server with --redlock-nodes). */
   kind?: LockKind | undefined;
   /** Read/write locks: `readers_first` (default) or `fifo`. */
   policy?: RwPolicy | undefined;

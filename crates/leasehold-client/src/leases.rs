@@ -146,6 +146,8 @@ impl Client {
             expires_at: multi.expires_at,
             wait_ms: multi.wait_ms,
             replicas_acked: None,
+            nodes_acked: None,
+            validity_ms: None,
         };
         Ok(Reply {
             body: Lease {
@@ -294,6 +296,8 @@ impl Client {
                     ttl_ms: body.ttl_ms,
                     expires_at: body.expires_at,
                     replicas_acked: body.members.iter().filter_map(|m| m.replicas_acked).min(),
+                    nodes_acked: None,
+                    validity_ms: None,
                 },
                 json: reply.json,
             });

@@ -42,6 +42,9 @@ pub enum LockKind {
     Read,
     /// The exclusive side of a read/write lock.
     Write,
+    /// RedLock: a reentrant lock taken on a majority of the independent Redis masters the
+    /// server was started with (`--redlock-nodes`); 422 redlock_disabled without them.
+    Redlock,
 }
 
 /// Who goes first on a read/write lock when a writer waits.
@@ -254,6 +257,13 @@ pub struct GrantBody {
     /// when the server requires none (`--min-replica-acks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
+    /// RedLock grants: the nodes that granted it (a majority of `--redlock-nodes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes_acked: Option<u32>,
+    /// RedLock grants: how long the lease is safe to rely on, in ms: the TTL less the time
+    /// the grant took and the clock drift allowance (0.01 x TTL + 2 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity_ms: Option<u64>,
 }
 
 /// A fair lock's ticket (202): a place in its queue.
@@ -299,6 +309,12 @@ pub struct RenewalBody {
     /// the server requires none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
+    /// RedLock leases: the nodes that extended it (a majority of `--redlock-nodes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes_acked: Option<u32>,
+    /// RedLock leases: how long the extension is safe to rely on, in ms (see `GrantBody`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity_ms: Option<u64>,
 }
 
 /// A release: `released` is true when this lease holds nothing any more (no level left; the

@@ -15,7 +15,7 @@ pub struct MultiLockBody {
         schema(min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:/-]+$")
     )]
     pub name: String,
-    /// reentrant (default), exclusive, fair, read or write.
+    /// reentrant (default), exclusive, fair, read or write (not redlock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<LockKind>,
 }

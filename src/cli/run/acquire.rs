@@ -29,7 +29,8 @@ pub(super) struct Held {
 }
 
 pub(super) enum Acquisition {
-    Held(Held),
+    /// Boxed: a lease (a multilease's with its members) is much larger than the rest.
+    Held(Box<Held>),
     /// Still held by someone else when the wait was over.
     Busy(Problem),
     Interrupted(Signal),
@@ -131,11 +132,11 @@ pub(super) async fn acquire(
                         }
                     }
                 };
-                return Acquisition::Held(Held {
+                return Acquisition::Held(Box::new(Held {
                     ttl: Duration::from_millis(lease.grant.ttl_ms),
                     lease,
                     renewed_at: sent,
-                });
+                }));
             }
             Err(ClientError::Problem(p)) if p.is_lock_held() => {
                 if Instant::now() + REASK_PAUSE >= deadline {

@@ -153,7 +153,7 @@ impl Job {
             None => Ask::Lock(acquire_options(&self.lease, &holder)),
         };
         let held = match acquire::acquire(client, &self.name, &ask, &mut signals).await {
-            Acquisition::Held(held) => held,
+            Acquisition::Held(held) => *held,
             Acquisition::Busy(problem) => {
                 if !self.lease.quiet {
                     say(format_args!(

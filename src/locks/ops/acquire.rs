@@ -58,7 +58,7 @@ impl Locks {
     /// [`Self::acquire`] for a new lease proven by `token` (made by the caller: a
     /// multilease's member, whose token comes from the multilease's). Asked again with the
     /// same token while that lease holds, it answers the same grant again.
-    pub(in crate::locks) fn acquire_as(
+    pub(in crate::locks) fn acquire_member(
         &self,
         name: &LockName,
         mut request: AcquireRequest,
@@ -125,7 +125,7 @@ impl Locks {
     ///
     /// Not an `async fn`: an async fn keeps each argument twice (as passed, and as its own
     /// local) for as long as it runs, and a parked waiter runs for its whole wait.
-    fn acquire_waiting<'a>(
+    pub(in crate::locks::ops) fn acquire_waiting<'a>(
         locks: Locks,
         name: LockName,
         op: Op,

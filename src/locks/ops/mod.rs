@@ -12,6 +12,7 @@ pub mod inspect;
 pub mod lease;
 pub mod listing;
 pub mod multilease;
+pub mod redlock;
 #[cfg(test)]
 mod replays;
 pub mod rollback;

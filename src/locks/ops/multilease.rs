@@ -314,7 +314,7 @@ impl Locks {
         };
         let member_token = token.member(&member.name);
         let acquired = self
-            .acquire_as(&member.name, asked, member_token.clone(), request.ttl, wait)
+            .acquire_member(&member.name, asked, member_token.clone(), request.ttl, wait)
             .await;
         match acquired {
             Ok(Acquired::Granted(grant)) => Ok(Ok(MemberGrant {

@@ -105,6 +105,9 @@ impl From<crate::wire::LockKind> for LeaseKind {
             K::Fair => Self::Fair,
             K::Read => Self::Read,
             K::Write => Self::Write,
+            // A RedLock lease is a reentrant lease on each of the RedLock nodes; the API
+            // sends it there (`crate::redlock`) and never to the main Redis.
+            K::Redlock => Self::Reentrant,
         }
     }
 }

@@ -67,7 +67,7 @@ MAX_BACKOFF = 1.0
 LOCKS = "locks"
 SEMAPHORES = "semaphores"
 
-LOCK_KINDS = ("reentrant", "exclusive", "fair", "read", "write")
+LOCK_KINDS = ("reentrant", "exclusive", "fair", "read", "write", "redlock")
 
 
 def now() -> float:
