@@ -3,7 +3,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `L` | hash | Redisson's lock hash: `<lease-id>:1` = reentry count (RLock, RFairLock), or `mode` + read holders + `<lease-id>:1:write` (RReadWriteLock); PEXPIRE = TTL |
+//! | `L` | hash | Redisson's lock hash: `<lease-id>:1` = reentry count (RLock, RFairLock; a Redisson client's field is `<uuid>:<thread>`, a port's `<uuid>:<id>`), or `mode` + read holders + `<lease-id>:1:write` (RReadWriteLock); PEXPIRE = TTL |
 //! | `{L}:<lease-id>:1:rwlock_timeout:<n>` | string | Redisson's per-read-hold timeout keys |
 //! | `redisson_lock_queue:{L}` | list | Redisson's RFairLock queue of waiting holder ids |
 //! | `redisson_lock_timeout:{L}` | zset | fair waiters' deadlines (ms) |
