@@ -275,7 +275,8 @@ local function save(rec)
     if rec.state == 'held' or rec.state == 'queued' then
       set_state('r:' .. rec.id, pack_rec(rec))
     else
-      redis.call('HDEL', STATE, 'r:' .. rec.id, 'h:' .. rec.id, 'm:' .. rec.id)
+      -- (`y:`: a fair ticket's lock-delay, see acquire.lua.)
+      redis.call('HDEL', STATE, 'r:' .. rec.id, 'h:' .. rec.id, 'm:' .. rec.id, 'y:' .. rec.id)
     end
   else
     set_state('rec', pack_rec(rec))

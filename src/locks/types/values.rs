@@ -44,6 +44,26 @@ impl TtlPolicy {
     }
 }
 
+/// How long a lock's name refuses new leases after its lease ended other than by a release
+/// (its TTL ran out, an admin force-released or evicted it): Chubby's and Consul's lock-delay.
+/// Never zero (no delay is `None`), never above the deployment's ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockDelay(Duration);
+
+impl LockDelay {
+    /// `delay_ms` within `max_ms`; 0 is no delay.
+    pub fn parse(delay_ms: u64, max_ms: u64) -> Result<Option<Self>, InvalidInput> {
+        if delay_ms > max_ms {
+            return Err(InvalidInput::LockDelay { delay_ms, max_ms });
+        }
+        Ok((delay_ms > 0).then(|| Self(Duration::from_millis(delay_ms))))
+    }
+
+    pub fn as_millis(self) -> u64 {
+        u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
 /// A per-lock number that grows with every new acquisition and never goes back, not even
 /// after a release, an expiry, or Redis losing data: each is one more than the last and at
 /// least Redis's clock in microseconds (so about 1.8e15 today: still exact as a JSON number,
