@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::json;
 
+use crate::dashboard::Browser;
 use crate::helpers::{ADMIN_TOKEN, Reply, TestApp, spawn_app};
 
 /// Waits until Redis has let the lock's hash expire (the lease's TTL ran out).
@@ -121,6 +122,13 @@ async fn a_force_release_starts_the_delay_from_now() {
         &app.acquire("jobs", json!({})).await,
         Duration::from_secs(2),
     );
+    // The lock page says so.
+    Browser::new(&app)
+        .get("/locks/jobs")
+        .await
+        .assert_status(200)
+        .assert_contains("Lock-delay")
+        .assert_contains("Delayed until");
     let granted = app.acquire_with("jobs", 10_000, json!({}), None).await;
     granted.assert_status(201);
 }
