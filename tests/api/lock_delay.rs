@@ -82,6 +82,27 @@ async fn an_expired_lease_leaves_its_name_delayed_and_waiters_wait_through_it() 
     assert!(lock.body["delayed_until"].is_null(), "{}", lock.body);
 }
 
+/// A waiter parked while the lease still held: woken by its expiry, it finds the name
+/// delayed and parks again until the delay is over.
+#[tokio::test]
+async fn a_waiter_parked_before_the_expiry_waits_through_the_delay() {
+    let app = spawn_app().await;
+    app.lease("jobs", json!({"ttl_ms": 300, "lock_delay_ms": 1_000}))
+        .await;
+    let started = Instant::now();
+    let waiter = app.spawn_waiter("jobs", 10_000);
+    let granted = tokio::time::timeout(Duration::from_secs(8), waiter)
+        .await
+        .expect("granted once the delay is over")
+        .expect("task");
+    granted.assert_status(201);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_000),
+        "granted before TTL + delay: {:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn a_release_frees_the_name_at_once() {
     let app = spawn_app().await;
@@ -230,4 +251,57 @@ async fn the_delay_is_capped_by_max_lock_delay_ms() {
     app.acquire("jobs", json!({"lock_delay_ms": 60_000}))
         .await
         .assert_status(201);
+}
+
+/// Redis Cluster mode: the delay key shares its lock's hash tag, so every function keeps one
+/// slot and the delay holds on every primary.
+#[tokio::test]
+async fn the_delay_holds_in_cluster_mode_on_every_primary() {
+    use crate::helpers::cluster::Cluster;
+    use crate::helpers::{AppOptions, spawn_app_tweaked};
+    use leasehold::redis::ClusterSettings;
+
+    let cluster = Cluster::start(3, 0).await;
+    let nodes: Vec<String> = cluster.seeds().split(',').map(str::to_owned).collect();
+    let app = spawn_app_tweaked(AppOptions::default(), |config| {
+        config.redis.cluster = Some(ClusterSettings {
+            nodes,
+            username: None,
+            password: None,
+            tls: false,
+        });
+    })
+    .await;
+    let primaries = cluster.primaries().await;
+    let mut names = Vec::new();
+    for i in 0.. {
+        let name = format!("job-{i}");
+        let slot = cluster.keyslot(&name).await;
+        let owner = cluster.owner_of_slot(slot).await;
+        if !names.iter().any(|(_, o)| *o == owner) {
+            names.push((name, owner));
+        }
+        if names.len() == primaries.len() {
+            break;
+        }
+    }
+    for (name, _) in &names {
+        app.lease(name, json!({"ttl_ms": 600_000, "lock_delay_ms": 1_500}))
+            .await;
+        app.force_release(name, Some(ADMIN_TOKEN))
+            .await
+            .assert_status(200);
+        assert_delayed(&app.acquire(name, json!({})).await, Duration::from_secs(2));
+        assert_eq!(
+            cluster
+                .keyslot(&format!("{{{name}}}:leasehold:delay"))
+                .await,
+            cluster.keyslot(name).await
+        );
+    }
+    for (name, _) in &names {
+        app.acquire_with(name, 10_000, json!({}), None)
+            .await
+            .assert_status(201);
+    }
 }
