@@ -23,9 +23,15 @@
 -- A(12) key_digest: sha256 hex of the request's Idempotency-Key
 -- A(13) fingerprint: sha256 hex of what the request asks (checked against the key's first request)
 -- A(14) sealed_token: the new lease's token sealed under the Idempotency-Key (hex)
+-- A(15) lock_delay_ms: the new lease's lock-delay (ms; "" for none): once it ends other than
+--       by a release (its TTL runs out, an admin removes it), the name refuses new leases
+--       for that long (locklib.lua's keep_delay); a fair ticket keeps it until granted.
+--       A reentry keeps the lease's own.
 -- Returns: JSON with status = acquired | reentered | held | queued | lease_lost |
 --   unknown_token | ticket_token | unknown_lease | forbidden | ticket_expired | kind_conflict |
---   not_reentrant | upgrade_refused | idempotency_mismatch | too_late. A grant answered again
+--   not_reentrant | upgrade_refused | idempotency_mismatch | too_late. `held` with
+--   `delayed` = true: the name is free but in its lock-delay, for `pttl` more ms (a fair
+--   request is queued through it, with that `pttl`). A grant answered again
 --   (a ticket polled after its grant, a retried Idempotency-Key) carries replayed = true, and,
 --   for a new lease replayed by its key, `sealed`: the first token sealed under the key.
 --   The same call run again (see "Run twice" in prelude.lua) answers as it did, changing
@@ -46,6 +52,10 @@ local NO_EVENTS = {}
 -- A kind as it stands in a record (see KIND_FIELD's use).
 local KIND_FIELD = {reentrant = '|reentrant|', exclusive = '|exclusive|', fair = '|fair|'}
 
+-- The lock-delay a new lease asks for: A(15), read where a grant or a ticket needs it (a
+-- per-call local would be one more upvalue of the function, at Lua's limit of 60).
+local function asked_delay() return ARGS[17] or '' end
+
 -- A grant's answer (numbers as text). `expires`: when the lease expires, for a grant
 -- answered again: to another request (`replayed`), or to this one, run again.
 local function acquired(status, count, fence, since, holder, expires, replayed)
@@ -59,10 +69,11 @@ end
 
 -- A fair ticket's answer: its place (`until_s`: its deadline, text), behind the live head
 -- `head`; `new`: this call queued it (its event is then published).
-local function queued(head, until_s, holder, new)
-  -- Retry when the holder's TTL runs out, or when the head's deadline passes: a head that is
-  -- an idle ticket is woken by a release but may never act, and must not hold us up longer.
-  local pttl = redis.call('PTTL', L)
+local function queued(head, until_s, holder, new, delayed)
+  -- Retry when the holder's TTL runs out (or the name's lock-delay, `delayed` ms), or when
+  -- the head's deadline passes: a head that is an idle ticket is woken by a release but may
+  -- never act, and must not hold us up longer.
+  local pttl = delayed or redis.call('PTTL', L)
   if head and head ~= h then
     local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
     pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
@@ -82,7 +93,8 @@ local function again(mine)
   if mine.state == 'queued' then
     local until_s = redis.call('ZSCORE', timeouts_key(), h)
     if not until_s or not redis.call('LPOS', queue_key(), h) then return nil end
-    return queued(redis.call('LINDEX', queue_key(), 0), until_s, mine.holder, true)
+    return queued(redis.call('LINDEX', queue_key(), 0), until_s, mine.holder, true,
+      redis.call('EXISTS', L) == 0 and delay_left() or nil)
   end
   if mine.state ~= 'held' then return '{"status":"lease_lost","state":"' .. mine.state .. '"}' end
   local reads, writes = check_held(id, mine, st.hexp, events)
@@ -103,10 +115,11 @@ local function grant(count, ticket)
     if prev and prev.state == 'held' then observe_expiry(prev, st.hexp, events) end
   end
   local fence = next_fence(st.fence)
-  local holder, metadata = label, meta
+  local holder, metadata, delay = label, meta, asked_delay()
   if ticket then
     holder, metadata = ticket.holder, ticket.meta
-    redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
+    delay = redis.call('HGET', STATE, 'y:' .. id) or ''
+    redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id, 'y:' .. id)
   end
   -- A request that waited (its first try was at `arrival`, from an earlier refusal): its
   -- wait is recorded as a fair ticket's is, so the history and the timeline show it.
@@ -119,6 +132,7 @@ local function grant(count, ticket)
   local keep = ttl_n + TOMB
   create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, metadata, shared, nil,
     st.raw)
+  keep_delay(delay, NOW + ttl_n, shared)
   set_state('fence', fence)
   if not shared and st.kind ~= family(kind) then set_state('kind', family(kind)) end
   flush_state(NOW + keep, st.sexp)
@@ -126,8 +140,13 @@ local function grant(count, ticket)
     keep, nonce)
 end
 
--- Who holds the lock, for a refused acquirer (never read out of another program's key).
-local function held(retry_ms)
+-- Who holds the lock, for a refused acquirer (never read out of another program's key); or,
+-- `delayed`: nobody, but the name is in its lock-delay for that many more ms.
+local function held(retry_ms, delayed)
+  if delayed then
+    return '{"status":"held","delayed":true,"pttl":' .. d(delayed) .. ',"now_ms":' .. NOW_S
+      .. ',"arrived_ms":' .. arrival .. ev(events) .. '}'
+  end
   local fields = redis.call('HKEYS', L)
   local field = fields[1]
   if field == 'mode' then field = fields[2] end
@@ -223,6 +242,7 @@ local function grant_free_rw()
   local fence = next_fence(v[1])
   local ttl_n = ttl + 0
   create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, label, meta, true)
+  keep_delay(asked_delay(), NOW + ttl_n, true)
   set_state('fence', fence)
   flush_state(NOW + ttl_n + TOMB, v[3])
   return acquired('acquired', '1', fence, NOW_S, label)
@@ -251,6 +271,7 @@ local function grant_free_fixed()
     if not last or not string.find(last, KIND_FIELD[kind], 1, true) then
       set_state('kind', kind)
     end
+    keep_delay(asked_delay(), NOW + ttl_n, false)
     local pexpire = renewal(NOW + ttl_n + TOMB, v[4])
     -- (The fixed fields and what was queued, in one HSET; the record as pack() makes it.)
     redis.call('HSET', STATE, 'lease', id, 'rec', 'held|' .. kind .. '|' .. ttl .. '|' .. NOW_S
@@ -289,6 +310,30 @@ local function idem_again()
   end
   if same then return first end
   return idem_replay(first, first_sealed)
+end
+
+-- Records this request's new fair ticket (with its nonce: the call run again finds its
+-- ticket by it), and the lock-delay its lease is to have once granted (`y:<id>`).
+local function queue_ticket()
+  create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
+    expires = '0', fence = '0', nonce = nonce, holder = label, meta = meta, shared = true})
+  local delay = asked_delay()
+  if delay ~= '' then set_state('y:' .. id, delay) end
+end
+
+-- The usual request (see below), when it is one: a new lease on a name nobody uses (nor in
+-- its lock-delay), without an Idempotency-Key, not after a wait, granted as grant_free_fixed
+-- or grant_free_rw do; nil for anything else. (A function of its own, as grant_free_rw.)
+local function usual_grant()
+  if op ~= 'new' or idem ~= '' or arrival ~= NOW_S
+    or redis.call('EXISTS', L, STATE .. ':delay') ~= 0 then
+    return nil
+  end
+  if kind == 'reentrant' or kind == 'exclusive' or kind == 'fair' then
+    return grant_free_fixed()
+  elseif is_rw(kind) then
+    return grant_free_rw()
+  end
 end
 
 -- Reads the state (`st`) for a new lease, whose id comes from a token made for this request:
@@ -337,14 +382,11 @@ events, st = NO_EVENTS, nil
 -- W3). Whatever else it finds (a fair queue,
 -- a lease whose record still says held: it ran out unnoticed, and its expiry must be
 -- recorded) goes on to the general path, which reads what it needs itself.
-if op == 'new' and idem == '' and arrival == NOW_S and redis.call('EXISTS', L) == 0 then
-  if kind == 'reentrant' or kind == 'exclusive' or kind == 'fair' then
-    local reply = grant_free_fixed()
-    if reply then return reply end
-  elseif is_rw(kind) then
-    local reply = grant_free_rw()
-    if reply then return reply end
-  end
+-- (A name in its lock-delay is not one nobody uses: the delay key counts. The test is in
+-- usual_grant, as is the grant: this function is at Lua's limit of 60 upvalues.)
+do
+  local reply = usual_grant()
+  if reply then return reply end
 end
 for i = #EVENTS, 1, -1 do EVENTS[i] = nil end
 events = EVENTS
@@ -416,7 +458,9 @@ end
 -- and free exclusive locks are settled here.
 local free
 if op ~= 'reenter' then
-  local conflict, now_as, t = conflict_with(st, kind, events)
+  -- (`delayed`: a free name in its lock-delay grants nothing yet: a fair request keeps, or
+  -- takes, its place in the queue through it, any other is refused with the time left.)
+  local conflict, now_as, t, delayed = conflict_with(st, kind, events)
   if conflict then
     return '{"status":"kind_conflict","held_as":"' .. conflict .. '"' .. ev(events) .. '}'
   end
@@ -424,7 +468,7 @@ if op ~= 'reenter' then
 
   if kind == 'fair' then
     local head = st.q and prune_queue(events, st.hexp) or nil
-    if free and (not head or head == h) then
+    if free and not delayed and (not head or head == h) then
       if head then redis.call('LPOP', queue_key()) end
       if ticket then redis.call('ZREM', timeouts_key(), h) end
       redis.call('HSET', L, h, '1')
@@ -439,18 +483,18 @@ if op ~= 'reenter' then
       set_state('q', '1')
       if not ticket then
         -- (With this request's nonce: the call run again finds its ticket by it.)
-        create({id = id, state = 'queued', kind = 'fair', ttl = ttl, since = NOW_S,
-          expires = '0', fence = '0', nonce = nonce, holder = label, meta = meta,
-          shared = true})
+        queue_ticket()
       end
     end
     flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)
-    local reply = queued(head, until_s, ticket and ticket.holder or label, not ticket)
+    local reply = queued(head, until_s, ticket and ticket.holder or label, not ticket,
+      delayed or nil)
     if ticket then return reply end
     return idem_answer(idem, fp, reply, id, sealed, tonumber(liveness) + TOMB + tonumber(ttl),
       nonce)
   end
 
+  if delayed then return held(nil, delayed) end
   if free and not is_rw(kind) then
     redis.call('HSET', L, h, '1')
     redis.call('PEXPIRE', L, ttl)
@@ -498,7 +542,7 @@ if op == 'reenter' then
     redis.call('PEXPIRE', L, ttl)
   end
   local ttl_n = tonumber(ttl)
-  wake_if_sooner(rec, ttl_n, w or 0, st.q)
+  lease_extended(rec, ttl_n, w or 0, st.q)
   -- (The nonce marks the level this request entered: see above.)
   rec.ttl, rec.expires, rec.nonce = ttl, d(NOW + ttl_n), nonce
   save(rec)

@@ -39,11 +39,16 @@ else
   if is_rw(rec.kind) then
     for n = 1, reads do redis.call('DEL', rw_timeout_key(h, n)) end
     redis.call('HDEL', L, h, h .. ':write')
-    -- Only `mode` left: nobody holds the lock any more.
-    if redis.call('HLEN', L) <= 1 then redis.call('DEL', L) end
+    -- Only `mode` left: nobody holds the lock any more (its lock-delay runs from now).
+    if redis.call('HLEN', L) <= 1 then
+      redis.call('DEL', L)
+      delay_from_now()
+    end
     redis.call('PUBLISH', rw_channel(), '0')
   else
     redis.call('HDEL', L, h)
+    -- (Its one holder gone, the lock is free: its lock-delay runs from now.)
+    delay_from_now()
     wake_next(st.q, nil, st.hexp)
   end
   removed.reentry_count = reads + writes

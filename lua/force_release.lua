@@ -1,7 +1,8 @@
 -- Admin force release: remove every holder of a lock of any kind (Leasehold leases and
 -- Redisson clients alike), as Redisson's forceUnlock does, and wake waiters (the fair queue's
 -- head, or everyone). Each removed Leasehold lease is marked force_released, so its holder's
--- next call gets 410. Queued fair waiters keep their places. A key some other program made
+-- next call gets 410. Queued fair waiters keep their places. A lock-delay the holder asked
+-- for runs from now (locklib.lua). A key some other program made
 -- is left alone. KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1) by: who asked (for the history)
 -- A(2) reason: why (free text, "" for none)
@@ -57,6 +58,7 @@ for _, base in ipairs(order) do
   removed[#removed + 1] = entry
 end
 redis.call('DEL', L)
+delay_from_now()
 wake_next(st.q, nil, st.hexp)
 redis.call('PUBLISH', rw_channel(), '0')
 local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = lease_ids,

@@ -3,7 +3,8 @@
 -- the fencing counter. Changes nothing; never reads out a key some other program made.
 -- KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1) queue_listed: how many queued waiters to list at most
--- Returns: JSON {known, held_as, mode, fence, pttl, now_ms, queue_length,
+-- Returns: JSON {known, held_as, mode, fence, pttl, now_ms, queue_length, lock_delay_ms?,
+--   delay_pttl? (the lock-delay key's: the name refuses new leases for that long once free),
 --   holders = [{holder_id, reentry_count, read_count, write_count, lease_id?, holder?,
 --     metadata?, fencing_token?, created_ms?, kind?}],
 --   queue = [{holder_id, deadline_ms, lease_id?, holder?, queued_ms?}]}
@@ -69,7 +70,12 @@ for _, field in ipairs(waiting) do
     queue[#queue + 1] = entry
   end
 end
-return encode({known = (st.fence ~= false) or (#holders > 0) or (#queue > 0) or as ~= nil,
+-- The lock-delay (locklib.lua): what its holders asked for, and how long it lives.
+local delay_ms = redis.call('GET', delay_key())
+local delay_pttl = delay_ms and redis.call('PTTL', delay_key()) or nil
+return encode({known = (st.fence ~= false) or (#holders > 0) or (#queue > 0) or as ~= nil
+  or delay_ms ~= false,
+  lock_delay_ms = delay_ms and tonumber(delay_ms) or nil, delay_pttl = delay_pttl,
   held_as = as, mode = mode or nil, fence = tonumber(st.fence or 0),
   pttl = redis.call('PTTL', L), holders = holders, queue = queue,
   queue_length = redis.call('LLEN', queue_key()) - gone, now_ms = NOW})

@@ -48,6 +48,60 @@ local function sem_timeout_key() return tag() .. ':timeout' end
 
 local function lock_shaped() return hash_is_lock(L) end
 
+-- Lock-delay (Chubby's, Consul's): {L}:leasehold:delay holds the delay (ms) the lease holding
+-- the lock asked for, and expires that long after the lease does. A lease whose TTL runs out
+-- (Redis deletes L) thus leaves the name refusing new leases for the delay; a release deletes
+-- it with L; a force release or an eviction makes it expire that long from now. A read/write
+-- lock's holders share it: the longest delay any of them asked for, after the latest expiry.
+-- Semaphores have none.
+local function delay_key() return STATE .. ':delay' end
+
+-- How long (ms) the name still refuses new leases, or nil. (The caller found L free.)
+local function delay_left()
+  local p = redis.call('PTTL', delay_key())
+  if p > 0 then return p end
+  return nil
+end
+
+-- A lease granted now that expires at `expires` (ms) asked for lock-delay `ms` (text, "" for
+-- none): the name refuses new leases until `expires` + `ms` unless it is released first.
+-- `shared`: a read/write lease, which may join holders that asked for a delay already.
+local function keep_delay(ms, expires, shared)
+  if ms == '' then return end
+  local n = ms + 0
+  local key = delay_key()
+  if shared then
+    local v = redis.call('GET', key)
+    if v then
+      if n > v + 0 then redis.call('SET', key, ms, 'KEEPTTL') else n = v + 0 end
+      redis.call('PEXPIREAT', key, d(expires + n), 'GT')
+      return
+    end
+  end
+  redis.call('SET', key, ms, 'PXAT', d(expires + n))
+end
+
+-- A lease holding the lock now expires at `expires` (ms): a reentry, a heartbeat, a level
+-- released. Its lock-delay, if any, follows (`shared`: never sooner than the other holders').
+local function follow_delay(expires, shared)
+  local key = delay_key()
+  local v = redis.call('GET', key)
+  if not v then return end
+  if shared then
+    redis.call('PEXPIREAT', key, d(expires + v), 'GT')
+  else
+    redis.call('PEXPIREAT', key, d(expires + v))
+  end
+end
+
+-- The lock was taken from its holders (force release, eviction) and is free now: its
+-- lock-delay, if any, runs from now.
+local function delay_from_now()
+  local key = delay_key()
+  local v = redis.call('GET', key)
+  if v then redis.call('PEXPIRE', key, v) end
+end
+
 -- What the string L is: 'busy' (a semaphore with permits out), 'idle' (a semaphore with every
 -- permit back), or nil (not a semaphore: some other program's string).
 local function semaphore_state()
@@ -143,14 +197,17 @@ local function clear_idle_semaphore()
 end
 
 -- The kind a request may not use while the name is used as another (`foreign` for a key of
--- another program), or nil; then what the name is used as, and the TYPE of L (see held_as).
+-- another program), or nil; then what the name is used as, the TYPE of L (see held_as), and
+-- when L is free and the name in its lock-delay, how long that lasts (ms; see delay_left).
 local function conflict_with(st, kind, events)
   local now_as, t = held_as(st, true, events)
   if now_as == 'idle_semaphore' then
     clear_idle_semaphore()
-    return nil, nil, 'none'
+    return nil, nil, 'none', delay_left()
   end
-  if now_as == nil or now_as == family(kind) then return nil, now_as, t end
+  if now_as == nil or now_as == family(kind) then
+    return nil, now_as, t, t == 'none' and delay_left() or nil
+  end
   if now_as == 'alien' then return 'foreign', now_as, t end
   if now_as == 'foreign' and not is_rw(kind) then return nil, now_as, t end
   return now_as, now_as, t
@@ -186,6 +243,14 @@ local function wake_if_sooner(rec, ttl_n, writes, q)
   elseif rec.kind ~= 'fair' then
     redis.call('PUBLISH', channel(), '0')
   end
+end
+
+-- A holder's lease now ends at NOW + `ttl_n` (a reentry, a heartbeat): waiters told of a
+-- later expiry look again (wake_if_sooner, whose arguments these are), and the lease's
+-- lock-delay follows.
+local function lease_extended(rec, ttl_n, writes, q)
+  wake_if_sooner(rec, ttl_n, writes, q)
+  follow_delay(NOW + ttl_n, is_rw(rec.kind))
 end
 
 -- A read holder is alive while one of its rwlock_timeout keys is.

@@ -275,7 +275,8 @@ local function save(rec)
     if rec.state == 'held' or rec.state == 'queued' then
       set_state('r:' .. rec.id, pack_rec(rec))
     else
-      redis.call('HDEL', STATE, 'r:' .. rec.id, 'h:' .. rec.id, 'm:' .. rec.id)
+      -- (`y:`: a fair ticket's lock-delay, see acquire.lua.)
+      redis.call('HDEL', STATE, 'r:' .. rec.id, 'h:' .. rec.id, 'm:' .. rec.id, 'y:' .. rec.id)
     end
   else
     set_state('rec', pack_rec(rec))
@@ -365,8 +366,13 @@ local function find_ended(id)
   return nil
 end
 
+-- A holder id that Redisson's ports to other languages write: the client's UUID, a colon,
+-- then any id of the holder (a goroutine's number, another UUID, ...), `:write` or not.
+local PORT_HOLDER = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x:.'
+
 -- Whether the hash `key` is a lock in Redisson's layout (ours or a Redisson client's): every
--- field is `mode` (read or write) or a holder id (`<id>:<n>`, `<id>:<n>:write`) with a count.
+-- field is `mode` (read or write) or a holder id with a count: `<id>:<n>` (`<id>:<n>:write`)
+-- as Redisson's Java client writes it, or `<uuid>:<id>` as its ports do (PORT_HOLDER).
 -- Anything else is some other program's hash, which Leasehold neither reads out nor changes.
 local function hash_is_lock(key)
   local flat = redis.call('HGETALL', key)
@@ -374,7 +380,8 @@ local function hash_is_lock(key)
     local f, v = flat[i], flat[i + 1]
     if f == 'mode' then
       if v ~= 'read' and v ~= 'write' then return false end
-    elseif not ((string.find(f, '^.+:%d+$') or string.find(f, '^.+:%d+:write$'))
+    elseif not ((string.find(f, '^.+:%d+$') or string.find(f, '^.+:%d+:write$')
+        or string.find(f, PORT_HOLDER))
       and string.find(v, '^%d+$')) then
       return false
     end

@@ -1,5 +1,5 @@
 -- Release one reentry level of a lease (or all of them), for every lock kind, as Redisson's
--- unlock scripts do: at zero the lock is deleted and waiters are woken (RLock: the unlock
+-- unlock scripts do: at zero the lock is deleted (with its lock-delay) and waiters are woken (RLock: the unlock
 -- message 0 on the lock's channel; RFairLock: only the queue's head, on its own channel;
 -- RReadWriteLock: on redisson_rwlock:{L}, and a write hold released under a read hold of the
 -- same lease turns the lock into a read lock). Also rolls back a grant whose client went
@@ -77,7 +77,8 @@ local function release_last_shared(id, hexp, nonce)
   -- (DEL answers 0 when a read hold's timeout key ran out: the lease lost the lock, which the
   -- general path records; nothing changed here. A write hold lives as long as L.)
   if kind == 'read' and redis.call('DEL', rw_timeout_key(h, 1)) == 0 then return nil, flat end
-  redis.call('DEL', L)
+  -- (With the lock, its lock-delay: a release frees the name at once.)
+  redis.call('DEL', L, STATE .. ':delay')
   redis.call('PUBLISH', rw_channel(), '0')
   redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
   return released_reply(id, r[2], kind, since, fence, hexp, nonce)
@@ -124,7 +125,8 @@ if proven and ARGV[7] == nil then
   local count = (kind == 'reentrant' or kind == 'exclusive' or kind == 'fair')
     and redis.pcall('HGET', L, holder_id(id))
   if count == '1' or all and type(count) == 'string' and (tonumber(count) or 0) > 1 then
-    redis.call('DEL', L)
+    -- (With the lock, its lock-delay: a release frees the name at once.)
+    redis.call('DEL', L, STATE .. ':delay')
     redis.call('PUBLISH', channel(), '0')
     local reply = released_reply(id, v[3], kind, since, fence, v[5], nonce)
     -- (What pack('released', ..., fence, nonce, NOW_S) makes of the held record's fields,
@@ -207,7 +209,7 @@ if is_rw(rec.kind) then
   local others = before - 1 - ((reads > 0 or drop_reads > 0) and 1 or 0)
     - ((writes > 0 or drop_writes > 0) and 1 or 0)
   if left == 0 and others == 0 then
-    redis.call('DEL', L)
+    redis.call('DEL', L, delay_key())
     redis.call('PUBLISH', rw_channel(), '0')
   else
     if writes > 0 then
@@ -251,11 +253,12 @@ if is_rw(rec.kind) then
 else
   if all or reads <= 1 then
     left = 0
-    redis.call('DEL', L)
+    redis.call('DEL', L, delay_key())
     wake_next(st.q, events, st.hexp)
   else
     left = redis.call('HINCRBY', L, holder_id(id), -1)
     redis.call('PEXPIRE', L, rec.ttl)
+    follow_delay(NOW + tonumber(rec.ttl), false)
   end
 end
 

@@ -1,7 +1,7 @@
 -- Heartbeat: extend a live lease's TTL, for every lock kind, guarded by the lease token. A read
 -- hold renews its own rwlock_timeout keys as well as the lock hash (renewing only the hash is
 -- how read locks get lost elsewhere). A lease that lost its lock is reported lost, never
--- re-acquired. KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- re-acquired; its lock-delay follows its new expiry. KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1) lease_id: lease id
 -- A(2) proven: "1" when the presented token proves the lease id
 -- A(3) ttl_ms: new ttl (ms); "0" keeps the lease's own TTL
@@ -23,7 +23,7 @@ else
 end
 local slack = (tonumber(rec.expires) or NOW) - NOW
 local ttl_n = tonumber(ttl)
-wake_if_sooner(rec, ttl_n, writes, st.q)
+lease_extended(rec, ttl_n, writes, st.q)
 rec.ttl, rec.expires = ttl, d(NOW + ttl_n)
 save(rec)
 flush_state(NOW + ttl_n + TOMB, st.sexp)

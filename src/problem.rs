@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::locks::{HeldAs, InvalidInput, LeaseState, LockError};
+use crate::locks::{HeldAs, InvalidInput, LeaseState, LockError, Timestamp};
 
 /// Declares [`ProblemKind`] from one table: each problem once, with its code, status and title.
 macro_rules! problems {
@@ -36,6 +36,7 @@ macro_rules! problems {
 
 problems! {
     LockHeld => ("lock_held", CONFLICT, "The lock is held by another lease"),
+    LockDelay => ("lock_delay", CONFLICT, "The lock is in its lock-delay"),
     KindConflict => ("kind_conflict", CONFLICT, "The lock is in use as another kind"),
     NotReentrant => ("not_reentrant", CONFLICT, "The lock is not reentrant"),
     UpgradeRefused => ("upgrade_refused", CONFLICT, "A read hold cannot be upgraded to a write hold"),
@@ -55,6 +56,7 @@ problems! {
     AdminDisabled => ("admin_disabled", FORBIDDEN, "No admin token is configured"),
     InvalidLockName => ("invalid_lock_name", UNPROCESSABLE_ENTITY, "Invalid lock name"),
     InvalidTtl => ("invalid_ttl", UNPROCESSABLE_ENTITY, "TTL out of range"),
+    InvalidLockDelay => ("invalid_lock_delay", UNPROCESSABLE_ENTITY, "Lock-delay out of range"),
     InvalidBody => ("invalid_body", UNPROCESSABLE_ENTITY, "The request body is not valid"),
     MalformedJson => ("malformed_json", BAD_REQUEST, "The body is not JSON"),
     UnsupportedMediaType => ("unsupported_media_type", UNSUPPORTED_MEDIA_TYPE, "The body must be application/json"),
@@ -240,6 +242,7 @@ impl From<InvalidInput> for Problem {
         let kind = match e {
             InvalidInput::LockName(_) => ProblemKind::InvalidLockName,
             InvalidInput::Ttl { .. } => ProblemKind::InvalidTtl,
+            InvalidInput::LockDelay { .. } => ProblemKind::InvalidLockDelay,
             InvalidInput::Holder(_) | InvalidInput::Metadata(_) | InvalidInput::Members(_) => {
                 ProblemKind::InvalidBody
             }
@@ -297,6 +300,23 @@ fn members_refused(refusals: Vec<crate::locks::error::MemberRefusal>) -> Problem
 impl From<LockError> for Problem {
     fn from(e: LockError) -> Self {
         match e {
+            LockError::Held(c) if c.delayed_until.is_some() => {
+                let until = c.delayed_until.map(Timestamp::rfc3339);
+                let mut p = Problem::new(
+                    ProblemKind::LockDelay,
+                    format!(
+                        "nobody holds the lock, but its last lease ended without a release \
+                         (it expired or an admin removed it) and asked for a lock-delay: no \
+                         new lease until {}",
+                        until.as_deref().unwrap_or("it ends")
+                    ),
+                )
+                .with("delayed_until", until);
+                if let Some(after) = c.retry_after {
+                    p = p.retry_after(after);
+                }
+                p
+            }
             LockError::Held(c) => {
                 let who = match (&c.holder, &c.lease_id, &c.holder_id) {
                     (Some(label), _, _) => format!("held by \"{label}\""),

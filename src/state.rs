@@ -107,6 +107,8 @@ pub struct ApiLimits {
     pub ttl: TtlPolicy,
     /// Longer `wait_ms` values are cut to this.
     pub max_wait: Duration,
+    /// The longest `lock_delay_ms` an acquire may ask for (`--max-lock-delay-ms`).
+    pub max_lock_delay_ms: u64,
     /// How long a fair-queue ticket keeps its place without a poll (shown to clients).
     pub ticket_timeout_ms: u64,
     /// The largest semaphore `limit` (and so `permits`) a request may name.

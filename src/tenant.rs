@@ -164,6 +164,7 @@ mod tests {
             format!("{{{l}}}:leasehold:idem:0"),
             format!("{{{l}}}:leasehold:writers"),
             format!("{{{l}}}:leasehold:writers:until"),
+            format!("{{{l}}}:leasehold:delay"),
             format!("{{{l}}}:0:1:rwlock_timeout:1"),
         ]
     }

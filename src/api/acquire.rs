@@ -9,7 +9,7 @@ use super::leases::{default_ttl, follow_loss, requested_ttl};
 use crate::auth::{Caller, ClientRole};
 use crate::locks::{
     AcquireRequest, Acquired, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken,
-    LockError, LockName, Locks, Metadata, Resource, RwMode, RwPolicy, Ttl,
+    LockDelay, LockError, LockName, Locks, Metadata, Resource, RwMode, RwPolicy, Ttl,
 };
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -38,9 +38,9 @@ use std::time::Duration;
         (status = 401, description = "token_malformed: not a bearer token (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the bearer token belongs to no lease on this lock", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "lock_held (with Retry-After), kind_conflict, not_reentrant, upgrade_refused, ticket_pending; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
+        (status = 409, description = "lock_held (with Retry-After), lock_delay (nobody holds the lock, but its last lease ended without a release and asked for a lock-delay: delayed_until, with Retry-After), kind_conflict, not_reentrant, upgrade_refused, ticket_pending; with the wait allowed (wait_ms)", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 410, description = "lease_lost: the bearer token's lease has ended, or (a retry with an Idempotency-Key) the lease of the first answer has; ticket_expired", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "idempotency_key_reused: the key came with another request first; invalid_lock_name, invalid_ttl, invalid_lock_delay (above --max-lock-delay-ms), invalid_body", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `POST /v1/locks/{name}/leases[?wait_ms=N]`: 201 with a new lease, 200 on reentry (with the
@@ -175,6 +175,11 @@ pub(super) fn acquire_request(
         kind: body.kind.map(LeaseKind::from),
         policy: body.policy,
         idempotency: idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
+        lock_delay: body
+            .lock_delay_ms
+            .map(|ms| LockDelay::parse(ms, state.limits.max_lock_delay_ms))
+            .transpose()?
+            .flatten(),
     };
     let ttl = ttl.unwrap_or(default_ttl(state, caller)?);
     Ok((request, token, ttl))

@@ -232,6 +232,8 @@ pub(super) fn lock(view: LockView) -> LockBody {
         held_for_ms: locks::held_for(since, wall_ms()),
         waiting: Vec::new(),
         waiting_count: 0,
+        lock_delay_ms: view.lock_delay_ms,
+        delayed_until: view.delayed_until.map(Timestamp::rfc3339),
     }
 }
 

@@ -107,9 +107,9 @@ fn path(id: LeaseId) -> String {
         (status = 400, description = "invalid_idempotency_key, malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large: bodies are limited to 64 KiB", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "lock_held (with Retry-After) when the wait ended with locks held by others, kind_conflict; `members` names each refused lock; nothing of the request is held", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
+        (status = 409, description = "lock_held (with Retry-After) when the wait ended with locks held by others (or in their lock-delay: code lock_delay in `members`), kind_conflict; `members` names each refused lock; nothing of the request is held", body = ProblemDetails, content_type = "application/problem+json", headers(("Leasehold-Wait-Ms" = u64, description = "The server-side wait this request was allowed, in ms (wait_ms cut to --max-wait-ms)"))),
         (status = 410, description = "lease_lost: (a retry with an Idempotency-Key) the multilease of the first answer has ended", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "idempotency_key_reused; invalid_lock_name, invalid_ttl, invalid_body (no locks, more than 16, one named twice, metadata)", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "idempotency_key_reused; invalid_lock_name, invalid_ttl, invalid_lock_delay, invalid_body (no locks, more than 16, one named twice, a redlock, metadata)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `POST /v1/multileases[?wait_ms=N]`: takes every lock named, all or nothing, waiting up to
@@ -201,13 +201,18 @@ fn multi_request(
         Some(ttl) => ttl,
         None => default_ttl(state, caller)?,
     };
-    Ok(MultiRequest::new(
+    let mut request = MultiRequest::new(
         members,
         ttl,
         body.holder.as_deref().map(HolderLabel::parse).transpose()?,
         body.metadata.map(Metadata::parse).transpose()?,
         idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
-    )?)
+    )?;
+    request.lock_delay = match body.lock_delay_ms {
+        Some(ms) => crate::locks::LockDelay::parse(ms, state.limits.max_lock_delay_ms)?,
+        None => None,
+    };
+    Ok(request)
 }
 
 fn member_body(m: crate::locks::MemberGrant) -> MultiMemberBody {

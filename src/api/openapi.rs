@@ -319,7 +319,7 @@ impl Modify for LockNames {
 }
 
 /// Writes the bounds this server holds requests to (its flags: `--min-ttl-ms`,
-/// `--max-ttl-ms`, `--max-permits`) into its document, so that a client generated from it, or
+/// `--max-ttl-ms`, `--max-permits`, `--max-lock-delay-ms`) into its document, so that a client generated from it, or
 /// a fuzzer, asks for what is accepted rather than learn it from 422s.
 fn bounds(doc: &mut OpenApi, limits: &ApiLimits) {
     let ttl = (limits.ttl.min_ms, limits.ttl.max_ms);
@@ -327,6 +327,16 @@ fn bounds(doc: &mut OpenApi, limits: &ApiLimits) {
     let fields = [
         ("AcquireBody", "ttl_ms", ttl),
         ("MultiAcquireBody", "ttl_ms", ttl),
+        (
+            "AcquireBody",
+            "lock_delay_ms",
+            (0, limits.max_lock_delay_ms),
+        ),
+        (
+            "MultiAcquireBody",
+            "lock_delay_ms",
+            (0, limits.max_lock_delay_ms),
+        ),
         ("PermitBody", "ttl_ms", ttl),
         ("HeartbeatBody", "ttl_ms", ttl),
         ("KeyQuotasBody", "max_ttl_ms", ttl),

@@ -277,6 +277,7 @@ pub(crate) fn acquire_options(args: &LeaseRequestArgs, holder: &Holder) -> Acqui
         metadata: Some(holder.metadata.clone()),
         kind: args.kind.map(LockKind::from),
         wait: args.wait,
+        lock_delay: args.lock_delay,
     }
 }
 

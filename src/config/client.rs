@@ -84,6 +84,13 @@ pub struct LeaseRequestArgs {
     #[arg(long, value_enum, conflicts_with = "semaphore")]
     pub kind: Option<KindArg>,
 
+    /// Lock-delay, like 10s: should the lease end other than by a release (it expires because
+    /// this client died or hung, or an admin removes it), the name refuses new leases that
+    /// long, so the lost holder's last writes land before anyone else's (at most the server's
+    /// --max-lock-delay-ms, 60 s by default). Locks only.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "semaphore")]
+    pub lock_delay: Option<Duration>,
+
     /// Take permits of the semaphore NAME instead of a lock; it has N permits in all (every
     /// party must name the same N).
     #[arg(long, value_name = "N")]

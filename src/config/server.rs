@@ -44,6 +44,12 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_TTL_MS", default_value_t = 86_400_000)]
     pub max_ttl_ms: u64,
 
+    /// Longest lock-delay an acquire may ask for (`lock_delay_ms`), in milliseconds: after a
+    /// lease ends other than by a release (its TTL ran out, an admin removed it), its name
+    /// refuses new leases that long. Chubby's ceiling is 60 s; longer asks get 422.
+    #[arg(long, env = "LEASEHOLD_MAX_LOCK_DELAY_MS", default_value_t = 60_000)]
+    pub max_lock_delay_ms: u64,
+
     /// Longest server-side wait an acquire may ask for with ?wait_ms=, in milliseconds; longer
     /// waits are cut to this.
     #[arg(long, env = "LEASEHOLD_MAX_WAIT_MS", default_value_t = 60_000)]

@@ -117,6 +117,8 @@ pub(super) async fn lock_page(
         read_holders: lock_state.read_holders,
         holders: lock_state.holders,
         queue: lock_state.queue,
+        lock_delay: lock_state.lock_delay,
+        delayed_until: lock_state.delayed_until,
         history: history.iter().map(HistoryRow::from_event).collect(),
         redlock_nodes,
     })
@@ -144,6 +146,10 @@ pub struct LockPage {
     pub read_holders: String,
     pub holders: Vec<HolderRow>,
     pub queue: Vec<QueueRow>,
+    /// The lock-delay its holders asked for (see `LockState`).
+    pub lock_delay: Option<String>,
+    /// Free but in its lock-delay: until when.
+    pub delayed_until: Option<String>,
     pub history: Vec<HistoryRow>,
     /// Requests waiting on any instance besides the fair queue, oldest first.
     pub waiting: Vec<WaiterRow>,

@@ -22,6 +22,10 @@ pub struct LockState {
     pub queue: Vec<QueueRow>,
     /// When the oldest current hold began.
     pub held_since: Option<Timestamp>,
+    /// The lock-delay its holders asked for, as people read it.
+    pub lock_delay: Option<String>,
+    /// Free but in its lock-delay: until when, and how long that is from now.
+    pub delayed_until: Option<String>,
 }
 
 impl LockState {
@@ -39,6 +43,8 @@ impl LockState {
             holders: Vec::new(),
             queue: Vec::new(),
             held_since: None,
+            lock_delay: None,
+            delayed_until: None,
         }
     }
 
@@ -113,6 +119,14 @@ impl LockState {
             holders,
             queue,
             held_since: lock.held_since(),
+            lock_delay: lock.lock_delay_ms.map(|ms| ttl_text(Some(ms))),
+            delayed_until: lock.delayed_until.map(|at| {
+                format!(
+                    "{} ({} left)",
+                    at.rfc3339(),
+                    ttl_text(Some(remaining_until(at)))
+                )
+            }),
         }
     }
 
@@ -158,6 +172,8 @@ impl LockState {
             holders,
             queue: Vec::new(),
             held_since: sem.held_since(),
+            lock_delay: None,
+            delayed_until: None,
         }
     }
 }

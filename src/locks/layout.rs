@@ -3,14 +3,15 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `L` | hash | Redisson's lock hash: `<lease-id>:1` = reentry count (RLock, RFairLock), or `mode` + read holders + `<lease-id>:1:write` (RReadWriteLock); PEXPIRE = TTL |
+//! | `L` | hash | Redisson's lock hash: `<lease-id>:1` = reentry count (RLock, RFairLock; a Redisson client's field is `<uuid>:<thread>`, a port's `<uuid>:<id>`), or `mode` + read holders + `<lease-id>:1:write` (RReadWriteLock); PEXPIRE = TTL |
 //! | `{L}:<lease-id>:1:rwlock_timeout:<n>` | string | Redisson's per-read-hold timeout keys |
 //! | `redisson_lock_queue:{L}` | list | Redisson's RFairLock queue of waiting holder ids |
 //! | `redisson_lock_timeout:{L}` | zset | fair waiters' deadlines (ms) |
 //! | `redisson_lock__channel:{L}` | channel | Redisson's unlock message `0`; `..:{L}:<holder>` wakes one fair waiter |
 //! | `redisson_rwlock:{L}` | channel | Redisson's read/write unlock message |
-//! | `{L}:leasehold` | hash | `fence` (last fencing token); the record of the lease holding an exclusive lock (`lease`, `kind`, `rec`, `holder`, `meta`); `r:`/`h:`/`m:<id>` records of shared leases and queued tickets; `limit` for semaphores; expires after its last lease (not for semaphores) |
+//! | `{L}:leasehold` | hash | `fence` (last fencing token); the record of the lease holding an exclusive lock (`lease`, `kind`, `rec`, `holder`, `meta`); `r:`/`h:`/`m:<id>` records of shared leases and queued tickets (`y:<id>`: a queued ticket's lock-delay); `limit` for semaphores; expires after its last lease (not for semaphores) |
 //! | `{L}:leasehold:idem:<sha256>` | hash | an `Idempotency-Key`'s first answer |
+//! | `{L}:leasehold:delay` | string | the lock-delay (ms) its lease asked for; expires that long after the lease (PEXPIREAT), so the name refuses new leases that long after a lease ends other than by a release (see `lua/locklib.lua`) |
 //! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
 //! | `{L}:leasehold:history` | stream | the lock's recent history (capped): each ended hold, wait and admin action, field `e` = JSON; an entry a request wrote (a release, a leave, an admin action) keeps its nonce in field `r`, so that its call, run again, answers as it did |
 //! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
@@ -200,7 +201,7 @@ impl LockKeys {
     /// well in Cluster mode, so that while the slot moves a call runs only where all of them
     /// are (Redis answers `ASK` or `TRYAGAIN` otherwise) and never writes one on the importing
     /// node while the old one still holds it.
-    pub fn fixed_keys(&self) -> [String; 7] {
+    pub fn fixed_keys(&self) -> [String; 8] {
         let k = &self.key;
         [
             format!("redisson_lock_queue:{{{k}}}"),
@@ -210,6 +211,7 @@ impl LockKeys {
             format!("{{{k}}}:leasehold:writers:until"),
             format!("{{{k}}}:timeout"),
             format!("{{{k}}}:leasehold:holders"),
+            format!("{{{k}}}:leasehold:delay"),
         ]
     }
 

@@ -50,10 +50,10 @@ use self::scripts::Script;
 pub use self::types::{
     AcquireRequest, Acquired, Contention, EventKind, FencingToken, ForcedRelease, Grant, HeldAs,
     HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
-    LeaseToken, LeaseView, LimitChange, LockEvent, LockName, LockView, MemberGrant, MemberView,
-    Membership, Metadata, MultiGrant, MultiMember, MultiRenewal, MultiRequest, MultiView,
-    PermitHolderView, PermitRequest, QueuedView, Release, Renewal, Resource, RwMode, RwPolicy,
-    SemaphoreView, Ticket, Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
+    LeaseToken, LeaseView, LimitChange, LockDelay, LockEvent, LockName, LockView, MemberGrant,
+    MemberView, Membership, Metadata, MultiGrant, MultiMember, MultiRenewal, MultiRequest,
+    MultiView, PermitHolderView, PermitRequest, QueuedView, Release, Renewal, Resource, RwMode,
+    RwPolicy, SemaphoreView, Ticket, Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
 };
 use self::wakeups::Waiters;
 use crate::redis::{Acked, Redis};

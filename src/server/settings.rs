@@ -96,6 +96,7 @@ impl ServerConfig {
                     max_ms: args.max_ttl_ms,
                 },
                 max_wait: Duration::from_millis(args.max_wait_ms),
+                max_lock_delay_ms: args.max_lock_delay_ms,
                 ticket_timeout_ms: args.ticket_timeout_ms,
                 max_permits: args.max_permits,
                 per_lock: LockLimits {

@@ -27,6 +27,7 @@ mod leases;
 mod limits;
 mod local_cluster;
 mod local_ha;
+mod lock_delay;
 mod matrix;
 mod memory;
 mod metrics;

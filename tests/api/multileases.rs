@@ -426,3 +426,38 @@ async fn multileases_span_a_clusters_primaries() {
     let got = granted(&waiter.await.expect("waiter"));
     release(&app, &got).await.assert_status(200);
 }
+
+#[tokio::test]
+async fn a_multileases_lock_delay_holds_each_lock_after_it_ran_out_but_not_after_a_release() {
+    let app = spawn_app().await;
+    let body = json!({"locks": locks(&["d1", "d2"]), "ttl_ms": 300, "lock_delay_ms": 5_000});
+    multi(&app, body.clone()).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for lock in ["d1", "d2"] {
+        let refused = app.acquire(lock, json!({})).await;
+        refused.assert_problem(409, "lock_delay");
+        assert!(refused.header("retry-after").is_some());
+    }
+    let refused = post_multi(&app, 0, json!({"locks": locks(&["d2", "d3"])})).await;
+    refused.assert_problem(409, "lock_held");
+    assert_eq!(
+        refused.body["members"][0]["code"], "lock_delay",
+        "{}",
+        refused.body
+    );
+    // A release lets every lock go at once.
+    let m = multi(
+        &app,
+        json!({"locks": locks(&["d4", "d5"]), "ttl_ms": 30_000, "lock_delay_ms": 5_000}),
+    )
+    .await;
+    release(&app, &m).await.assert_status(200);
+    app.lease("d4", json!({})).await;
+    post_multi(
+        &app,
+        0,
+        json!({"locks": locks(&["d1"]), "lock_delay_ms": 3_600_000}),
+    )
+    .await
+    .assert_problem(422, "invalid_lock_delay");
+}

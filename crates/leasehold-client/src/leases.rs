@@ -25,6 +25,9 @@ pub struct AcquireOptions {
     pub kind: Option<LockKind>,
     /// How long the server should wait while someone else holds the lock.
     pub wait: Duration,
+    /// The lease's lock-delay: should it end other than by a release, the name refuses new
+    /// leases for that long (see [`AcquireBody::lock_delay_ms`]).
+    pub lock_delay: Option<Duration>,
 }
 
 /// What a semaphore acquire asks for.
@@ -84,6 +87,7 @@ impl Client {
             holder: options.holder.clone(),
             metadata: options.metadata.clone(),
             kind: options.kind,
+            lock_delay_ms: options.lock_delay.map(millis),
             ..AcquireBody::default()
         };
         let request = self
@@ -116,6 +120,7 @@ impl Client {
             ttl_ms: options.ttl.map(millis),
             holder: options.holder.clone(),
             metadata: options.metadata.clone(),
+            lock_delay_ms: options.lock_delay.map(millis),
         };
         let request = self
             .request(reqwest::Method::POST, url)

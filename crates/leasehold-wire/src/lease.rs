@@ -188,6 +188,13 @@ pub struct AcquireBody {
     /// For read/write locks: readers_first (default, Redisson) or fifo (Curator).
     #[serde(default, skip_serializing_if = "is_default")]
     pub policy: RwPolicy,
+    /// Lock-delay in ms (Chubby's, Consul's; default 0, at most the server's
+    /// `--max-lock-delay-ms`, 60 s by default): should this lease end other than by a release
+    /// (its TTL runs out, an admin force-releases or evicts it), the name refuses new leases
+    /// for that long (409 `lock_delay`), so a paused holder that wakes up and writes finds
+    /// nobody else writing yet. A release frees the name at once. A reentry keeps the lease's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_delay_ms: Option<u64>,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {

@@ -38,6 +38,14 @@ pub struct LockBody {
     /// How many requests wait (fair tickets aside).
     #[serde(default)]
     pub waiting_count: u64,
+    /// The lock-delay (ms) its holder asked for (a read/write lock's: the longest), or the
+    /// one the name is in now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_delay_ms: Option<u64>,
+    /// Nobody holds the lock, but its last lease ended without a release (it expired, or an
+    /// admin removed it) and asked for a lock-delay: no new lease until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delayed_until: Option<String>,
 }
 
 /// A request waiting server-side for a lock or permits, on some instance.

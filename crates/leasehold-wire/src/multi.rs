@@ -39,6 +39,10 @@ pub struct MultiAcquireBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<serde_json::Value>,
+    /// A lock-delay (ms) on every member, as for a lease: should a member's lease end other
+    /// than by a release, its lock refuses new leases for that long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_delay_ms: Option<u64>,
 }
 
 /// One member of a granted (or renewed) multilease.

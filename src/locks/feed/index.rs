@@ -226,13 +226,95 @@ impl Locks {
     }
 }
 
-/// Whether a field of a hash is one Redisson's RLock or RReadWriteLock writes: `mode`, or
-/// `<client id>:<thread id>` (a read/write lock's writer also `..:write`).
+/// Whether a field of a hash is one Redisson's RLock or RReadWriteLock writes: `mode`, or a
+/// holder id (a read/write lock's writer also `..:write`): `<client id>:<thread id>` as
+/// Redisson's Java client writes it, or `<uuid>:<id>` as its ports to other languages do (a
+/// client UUID, then any id: a goroutine's number, another UUID). `prelude.lua`'s
+/// `hash_is_lock` applies the same rule to every field.
 fn redisson_lock_field(field: &str) -> bool {
-    if field == "mode" {
+    if field == "mode" || port_holder(field) {
         return true;
     }
     let field = field.strip_suffix(":write").unwrap_or(field);
     matches!(field.rsplit_once(':'), Some((client, thread))
         if !client.is_empty() && !thread.is_empty() && thread.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `<uuid>:<anything>`: a UUID (8-4-4-4-12 hex digits), a colon, at least one more byte.
+fn port_holder(field: &str) -> bool {
+    let b = field.as_bytes();
+    b.len() > 37
+        && b[36] == b':'
+        && b[..36].iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::redisson_lock_field;
+
+    const UUID: &str = "6f1c7a64-5d5e-4c3b-9a8f-0c2b1d4e5f60";
+
+    #[test]
+    fn redisson_and_its_ports_holder_fields_are_lock_fields() {
+        for field in [
+            "mode".to_owned(),
+            format!("{UUID}:1"),
+            format!("{UUID}:57:write"),
+            format!("{UUID}:2b0e86f5-5d4e-4a59-a6d8-2cbb2e4b1a36"),
+            format!("{UUID}:2b0e86f5-5d4e-4a59-a6d8-2cbb2e4b1a36:write"),
+            format!("{UUID}:worker-7"),
+            "0123456789abcdef:1".to_owned(),
+        ] {
+            assert!(redisson_lock_field(&field), "{field}");
+        }
+    }
+
+    #[test]
+    fn other_programs_fields_are_not() {
+        for field in [
+            "email",
+            "page:home",
+            "user:ann:write",
+            ":1",
+            "client:",
+            "6f1c7a64-5d5e-4c3b-9a8f-0c2b1d4e5f60",
+            "6f1c7a64-5d5e-4c3b-9a8f-0c2b1d4e5f60:",
+            "6f1c7a64-5d5e-4c3b-9a8f_0c2b1d4e5f60:x",
+            "zf1c7a64-5d5e-4c3b-9a8f-0c2b1d4e5f60:x",
+        ] {
+            assert!(!redisson_lock_field(field), "{field}");
+        }
+    }
+
+    proptest! {
+        /// Any UUID followed by any id is a port's holder field, `:write` or not.
+        #[test]
+        fn any_uuid_then_any_id_is_a_holder(
+            uuid in "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+            id in "\\PC{1,40}",
+            write in any::<bool>(),
+        ) {
+            let field = format!("{uuid}:{id}{}", if write { ":write" } else { "" });
+            prop_assert!(redisson_lock_field(&field));
+        }
+
+        /// A field without a colon (what most programs' hashes hold) is never a holder, but
+        /// `mode`.
+        #[test]
+        fn no_colon_no_holder(field in "[^:]{0,60}") {
+            prop_assert_eq!(redisson_lock_field(&field), field == "mode");
+        }
+
+        /// A word before the colon and a non-number after it (`page:home`) is no holder.
+        #[test]
+        fn words_are_not_holders(client in "[a-z_]{1,30}", thread in "[a-z_][a-z0-9_]{0,20}") {
+            let field = format!("{client}:{thread}");
+            prop_assert!(!redisson_lock_field(&field));
+        }
+    }
 }

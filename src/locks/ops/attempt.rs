@@ -163,12 +163,18 @@ impl Locks {
                 lease_id,
                 holder,
                 arrived_ms,
+                delayed,
+                now_ms,
             } => Ok(Outcome::Held {
                 contention: Contention {
                     holder: non_empty(holder),
                     lease_id: lease_id.as_deref().and_then(LeaseId::parse),
                     holder_id,
                     retry_after: positive_ms(pttl),
+                    delayed_until: delayed.then(|| {
+                        Timestamp(now_ms.unwrap_or_else(crate::locks::wall_ms))
+                            .plus(u64::try_from(pttl).unwrap_or(0))
+                    }),
                 },
                 arrived_ms: arrived_ms.unwrap_or(0),
             }),

@@ -59,6 +59,13 @@ impl Locks {
             fencing_counter: FencingToken(snap.fence),
             remaining_ms,
             expires_at: remaining_ms.map(|left| Timestamp(snap.now_ms).plus(left)),
+            lock_delay_ms: snap.lock_delay_ms,
+            delayed_until: snap
+                .delay_pttl
+                .and_then(|left| u64::try_from(left).ok())
+                // (Only while L does not exist: PTTL -2.)
+                .filter(|_| snap.pttl == -2)
+                .map(|left| Timestamp(snap.now_ms).plus(left)),
         }))
     }
 

@@ -310,6 +310,7 @@ impl Locks {
             holder: request.holder.clone(),
             metadata: Some(metadata.clone()),
             kind: Some(member.kind),
+            lock_delay: request.lock_delay,
             ..AcquireRequest::default()
         };
         let member_token = token.member(&member.name);
@@ -337,6 +338,7 @@ impl Locks {
                     lease_id: None,
                     holder_id: None,
                     retry_after: None,
+                    delayed_until: None,
                 })))
             }
             Err(e @ (LockError::Held(_) | LockError::KindConflict { .. })) => Ok(Err(e)),
@@ -815,7 +817,10 @@ fn request_fingerprint(request: &MultiRequest, key: &IdempotencyKey) -> String {
         .as_ref()
         .map(Metadata::to_json)
         .unwrap_or_default();
-    let mut parts: Vec<&str> = vec!["multilease", &ttl, holder, &metadata];
+    let delay = request
+        .lock_delay
+        .map_or_else(String::new, |d| d.as_millis().to_string());
+    let mut parts: Vec<&str> = vec!["multilease", &ttl, holder, &metadata, &delay];
     parts.extend(members.iter().map(String::as_str));
     fingerprint(Some(key), &parts)
 }

@@ -28,8 +28,8 @@ use crate::locks::scripts::semaphore_release::SemaphoreRelease;
 use crate::locks::scripts::semaphore_renew::SemaphoreRenew;
 use crate::locks::scripts::sweep::Sweep;
 use crate::locks::types::{
-    AcquireRequest, HolderLabel, IdempotencyKey, LeaseKind, LeaseToken, LockName, PermitRequest,
-    Resource, RwMode, RwPolicy, TtlPolicy, request_nonce,
+    AcquireRequest, HolderLabel, IdempotencyKey, LeaseKind, LeaseToken, LockDelay, LockName,
+    PermitRequest, Resource, RwMode, RwPolicy, TtlPolicy, request_nonce,
 };
 
 /// How long an ended lease's record stays (ARGV[2]).
@@ -186,6 +186,7 @@ fn request(kind: LeaseKind) -> AcquireRequest {
         kind: Some(kind),
         policy: RwPolicy::ReadersFirst,
         idempotency: None,
+        lock_delay: None,
     }
 }
 
@@ -198,6 +199,7 @@ fn reentry() -> AcquireRequest {
         kind: None,
         policy: RwPolicy::ReadersFirst,
         idempotency: None,
+        lock_delay: None,
     }
 }
 
@@ -962,6 +964,105 @@ async fn a_sweep_run_twice_records_each_expiry_once() {
     assert!(second.contains(r#""expired":0"#), "{second}");
 }
 
+/// A lease with a lock-delay: its grant (every kind), the refusal while the name is in its
+/// delay, a force release and an eviction that start it, and a release that ends it, each run
+/// twice, change what one run does.
+#[tokio::test]
+async fn lock_delay_calls_run_twice_change_what_one_run_does() {
+    let lab = Lab::start().await;
+    let delayed = |kind| AcquireRequest {
+        lock_delay: LockDelay::parse(5_000, 60_000).expect("within the cap"),
+        ..request(kind)
+    };
+    for kind in [
+        LeaseKind::Reentrant,
+        LeaseKind::Exclusive,
+        LeaseKind::Fair,
+        LeaseKind::Read,
+        LeaseKind::Write,
+    ] {
+        let name = format!("delayed-{}", kind.as_str());
+        let token = LeaseToken::generate();
+        let cmd = acquire(&name, Op::New, &delayed(kind), &token, &request_nonce(), 0);
+        let (first, second) = twice(&lab, &cmd).await;
+        assert_same_grant(&first, &second);
+        let delay: Option<String> = lab
+            .query(redis::cmd("GET").arg(format!("{{{name}}}:leasehold:delay")))
+            .await;
+        assert_eq!(delay.as_deref(), Some("5000"), "{name}");
+
+        // Taken away by an admin: the delay runs from now, and refuses the next lease.
+        let nonce = request_nonce();
+        let evict = Lab::fcall(
+            &name,
+            &Evict {
+                lease: token.lease_id(),
+                resource: Resource::Lock,
+                by: "ops",
+                reason: "",
+                nonce: &nonce,
+            },
+        );
+        let (first, second) = twice(&lab, &evict).await;
+        assert_same_json(&first, &second);
+        let next = LeaseToken::generate();
+        let cmd = acquire(&name, Op::New, &request(kind), &next, &request_nonce(), 0);
+        let (first, second) = twice(&lab, &cmd).await;
+        // (A fair request takes its place in the queue through the delay.)
+        let refusal = if kind == LeaseKind::Fair {
+            r#""status":"queued""#
+        } else {
+            r#""delayed":true"#
+        };
+        assert!(first.contains(refusal), "{first}");
+        assert!(second.contains(refusal), "{second}");
+    }
+
+    // A force release starts it too; a release ends it.
+    let held = LeaseToken::generate();
+    let grant = acquire(
+        "forced",
+        Op::New,
+        &delayed(LeaseKind::Reentrant),
+        &held,
+        &request_nonce(),
+        0,
+    );
+    lab.send(&grant).await;
+    let nonce = request_nonce();
+    let force = Lab::fcall(
+        "forced",
+        &ForceRelease {
+            by: "ops",
+            reason: "",
+            clear: false,
+            nonce: &nonce,
+        },
+    );
+    let (first, second) = twice(&lab, &force).await;
+    assert_same_json(&first, &second);
+    let released = LeaseToken::generate();
+    let grant = acquire(
+        "released",
+        Op::New,
+        &delayed(LeaseKind::Write),
+        &released,
+        &request_nonce(),
+        0,
+    );
+    lab.send(&grant).await;
+    let nonce = request_nonce();
+    twice(
+        &lab,
+        &release("released", &released, asked(false, None, &nonce)),
+    )
+    .await;
+    let exists: bool = lab
+        .query(redis::cmd("EXISTS").arg("{released}:leasehold:delay"))
+        .await;
+    assert!(!exists, "a release ends the delay");
+}
+
 /// Redis's `usec_per_call` of FCALL in `INFO commandstats`, and how many calls it counts.
 async fn fcall_cost(lab: &Lab) -> (f64, u64) {
     let info: String = lab.query(redis::cmd("INFO").arg("commandstats")).await;
@@ -1004,6 +1105,7 @@ async fn usual_calls_cost() {
             kind: Some(kind),
             policy: RwPolicy::ReadersFirst,
             idempotency: None,
+            lock_delay: None,
         };
         let permits = PermitRequest {
             ttl: policy.default_ttl(),

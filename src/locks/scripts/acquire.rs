@@ -47,7 +47,7 @@ pub(in crate::locks) struct Acquire<'a> {
 
 impl Script for Acquire<'_> {
     const FILE: &'static str = "acquire";
-    const ARGS: &'static [&'static str] = &["ttl_ms", "op", "lease_id", "proven", "kind", "nonce", "arrived_ms", "policy", "liveness_ms", "holder", "metadata", "key_digest", "fingerprint", "sealed_token"];
+    const ARGS: &'static [&'static str] = &["ttl_ms", "op", "lease_id", "proven", "kind", "nonce", "arrived_ms", "policy", "liveness_ms", "holder", "metadata", "key_digest", "fingerprint", "sealed_token", "lock_delay_ms"];
     const NOTES_NAME: bool = true;
     const REPLICATED: bool = true;
     type Reply = AcquireReply;
@@ -70,19 +70,26 @@ impl Script for Acquire<'_> {
         // What a retry must repeat for its key to replay: for a reentry, the lease it proves;
         // for a new lease, everything the lease is made of.
         let lease = self.id.to_string();
-        let fp = fingerprint(
-            idempotency,
-            &[
-                "acquire",
-                self.op.as_str(),
-                kind,
-                &ttl_ms,
-                holder,
-                &metadata,
-                r.policy.as_str(),
-                if self.op == Op::Reenter { &lease } else { "" },
-            ],
-        );
+        // (A new lease's lock-delay only, as a reentry keeps the lease's own.)
+        let lock_delay = match (self.op, r.lock_delay) {
+            (Op::Reenter, _) | (_, None) => String::new(),
+            (_, Some(delay)) => delay.as_millis().to_string(),
+        };
+        let mut asked = vec![
+            "acquire",
+            self.op.as_str(),
+            kind,
+            &ttl_ms,
+            holder,
+            &metadata,
+            r.policy.as_str(),
+            if self.op == Op::Reenter { &lease } else { "" },
+        ];
+        // (Added only when asked: a request without one keeps the fingerprint it had.)
+        if !lock_delay.is_empty() {
+            asked.push(&lock_delay);
+        }
+        let fp = fingerprint(idempotency, &asked);
         // A new lease's token, sealed under the key, so that a retry can be handed it.
         let sealed = match (idempotency, self.op) {
             (Some(key), Op::New) => key.seal(self.token),
@@ -131,6 +138,7 @@ impl Script for Acquire<'_> {
                 &key,
                 &fp,
                 &sealed,
+                &lock_delay,
             ],
         );
     }
@@ -147,6 +155,11 @@ pub(in crate::locks) enum AcquireReply {
         lease_id: Option<String>,
         holder: Option<String>,
         arrived_ms: Option<u64>,
+        /// Nobody holds the name, but it is in its lock-delay for `pttl` more ms (from
+        /// `now_ms`).
+        #[serde(default)]
+        delayed: bool,
+        now_ms: Option<u64>,
     },
     Queued {
         lease_id: String,

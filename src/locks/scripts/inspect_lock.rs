@@ -33,6 +33,9 @@ pub(in crate::locks) struct LockSnapshot {
     pub queue: Vec<QueueEntry>,
     pub queue_length: u64,
     pub now_ms: u64,
+    /// The lock-delay key's value and time left (lua/locklib.lua), when it lives.
+    pub lock_delay_ms: Option<u64>,
+    pub delay_pttl: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -11,6 +11,8 @@ pub enum InvalidInput {
         min_ms: u64,
         max_ms: u64,
     },
+    #[error("lock_delay_ms may be at most {max_ms} (--max-lock-delay-ms), got {delay_ms}")]
+    LockDelay { delay_ms: u64, max_ms: u64 },
     #[error("invalid holder label: {0}")]
     Holder(String),
     #[error("invalid metadata: {0}")]

@@ -26,7 +26,7 @@ pub use requests::{
 };
 pub use token::{IdempotencyKey, LeaseId, LeaseToken, TokenDigest, random_secret};
 pub(crate) use token::{fingerprint, request_nonce};
-pub use values::{FencingToken, HolderLabel, Metadata, Timestamp, Ttl, TtlPolicy};
+pub use values::{FencingToken, HolderLabel, LockDelay, Metadata, Timestamp, Ttl, TtlPolicy};
 pub use views::{
     ForcedRelease, HolderView, LeaseView, LimitChange, LockView, PermitHolderView, QueuedView,
     SemaphoreView,

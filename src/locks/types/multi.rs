@@ -5,7 +5,7 @@
 
 use super::{
     FencingToken, HolderLabel, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
-    LeaseToken, LockName, Metadata, Timestamp, Ttl,
+    LeaseToken, LockDelay, LockName, Metadata, Timestamp, Ttl,
 };
 
 /// One lock a multilease asks for.
@@ -25,6 +25,8 @@ pub struct MultiRequest {
     pub metadata: Option<Metadata>,
     /// A retry with the same key gets the first answer.
     pub idempotency: Option<IdempotencyKey>,
+    /// Every member's lock-delay.
+    pub lock_delay: Option<LockDelay>,
 }
 
 impl MultiRequest {
@@ -66,6 +68,7 @@ impl MultiRequest {
             holder,
             metadata,
             idempotency,
+            lock_delay: None,
         })
     }
 

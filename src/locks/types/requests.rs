@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{
-    FencingToken, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken, Metadata, RwPolicy,
-    Timestamp, Ttl,
+    FencingToken, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken, LockDelay, Metadata,
+    RwPolicy, Timestamp, Ttl,
 };
 
 /// What a client asks for when it acquires: the lease it wants (a reentry's token travels
@@ -24,6 +24,8 @@ pub struct AcquireRequest {
     pub policy: RwPolicy,
     /// A retry with the same key gets the first answer.
     pub idempotency: Option<IdempotencyKey>,
+    /// A new lease's lock-delay (`None`: none); a reentry keeps the lease's own.
+    pub lock_delay: Option<LockDelay>,
 }
 
 /// What a client asks of a semaphore.
@@ -91,8 +93,12 @@ pub struct Contention {
     pub lease_id: Option<LeaseId>,
     /// The raw Redis field (`<lease-id>:1`, or Redisson's `<client-uuid>:<thread-id>`).
     pub holder_id: Option<String>,
-    /// When the holder's TTL runs out, if it has one.
+    /// When the holder's TTL runs out, if it has one; for a name in its lock-delay, when
+    /// that ends.
     pub retry_after: Option<Duration>,
+    /// The name is free but in its lock-delay (a lease ended other than by a release) until
+    /// then: nobody holds it.
+    pub delayed_until: Option<Timestamp>,
 }
 
 /// A successful heartbeat.

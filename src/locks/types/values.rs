@@ -1,6 +1,7 @@
 //! The values a lease is made of: its TTL and the bounds on it, its fencing token, its holder
 //! label and metadata, and points in time.
 
+use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{InvalidInput, Membership};
@@ -41,6 +42,31 @@ impl TtlPolicy {
             });
         }
         Ok(Ttl(Duration::from_millis(ttl_ms)))
+    }
+}
+
+/// How long a lock's name refuses new leases after its lease ended other than by a release
+/// (its TTL ran out, an admin force-released or evicted it): Chubby's and Consul's lock-delay.
+/// Never zero (no delay is `None`), never above the deployment's ceiling. In milliseconds, in
+/// four bytes: it rides in every parked waiter's request (`ops::budgets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockDelay(NonZeroU32);
+
+impl LockDelay {
+    /// `delay_ms` within `max_ms` (and 49 days); 0 is no delay.
+    pub fn parse(delay_ms: u64, max_ms: u64) -> Result<Option<Self>, InvalidInput> {
+        let max_ms = max_ms.min(u64::from(u32::MAX));
+        if delay_ms > max_ms {
+            return Err(InvalidInput::LockDelay { delay_ms, max_ms });
+        }
+        Ok(u32::try_from(delay_ms)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .map(Self))
+    }
+
+    pub fn as_millis(self) -> u64 {
+        u64::from(self.0.get())
     }
 }
 

@@ -77,6 +77,11 @@ pub struct LockView {
     /// Time left on the lock while held (`None` when free or held without a TTL).
     pub remaining_ms: Option<u64>,
     pub expires_at: Option<Timestamp>,
+    /// The lock-delay its holders asked for (the longest, for a read/write lock), or the one
+    /// the name is in now; `None`: none.
+    pub lock_delay_ms: Option<u64>,
+    /// Free, but in its lock-delay: no new lease until then.
+    pub delayed_until: Option<Timestamp>,
 }
 
 /// A semaphore as anyone may see it.

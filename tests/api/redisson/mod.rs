@@ -3,6 +3,7 @@
 //! exclude each other and wake each other's waiters.
 
 mod kinds;
+mod ports;
 mod rlock;
 mod semaphores;
 
