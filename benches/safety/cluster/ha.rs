@@ -221,6 +221,33 @@ impl Ha {
             .map(|(port, _)| port)
     }
 
+    /// Whether every Sentinel names `port` as the master with no failover of it in progress
+    /// (`SENTINEL MASTER`'s flags are just `master`).
+    async fn all_settled_on(&self, port: u16) -> bool {
+        for sentinel in &self.sentinels {
+            let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{}", sentinel.port))
+            else {
+                return false;
+            };
+            let ask = async {
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(MASTER_NAME)
+                    .query_async::<std::collections::HashMap<String, String>>(&mut conn)
+                    .await
+            };
+            let Ok(Ok(fields)) = tokio::time::timeout(Duration::from_millis(500), ask).await else {
+                return false;
+            };
+            let named = fields.get("port").and_then(|p| p.parse::<u16>().ok());
+            if named != Some(port) || fields.get("flags").map(String::as_str) != Some("master") {
+                return false;
+            }
+        }
+        true
+    }
+
     pub(super) async fn stop(mut self) {
         for replica in &mut self.replicas {
             replica.signal(Signal::SIGCONT);
@@ -281,7 +308,47 @@ impl Cluster {
         for replica in &self.ha()?.replicas {
             replica.signal(Signal::SIGCONT);
         }
+        self.settle().await?;
         Ok(took)
+    }
+
+    /// Waits until the Sentinels agree on one master with no failover in progress, for a
+    /// second on end (at most 20 s). A loaded machine can make the Sentinels fail over the
+    /// just-promoted master once more (one of them found it unresponsive past
+    /// `down-after-milliseconds`): the fault's window must last until that is over too,
+    /// and the run's master must be the one they settled on (the smoke tier saw it, with acks
+    /// 0, as a loss outside the window).
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut calm_since: Option<Instant> = None;
+        loop {
+            let named = self.ha()?.named_master().await;
+            let settled = match named {
+                Some(port) => self.ha()?.all_settled_on(port).await,
+                None => false,
+            };
+            if let (true, Some(port)) = (settled, named)
+                && port != self.redis.port
+            {
+                // A second failover: the run's master is the one now named.
+                self.swap_in(port)?;
+                for replica in &mut self.ha()?.replicas {
+                    replica.replica_of = Some(port);
+                }
+                calm_since = None;
+                continue;
+            }
+            match (settled, calm_since) {
+                (true, Some(since)) if since.elapsed() >= Duration::from_secs(1) => return Ok(()),
+                (true, None) => calm_since = Some(Instant::now()),
+                (false, _) => calm_since = None,
+                _ => {}
+            }
+            if Instant::now() > deadline {
+                bail!("the Sentinels did not settle on one master within 20 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Cuts the master off from its replicas and the Sentinels (every packet between it and
@@ -316,6 +383,7 @@ impl Cluster {
             || async move { info(old_port, "replication").await.contains("role:slave") },
         )
         .await?;
+        self.settle().await?;
         Ok(took)
     }
 
