@@ -3,25 +3,25 @@
 //! waits as one waiter of its lock; the multilease's token proves every member.
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse as _, Response};
-use futures_util::{Stream, StreamExt as _};
+use futures_util::Stream;
 
 use super::admission::{self, Admission, Ask};
 use super::bodies::{self, WAIT_HEADER};
-use super::events::stream_slot;
 use super::extract::{Bearer, Idempotency, JsonBody, Path, Query};
 use super::leases::{default_ttl, requested_ttl};
+use super::watch::{WatchPlace, lost_event, lost_stream};
 use crate::auth::{Caller, ClientRole, LOOKUP_COST, Principal, ReaderRole};
+use crate::locks::ops::multilease::HeldMultilease;
 use crate::locks::{
-    HolderLabel, LeaseEnd, LeaseId, LeaseKind, LeaseToken, LockError, LockName, Metadata,
-    MultiMember, MultiRequest, MultiView,
+    HolderLabel, LeaseId, LeaseKind, LeaseToken, LockError, LockName, Metadata, MultiMember,
+    MultiRequest, MultiView,
 };
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -71,23 +71,27 @@ impl<S: Send + Sync> FromRequestParts<S> for HeldMulti {
     }
 }
 
-/// The caller may use every lock of multilease `id` (its key's name patterns); the locks.
-async fn check_members(
+/// The multilease `held` names, still held, within the caller's key's name patterns.
+async fn held_multilease(
     state: &AppState,
     caller: &Principal,
-    id: LeaseId,
-) -> Result<Vec<LockName>, Problem> {
-    let names = match state.locks_for(caller).multilease_locks(id).await {
-        Ok(names) => names,
+    held: HeldMulti,
+) -> Result<HeldMultilease, Problem> {
+    let multilease = match state
+        .locks_for(caller)
+        .held_multilease(held.id, held.token)
+        .await
+    {
+        Ok(multilease) => multilease,
         Err(e) => {
             lookup_failed(state, caller, &e);
             return Err(e.into());
         }
     };
-    for name in &names {
+    for name in multilease.locks() {
         caller.check_name(name)?;
     }
-    Ok(names)
+    Ok(multilease)
 }
 
 fn path(id: LeaseId) -> String {
@@ -253,11 +257,8 @@ pub async fn heartbeat(
     JsonBody(body): JsonBody<HeartbeatBody>,
 ) -> Result<Json<MultiRenewalBody>, Problem> {
     let ttl = requested_ttl(&state, &caller, body.ttl_ms)?;
-    check_members(&state, &caller, held.id).await?;
-    let renewed = state
-        .locks_for(&caller)
-        .renew_multi(held.id, &held.token, ttl)
-        .await;
+    let multilease = held_multilease(&state, &caller, held).await?;
+    let renewed = state.locks_for(&caller).renew_multi(&multilease, ttl).await;
     let renewal = match renewed {
         Ok(renewal) => renewal,
         Err(e) => {
@@ -307,19 +308,13 @@ pub async fn release(
     State(state): State<AppState>,
     held: HeldMulti,
 ) -> Result<Json<MultiReleaseBody>, Problem> {
-    let names = check_members(&state, &caller, held.id).await?;
-    // Each member's quota entry ends with it (its id comes from the token).
-    let members: Vec<LeaseId> = names
-        .iter()
-        .map(|name| held.token.member(name).lease_id())
-        .collect();
-    let released = state
-        .locks_for(&caller)
-        .release_multi(held.id, &held.token)
-        .await;
+    let id = held.id;
+    let multilease = held_multilease(&state, &caller, held).await?;
+    let released = state.locks_for(&caller).release_multi(&multilease).await;
+    // Each member's quota entry ends with it.
     if released.is_ok() || matches!(released, Err(LockError::MemberLost { .. })) {
-        for id in members {
-            admission::ended(&state, &caller, id).await;
+        for member in multilease.member_leases() {
+            admission::ended(&state, &caller, member).await;
         }
     }
     if let Err(e) = released {
@@ -327,9 +322,9 @@ pub async fn release(
         return Err(e.into());
     }
     Ok(Json(MultiReleaseBody {
-        lease_id: bodies::lease_id(held.id),
+        lease_id: bodies::lease_id(id),
         released: true,
-        locks: names.iter().map(ToString::to_string).collect(),
+        locks: multilease.locks().map(ToString::to_string).collect(),
     }))
 }
 
@@ -412,44 +407,14 @@ pub async fn watch(
     State(state): State<AppState>,
     held: HeldMulti,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
-    check_members(&state, &caller, held.id).await?;
-    let slot = stream_slot(&state, &caller)?;
-    let place = state.watches.clone().try_acquire_owned().map_err(|_| {
-        Problem::new(
-            ProblemKind::TooManyWatches,
-            "this instance keeps as many lease watches open as it may (--max-watches); \
-             try another instance, or rely on heartbeats",
-        )
-        .retry_after(Duration::from_secs(1))
-    })?;
-    let ended = state
-        .locks_for(&caller)
-        .watch_multi(held.id, &held.token)
-        .await?;
     let id = held.id;
-    let lost = futures_util::stream::once(async move {
-        let _place = (place, slot);
+    let multilease = held_multilease(&state, &caller, held).await?;
+    let place = WatchPlace::take(&state, &caller)?;
+    let ended = state.locks_for(&caller).watch_multi(&multilease).await?;
+    Ok(lost_stream(&state, place, async move {
         ended
             .await
             .ok()
-            .map(|(end, lock)| lost_event(id, &lock, end))
-    })
-    .filter_map(std::future::ready)
-    .map(Ok);
-    let hello = futures_util::stream::once(async { Ok(Event::default().comment("watching")) });
-    let stream = hello
-        .chain(lost)
-        .take_until(state.shutdown.clone().cancelled_owned());
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
-}
-
-fn lost_event(id: LeaseId, lock: &LockName, end: LeaseEnd) -> Event {
-    let body = LostEvent {
-        lease_id: bodies::lease_id(id),
-        lock: lock.to_string(),
-        reason: end.state.as_str().to_owned(),
-        ended_at: end.ended_at.map(|t| t.rfc3339()),
-    };
-    let data = serde_json::to_string(&body).unwrap_or_default();
-    Event::default().event("lost").data(data)
+            .map(|(end, lock)| lost_event(id, lock.to_string(), end))
+    }))
 }

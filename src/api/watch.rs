@@ -16,6 +16,7 @@ use super::bodies;
 use super::events::stream_slot;
 use super::extract::HeldLease;
 use crate::auth::{Caller, ClientRole, Principal};
+use crate::limits::slots::Slot;
 use crate::locks::{LeaseEnd, LockError, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -79,17 +80,7 @@ async fn watch(
     lease: HeldLease,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
     caller.check_name(&lease.name)?;
-    // A watch is one of the caller's event streams, as `/v1/events` is.
-    let slot = stream_slot(&state, caller)?;
-    // Taken first: a full instance refuses before it reads anything from Redis.
-    let place = state.watches.clone().try_acquire_owned().map_err(|_| {
-        Problem::new(
-            ProblemKind::TooManyWatches,
-            "this instance keeps as many lease watches open as it may (--max-watches); \
-             try another instance, or rely on heartbeats",
-        )
-        .retry_after(Duration::from_secs(1))
-    })?;
+    let place = WatchPlace::take(&state, caller)?;
     // The lease's end, from the main Redis, or from the RedLock nodes for a RedLock lease
     // (which the main Redis does not know).
     let ended: Pin<Box<dyn Future<Output = Result<LeaseEnd, LockError>> + Send>> = match state
@@ -108,10 +99,50 @@ async fn watch(
         Err(e) => return Err(e.into()),
     };
     let (id, lock) = (lease.id, lease.name.to_string());
-    let lost = futures_util::stream::once(async move {
-        // The place is given back when the stream ends or its client goes away.
-        let _place = (place, slot);
+    Ok(lost_stream(&state, place, async move {
         ended.await.ok().map(|end| lost_event(id, lock, end))
+    }))
+}
+
+/// A lease watch's places: one of the caller's event streams (as `/v1/events` is) and one of
+/// the instance's `--max-watches`, given back when the stream ends or its client goes away.
+pub(super) struct WatchPlace {
+    _stream: Slot,
+    _watch: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl WatchPlace {
+    /// Taken first: a full instance refuses before it reads anything from Redis.
+    pub(super) fn take(state: &AppState, caller: &Principal) -> Result<Self, Problem> {
+        let stream = stream_slot(state, caller)?;
+        let watch = state.watches.clone().try_acquire_owned().map_err(|_| {
+            Problem::new(
+                ProblemKind::TooManyWatches,
+                "this instance keeps as many lease watches open as it may (--max-watches); \
+                 try another instance, or rely on heartbeats",
+            )
+            .retry_after(Duration::from_secs(1))
+        })?;
+        Ok(Self {
+            _stream: stream,
+            _watch: watch,
+        })
+    }
+}
+
+/// A watch's stream: a `watching` comment, keep-alives, then the `lost` event `lost` resolves
+/// to (none when the end could not be read), and the end; it also ends at shutdown.
+pub(super) fn lost_stream<F>(
+    state: &AppState,
+    place: WatchPlace,
+    lost: F,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<F>>
+where
+    F: Future<Output = Option<Event>> + Send + 'static,
+{
+    let lost = futures_util::stream::once(async move {
+        let _place = place;
+        lost.await
     })
     .filter_map(std::future::ready)
     .map(Ok);
@@ -119,10 +150,10 @@ async fn watch(
     let stream = hello
         .chain(lost)
         .take_until(state.shutdown.clone().cancelled_owned());
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-fn lost_event(id: crate::locks::LeaseId, lock: String, end: LeaseEnd) -> Event {
+pub(super) fn lost_event(id: crate::locks::LeaseId, lock: String, end: LeaseEnd) -> Event {
     let body = LostEvent {
         lease_id: bodies::lease_id(id),
         lock,

@@ -32,6 +32,26 @@ use crate::locks::types::{
 };
 use crate::locks::{LeaseEnd, LockError, Locks};
 
+/// A multilease proven by its token and held when its record was read (see
+/// [`Locks::held_multilease`]).
+pub struct HeldMultilease {
+    id: LeaseId,
+    token: LeaseToken,
+    members: Vec<(LockName, LeaseKind)>,
+}
+
+impl HeldMultilease {
+    /// Its locks, in the order the client named them.
+    pub fn locks(&self) -> impl Iterator<Item = &LockName> {
+        self.members.iter().map(|(name, _)| name)
+    }
+
+    /// Each member's lease id (derived from the token).
+    pub fn member_leases(&self) -> impl Iterator<Item = LeaseId> + '_ {
+        self.locks().map(|name| self.token.member(name).lease_id())
+    }
+}
+
 /// What the record keeps of a member (`body.members`).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredMember {
@@ -131,19 +151,15 @@ impl Locks {
         let deadline = Instant::now() + wait;
         let (token, replayed) = self.multilease_token(&request).await?;
         let id = token.lease_id();
-        if replayed
-            && let MultiReply::Found(record) | MultiReply::Lost(record) = self
-                .call_record(
-                    &self.inner.keys.multilease(id),
-                    &Multilease {
-                        id,
-                        op: MultiOp::Get,
-                    },
-                )
-                .await?
-            && record.state != "held"
-        {
-            return Err(LockError::LeaseLost(record_state(&record)));
+        if replayed {
+            // The first request's multilease, if it was granted: ended, the retry is told so.
+            match self.read_record(id).await {
+                Ok((record, _)) if record.state != "held" => {
+                    return Err(LockError::LeaseLost(record_state(&record)));
+                }
+                Ok(_) | Err(LockError::UnknownLease) => {}
+                Err(e) => return Err(e),
+            }
         }
         let mut order: Vec<usize> = (0..request.members().len()).collect();
         // One global order for every request: by name.
@@ -415,12 +431,10 @@ impl Locks {
     /// is [`LockError::MemberLost`].
     pub async fn renew_multi(
         &self,
-        id: LeaseId,
-        token: &LeaseToken,
+        held: &HeldMultilease,
         ttl: Option<Ttl>,
     ) -> Result<MultiRenewal, LockError> {
-        let body = self.live_record(id, token).await?;
-        let members = members_of(&body)?;
+        let (id, token, members) = (held.id, &held.token, &held.members);
         let renewals = members.iter().map(|(name, kind)| async move {
             let member_token = token.member(name);
             let renewed = self
@@ -440,7 +454,7 @@ impl Locks {
             Err(LockError::UnknownLease) => Some((name.clone(), LeaseState::Expired)),
             _ => None,
         }) {
-            return Err(self.lose(id, token, &members, &name, state).await);
+            return Err(self.lose(id, token, members, &name, state).await);
         }
         let mut grants = Vec::with_capacity(renewed.len());
         for (name, kind, r) in renewed {
@@ -501,9 +515,8 @@ impl Locks {
     /// Releases every member of multilease `id` (every level) and wakes their waiters. A
     /// member that was lost meanwhile makes the answer [`LockError::MemberLost`], after the
     /// others are released all the same.
-    pub async fn release_multi(&self, id: LeaseId, token: &LeaseToken) -> Result<(), LockError> {
-        let body = self.live_record(id, token).await?;
-        let members = members_of(&body)?;
+    pub async fn release_multi(&self, held: &HeldMultilease) -> Result<(), LockError> {
+        let (id, token, members) = (held.id, &held.token, &held.members);
         let releases = members.iter().map(|(name, _)| async move {
             let member_token = token.member(name);
             let released = self
@@ -550,22 +563,7 @@ impl Locks {
     /// Multilease `id` as anyone may see it. A record that says held is checked against its
     /// members: one no longer held shows the multilease lost (its next heartbeat ends it).
     pub async fn multilease(&self, id: LeaseId) -> Result<MultiView, LockError> {
-        let record = match self
-            .call_record(
-                &self.inner.keys.multilease(id),
-                &Multilease {
-                    id,
-                    op: MultiOp::Get,
-                },
-            )
-            .await?
-        {
-            MultiReply::Found(record) | MultiReply::Lost(record) => record,
-            MultiReply::Unknown => return Err(LockError::UnknownLease),
-            other => return Err(unexpected(&other)),
-        };
-        let body: StoredBody = serde_json::from_value(record.body.clone())
-            .map_err(|e| LockError::BadReply(format!("a multilease record: {e}")))?;
+        let (record, body) = self.read_record(id).await?;
         let mut state = record_state(&record);
         let mut lost_member = record.member.clone().filter(|m| !m.is_empty());
         let mut ended_at = record.ended_ms.map(Timestamp);
@@ -621,14 +619,12 @@ impl Locks {
     /// refused when the token does not prove it or it has ended already.
     pub async fn watch_multi(
         &self,
-        id: LeaseId,
-        token: &LeaseToken,
+        held: &HeldMultilease,
     ) -> Result<impl Future<Output = Result<(LeaseEnd, LockName), LockError>> + use<>, LockError>
     {
-        let body = self.live_record(id, token).await?;
-        let members = members_of(&body)?;
+        let (token, members) = (&held.token, &held.members);
         let mut watches = Vec::with_capacity(members.len());
-        for (name, _) in &members {
+        for (name, _) in members {
             let member_token = token.member(name);
             match self
                 .watch(Resource::Lock, name, member_token.lease_id(), &member_token)
@@ -661,46 +657,25 @@ impl Locks {
         })
     }
 
-    /// The locks multilease `id` holds (or held), from its record alone.
-    pub async fn multilease_locks(&self, id: LeaseId) -> Result<Vec<LockName>, LockError> {
-        let record = match self
-            .call_record(
-                &self.inner.keys.multilease(id),
-                &Multilease {
-                    id,
-                    op: MultiOp::Get,
-                },
-            )
-            .await?
-        {
-            MultiReply::Found(record) | MultiReply::Lost(record) => record,
-            MultiReply::Unknown => return Err(LockError::UnknownLease),
-            other => return Err(unexpected(&other)),
-        };
-        let body: StoredBody = serde_json::from_value(record.body)
-            .map_err(|e| LockError::BadReply(format!("a multilease record: {e}")))?;
-        Ok(members_of(&body)?
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect())
+    /// Multilease `id`, still held, for the holder of `token` (refused as its use would
+    /// be: unknown, another lease's token, ended): what its record lists, read once for the
+    /// heartbeat, release or watch that follows.
+    pub async fn held_multilease(
+        &self,
+        id: LeaseId,
+        token: LeaseToken,
+    ) -> Result<HeldMultilease, LockError> {
+        let body = self.live_record(id, &token).await?;
+        Ok(HeldMultilease {
+            id,
+            token,
+            members: members_of(&body)?,
+        })
     }
 
     /// The record of multilease `id`, still held, for the holder of `token`.
     async fn live_record(&self, id: LeaseId, token: &LeaseToken) -> Result<StoredBody, LockError> {
-        let record = match self
-            .call_record(
-                &self.inner.keys.multilease(id),
-                &Multilease {
-                    id,
-                    op: MultiOp::Get,
-                },
-            )
-            .await?
-        {
-            MultiReply::Found(record) | MultiReply::Lost(record) => record,
-            MultiReply::Unknown => return Err(LockError::UnknownLease),
-            other => return Err(unexpected(&other)),
-        };
+        let (record, body) = self.read_record(id).await?;
         if !token.proves(id) {
             return Err(LockError::TokenMismatch);
         }
@@ -714,8 +689,26 @@ impl Locks {
                 None => LockError::LeaseLost(record_state(&record)),
             });
         }
-        serde_json::from_value(record.body.clone())
-            .map_err(|e| LockError::BadReply(format!("a multilease record: {e}")))
+        Ok(body)
+    }
+
+    /// Multilease `id`'s record and what it lists (`UnknownLease`: no such record).
+    async fn read_record(&self, id: LeaseId) -> Result<(MultiRecord, StoredBody), LockError> {
+        let get = Multilease {
+            id,
+            op: MultiOp::Get,
+        };
+        let record = match self
+            .call_record(&self.inner.keys.multilease(id), &get)
+            .await?
+        {
+            MultiReply::Found(record) | MultiReply::Lost(record) => record,
+            MultiReply::Unknown => return Err(LockError::UnknownLease),
+            other => return Err(unexpected(&other)),
+        };
+        let body = serde_json::from_value(record.body.clone())
+            .map_err(|e| LockError::BadReply(format!("a multilease record: {e}")))?;
+        Ok((record, body))
     }
 
     async fn end_record(
