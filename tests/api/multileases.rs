@@ -389,9 +389,12 @@ async fn a_client_that_goes_away_while_waiting_leaves_nothing_held() {
         .send()
         .await;
     assert!(gone.is_err(), "the client gave up first");
+    // Its waiter is gone with it (no sleep: the server's own count says so) ...
+    app.wait_for_waiters(0).await;
+    // ... so freeing b gives nothing to it: both stay free, and both are anyone's.
     app.release(&b, true).await.assert_status(200);
-    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!held(&app, "a").await && !held(&app, "b").await);
+    multi(&app, json!({"locks": locks(&["a", "b"])})).await;
 }
 
 #[tokio::test]
