@@ -11,7 +11,11 @@
 #   run (default: a release build of this checkout).
 # Try a failover: take a lock, find the primary serving its slot (`redis-cli -p 7390 cluster
 #   keyslot demo`, then the table printed below), kill -9 its pid and watch its replica take
-#   over (about 3 s) while the lock stays held.
+#   over (about 3 s) while the lock stays held and its heartbeats and new locks on that shard
+#   are served (marked `degraded: no_replica` until a replica is back). Bring the killed node
+#   back with `kill -USR1 <this script's pid>`: the script starts every node that is not
+#   running again (it rejoins as the new primary's replica), as its own child, so Ctrl-C
+#   still stops it. The admin token (for force release on the dashboard) is printed below.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ready_file=""
@@ -57,6 +61,23 @@ linked() {
   [[ $info == *role:master* || $info == *master_link_status:up* ]]
 }
 
+admin_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# Starts the node on port $1 (with its config, so a restarted node keeps its identity in
+# nodes.conf and its data in its AOF), as pid slot $2.
+start_node() {
+  redis-server "$dir/$1/redis.conf" >> "$dir/$1/log" 2>&1 &
+  pids[$2]=$!
+  wait_for "redis-server on $1" 200 alive "$!" "$dir/$1/log" answers "$1"
+}
+# SIGUSR1: start every node that is not running (killed to try a failover) again.
+restart_dead() {
+  for i in 0 1 2 3 4 5; do
+    if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+      start_node "$((base + i))" "$i"
+      echo "started 127.0.0.1:$((base + i)) again (pid ${pids[$i]})"
+    fi
+  done
+}
 nodes=()
 for i in 0 1 2 3 4 5; do
   port=$((base + i)); mkdir -p "$dir/$port"
@@ -72,9 +93,7 @@ for i in 0 1 2 3 4 5; do
     echo "appendonly yes"; echo "appendfsync always"; echo 'save ""'
     echo "repl-diskless-sync-delay 0"
   } > "$dir/$port/redis.conf"
-  redis-server "$dir/$port/redis.conf" > "$dir/$port/log" 2>&1 &
-  pids+=($!)
-  wait_for "redis-server on $port" 200 alive "$!" "$dir/$port/log" answers "$port"
+  start_node "$port" "$i"
   nodes+=("127.0.0.1:$port")
 done
 # redis-cli picks which node replicates which (not by port): read it back below.
@@ -89,7 +108,8 @@ done
 seeds=$(IFS=,; echo "${nodes[*]}")
 for i in 0 1; do
   port=$((http_base + i))
-  LEASEHOLD_ALLOW_ANONYMOUS=true "$bin" serve --listen "127.0.0.1:$port" \
+  LEASEHOLD_ALLOW_ANONYMOUS=true LEASEHOLD_ADMIN_TOKEN=$admin_token \
+    "$bin" serve --listen "127.0.0.1:$port" \
     --redis-cluster "$seeds" \
     --data-dir "$dir/leasehold-$i" > "$dir/leasehold-$i.log" 2>&1 &
   pids+=($!)
@@ -110,6 +130,7 @@ urls="http://127.0.0.1:$http_base http://127.0.0.1:$((http_base + 1))"
 echo "Leasehold (Cluster mode):"
 echo "  $urls"
 echo "  dashboard: http://127.0.0.1:$http_base/   Redis page: http://127.0.0.1:$http_base/redis"
+echo "  admin token (dashboard sign-in, force release): $admin_token"
 echo "Redis Cluster (bus ports +10000):"
 while read -r addr rest; do
   echo "  $addr (pid ${pids[$((${addr##*:} - base))]}) $rest"
@@ -117,7 +138,15 @@ done <<< "$table"
 cat <<EOF2
 Try:  curl -X POST http://127.0.0.1:$http_base/v1/locks/demo/leases
       redis-cli -p $base cluster keyslot demo   # then kill -9 the pid of the primary serving it
+      kill -USR1 $$                             # then bring the killed node back
 Logs and data: $dir.  Ctrl-C stops everything.
 EOF2
 [ -n "$ready_file" ] && echo "$urls" > "$ready_file"
-wait
+trap restart_dead USR1
+# `wait` returns early when a trapped signal arrives: wait again until every child is gone.
+while true; do
+  wait && break
+  any=""
+  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && any=1; done
+  [ -n "$any" ] || break
+done

@@ -88,6 +88,7 @@ pub(super) fn grant_response(
         expires_at: grant.expires_at.rfc3339(),
         wait_ms: wait.map(millis),
         replicas_acked: grant.replicas_acked,
+        degraded: grant.degraded.map(degraded),
         nodes_acked: None,
         validity_ms: None,
     };
@@ -140,6 +141,14 @@ pub(super) fn ticket_response(
     response
 }
 
+/// The domain's mark as the wire says it.
+pub(super) fn degraded(d: crate::locks::Degraded) -> leasehold_wire::Degraded {
+    match d {
+        crate::locks::Degraded::NoReplica => leasehold_wire::Degraded::NoReplica,
+        crate::locks::Degraded::NotReplicated => leasehold_wire::Degraded::NotReplicated,
+    }
+}
+
 pub(super) fn renewal(name: &LockName, r: Renewal) -> RenewalBody {
     RenewalBody {
         lease_id: lease_id(r.lease_id),
@@ -149,6 +158,7 @@ pub(super) fn renewal(name: &LockName, r: Renewal) -> RenewalBody {
         ttl_ms: r.ttl_ms,
         expires_at: r.expires_at.rfc3339(),
         replicas_acked: r.replicas_acked,
+        degraded: r.degraded.map(degraded),
         nodes_acked: None,
         validity_ms: None,
     }

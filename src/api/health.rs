@@ -24,7 +24,7 @@ pub struct ReadyBody {
     redis: &'static str,
     /// Always `connected`.
     subscriber: &'static str,
-    /// `standalone` or `sentinel`.
+    /// `standalone`, `sentinel` or `cluster`.
     redis_mode: &'static str,
     /// The Redis master this instance writes to.
     redis_master: Option<String>,
@@ -33,6 +33,11 @@ pub struct ReadyBody {
     /// Redis's memory; absent when Redis did not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     redis_memory: Option<MemoryBody>,
+    /// What serves but less safely than configured: each Redis primary (Sentinel, Cluster)
+    /// whose grants stand on it alone because it has no replica a failover could promote.
+    /// The instance stays ready (its names are served); an alert should page someone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    degraded: Vec<String>,
 }
 
 /// Redis's memory (`INFO memory`). When it is `full`, new leases are refused (503
@@ -105,5 +110,16 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Pr
         redis_master: redis.master,
         waiting_requests: state.locks.waiting(),
         redis_memory: memory,
+        degraded: redis
+            .acks
+            .unreplicated
+            .iter()
+            .map(|primary| {
+                format!(
+                    "{primary} has no replica a failover could promote: grants there are not \
+                     replicated"
+                )
+            })
+            .collect(),
     }))
 }

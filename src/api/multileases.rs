@@ -226,6 +226,7 @@ fn member_body(m: crate::locks::MemberGrant) -> MultiMemberBody {
         lease_id: bodies::lease_id(m.lease_id),
         fencing_token: m.fencing_token.0,
         replicas_acked: m.replicas_acked,
+        degraded: m.degraded.map(super::bodies::degraded),
     }
 }
 

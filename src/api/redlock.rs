@@ -145,6 +145,7 @@ fn grant_response(name: &LockName, red: RedGrant, wait: Duration) -> Response {
         expires_at: grant.expires_at.rfc3339(),
         wait_ms: Some(millis(wait)),
         replicas_acked: None,
+        degraded: None,
         nodes_acked: Some(nodes_acked),
         validity_ms: Some(millis(validity)),
     };

@@ -48,8 +48,8 @@ pub use self::ops::tenure::held_for;
 pub use self::ops::watch::{LeaseEnd, LeaseWatch};
 use self::scripts::Script;
 pub use self::types::{
-    AcquireRequest, Acquired, Contention, EventKind, FencingToken, ForcedRelease, Grant, HeldAs,
-    HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
+    AcquireRequest, Acquired, Contention, Degraded, EventKind, FencingToken, ForcedRelease, Grant,
+    HeldAs, HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
     LeaseToken, LeaseView, LimitChange, LockDelay, LockEvent, LockName, LockView, MemberGrant,
     MemberView, Membership, Metadata, MultiGrant, MultiMember, MultiRenewal, MultiRequest,
     MultiView, PermitHolderView, PermitRequest, QueuedView, Release, Renewal, Resource, RwMode,
@@ -397,18 +397,18 @@ impl Locks {
             let mut index_conn = conn.clone();
             let (_, reply) = tokio::join!(
                 index.query_async::<()>(&mut index_conn),
-                send::<S>(&mut conn, &cmd)
+                send::<S>(&mut conn, &cmd, keys.lock())
             );
             reply
         } else {
-            send::<S>(&mut conn, &cmd).await
+            send::<S>(&mut conn, &cmd, keys.lock()).await
         };
         if let Err(e) = &result
             && crate::redis::functions::is_missing(e)
         {
             tracing::info!("loading the Lua function library into Redis");
             result = match scripts::library::load(&conn).await {
-                Ok(()) => send::<S>(&mut conn, &cmd).await,
+                Ok(()) => send::<S>(&mut conn, &cmd, keys.lock()).await,
                 Err(e) => Err(e),
             };
         }
@@ -476,11 +476,12 @@ impl Locks {
     }
 }
 
-/// Sends one function call: with its `WAIT` for replicas when `S` changes what a lease holds
-/// and replicas are required.
+/// Sends one function call on the lock key `key`: with its `WAIT` for replicas when `S`
+/// changes what a lease holds and replicas of the key's shard are required.
 async fn send<S: Script>(
     conn: &mut Redis,
     cmd: &redis::Cmd,
+    key: &str,
 ) -> redis::RedisResult<(String, Option<Acked>)> {
     if S::REPLICATED {
         let changed = |value: &redis::Value| {
@@ -489,7 +490,7 @@ async fn send<S: Script>(
                 .and_then(|raw| S::parse(&raw).ok())
                 .is_some_and(|reply| S::changes_lease(&reply))
         };
-        let (value, acked) = conn.call_replicated(cmd, changed).await?;
+        let (value, acked) = conn.call_replicated(cmd, key, changed).await?;
         Ok((redis::from_redis_value(value)?, acked))
     } else {
         Ok((cmd.query_async(conn).await?, None))

@@ -68,6 +68,9 @@ struct RedisFigures {
     failovers: Counter,
     ack_waits: Counter,
     not_replicated: Counter,
+    unacknowledged_heartbeats: Counter,
+    no_replica: Counter,
+    unreplicated: Gauge,
     masterless: Counter<f64, AtomicU64>,
     primaries: Gauge,
     topology_changes: Counter,
@@ -203,9 +206,27 @@ impl Sampled {
         );
         registry.register(
             "not_replicated",
-            "Grants, reentries and heartbeats refused because too few replicas acknowledged \
-             them (503 not_replicated)",
+            "Grants and reentries refused because too few replicas acknowledged them (503 \
+             not_replicated)",
             r.not_replicated.clone(),
+        );
+        registry.register(
+            "unacknowledged_heartbeats",
+            "Heartbeats too few replicas acknowledged, answered all the same (degraded: \
+             not_replicated)",
+            r.unacknowledged_heartbeats.clone(),
+        );
+        registry.register(
+            "no_replica_answers",
+            "Grants and heartbeats answered on a shard with no replica to ask (degraded: \
+             no_replica)",
+            r.no_replica.clone(),
+        );
+        registry.register(
+            "redis_unreplicated_shards",
+            "Redis primaries (shards) whose grants stand on them alone now: --min-replica-acks \
+             auto finds no replica there that a failover could promote",
+            r.unreplicated.clone(),
         );
         registry.register(
             "redis_cluster_primaries",
@@ -263,6 +284,13 @@ impl Sampled {
         );
         catch_up(&r.ack_waits, status.acks.waits);
         catch_up(&r.not_replicated, status.acks.not_replicated);
+        catch_up(
+            &r.unacknowledged_heartbeats,
+            status.acks.unacknowledged_heartbeats,
+        );
+        catch_up(&r.no_replica, status.acks.no_replica);
+        r.unreplicated
+            .set(i64::try_from(status.acks.unreplicated.len()).unwrap_or(i64::MAX));
         let masterless = status
             .sentinel
             .as_ref()

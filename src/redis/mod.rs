@@ -15,14 +15,16 @@
 //! - [`durability`], [`memory`]: what this Redis can lose, and how full it is.
 //! - [`embedded`]: the private `redis-server` child `serve` starts by default, in its data dir.
 //!
-//! - [`sentinel`]: Sentinel mode, the master followed through failovers; [`replicas`]:
-//!   calls that wait for replicas to acknowledge them; [`replication`]: what the master says
-//!   of its replicas, for the operators and the acks rule.
+//! - [`sentinel`]: Sentinel mode, the master followed through failovers; [`acks`]: calls
+//!   that wait for replicas to acknowledge them, and how many each shard's grants wait for;
+//!   [`replication`]: what the master says of its replicas, for the operators and the acks
+//!   rule.
 //! - [`cluster`]: Redis Cluster mode, the state spread over the primaries by slot, with
 //!   what has to reach every primary (listeners, walks, clocks) following the topology.
 //! - [`clock`]: the node's clock as this process estimates it, for script deadlines (one
 //!   offset per node; the module says why).
 
+pub mod acks;
 pub mod batch;
 pub mod clock;
 pub mod cluster;
@@ -32,7 +34,6 @@ pub mod embedded;
 pub mod functions;
 pub mod gate;
 pub mod memory;
-pub mod replicas;
 pub mod replication;
 pub mod scan;
 pub mod sentinel;
@@ -46,6 +47,7 @@ use ::redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use acks::{AckRule, AckSettings, Acked, Acks, Degraded};
 pub use batch::Batch;
 pub use clock::{RedisClock, wall_ms};
 pub use cluster::sharded::ShardedGates;
@@ -53,7 +55,6 @@ pub use cluster::{Cluster, ClusterSettings};
 pub use connect::{ConnectError, RedisSettings};
 pub use gate::{Claim, Epoch, SubscriptionGate};
 pub use memory::{MemoryState, RedisMemory};
-pub use replicas::{AckRule, AckSettings, Acked, Acks};
 pub use replication::{Replication, ReplicationView};
 pub use sentinel::{Follower, SentinelSettings};
 pub use status::RedisStatus;
@@ -108,13 +109,13 @@ impl Redis {
             (_, Some(cluster)) => {
                 let cluster =
                     Cluster::new(cluster.clone(), settings.timeout).map_err(ConnectError::Url)?;
-                let target = replicas::Target::Cluster(cluster.clone());
+                let target = acks::Target::Cluster(cluster.clone());
                 let conn = cluster.conn();
                 (Link::Cluster { conn, cluster }, target, 0)
             }
             (Some(sentinel), None) => {
                 let follower = Follower::new(sentinel.clone(), settings.timeout);
-                let target = replicas::Target::Following(follower.clone());
+                let target = acks::Target::Following(follower.clone());
                 (Link::Sentinel(follower), target, sentinel.db)
             }
             (None, None) => {
@@ -126,7 +127,7 @@ impl Redis {
                 )
                 .map_err(ConnectError::Url)?;
                 let client = Arc::new(client);
-                let target = replicas::Target::Fixed(client.clone());
+                let target = acks::Target::Fixed(client.clone());
                 (Link::Standalone { conn, client }, target, db)
             }
         };
@@ -279,20 +280,32 @@ impl Redis {
         &self.replication
     }
 
-    /// Runs `cmd`; when replicas must acknowledge it and `changed` says its reply granted or
-    /// extended something, waits for them too (the acks are `None` otherwise).
+    /// Runs `cmd`, a call on the key `key`; when replicas of its shard must acknowledge it
+    /// and `changed` says its reply granted or extended something, waits for them too. The
+    /// acks are `None` when none were asked for, and say `no_replica` when `auto` had none
+    /// to ask on a shard of a mode that fails over.
     pub async fn call_replicated(
         &mut self,
         cmd: &Cmd,
+        key: &str,
         changed: impl FnOnce(&Value) -> bool,
     ) -> ::redis::RedisResult<(Value, Option<Acked>)> {
-        match self.acks.required() {
-            0 => Ok((cmd.query_async(self).await?, None)),
+        let requirement = self.acks.requirement_for(key);
+        match requirement.required {
+            0 => {
+                let value = cmd.query_async(self).await?;
+                let acked = (requirement.no_replica && changed(&value)).then_some(Acked {
+                    acked: 0,
+                    required: 0,
+                    no_replica: true,
+                });
+                Ok((value, acked))
+            }
             // Boxed: the pool's and WAIT's states are the larger part of this future, and
             // every acquire's attempt holds it inline; without replicas they would cost
             // every parked waiter's request about 1.5 KB of memory for nothing (measured,
             // BENCHMARKS.md W14).
-            required => Box::pin(self.acks.call(cmd, required, changed)).await,
+            _ => Box::pin(self.acks.call(cmd, requirement, changed)).await,
         }
     }
 

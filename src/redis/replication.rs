@@ -1,6 +1,6 @@
 //! What the master says of its replicas (`INFO replication`, read every second): for the
-//! operators' Redis page and metrics, and for the acks rule, which asks for a replica once
-//! the master was seen with one.
+//! operators' Redis page and metrics, and for the acks rule, which asks a shard's grants
+//! for a replica while it has one (see `acks::rule`).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -155,19 +155,32 @@ impl ReplicationView {
     }
 }
 
-/// The master's replication; in a cluster, the primary with the fewest replicas (the one
-/// the acks rule must go by: a grant there needs one too), and each primary's figures.
+/// The master's replication; in a cluster, the primary with the fewest replicas, and each
+/// primary's figures. Each primary's linked replicas go to the acks census as they are read.
 async fn read(redis: &Redis) -> Option<Replication> {
     let mut fewest: Option<Replication> = None;
     let mut nodes = Vec::new();
-    for node in redis.nodes() {
+    let census = redis.acks.census();
+    let all = redis.nodes();
+    census.keep_only(&all.iter().flatten().cloned().collect::<Vec<_>>());
+    for node in all {
         let mut cmd = ::redis::cmd("INFO");
         cmd.arg("replication");
         if node.is_some() {
             cmd.arg("stats").arg("keyspace").arg("memory");
         }
-        let text: String = redis.on_node(node.as_deref(), cmd).await.ok()?;
+        let text: String = match redis.on_node(node.as_deref(), cmd).await {
+            Ok(text) => text,
+            // One primary that does not answer (killed, before its failover) must not leave
+            // the others unread.
+            Err(_) if node.is_some() => continue,
+            Err(_) => return None,
+        };
         let read = Replication::parse(&text);
+        census.linked(
+            node.as_deref().unwrap_or(super::acks::census::THE_MASTER),
+            u32::try_from(read.replicas.len()).unwrap_or(u32::MAX),
+        );
         if let Some(addr) = &node {
             nodes.push(NodeReading::parse(addr, &text));
         }
@@ -198,9 +211,6 @@ pub(super) fn spawn(redis: Redis, shutdown: CancellationToken) -> JoinHandle<()>
                 reading = read(&redis) => reading,
                 () = shutdown.cancelled() => return,
             };
-            if let Some(r) = &reading {
-                redis.acks.saw_replicas(r.replicas.len());
-            }
             redis.replication.set(reading);
         }
     })

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
+use super::Redis;
+use super::acks::Requirement;
 use super::replication::Replication;
 use super::sentinel::Switch;
-use super::{AckRule, Redis};
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RedisStatus {
@@ -54,19 +55,35 @@ pub struct ShardStatus {
     pub slot_count: u32,
     /// The primary's `INFO` at the last reading; absent when it did not answer.
     pub node: Option<super::replication::NodeReading>,
+    /// Replicas each grant on this shard waits for now.
+    pub acks_required: u32,
+    /// `auto` found no replica to ask here: grants stand on the primary alone (answered
+    /// `degraded: no_replica`).
+    pub no_replica: bool,
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AckStatus {
     /// `--min-replica-acks`: `auto` or a number.
     pub rule: String,
-    /// Replicas each grant and heartbeat waits for now (0: none, no `WAIT`).
+    /// Replicas each grant and heartbeat waits for now (0: none, no `WAIT`); in Cluster
+    /// mode, on the shard that asks most (each shard's own is in `cluster.shards`).
     pub required: u32,
     pub timeout_ms: u64,
     /// Calls that waited for replicas, since start.
     pub waits: u64,
-    /// Of those, how many too few replicas acknowledged (answered 503 `not_replicated`).
+    /// Grants and reentries refused because too few replicas acknowledged them (503
+    /// `not_replicated`), since start.
     pub not_replicated: u64,
+    /// Heartbeats too few replicas acknowledged, answered all the same (`degraded:
+    /// not_replicated`), since start.
+    pub unacknowledged_heartbeats: u64,
+    /// Grants and heartbeats answered on a shard with no replica to ask (`degraded:
+    /// no_replica`), since start.
+    pub no_replica: u64,
+    /// The shards (their primaries) whose grants stand on the primary alone now: `auto`
+    /// finds no replica there that a failover could promote.
+    pub unreplicated: Vec<String>,
     /// The last `WAIT`'s answer.
     pub last_acked: u32,
 }
@@ -85,10 +102,45 @@ pub struct SentinelStatus {
 }
 
 impl Redis {
+    /// The acknowledgements' part of the snapshot.
+    fn ack_status(&self, cluster: Option<&ClusterStatus>) -> AckStatus {
+        let acks = self.acks();
+        let settings = acks.settings();
+        let stats = &acks.stats;
+        // The shards and what each asks for now.
+        let shards: Vec<(String, Requirement)> = match cluster {
+            Some(c) => c
+                .shards
+                .iter()
+                .map(|s| (s.primary.clone(), acks.requirement_at(&s.primary)))
+                .collect(),
+            None => {
+                let master = self.master_addr().unwrap_or_default();
+                vec![(master, acks.requirement_at(super::acks::census::THE_MASTER))]
+            }
+        };
+        let short = stats.short.load(Ordering::Relaxed);
+        let short_heartbeats = stats.short_heartbeats.load(Ordering::Relaxed);
+        AckStatus {
+            rule: settings.rule.to_string(),
+            required: shards.iter().map(|(_, r)| r.required).max().unwrap_or(0),
+            timeout_ms: u64::try_from(settings.timeout.as_millis()).unwrap_or(u64::MAX),
+            waits: stats.waits.load(Ordering::Relaxed),
+            not_replicated: short.saturating_sub(short_heartbeats),
+            unacknowledged_heartbeats: short_heartbeats,
+            no_replica: stats.no_replica.load(Ordering::Relaxed),
+            unreplicated: shards
+                .into_iter()
+                .filter(|(_, r)| r.no_replica)
+                .map(|(primary, _)| primary)
+                .collect(),
+            last_acked: stats.last_acked.load(Ordering::Relaxed),
+        }
+    }
+
     /// A snapshot of what operators see.
     pub fn status(&self) -> RedisStatus {
         let acks = self.acks();
-        let settings = acks.settings();
         let sentinel = self.follower().map(|f| SentinelStatus {
             sentinels: f.settings().sentinels.clone(),
             master_name: f.settings().master_name.clone(),
@@ -121,6 +173,8 @@ impl Redis {
                             .collect(),
                         slot_count: s.slot_count(),
                         node: readings.iter().find(|r| r.addr == s.primary).cloned(),
+                        acks_required: acks.requirement_at(&s.primary).required,
+                        no_replica: acks.requirement_at(&s.primary).no_replica,
                     })
                     .collect(),
                 topology_changes: c.epochs.load(Ordering::Relaxed).saturating_sub(1),
@@ -135,17 +189,7 @@ impl Redis {
             },
             master: self.master_addr(),
             replication: self.replication().last(),
-            acks: AckStatus {
-                rule: match settings.rule {
-                    AckRule::Auto => "auto".to_owned(),
-                    AckRule::Exactly(n) => n.to_string(),
-                },
-                required: acks.required(),
-                timeout_ms: u64::try_from(settings.timeout.as_millis()).unwrap_or(u64::MAX),
-                waits: acks.stats.waits.load(Ordering::Relaxed),
-                not_replicated: acks.stats.short.load(Ordering::Relaxed),
-                last_acked: acks.stats.last_acked.load(Ordering::Relaxed),
-            },
+            acks: self.ack_status(cluster.as_ref()),
             sentinel,
             cluster,
         }

@@ -1,7 +1,8 @@
 //! `deploy/local/cluster.sh`: the one-command Redis Cluster setup starts three primaries,
 //! three replicas and two Leasehold instances in Cluster mode, serves locks, keeps a lock
-//! held through the failover of the primary serving its slot, and leaves nothing running
-//! when stopped.
+//! held (and renewed) through the failover of the primary serving its slot, grants new
+//! locks on the failed-over shard, starts the killed node again when asked (SIGUSR1), and
+//! leaves nothing running when stopped, the restarted node included.
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,7 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
         .await
         .expect("acquire");
     assert_eq!(granted.status(), 201);
+    let lease: serde_json::Value = granted.json().await.expect("grant");
     // The other instance sees it held.
     let other = http
         .post(format!("{}/v1/locks/demo/leases", urls[1]))
@@ -110,6 +112,70 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
     }
     eprintln!("both instances ready {:?} after the kill", killed.elapsed());
 
+    // The lease is renewed, through either instance, and a new lock on the failed-over
+    // shard is granted: the shard serves again (marked: its new primary has no replica).
+    for url in &urls {
+        let beat = served(&http, deadline, "a heartbeat", || {
+            http.post(format!(
+                "{url}/v1/locks/demo/leases/{}/heartbeat",
+                lease["lease_id"].as_str().unwrap_or_default()
+            ))
+            .bearer_auth(lease["token"].as_str().unwrap_or_default())
+            .json(&serde_json::json!({}))
+        })
+        .await;
+        assert!(beat["degraded"].is_string(), "{beat}");
+    }
+    let mut on_shard = Vec::new();
+    for i in 0.. {
+        let name = format!("job-{i}");
+        if owner_in(&map, keyslot_at(&replica, &name).await) == Some(primary.as_str()) {
+            on_shard.push(name);
+            if on_shard.len() == 2 {
+                break;
+            }
+        }
+    }
+    let acquire = |name: &str| {
+        http.post(format!("{}/v1/locks/{name}/leases", urls[0]))
+            .json(&serde_json::json!({"ttl_ms": 60_000}))
+    };
+    let fresh = served(&http, deadline, "a new lock there", || {
+        acquire(&on_shard[0])
+    })
+    .await;
+    eprintln!("a new lock on the shard: {fresh}");
+
+    // Brought back by the script, the killed node rejoins as the new primary's replica, and
+    // grants there are acknowledged by it again.
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGUSR1).expect("ask for the node back");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = served(&http, deadline, "a lock there", || acquire(&on_shard[1])).await;
+        if reply["replicas_acked"] == 1 {
+            break;
+        }
+        let id = reply["lease_id"].as_str().unwrap_or_default().to_owned();
+        let token = reply["token"].as_str().unwrap_or_default().to_owned();
+        http.delete(format!("{}/v1/locks/{}/leases/{id}", urls[0], on_shard[1]))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("release");
+        assert!(
+            Instant::now() < deadline,
+            "never acknowledged again: {reply}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        role_at(&primary).await,
+        Ok(Role::Replica {
+            of: replica.clone(),
+            linked: true
+        })
+    );
+
     // Stopped, it takes everything with it.
     let pids = descendants(child.id());
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("stop the script");
@@ -126,6 +192,31 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
         alive.is_empty(),
         "still running after the script stopped: {alive:?}"
     );
+}
+
+/// Sends what `request` builds until it succeeds (2xx), before `deadline`; every refusal on
+/// the way must be 503 `not_replicated` (Redis answers: the shard's refusals must say why).
+async fn served(
+    _http: &reqwest::Client,
+    deadline: Instant,
+    what: &str,
+    request: impl Fn() -> reqwest::RequestBuilder,
+) -> serde_json::Value {
+    loop {
+        let reply = request().send().await.expect("request");
+        let status = reply.status();
+        let body: serde_json::Value = reply.json().await.unwrap_or_default();
+        if status.is_success() {
+            return body;
+        }
+        assert_eq!(
+            (status.as_u16(), body["code"].as_str()),
+            (503, Some("not_replicated")),
+            "{what}: {body}"
+        );
+        assert!(Instant::now() < deadline, "{what}: never served: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Ok when `url` answers /readyz with 200 and shows the lock `demo` held; Err says what it

@@ -14,6 +14,7 @@ mod deploy;
 mod errors;
 mod eviction;
 mod expiry;
+mod failover;
 mod fair;
 mod fencing;
 mod fixtures;

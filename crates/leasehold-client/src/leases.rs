@@ -151,6 +151,7 @@ impl Client {
             expires_at: multi.expires_at,
             wait_ms: multi.wait_ms,
             replicas_acked: None,
+            degraded: multi.members.iter().find_map(|m| m.degraded),
             nodes_acked: None,
             validity_ms: None,
         };
@@ -301,6 +302,7 @@ impl Client {
                     ttl_ms: body.ttl_ms,
                     expires_at: body.expires_at,
                     replicas_acked: body.members.iter().filter_map(|m| m.replicas_acked).min(),
+                    degraded: body.members.iter().find_map(|m| m.degraded),
                     nodes_acked: None,
                     validity_ms: None,
                 },

@@ -100,6 +100,25 @@ impl RwMode {
     }
 }
 
+/// Why a grant or heartbeat stands on its Redis primary alone (with replicas, a failover
+/// could lose it: see the Redis modes' table of what a failover costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Degraded {
+    /// The lock's shard has no replica a failover could promote (`--min-replica-acks auto`):
+    /// no failover can lose the grant, but a crash of the primary without persistence can.
+    NoReplica,
+    /// A heartbeat too few replicas acknowledged in time: extended on the primary, where
+    /// the lease stands; a failover now keeps it only until the `expires_at` of the last
+    /// answer without this mark.
+    NotReplicated,
+    /// A reason this client does not know (a newer server). Never sent.
+    #[serde(other)]
+    Unknown,
+}
+
 /// How a lease ended, or that it still holds its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
@@ -264,6 +283,9 @@ pub struct GrantBody {
     /// when the server requires none (`--min-replica-acks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
+    /// Present when the grant stands on its Redis primary alone (see `Degraded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<Degraded>,
     /// RedLock grants: the nodes that granted it (a majority of `--redlock-nodes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes_acked: Option<u32>,
@@ -316,6 +338,10 @@ pub struct RenewalBody {
     /// the server requires none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
+    /// Present when the extension stands on the Redis primary alone (see `Degraded`): a
+    /// heartbeat is answered even when too few replicas acknowledged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<Degraded>,
     /// RedLock leases: the nodes that extended it (a majority of `--redlock-nodes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes_acked: Option<u32>,

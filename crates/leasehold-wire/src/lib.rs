@@ -31,8 +31,8 @@ pub use self::keys::{
     NamePattern,
 };
 pub use self::lease::{
-    AcquireBody, GrantBody, HeartbeatBody, LeaseBody, LeaseId, LeaseState, LeftBody, LockKind,
-    ReleaseBody, ReleaseQuery, RenewalBody, RwMode, RwPolicy, TicketBody, WaitQuery,
+    AcquireBody, Degraded, GrantBody, HeartbeatBody, LeaseBody, LeaseId, LeaseState, LeftBody,
+    LockKind, ReleaseBody, ReleaseQuery, RenewalBody, RwMode, RwPolicy, TicketBody, WaitQuery,
 };
 pub use self::lock::{
     FenceCheckBody, FenceCheckReply, HolderBody, ListBody, ListQuery, LiveBody, LockBody,

@@ -58,6 +58,9 @@ pub struct MultiMemberBody {
     /// Redis replicas that acknowledged this member's grant; absent when none are required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
+    /// Present when this member's grant (or renewal) stands on its Redis primary alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<crate::Degraded>,
 }
 
 /// A granted multilease (201): every member held.

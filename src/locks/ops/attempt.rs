@@ -15,6 +15,7 @@ use crate::locks::types::{
     Resource, RwMode, Timestamp, request_nonce,
 };
 use crate::locks::{EventKind, FencingToken, LeaseId, LockEvent, Locks};
+use crate::redis::Acked;
 
 use super::rollback::InFlight;
 
@@ -135,7 +136,9 @@ impl Locks {
                 required: a.required,
             });
         }
-        let replicas_acked = acked.map(|a| a.acked);
+        if let (AcquireReply::Acquired(_) | AcquireReply::Reentered(_), Some(a)) = (&reply, acked) {
+            self.inner.conn.acks().answered(a.degraded());
+        }
         match reply {
             AcquireReply::Acquired(g) => {
                 // A replayed new lease shows the first token (unsealed with the key); a ticket
@@ -151,12 +154,10 @@ impl Locks {
                     EventKind::Acquired
                 };
                 self.publish_grant(name, kind, &g);
-                Ok(Outcome::Granted(grant(g, shown, true, replicas_acked)?))
+                Ok(Outcome::Granted(grant(g, shown, true, acked)?))
             }
             // Its event came with the reply (`ev`): the history has it too.
-            AcquireReply::Reentered(g) => {
-                Ok(Outcome::Granted(grant(g, None, false, replicas_acked)?))
-            }
+            AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(g, None, false, acked)?)),
             AcquireReply::Held {
                 pttl,
                 holder_id,
@@ -294,7 +295,7 @@ pub(super) fn grant(
     g: Granted,
     token: Option<LeaseToken>,
     new_lease: bool,
-    replicas_acked: Option<u32>,
+    acked: Option<Acked>,
 ) -> Result<Grant, LockError> {
     let lease_id = LeaseId::parse(&g.lease_id)
         .ok_or_else(|| LockError::BadReply(format!("lease id {:?}", g.lease_id)))?;
@@ -318,6 +319,7 @@ pub(super) fn grant(
         },
         acquired_at: Timestamp(g.created_ms),
         expires_at: Timestamp(g.expires_ms.unwrap_or(g.now_ms.saturating_add(g.ttl_ms))),
-        replicas_acked,
+        replicas_acked: acked.map(|a| a.acked),
+        degraded: acked.and_then(Acked::degraded),
     })
 }

@@ -44,23 +44,23 @@ impl Locks {
                 fencing_token,
                 slack_ms,
             } => {
-                // Its event came with the reply (`ev`). Extended on the master only: the
-                // lease keeps, as far as a failover goes, the deadline it had.
-                match acked {
-                    Some(a) if a.short() => Err(LockError::NotReplicated {
-                        acked: a.acked,
-                        required: a.required,
-                    }),
-                    _ => Ok(Renewal {
-                        lease_id,
-                        reentry_count,
-                        fencing_token: FencingToken(fencing_token),
-                        ttl_ms,
-                        expires_at: Timestamp(now_ms).plus(ttl_ms),
-                        slack_ms,
-                        replicas_acked: acked.map(|a| a.acked),
-                    }),
-                }
+                // Its event came with the reply (`ev`). Too few replicas acknowledged it:
+                // answered all the same, marked. The extension stands on the primary; a 503
+                // would only have the holder stop (or retry, extending it again) while the
+                // lease blocks everyone else until it expires; what a failover would keep is
+                // the deadline of the last answer without the mark, which the holder knows.
+                let degraded = acked.and_then(crate::redis::Acked::degraded);
+                self.inner.conn.acks().answered(degraded);
+                Ok(Renewal {
+                    lease_id,
+                    reentry_count,
+                    fencing_token: FencingToken(fencing_token),
+                    ttl_ms,
+                    expires_at: Timestamp(now_ms).plus(ttl_ms),
+                    slack_ms,
+                    replicas_acked: acked.map(|a| a.acked),
+                    degraded,
+                })
             }
             RenewReply::Refused(r) => Err(LockError::from(r)),
         };

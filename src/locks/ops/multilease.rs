@@ -340,6 +340,7 @@ impl Locks {
                 lease_id: grant.lease_id,
                 fencing_token: grant.fencing_token,
                 replicas_acked: grant.replicas_acked,
+                degraded: grant.degraded,
             })),
             Ok(Acquired::Queued(ticket)) => {
                 if let Err(e) = self
@@ -465,6 +466,7 @@ impl Locks {
                 lease_id: r.lease_id,
                 fencing_token: r.fencing_token,
                 replicas_acked: r.replicas_acked,
+                degraded: r.degraded,
             });
         }
         let renew = Multilease {

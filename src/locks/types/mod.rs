@@ -22,7 +22,7 @@ pub use multi::{
 };
 pub use name::LockName;
 pub use requests::{
-    AcquireRequest, Acquired, Contention, Grant, PermitRequest, Release, Renewal, Ticket,
+    AcquireRequest, Acquired, Contention, Degraded, Grant, PermitRequest, Release, Renewal, Ticket,
 };
 pub use token::{IdempotencyKey, LeaseId, LeaseToken, TokenDigest, random_secret};
 pub(crate) use token::{fingerprint, request_nonce};

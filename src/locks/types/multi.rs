@@ -88,6 +88,8 @@ pub struct MemberGrant {
     pub fencing_token: FencingToken,
     /// Replicas that acknowledged the member's grant (`None`: none were required).
     pub replicas_acked: Option<u32>,
+    /// Set when the member's grant (or renewal) stands on its primary alone.
+    pub degraded: Option<super::Degraded>,
 }
 
 /// A granted multilease: every member held.

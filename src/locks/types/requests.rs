@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+pub use crate::redis::Degraded;
+
 use super::{
     FencingToken, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken, LockDelay, Metadata,
     RwPolicy, Timestamp, Ttl,
@@ -83,6 +85,8 @@ pub struct Grant {
     pub expires_at: Timestamp,
     /// Replicas that acknowledged the grant (`None`: none were required).
     pub replicas_acked: Option<u32>,
+    /// Set when the grant stands on its primary alone (its shard has no replica).
+    pub degraded: Option<Degraded>,
 }
 
 /// Who holds a lock right now, as far as a refused acquirer may know.
@@ -113,6 +117,10 @@ pub struct Renewal {
     pub slack_ms: i64,
     /// Replicas that acknowledged the extension (`None`: none were required).
     pub replicas_acked: Option<u32>,
+    /// Set when the extension stands on the primary alone: its shard has no replica, or too
+    /// few acknowledged it in time (a heartbeat is answered all the same: refusing it would
+    /// only make the lease expire while it stands on the primary).
+    pub degraded: Option<Degraded>,
 }
 
 /// A successful release.

@@ -148,6 +148,15 @@ impl Cluster {
         &self.client
     }
 
+    /// A client like [`Self::client`] whose calls may take `timeout` (the replica-acks pool:
+    /// a call and its `WAIT` take up to the Redis timeout plus the ack timeout).
+    pub fn client_with_timeout(
+        &self,
+        timeout: Duration,
+    ) -> RedisResult<::redis::cluster::ClusterClient> {
+        client(&self.settings, timeout, None)
+    }
+
     /// The topology as last read (empty before the first reading).
     pub fn topology(&self) -> Arc<Topology> {
         self.topology.borrow().clone()

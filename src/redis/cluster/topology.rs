@@ -114,6 +114,19 @@ fn node_addr(value: &Value) -> Option<String> {
     Some(format!("{host}:{port}"))
 }
 
+/// The slot of `key`: CRC16 (XMODEM) of its hash tag (the part between the first `{` and the
+/// next `}`, when not empty) or of the whole key, modulo 16384, as Redis and redis-rs
+/// compute it.
+pub fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|b| *b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        let close = rest.iter().position(|b| *b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(bytes)) % 16384
+}
+
 /// `host:port` split (the port after the last colon, so an IPv6 host keeps its colons).
 pub fn split_addr(addr: &str) -> Option<(String, u16)> {
     let (host, port) = addr.rsplit_once(':')?;
@@ -174,6 +187,12 @@ mod tests {
             !topology.covers_every_slot(),
             "slot 100 is counted twice here"
         );
+        // Redis's own answers (CLUSTER KEYSLOT).
+        assert_eq!(key_slot("foo"), 12182);
+        assert_eq!(key_slot("{user1000}.following"), key_slot("user1000"));
+        assert_eq!(key_slot("{}x"), key_slot("{}x"));
+        assert_ne!(key_slot("{}x"), key_slot("x"));
+        assert_eq!(key_slot("{jobs}:leasehold:state"), key_slot("jobs"));
         assert_eq!(split_addr("[::1]:7000"), Some(("::1".to_owned(), 7000)));
         assert_eq!(split_addr("host:x"), None);
     }

@@ -104,6 +104,9 @@ pub struct Follower {
     pub stats: FollowerStats,
     switches: std::sync::Mutex<Vec<Switch>>,
     epochs: AtomicU64,
+    /// Replicas of the master the Sentinels could promote, as last counted by a majority
+    /// of them (`u32::MAX`: not counted yet).
+    promotable: std::sync::atomic::AtomicU32,
 }
 
 /// The failovers the page shows.
@@ -119,6 +122,7 @@ impl Follower {
             stats: FollowerStats::default(),
             switches: std::sync::Mutex::default(),
             epochs: AtomicU64::new(0),
+            promotable: std::sync::atomic::AtomicU32::new(u32::MAX),
         })
     }
 
@@ -129,6 +133,15 @@ impl Follower {
     /// The master now, if one is known.
     pub fn master(&self) -> Option<Master> {
         self.current.borrow().clone()
+    }
+
+    /// Replicas of the master the Sentinels could promote, as a majority of them last
+    /// counted (see `resolve::Named`); `None` before any majority answered.
+    pub fn promotable(&self) -> Option<u32> {
+        match self.promotable.load(Ordering::Relaxed) {
+            u32::MAX => None,
+            n => Some(n),
+        }
     }
 
     /// Every change of master (and its loss), for whoever must move with it.
@@ -223,7 +236,13 @@ impl Follower {
     /// one held (or none is). True when a master is known afterwards.
     async fn round(&self) -> bool {
         let named = match resolve::ask_sentinels(&self.settings, self.timeout).await {
-            Ok(addr) => addr,
+            Ok(named) => {
+                if let Some(n) = named.promotable {
+                    self.promotable
+                        .store(n.min(u32::MAX - 1), Ordering::Relaxed);
+                }
+                named.master
+            }
             Err(e) => {
                 // (Every 100 ms while no master is known: said once at warn level.)
                 if self.current.borrow().is_some() {

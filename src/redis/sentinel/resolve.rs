@@ -42,12 +42,27 @@ fn config(timeout: Duration) -> AsyncConnectionConfig {
         .set_response_timeout(Some(timeout))
 }
 
-/// The master every answering Sentinel names, the one most name (in a tie, the one the
-/// earliest listed Sentinel names): a Sentinel cut off with the old master keeps naming it.
+/// What the Sentinels said in one round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The master every answering Sentinel names, the one most name (in a tie, the one the
+    /// earliest listed Sentinel names): a Sentinel cut off with the old master keeps naming
+    /// it.
+    pub master: String,
+    /// Replicas of that master some answering Sentinel could promote (it does not flag them
+    /// down); `None` when fewer than a majority of the Sentinels answered, so that a
+    /// Sentinel cut off with an old master cannot count its lost replicas out alone.
+    pub promotable: Option<u32>,
+}
+
+/// One Sentinel's answer: the master it names, and the replicas of it it could promote.
+type Answer = Option<(String, u32)>;
+
+/// Asks every Sentinel at once (see [`Named`]).
 pub async fn ask_sentinels(
     settings: &SentinelSettings,
     timeout: Duration,
-) -> Result<String, SentinelError> {
+) -> Result<Named, SentinelError> {
     let asks = settings
         .sentinels
         .iter()
@@ -55,18 +70,31 @@ pub async fn ask_sentinels(
     let answers = join_all(asks).await;
     let mut votes: HashMap<String, (usize, usize)> = HashMap::new();
     let mut errors = Vec::new();
+    let mut counted: Vec<(String, u32)> = Vec::new();
     for (order, answer) in answers.into_iter().enumerate() {
         match answer {
-            Ok(Some(addr)) => votes.entry(addr).or_insert((0, order)).0 += 1,
+            Ok(Some((addr, promotable))) => {
+                votes.entry(addr.clone()).or_insert((0, order)).0 += 1;
+                counted.push((addr, promotable));
+            }
             Ok(None) => {}
             Err(e) => errors.push(e.to_string()),
         }
     }
-    if let Some((addr, _)) = votes
+    if let Some((master, _)) = votes
         .into_iter()
         .max_by(|(_, (a, ao)), (_, (b, bo))| a.cmp(b).then(bo.cmp(ao)))
     {
-        return Ok(addr);
+        let majority = settings.sentinels.len() / 2 + 1;
+        let promotable = (counted.len() >= majority).then(|| {
+            counted
+                .iter()
+                .filter(|(named, _)| *named == master)
+                .map(|(_, n)| *n)
+                .max()
+                .unwrap_or(0)
+        });
+        return Ok(Named { master, promotable });
     }
     if errors.len() == settings.sentinels.len() {
         return Err(SentinelError::NoneAnswered(errors.join("; ")));
@@ -78,28 +106,57 @@ async fn ask_one(
     settings: &SentinelSettings,
     sentinel: &str,
     timeout: Duration,
-) -> Result<Option<String>, SentinelError> {
+) -> Result<Answer, SentinelError> {
     let client = sentinel_client(settings, sentinel)?;
     let ask = async {
         let mut conn = client
             .get_multiplexed_async_connection_with_config(&config(timeout))
             .await?;
-        ::redis::cmd("SENTINEL")
+        let mut pipe = ::redis::pipe();
+        pipe.cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&settings.master_name)
-            .query_async::<Option<(String, u16)>>(&mut conn)
+            .cmd("SENTINEL")
+            .arg("REPLICAS")
+            .arg(&settings.master_name);
+        pipe.query_async::<(Option<(String, u16)>, ::redis::Value)>(&mut conn)
             .await
     };
-    let named = tokio::time::timeout(timeout, ask)
-        .await
-        .map_err(|_| SentinelError::NoneAnswered(format!("{sentinel} timed out")))??;
+    let (named, replicas) = match tokio::time::timeout(timeout, ask).await {
+        Err(_) => return Err(SentinelError::NoneAnswered(format!("{sentinel} timed out"))),
+        // A master it does not know: `REPLICAS` fails too.
+        Ok(Err(e)) if e.code() == Some("ERR") => return Ok(None),
+        Ok(answer) => answer?,
+    };
     Ok(named.map(|(host, port)| {
-        if host.contains(':') {
+        let addr = if host.contains(':') {
             format!("[{host}]:{port}")
         } else {
             format!("{host}:{port}")
-        }
+        };
+        (addr, promotable(&replicas))
     }))
+}
+
+/// The replicas in a `SENTINEL REPLICAS` reply that the Sentinel does not flag down: those
+/// it could promote.
+fn promotable(reply: &::redis::Value) -> u32 {
+    let ::redis::Value::Array(replicas) = reply else {
+        return 0;
+    };
+    let healthy = replicas.iter().filter(|replica| {
+        let fields: Vec<String> = ::redis::from_redis_value_ref(replica).unwrap_or_default();
+        let flags = fields
+            .chunks(2)
+            .find(|kv| kv[0] == "flags")
+            .and_then(|kv| kv.get(1))
+            .map_or("", String::as_str);
+        !flags.is_empty()
+            && !flags
+                .split(',')
+                .any(|f| matches!(f, "s_down" | "o_down" | "disconnected"))
+    });
+    u32::try_from(healthy.count()).unwrap_or(u32::MAX)
 }
 
 /// A client for the Sentinel at `sentinel`, with the Sentinels' password.
@@ -171,6 +228,35 @@ pub fn data_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sentinel_counts_the_replicas_it_does_not_flag_down() {
+        let replica = |flags: &str| {
+            ::redis::Value::Array(
+                [
+                    "name",
+                    "127.0.0.1:7001",
+                    "flags",
+                    flags,
+                    "master-link-status",
+                    "ok",
+                ]
+                .into_iter()
+                .map(|s| ::redis::Value::BulkString(s.as_bytes().to_vec()))
+                .collect(),
+            )
+        };
+        let reply = ::redis::Value::Array(vec![
+            replica("slave"),
+            replica("s_down,slave,disconnected"),
+            replica("slave,disconnected"),
+            replica("o_down,slave"),
+            replica("slave,promoted"),
+        ]);
+        assert_eq!(promotable(&reply), 2);
+        assert_eq!(promotable(&::redis::Value::Array(vec![])), 0);
+        assert_eq!(promotable(&::redis::Value::Nil), 0);
+    }
 
     #[test]
     fn addresses_split_into_host_and_port() {

@@ -239,6 +239,21 @@ impl Cluster {
         promoted
     }
 
+    /// Starts the killed node at `addr` again and waits until the cluster settled with it:
+    /// a primary that was failed over comes back as a replica of the one that replaced it.
+    pub async fn restart(&mut self, addr: &str) {
+        self.node_mut(addr).restart();
+        wait_until(PATIENCE, "the node to rejoin", async || {
+            match role_at(addr).await.map_err(|e| format!("{addr}: {e}"))? {
+                Role::Replica { linked: true, .. } | Role::Primary => Ok(()),
+                other => Err(format!("{addr}: {other:?}")),
+            }
+        })
+        .await;
+        self.wait_settled("the cluster to settle with the node back")
+            .await;
+    }
+
     /// `CLUSTER FAILOVER` on the replica at `replica_addr` (its primary hands over), then
     /// waits until it is the primary and the cluster settled.
     pub async fn manual_failover(&self, replica_addr: &str) {

@@ -49,7 +49,8 @@ impl Node {
         }
     }
 
-    fn start(&mut self) {
+    /// Starts it (again, after [`Self::kill`]), waiting until it answers.
+    pub fn start(&mut self) {
         let mut command = children::guarded("redis-server");
         command.arg(&self.conf);
         if self.sentinel {

@@ -18,6 +18,7 @@ pub const SLOTS: u32 = 16_384;
 /// One redis-server in cluster mode.
 pub struct Node {
     pub port: u16,
+    conf: std::path::PathBuf,
     child: Option<Child>,
 }
 
@@ -40,16 +41,25 @@ impl Node {
         );
         let path = node_dir.join("redis.conf");
         std::fs::write(&path, conf).expect("write redis.conf");
+        let mut node = Self {
+            port,
+            conf: path,
+            child: None,
+        };
+        node.restart();
+        node
+    }
+
+    /// Starts it again after [`Self::kill`], with its config and its `nodes.conf` (so it
+    /// rejoins as the node it was: a replaced primary comes back as its replica's replica).
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "{} is running", self.addr());
         let mut command = children::guarded("redis-server");
         command
-            .arg(&path)
+            .arg(&self.conf)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = children::spawn(command).expect("start redis-server");
-        Self {
-            port,
-            child: Some(child),
-        }
+        self.child = Some(children::spawn(command).expect("start redis-server"));
     }
 
     pub fn addr(&self) -> String {
