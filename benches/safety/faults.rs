@@ -9,8 +9,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
-use crate::check::FaultWindow;
-use crate::cluster::{Cluster, Persistence, Return};
+use crate::check::{FaultWindow, SERVED_WITHIN_US};
+use crate::cluster::{Cluster, Persistence, Promotion, Return};
 use crate::workload::Shared;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +202,18 @@ impl Fault {
         self == Self::RedlockNodeKill
     }
 
+    /// A replica is promoted: every name must be served again soon after.
+    pub fn fails_over(self) -> bool {
+        matches!(
+            self,
+            Self::SentinelFailover
+                | Self::OldMasterReturns
+                | Self::MasterPartition
+                | Self::ClusterFailover
+                | Self::PrimaryPartition
+        )
+    }
+
     /// Runs against a Redis Cluster (the instances get `--redis-cluster`).
     pub fn cluster_mode(self) -> bool {
         matches!(
@@ -240,8 +252,12 @@ pub async fn inject(
             cluster.sample_aof();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        if !running() {
+        if !running() || shared.winding_down.load(Ordering::Relaxed) {
             break;
+        }
+        if fault.fails_over() {
+            // Until its window says from when names must be served again.
+            shared.hold_until(u64::MAX);
         }
         let start = now();
         let window = |what: &str, data_loss: bool, exempt: bool, start: u64| FaultWindow {
@@ -253,6 +269,19 @@ pub async fn inject(
             exempt,
             answers_in_time: false,
             refuses_new: false,
+            served_from: None,
+        };
+        // A failover: every name must be served again soon after the promotion (or, when
+        // the acks cannot be met without the failed node, after its return), and the run
+        // goes on long enough to show whether it was.
+        let served_from = |cluster: &Cluster, promotion: Option<Promotion>| {
+            let at = match promotion {
+                Some(p) if cluster.serves_after_promotion() => shared.recorder.at(p.promoted),
+                Some(p) => shared.recorder.at(p.rejoined),
+                None => now(),
+            };
+            shared.hold_until(at + SERVED_WITHIN_US + 500_000);
+            Some(at)
         };
         match fault {
             Fault::None => {}
@@ -347,9 +376,13 @@ pub async fn inject(
                 } else {
                     Return::AsMaster
                 };
-                if let Err(e) = cluster.fail_over(how).await {
-                    eprintln!("safety: failover: {e:#}");
-                }
+                let promotion = match cluster.fail_over(how).await {
+                    Ok((_, promotion)) => Some(promotion),
+                    Err(e) => {
+                        eprintln!("safety: failover: {e:#}");
+                        None
+                    }
+                };
                 // The instances follow within a second; the replicas resync.
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 // With fewer acks than replicas, a grant the promoted replica lacks is lost:
@@ -357,6 +390,7 @@ pub async fn inject(
                 let lossy = cluster.failover_may_lose() == Some(true) && !strict;
                 windows.push(FaultWindow {
                     loss_throughout: lossy,
+                    served_from: served_from(&cluster, promotion),
                     ..window(fault.name(), lossy, true, start)
                 });
             }
@@ -368,8 +402,10 @@ pub async fn inject(
                 // With fewer acks than replicas, what the cut-off master granted (or a grant
                 // the promoted replica lacks) is lost when it rejoins.
                 let lossy = cluster.failover_may_lose() == Some(true) && !strict;
+                // Served again from the heal on (the old master is a replica by then).
                 windows.push(FaultWindow {
                     loss_throughout: lossy,
+                    served_from: served_from(&cluster, None),
                     ..window(fault.name(), lossy, true, start)
                 });
             }
@@ -381,10 +417,19 @@ pub async fn inject(
                 windows.push(window(fault.name(), false, true, start));
             }
             Fault::ClusterFailover => {
-                match cluster.kill_primary(&names, cycle).await {
-                    Ok(what) => eprintln!("safety: {}: {what}", fault.name()),
-                    Err(e) => eprintln!("safety: {}: {e:#}", fault.name()),
-                }
+                // Down longer than names may take to be served again: a shard that serves
+                // only once its failed node is back shows.
+                let down_for = Duration::from_micros(SERVED_WITHIN_US) + Duration::from_secs(2);
+                let promotion = match cluster.kill_primary(&names, cycle, down_for).await {
+                    Ok((what, promotion)) => {
+                        eprintln!("safety: {}: {what}", fault.name());
+                        Some(promotion)
+                    }
+                    Err(e) => {
+                        eprintln!("safety: {}: {e:#}", fault.name());
+                        None
+                    }
+                };
                 // The instances find the new primary within a second (MOVED, or their
                 // topology read).
                 tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -392,6 +437,7 @@ pub async fn inject(
                 let lossy = cluster.failover_may_lose() == Some(true) && !strict;
                 windows.push(FaultWindow {
                     loss_throughout: lossy,
+                    served_from: served_from(&cluster, promotion),
                     ..window(fault.name(), lossy, true, start)
                 });
             }
@@ -431,6 +477,7 @@ pub async fn inject(
                 let lossy = cluster.failover_may_lose() == Some(true) && !strict;
                 windows.push(FaultWindow {
                     loss_throughout: lossy,
+                    served_from: served_from(&cluster, None),
                     ..window(fault.name(), lossy, true, start)
                 });
             }

@@ -291,6 +291,11 @@ impl Recorder {
         u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
+    /// `t` as µs since the run started.
+    pub fn at(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.start).as_micros()).unwrap_or(u64::MAX)
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn record(
         &self,

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 
 use crate::check::Report;
-use crate::cluster::{Cluster, RedisMode};
+use crate::cluster::{Acks, Cluster, RedisMode};
 use crate::faults::Fault;
 use crate::history::{Family, Recorder};
 use crate::resource::Resources;
@@ -124,8 +124,8 @@ struct Args {
     #[arg(long, default_value = "2,1,0")]
     replica_acks: String,
     /// `--min-replica-acks` values the Cluster-mode faults run with, each in turn (each
-    /// shard has one replica: 1 waits for it, 0 does not).
-    #[arg(long, default_value = "1,0")]
+    /// shard has one replica: auto waits for it while it is there, 1 always, 0 never).
+    #[arg(long, default_value = "auto,1,0")]
     cluster_acks: String,
     /// Cluster mode: the nodes' `cluster-node-timeout` in ms (how long a silent primary
     /// takes to be failed over).
@@ -148,7 +148,7 @@ struct Args {
 struct Outcome {
     fault: Fault,
     /// Sentinel and Cluster mode: the instances' `--min-replica-acks`.
-    acks: Option<u32>,
+    acks: Option<Acks>,
     report: Option<Report>,
     seconds: f64,
     skipped: Option<String>,
@@ -252,18 +252,14 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         idempotency: !args.no_idempotency,
         multileases: !args.no_multileases,
     };
-    let parse_acks = |flag: &str, raw: &str| -> anyhow::Result<Vec<u32>> {
+    let parse_acks = |flag: &str, raw: &str| -> anyhow::Result<Vec<Acks>> {
         raw.split(',')
-            .map(|a| {
-                a.trim()
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("bad {flag} {a:?}"))
-            })
+            .map(|a| Acks::parse(a).ok_or_else(|| anyhow::anyhow!("bad {flag} {a:?}")))
             .collect()
     };
     let acks_values = parse_acks("--replica-acks", &args.replica_acks)?;
     let cluster_acks = parse_acks("--cluster-acks", &args.cluster_acks)?;
-    let runs: Vec<(Fault, Option<u32>)> = faults
+    let runs: Vec<(Fault, Option<Acks>)> = faults
         .iter()
         .flat_map(|&f| {
             let values = if f.sentinel_mode() {
@@ -334,7 +330,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
 }
 
 /// A run's name: the fault's, with the acks of a Sentinel- or Cluster-mode run.
-fn run_name(fault: Fault, acks: Option<u32>) -> String {
+fn run_name(fault: Fault, acks: Option<Acks>) -> String {
     match acks {
         Some(a) => format!("{} (acks {a})", fault.name()),
         None => fault.name().to_owned(),
@@ -347,7 +343,7 @@ async fn run_fault(
     plan: &Plan,
     binary: &std::path::Path,
     fault: Fault,
-    acks: Option<u32>,
+    acks: Option<Acks>,
     dir: &std::path::Path,
     duration: Duration,
     tag: u32,
@@ -416,6 +412,8 @@ async fn run_fault(
         redis_cluster: cluster.cluster_nodes(),
         running: AtomicBool::new(true),
         pausing: AtomicBool::new(false),
+        hold_until: std::sync::atomic::AtomicU64::new(0),
+        winding_down: AtomicBool::new(false),
     });
     let injector = tokio::spawn(faults::inject(
         fault,
@@ -434,7 +432,12 @@ async fn run_fault(
             Tier::Full => shared.recorder.acquisitions() >= args.min_acquisitions,
         };
         if started.elapsed() >= duration && enough {
-            break;
+            // A fault may ask for more (to see every name served again after a failover);
+            // it starts no other meanwhile.
+            shared.winding_down.store(true, Ordering::Relaxed);
+            if shared.recorder.now() >= shared.hold_until.load(Ordering::Relaxed) {
+                break;
+            }
         }
     }
     shared.running.store(false, Ordering::Relaxed);

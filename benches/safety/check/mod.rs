@@ -15,7 +15,8 @@
 //!    about, and no new lease id is answered twice: a reply handed to the wrong request shows.
 //! 4. **Liveness.** Every answer comes within its wait plus a slack; no 5xx but 503 in a
 //!    fault; no waiter is refused after its whole wait while the lock was certainly free
-//!    (free by *upper* bounds of every hold) for a good part of it.
+//!    (free by *upper* bounds of every hold) for a good part of it; after a failover, every
+//!    name is served again (granted or renewed) within 10 s of the promotion.
 //!
 //! Faults that lose Redis data (a restart without persistence, or an AOF missing its last
 //! second) cannot keep mutual exclusion across the loss: overlaps between a hold granted
@@ -26,6 +27,7 @@ mod exclusion;
 mod fencing;
 mod holds;
 mod liveness;
+mod recovery;
 mod replies;
 mod self_check;
 mod semantics;
@@ -39,6 +41,8 @@ use self::exclusion::mutual_exclusion;
 use self::fencing::fencing;
 use self::holds::derive_holds;
 use self::liveness::liveness;
+pub use self::recovery::SERVED_WITHIN_US;
+use self::recovery::served_again;
 use self::replies::replies;
 pub use self::self_check::self_check;
 use self::semantics::semantics;
@@ -63,6 +67,8 @@ pub struct FaultWindow {
     /// Whether requests for new leases (acquires, ticket polls) may be refused with 503 while
     /// it lasts, though nothing else may (Redis full).
     pub refuses_new: bool,
+    /// A failover: from when every name must be served again (see `recovery`).
+    pub served_from: Option<u64>,
 }
 
 /// One finding, with the slice of history that shows it.
@@ -89,6 +95,8 @@ pub struct Report {
     pub stale_accepted: usize,
     pub late_answers: usize,
     pub parked_while_free: usize,
+    /// Names not served again within 10 s of a failover's promotion.
+    pub not_served_again: usize,
     pub server_errors: usize,
     pub semantic: usize,
     /// Answers that named another lock, lease or holder than asked (see `replies`).
@@ -177,6 +185,7 @@ pub fn check(
     mutual_exclusion(ops, &holds, &across_loss, &mut report);
     fencing(ops, &holds, resources, &across_loss, &mut report);
     liveness(ops, &holds, windows, ttl_max_ms, &mut report);
+    served_again(ops, windows, &mut report);
     semantics(ops, &across_loss, &mut report);
     replies(ops, &mut report);
     report
@@ -195,7 +204,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, server errors {}, semantic {}, replies for other requests {}; longest unavailability {} ms => {}",
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, not served again {}, server errors {}, semantic {}, replies for other requests {}; longest unavailability {} ms => {}",
         if report.faults.is_empty() {
             "nothing"
         } else {
@@ -214,6 +223,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         report.stale_accepted,
         report.late_answers,
         report.parked_while_free,
+        report.not_served_again,
         report.server_errors,
         report.semantic,
         report.mismatched_replies,

@@ -122,6 +122,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         exempt: true,
         answers_in_time: false,
         refuses_new: false,
+        served_from: None,
     };
     let semantic = |windows: &[FaultWindow]| check(&level_gone, windows, &[], 1_500).semantic;
     // Lease A re-entered (2 levels), one level released with an Idempotency-Key (at 4-5 ms,
@@ -169,6 +170,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         exempt: true,
         answers_in_time: false,
         refuses_new: false,
+        served_from: None,
     };
     let split_brain = vec![
         op(
@@ -260,7 +262,8 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
     ];
     // A new lease answered with 2 levels: its grant ran twice.
     let granted_twice = vec![op(0, 0, 0, 1_000, acquire(None), granted("a", 2, 201))];
-    vec![
+    let mut judged_histories = super::recovery::self_checks();
+    judged_histories.extend([
         (
             "a release of the last level answered 410: the hold ended when it was sent, no overlap",
             judged(&released_lost) == 0,
@@ -313,5 +316,6 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
             "a release retried with its Idempotency-Key renews nothing: no overlap after the TTL",
             judged(&replayed) == 0,
         ),
-    ]
+    ]);
+    judged_histories
 }

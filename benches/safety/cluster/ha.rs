@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use nix::sys::signal::Signal;
 use tokio::process::Child;
 
-use super::{Cluster, RedisProc, free_port, guarded};
+use super::{Cluster, Promotion, RedisProc, free_port, guarded};
 
 /// The name the Sentinels monitor the master under.
 pub const MASTER_NAME: &str = "safety";
@@ -24,7 +24,7 @@ pub struct HaPlan {
     pub replicas: usize,
     pub sentinels: usize,
     /// `--min-replica-acks` of the instances.
-    pub acks: u32,
+    pub acks: super::Acks,
     /// The instances follow the Sentinels; `false`: instance 0 stays on the first master's
     /// address (`--redis-url`), as a client that never follows a failover, while the others
     /// follow (to show what the faults catch).
@@ -279,13 +279,14 @@ impl Cluster {
 
     /// `kill -9` of the master; once the Sentinels name another node, that node becomes
     /// `redis` and the killed one comes back as `how` says. Returns how long the Sentinels
-    /// took.
-    pub async fn fail_over(&mut self, how: Return) -> anyhow::Result<Duration> {
+    /// took, and when the promotion and the old master's return (linked as a replica) were.
+    pub async fn fail_over(&mut self, how: Return) -> anyhow::Result<(Duration, Promotion)> {
         let old_port = self.redis.port;
         let killed = Instant::now();
         self.redis.kill9().await;
         let new_port = self.await_promotion(old_port).await?;
-        let took = killed.elapsed();
+        let promoted = Instant::now();
+        let took = promoted - killed;
         let k = self.swap_in(new_port)?;
         // The old master now sits in the replicas' list.
         let old = &mut self.ha()?.replicas[k];
@@ -309,7 +310,19 @@ impl Cluster {
             replica.signal(Signal::SIGCONT);
         }
         self.settle().await?;
-        Ok(took)
+        let port = self.ha()?.replicas[k].port;
+        wait_for(
+            Duration::from_secs(30),
+            "the old master to be linked as a replica",
+            || async move {
+                info(port, "replication")
+                    .await
+                    .contains("master_link_status:up")
+            },
+        )
+        .await?;
+        let rejoined = Instant::now();
+        Ok((took, Promotion { promoted, rejoined }))
     }
 
     /// Waits until the Sentinels agree on one master with no failover in progress, for a
@@ -427,6 +440,19 @@ impl Cluster {
         }
     }
 
+    /// Whether the instances' acks can be met once a failover promoted a replica, before the
+    /// failed node is back as a replica: a shard serves again from the promotion, or only
+    /// from the return (an explicit count of every replica).
+    pub fn serves_after_promotion(&self) -> bool {
+        if let Some(shards) = &self.shards {
+            return shards.serves_without_replica();
+        }
+        self.ha.as_ref().is_none_or(|ha| {
+            let left = ha.plan.replicas.saturating_sub(1);
+            ha.plan.acks.required(left) <= left
+        })
+    }
+
     /// Whether a failover may lose acknowledged grants in this run: its instances wait for
     /// fewer replicas than there are, so the one promoted may lack a grant another
     /// acknowledged (`WAIT` is not consensus). `None` outside Sentinel mode.
@@ -437,7 +463,7 @@ impl Cluster {
         }
         self.ha
             .as_ref()
-            .map(|ha| (ha.plan.acks as usize) < ha.plan.replicas)
+            .map(|ha| ha.plan.acks.required(ha.plan.replicas) < ha.plan.replicas)
     }
 }
 

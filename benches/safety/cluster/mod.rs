@@ -32,6 +32,47 @@ pub use self::shards::ShardPlan;
 
 pub const ADMIN_TOKEN: &str = "safety-harness-admin-token-0123456789";
 
+/// The instances' `--min-replica-acks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// One while a shard has a replica that could be promoted, none while it has none.
+    Auto,
+    Count(u32),
+}
+
+impl Acks {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw.trim() {
+            "auto" => Some(Self::Auto),
+            n => n.parse().ok().map(Self::Count),
+        }
+    }
+
+    /// Replicas a grant waits for on a shard with `replicas` replicas left.
+    pub fn required(self, replicas: usize) -> usize {
+        match self {
+            Self::Auto => replicas.min(1),
+            Self::Count(n) => n as usize,
+        }
+    }
+}
+
+/// When a failover's replica took over, and when the failed node was back (as a replica).
+#[derive(Debug, Clone, Copy)]
+pub struct Promotion {
+    pub promoted: Instant,
+    pub rejoined: Instant,
+}
+
+impl std::fmt::Display for Acks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 /// How Redis keeps its data across a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Persistence {

@@ -45,7 +45,7 @@ pub struct ShardPlan {
     /// `cluster-node-timeout`: how long a silent primary takes to be failed over.
     pub node_timeout_ms: u64,
     /// `--min-replica-acks` of the instances (each shard has one replica).
-    pub acks: u32,
+    pub acks: super::Acks,
     /// Each node behind a proxy whose port it announces (the reply-lost fault).
     pub proxied: bool,
 }
@@ -312,7 +312,13 @@ impl Shards {
     /// Whether a failover may lose an acknowledged grant: the instances do not wait for the
     /// shard's one replica.
     pub(super) fn may_lose(&self) -> bool {
-        self.plan.acks < 1
+        self.plan.acks.required(1) < 1
+    }
+
+    /// Whether the instances' acks can be met by a shard whose one replica was promoted
+    /// (so it has none): `auto` and 0 can, a count cannot.
+    pub(super) fn serves_without_replica(&self) -> bool {
+        self.plan.acks.required(0) == 0
     }
 
     fn running(&self) -> impl Iterator<Item = &RedisProc> {
@@ -666,9 +672,15 @@ impl Cluster {
     }
 
     /// `kill -9` of the primary serving the most of `names` (the next one each `cycle`); once
-    /// its replica is promoted and the cluster settled, the node restarts (empty) and rejoins
-    /// as the replica of its old replica. Returns what happened.
-    pub async fn kill_primary(&mut self, names: &[String], cycle: usize) -> anyhow::Result<String> {
+    /// its replica is promoted, the node stays down `down_for` (its shard has no replica
+    /// meanwhile, as after a real crash), then restarts (empty) and rejoins as the replica of
+    /// its old replica. Returns what happened, and when.
+    pub async fn kill_primary(
+        &mut self,
+        names: &[String],
+        cycle: usize,
+        down_for: Duration,
+    ) -> anyhow::Result<(String, super::Promotion)> {
         let shards = self.shards()?;
         let victim = shards.pick_primary(names, cycle).await?;
         let replica = shards
@@ -685,12 +697,20 @@ impl Cluster {
             }
         })
         .await?;
-        let took = killed.elapsed();
+        let promoted = Instant::now();
+        let took = promoted - killed;
+        tokio::time::sleep(down_for).await;
         shards.nodes[i].start().await?;
         shards.await_rejoined(victim, replica).await?;
-        Ok(format!(
-            "primary {victim} killed, replica {replica} promoted after {} ms",
-            took.as_millis()
+        let rejoined = Instant::now();
+        Ok((
+            format!(
+                "primary {victim} killed, replica {replica} promoted after {} ms, {victim} \
+                 back as its replica {} ms later",
+                took.as_millis(),
+                (rejoined - promoted).as_millis()
+            ),
+            super::Promotion { promoted, rejoined },
         ))
     }
 

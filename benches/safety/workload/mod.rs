@@ -75,6 +75,19 @@ pub struct Shared {
     pub running: AtomicBool,
     /// Set while the holder-pause fault is on: sessions of the pauser overstay on purpose.
     pub pausing: AtomicBool,
+    /// The run goes on at least until then (µs since it started): a fault asked for time to
+    /// see every name served again.
+    pub hold_until: std::sync::atomic::AtomicU64,
+    /// Set once the run's time is up but a fault holds it open: no new fault starts.
+    pub winding_down: AtomicBool,
+}
+
+impl Shared {
+    /// Asks the run to go on until `at` (µs since it started; `u64::MAX`: until told
+    /// otherwise), whatever its duration.
+    pub fn hold_until(&self, at: u64) {
+        self.hold_until.store(at, Ordering::Relaxed);
+    }
 }
 
 /// A lease as its client knows it.
@@ -149,6 +162,14 @@ fn outcome_of(answer: &Result<Answer, String>) -> Outcome {
                     ttl_ms: b["ttl_ms"].as_u64().unwrap_or(0),
                     count: b["reentry_count"].as_u64().unwrap_or(0),
                     kind: b["kind"].as_str().unwrap_or("").to_owned(),
+                }
+            } else if b["degraded"] == "not_replicated" {
+                // Extended on the primary alone: a failover keeps the deadline of the last
+                // renewal answered without the mark, so the client counts from that one (an
+                // extension that may have happened, as for a lost answer).
+                Outcome::Failed {
+                    status: None,
+                    what: "renewed on the primary alone".to_owned(),
                 }
             } else {
                 Outcome::Renewed {

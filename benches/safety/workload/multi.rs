@@ -297,6 +297,19 @@ impl Client {
 /// What a multilease's heartbeat answer says of one member.
 fn heartbeat_outcome(answer: &Result<Answer, String>, h: &Held) -> Outcome {
     match answer {
+        Ok(Answer { status: 200, body })
+            if body["members"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["degraded"] == "not_replicated") =>
+        {
+            // Renewed on the primaries alone (see `outcome_of`).
+            Outcome::Failed {
+                status: None,
+                what: "renewed on the primary alone".to_owned(),
+            }
+        }
         Ok(Answer { status: 200, body }) => {
             let member = body["members"]
                 .as_array()
