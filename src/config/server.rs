@@ -198,7 +198,7 @@ pub struct ServeArgs {
     /// Threads that serve requests. Default: one per core, less one for the embedded
     /// redis-server when it runs (Redis is single-threaded and needs a core of its own), at
     /// least one. With --redis-url and Redis on this same machine, leave it a core the same
-    /// way (see the README's "Sizing").
+    /// way (see the book's Sizing page, docs/book/src/operating/sizing.md).
     #[arg(long, env = "LEASEHOLD_WORKER_THREADS")]
     pub worker_threads: Option<NonZeroUsize>,
 
@@ -332,7 +332,7 @@ pub struct ServeArgs {
     /// RedLock: independent Redis masters (URLs, comma-separated; an odd number, at least 3,
     /// none a replica of another or the same server twice) on which `"kind": "redlock"`
     /// leases are taken, granted when a majority grants within the lease's validity. Not
-    /// safe for correctness without fencing: see the README's RedLock section.
+    /// safe for correctness without fencing: see the book's RedLock page.
     #[arg(long, env = "LEASEHOLD_REDLOCK_NODES", value_delimiter = ',')]
     pub redlock_nodes: Vec<String>,
 
