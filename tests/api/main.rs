@@ -11,6 +11,7 @@ mod cluster_fixture;
 mod cost;
 mod dashboard;
 mod deploy;
+mod docs;
 mod errors;
 mod eviction;
 mod expiry;
