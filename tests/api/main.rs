@@ -23,6 +23,7 @@ mod helpers;
 mod idempotency;
 mod input;
 mod keyspace;
+mod kubernetes;
 mod layers;
 mod leases;
 mod limits;
