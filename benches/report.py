@@ -61,7 +61,7 @@ def main():
       "The server and the Rust load generators are built with Cargo's release profile (fat LTO, "
       "one codegen unit: see `Cargo.toml`). "
       f"The server runs with `--worker-threads {machine.get('server_threads', '?')}`: Redis shares "
-      "these cores, so the server leaves it one, as the README advises (§3 compares one thread "
+      "these cores, so the server leaves it one, as the book's Sizing page advises (§3 compares one thread "
       "per core).\n")
 
     # The ceiling: Redisson's minimal RLock pair.

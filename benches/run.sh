@@ -46,7 +46,7 @@ pids+=($!)
 until rcli ping >/dev/null 2>&1; do sleep 0.05; done
 redis_url="redis+unix://$sock"
 
-# Redis shares these cores: the server leaves it one, as the README advises (--worker-threads).
+# Redis shares these cores: the server leaves it one, as the book's Sizing page advises (--worker-threads).
 cores=$(nproc)
 threads=$(( cores > 1 ? cores - 1 : 1 ))
 server_pid=""

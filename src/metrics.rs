@@ -5,8 +5,8 @@
 //! HTTP or Redis.
 //!
 //! Several stateless instances share one Redis, so every number is **process-local**: what
-//! this instance did or saw. Sum over instances for the service's totals; the README's metrics
-//! table says where a sum means something different.
+//! this instance did or saw. Sum over instances for the service's totals; the book's metrics
+//! table (docs/book/src/operating/metrics.md) says where a sum means something different.
 //!
 //! Label values are bounded: kinds, outcomes, script names and route templates. Lock names
 //! appear (as `lock` on acquisitions) only when `--metrics-lock-names` asks for them.

@@ -386,7 +386,7 @@ pub async fn inject(
                 // The instances follow within a second; the replicas resync.
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 // With fewer acks than replicas, a grant the promoted replica lacks is lost:
-                // what the README says of those modes.
+                // what the book's safety page says of those modes.
                 let lossy = cluster.failover_may_lose() == Some(true) && !strict;
                 windows.push(FaultWindow {
                     loss_throughout: lossy,

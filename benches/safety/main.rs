@@ -474,7 +474,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
          loopback, one more in a network namespace for the partition; one redis-server; {} \
          clients over {} names per lock family). Every figure below is copied from that run. \"Overlapping holds\" counts \
          pairs of conflicting holds by conservative bounds (see `benches/safety/check/`); those \
-         across a Redis data loss are listed apart, as the README's guarantees say they can \
+         across a Redis data loss are listed apart, as the book's safety guarantees say they can \
          happen. \"Semantic\" counts broken promises of the API (a replay that is not the first \
          answer, a release of one level that lets the lock go, `all=true` leaving levels), \
          except across a data loss. The Sentinel-mode faults run against a master with 2 replicas \

@@ -17,7 +17,7 @@ use crate::state::AppState;
     tag = "health",
     security((), ("api_key" = ["reader"])),
     responses(
-        (status = 200, description = "Prometheus metrics of this instance (OpenMetrics text); see the README's metrics table", body = String, content_type = "application/openmetrics-text"),
+        (status = 200, description = "Prometheus metrics of this instance (OpenMetrics text); see the metrics table of the book (docs/book/src/operating/metrics.md)", body = String, content_type = "application/openmetrics-text"),
         (status = 403, description = "tenant_not_allowed: the metrics count every tenant's locks; only the deployment's readers (default tenant) may read them", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]

@@ -52,7 +52,7 @@ pub(super) async fn acquire(
     };
     // An Idempotency-Key is accepted (the official clients send one with every acquire) but
     // not kept: each node would keep its own record, and a retry could be answered by a
-    // minority. A retry is a new attempt (README, RedLock).
+    // minority. A retry is a new attempt (the book's RedLock page).
     let _ = idempotency;
     let wait = state.limits.wait(query.wait_ms);
     let (request, token, ttl) =

@@ -153,6 +153,7 @@ pub struct ServeArgs {
     /// put them in the URL).
     #[arg(long, env = "LEASEHOLD_REDIS_USERNAME")]
     pub redis_username: Option<String>,
+    /// The data nodes' ACL password in Sentinel and Cluster mode (see --redis-username).
     #[arg(long, env = "LEASEHOLD_REDIS_PASSWORD", hide_env_values = true)]
     pub redis_password: Option<String>,
 
@@ -161,7 +162,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_REDIS_TLS")]
     pub redis_tls: bool,
 
-    /// The database in Sentinel mode (with --redis-url, in the URL).
+    /// The database in Sentinel mode (with --redis-url, in the URL). A cluster has only
+    /// database 0: another is refused with --redis-cluster.
     #[arg(long, env = "LEASEHOLD_REDIS_DB", default_value_t = 0)]
     pub redis_db: i64,
 
@@ -198,7 +200,7 @@ pub struct ServeArgs {
     /// Threads that serve requests. Default: one per core, less one for the embedded
     /// redis-server when it runs (Redis is single-threaded and needs a core of its own), at
     /// least one. With --redis-url and Redis on this same machine, leave it a core the same
-    /// way (see the README's "Sizing").
+    /// way (see the book's Sizing page, docs/book/src/operating/sizing.md).
     #[arg(long, env = "LEASEHOLD_WORKER_THREADS")]
     pub worker_threads: Option<NonZeroUsize>,
 
@@ -332,7 +334,8 @@ pub struct ServeArgs {
     /// RedLock: independent Redis masters (URLs, comma-separated; an odd number, at least 3,
     /// none a replica of another or the same server twice) on which `"kind": "redlock"`
     /// leases are taken, granted when a majority grants within the lease's validity. Not
-    /// safe for correctness without fencing: see the README's RedLock section.
+    /// safe for correctness without fencing: see the book's RedLock page. Without it,
+    /// `"kind": "redlock"` answers 422 redlock_disabled.
     #[arg(long, env = "LEASEHOLD_REDLOCK_NODES", value_delimiter = ',')]
     pub redlock_nodes: Vec<String>,
 

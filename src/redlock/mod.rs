@@ -21,7 +21,7 @@
 //! - Heartbeat: a majority must extend it within the validity, or it is 503 (a majority
 //!   says the lease is gone: 410, and the rest are let go).
 //! - Fencing is best effort: there is no single counter. A grant's token is the largest of
-//!   the granting nodes' counters (see the README's RedLock section for what that promises).
+//!   the granting nodes' counters (docs/book/src/redis/redlock.md says what that promises).
 //!
 //! This layer sits beside [`crate::locks`] and uses it per node; it knows nothing of HTTP.
 

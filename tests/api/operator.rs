@@ -1,7 +1,7 @@
 //! The 3 a.m. operator's questions, answered in a real browser (headless Chromium): who is
 //! waiting (every kind, on the lock page and the overview), what just happened (an expiry
 //! nobody observed, in the history with the time it ran out, and on the timeline), how long
-//! it has been held. Screenshots go to `target/screenshots/` (the README's come from here).
+//! it has been held. Screenshots go to `target/screenshots/` (the book's come from here).
 
 use std::time::Duration;
 

@@ -59,7 +59,7 @@ pub(super) fn fencing(
     }
     // Reentries and heartbeats keep the lease's fence. (Not RedLock's: there each answer gives
     // the largest fence of the nodes that answered it, and while the node that gave the
-    // grant's largest is down that is another; the README's RedLock section says so. Its
+    // grant's largest is down that is another; the book's RedLock page says so. Its
     // grants are still checked above.)
     let fence_of: HashMap<&str, (u64, &Hold)> = holds
         .iter()

@@ -10,7 +10,7 @@ use crate::history::{Family, Op, Outcome, Request};
 /// that ran twice adds or takes two), and releasing one level of a reentrant or fair lease held
 /// several levels deep keeps the rest (its holder goes on working under them). Not across a
 /// Redis data loss (`across_loss`, as for overlaps): what Redis lost (a re-entry, the first
-/// answer's idempotency record) is gone, as the README says of a Redis that loses writes.
+/// answer's idempotency record) is gone, as the book's safety page says of a Redis that loses writes.
 pub(super) fn semantics(
     ops: &[Op],
     across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,

@@ -214,7 +214,7 @@ impl Client {
             1 => Some(h.ttl_ms),
             _ => None,
         };
-        // (RedLock keeps no Idempotency-Key: a retry is a new attempt; see the README.)
+        // (RedLock keeps no Idempotency-Key: a retry is a new attempt; see the book's RedLock page.)
         let idem =
             (self.shared.plan.idempotency && h.kind != "redlock" && self.rng.random_bool(0.3))
                 .then(|| self.idem_key());

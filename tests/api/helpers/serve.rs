@@ -23,7 +23,13 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(data_dir: &std::path::Path) -> Self {
+        Self::start_with(data_dir, &[])
+    }
+
+    /// [`Serve::start`] with more flags (`--redis-url ...`, say).
+    pub fn start_with(data_dir: &std::path::Path, args: &[&str]) -> Self {
         let mut command = serve_command(data_dir);
+        command.args(args);
         command.env("RUST_LOG", "debug");
         // (Not from this thread: a test starts a server from a thread that ends before it.)
         let mut child = children::spawn(command).expect("start leasehold");
