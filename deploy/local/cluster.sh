@@ -5,10 +5,12 @@
 # serves which slots, and stops everything on Ctrl-C (or SIGTERM).
 #
 # Usage: deploy/local/cluster.sh [--ready-file PATH]
-#   Ports: Redis 7390-7395 (cluster bus 17390-17395), Leasehold 8191 and 8192 (override with
-#   LEASEHOLD_CLUSTER_BASE=<first Redis port>; the others follow it). --ready-file: write the
+#   Ports: Redis 7390-7395, or -7398 with two replicas each (cluster bus +10000), Leasehold 8191
+#   and 8192 (override with LEASEHOLD_CLUSTER_BASE=<first Redis port>; the others follow
+#   it). --ready-file: write the
 #   URLs there once everything answers (for scripts and tests). LEASEHOLD_BIN: the binary to
-#   run (default: a release build of this checkout).
+#   run (default: a release build of this checkout). LEASEHOLD_CLUSTER_REPLICAS: replicas per
+#   primary (default 1; with 2, a failover leaves the shard a replica to acknowledge grants).
 # Try a failover: take a lock, find the primary serving its slot (`redis-cli -p 7390 cluster
 #   keyslot demo`, then the table printed below), kill -9 its pid and watch its replica take
 #   over (about 3 s) while the lock stays held and its heartbeats and new locks on that shard
@@ -21,6 +23,9 @@ cd "$(dirname "$0")/../.."
 ready_file=""
 if [ "${1:-}" = "--ready-file" ]; then ready_file=$2; fi
 base=${LEASEHOLD_CLUSTER_BASE:-7390}
+per_primary=${LEASEHOLD_CLUSTER_REPLICAS:-1}
+count=$((3 * (1 + per_primary)))
+last=$((count - 1))
 http_base=$((base + 801))
 .ci/ensure-packages redis-server redis-tools
 bin=${LEASEHOLD_BIN:-}
@@ -71,7 +76,7 @@ start_node() {
 }
 # SIGUSR1: start every node that is not running (killed to try a failover) again.
 restart_dead() {
-  for i in 0 1 2 3 4 5; do
+  for i in $(seq 0 "$last"); do
     if ! kill -0 "${pids[$i]}" 2>/dev/null; then
       start_node "$((base + i))" "$i"
       echo "started 127.0.0.1:$((base + i)) again (pid ${pids[$i]})"
@@ -79,7 +84,7 @@ restart_dead() {
   done
 }
 nodes=()
-for i in 0 1 2 3 4 5; do
+for i in $(seq 0 "$last"); do
   port=$((base + i)); mkdir -p "$dir/$port"
   # appendonly + appendfsync always, as in sentinel.sh: a node writes every change to its
   # AOF before answering, so one restarted by hand keeps every lock it granted, and
@@ -97,11 +102,11 @@ for i in 0 1 2 3 4 5; do
   nodes+=("127.0.0.1:$port")
 done
 # redis-cli picks which node replicates which (not by port): read it back below.
-if ! redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes \
+if ! redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$per_primary" --cluster-yes \
     > "$dir/create.log" 2>&1; then
   echo "redis-cli --cluster create failed:" >&2; cat "$dir/create.log" >&2; exit 1
 fi
-for i in 0 1 2 3 4 5; do
+for i in $(seq 0 "$last"); do
   wait_for "cluster_state:ok on $((base + i))" 400 state_ok "$((base + i))"
   wait_for "$((base + i)) to be a primary or a linked replica" 400 linked "$((base + i))"
 done

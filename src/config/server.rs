@@ -168,9 +168,11 @@ pub struct ServeArgs {
     pub redis_db: i64,
 
     /// Replicas that must acknowledge a grant, reentry or heartbeat (Redis WAIT) before it is
-    /// answered: a number, or `auto`, one once the master has been seen with a replica and
-    /// none before. Fewer within --replica-ack-timeout-ms: the grant is rolled back and the
-    /// request answered 503 not_replicated.
+    /// answered: a number, or `auto`, one while the lock's shard (its primary) has a replica
+    /// a failover could promote and none while it has none (then grants there are answered
+    /// marked `degraded: no_replica`). Fewer within --replica-ack-timeout-ms: a grant is
+    /// rolled back and answered 503 not_replicated; a heartbeat is answered, marked
+    /// `degraded: not_replicated`.
     #[arg(long, env = "LEASEHOLD_MIN_REPLICA_ACKS", default_value = "auto")]
     pub min_replica_acks: AckRule,
 
