@@ -97,7 +97,9 @@ class Prober(threading.Thread):
     def run(self):
         path = f"/v1/locks/{self.name}/leases"
         while not self.stop.is_set():
-            status, body = self.call("POST", path, {"ttl_ms": 2000})
+            # The shortest TTL the server allows by default: a release lost in the failover
+            # leaves the name held that long, which the next grant then waits out.
+            status, body = self.call("POST", path, {"ttl_ms": 1000})
             if status == 201:
                 self.grants.append((time.monotonic(), body.get("degraded")))
                 self.call("DELETE", f"{path}/{body['lease_id']}", token=body["token"])

@@ -87,12 +87,7 @@ impl Acks {
         let promotable = match &self.target {
             Target::Fixed(_) => None,
             Target::Following(follower) => follower.promotable(),
-            Target::Cluster(cluster) => cluster
-                .topology()
-                .shards
-                .iter()
-                .find(|s| s.primary == primary)
-                .map(|s| u32::try_from(s.replicas.len()).unwrap_or(u32::MAX)),
+            Target::Cluster(cluster) => cluster.promotable(primary),
         };
         ShardReplicas {
             linked: self.census.linked_to(primary),
@@ -116,7 +111,7 @@ impl Acks {
             Some(shard) => {
                 let replicas = ShardReplicas {
                     linked: self.census.linked_to(&shard.primary),
-                    promotable: Some(u32::try_from(shard.replicas.len()).unwrap_or(u32::MAX)),
+                    promotable: cluster.promotable(&shard.primary),
                 };
                 rule::requirement(self.settings.rule, replicas, true)
             }

@@ -12,7 +12,9 @@
 //! "Could be promoted" is the failover authority's own view, so that a replica cut off from
 //! its primary, which the authority may still promote, keeps counting:
 //! - Cluster: the replicas `CLUSTER SLOTS` lists for the primary (it leaves out those the
-//!   cluster flagged `FAIL`, which takes a majority of primaries, and those never synced);
+//!   cluster flagged `FAIL`, which takes a majority of primaries, and those never synced),
+//!   and for a few seconds after a promotion the other replicas of the primary it replaced
+//!   (`Cluster::promotable`);
 //! - Sentinel: the replicas a majority of the Sentinels answered for and that some
 //!   answering Sentinel does not flag down (`s_down`, `o_down`, `disconnected`); with no
 //!   majority answering, the last census stands;

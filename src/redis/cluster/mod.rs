@@ -41,6 +41,9 @@ pub use topology::{Shard, Topology};
 const READ_EVERY: Duration = Duration::from_secs(1);
 /// Failovers and slot moves kept for the operators' page.
 const CHANGES_KEPT: usize = 20;
+/// How long a promoted primary counts its old primary's other replicas as its own (see
+/// [`Cluster::promotable`]).
+const INHERITED_FOR: Duration = Duration::from_secs(5);
 
 /// Where the cluster is and how to talk to it. (Its `Debug` leaves the password out.)
 #[derive(Clone, PartialEq, Eq)]
@@ -109,6 +112,9 @@ pub struct Cluster {
     conn: ClusterConnection,
     topology: watch::Sender<Arc<Topology>>,
     changes: std::sync::Mutex<Vec<Change>>,
+    /// A promoted primary → the other replicas its old primary had, and until when they
+    /// count as its own (see [`Cluster::promotable`]).
+    inherited: std::sync::Mutex<std::collections::HashMap<String, (u32, std::time::Instant)>>,
     /// Topology readings that differed from the one before.
     pub epochs: AtomicU64,
 }
@@ -129,6 +135,7 @@ impl Cluster {
             conn,
             topology: watch::Sender::new(Arc::default()),
             changes: std::sync::Mutex::default(),
+            inherited: std::sync::Mutex::default(),
             epochs: AtomicU64::new(0),
         }))
     }
@@ -172,6 +179,54 @@ impl Cluster {
         self.changes.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
+    /// Replicas the cluster could promote in place of the primary at `primary`: those
+    /// `CLUSTER SLOTS` lists for it (it leaves out the ones flagged `FAIL` and the ones never
+    /// synced), and, for [`INHERITED_FOR`] after it was promoted, the other replicas of the
+    /// primary it replaced: the cluster re-parents them to it (and `CLUSTER SLOTS` lists them
+    /// under it) only after the failover, up to a second or two later as a node's view
+    /// goes, and until then the shard would look as if it had none. `None` for a primary
+    /// the topology does not list.
+    pub fn promotable(&self, primary: &str) -> Option<u32> {
+        let listed = self
+            .topology()
+            .shards
+            .iter()
+            .find(|s| s.primary == primary)
+            .map(|s| u32::try_from(s.replicas.len()).unwrap_or(u32::MAX))?;
+        let inherited = self.inherited.lock().ok().and_then(|map| {
+            map.get(primary)
+                .filter(|(_, until)| std::time::Instant::now() < *until)
+                .map(|(n, _)| *n)
+        });
+        Some(listed.max(inherited.unwrap_or(0)))
+    }
+
+    /// Notes, for each primary that took over another's slots, the other replicas of the
+    /// one it replaced (see [`Self::promotable`]).
+    fn note_inherited(&self, before: &Topology, after: &Topology) {
+        let Ok(mut map) = self.inherited.lock() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        map.retain(|_, (_, until)| now < *until);
+        for shard in &after.shards {
+            let Some(&(first, _)) = shard.slots.first() else {
+                continue;
+            };
+            let Some(old) = before
+                .owner(first)
+                .filter(|old| old.primary != shard.primary)
+            else {
+                continue;
+            };
+            let others = old.replicas.iter().filter(|r| **r != shard.primary).count();
+            if others > 0 {
+                let others = u32::try_from(others).unwrap_or(u32::MAX);
+                map.insert(shard.primary.clone(), (others, now + INHERITED_FOR));
+            }
+        }
+    }
+
     /// Runs `cmd` on the node at `addr` (`host:port`).
     pub async fn on_node(&self, addr: &str, cmd: Cmd) -> RedisResult<Value> {
         let Some((host, port)) = topology::split_addr(addr) else {
@@ -203,6 +258,7 @@ impl Cluster {
         if *before != read && !read.shards.is_empty() {
             let read = Arc::new(read);
             self.note_changes(&before, &read);
+            self.note_inherited(&before, &read);
             self.epochs.fetch_add(1, Ordering::Relaxed);
             self.topology.send_replace(read.clone());
             return Ok(read);
