@@ -178,7 +178,7 @@ fn the_cli_reference_is_every_subcommands_help() {
             continue;
         }
         let mut paths = vec![vec![name.clone()]];
-        subcommands(sub, &[name.clone()], &mut paths);
+        subcommands(sub, std::slice::from_ref(&name), &mut paths);
         let page = dir.join(format!("{name}.md"));
         if !page.exists() && std::env::var_os(BLESS).is_some() {
             let version = env!("CARGO_PKG_VERSION");
