@@ -607,6 +607,12 @@ def main():
         w(cluster.read_text().rstrip())
         w("")
 
+    # The container image's binary: its own run (benches/image.sh), which writes benches/image.md.
+    image = Path(__file__).with_name("image.md")
+    if image.exists():
+        w(image.read_text().rstrip())
+        w("")
+
     # The measurements behind the code's shape: kept by hand in benches/why.md, not made by a run.
     why = Path(__file__).with_name("why.md")
     if why.exists():

@@ -54,24 +54,47 @@
     td.textContent = text === undefined || text === null ? "" : String(text);
     if (className) td.className = className;
     row.appendChild(td);
+    return td;
   }
 
+  // What an operator reads: the event's own facts. The stream's bookkeeping (at_us, the
+  // microsecond twin of the time shown; event_id, the resume point) and the columns shown
+  // beside it are left out.
+  // A force release's removed holders as "holder (lease 1a2b3c4d)", and a hold's start as
+  // how long it was held, instead of their raw JSON.
   function details(event) {
-    var skip = { type: 1, lock: 1, at_ms: 1, lease_id: 1, holder: 1 };
-    return Object.keys(event).filter(function (k) { return !skip[k]; }).map(function (k) {
+    var skip = { type: 1, lock: 1, at_ms: 1, at_us: 1, event_id: 1, lease_id: 1, holder: 1,
+                 holders: 1, holder_ids: 1, lease_ids: 1, since_ms: 1 };
+    var parts = [];
+    if (Array.isArray(event.holders) && event.holders.length) {
+      parts.push("removed " + event.holders.map(function (h) {
+        return (h.holder || "?") + " (lease " + String(h.lease_id || "").slice(0, 8) + ")";
+      }).join(", "));
+    }
+    if (typeof event.since_ms === "number" && typeof event.at_ms === "number") {
+      parts.push("held " + ((event.at_ms - event.since_ms) / 1000).toFixed(1) + " s");
+    }
+    return parts.concat(Object.keys(event).filter(function (k) { return !skip[k]; }).map(function (k) {
       var v = event[k];
       return k + "=" + (typeof v === "string" ? v : JSON.stringify(v));
-    }).join(" ");
+    })).join(" ");
   }
 
   function feed(body) {
     listen(body.dataset.events, function (event) {
       var row = document.createElement("tr");
       row.className = "ev-" + String(event.type);
-      cell(row, new Date(event.at_ms).toISOString());
-      cell(row, event.lock);
+      var at = new Date(event.at_ms).toISOString();
+      cell(row, at.slice(11, 23), "at").title = at;
+      var lock = document.createElement("a");
+      lock.href = "/locks/" + encodeURIComponent(String(event.lock));
+      lock.textContent = String(event.lock);
+      cell(row, "").appendChild(lock);
       cell(row, event.type);
-      cell(row, event.lease_id, "id");
+      // A lease id is a UUID: its first block tells leases apart on one page; the whole id
+      // is its tooltip.
+      var id = event.lease_id ? String(event.lease_id) : "";
+      cell(row, id.slice(0, 8), "id lease").title = id;
       cell(row, event.holder);
       cell(row, details(event));
       body.insertBefore(row, body.firstChild);

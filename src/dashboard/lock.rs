@@ -25,7 +25,7 @@ pub(super) fn lock_name(raw: &str) -> Result<LockName, PageError> {
 pub(super) struct LockQuery {
     released: Option<u32>,
     evicted: Option<String>,
-    /// The timeline's window: 1h (default), 15m, 5m, 1m.
+    /// The timeline's window: 1h, 15m, 5m, 1m (by default the shortest showing what happened).
     window: Option<String>,
 }
 
@@ -87,7 +87,7 @@ pub(super) async fn lock_page(
             &history,
             &waiting,
             now,
-            timeline::window(query.window.as_deref()),
+            timeline::window(query.window.as_deref(), &history, &waiting, now),
         ),
         waiting: waiting.iter().map(|w| WaiterRow::of(w, now)).collect(),
         waiting_count,

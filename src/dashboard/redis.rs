@@ -1,4 +1,5 @@
-//! `GET /redis`: the Redis behind this instance (mode, master, replicas and their lag,
+//! `GET /redis`: the Redis behind this instance (mode, master, memory against maxmemory,
+//! persistence, replicas and their lag, lost replicas as down,
 //! acknowledgements, failovers followed; in Cluster mode the primaries with their slots,
 //! keys, load and replicas, and the topology changes seen); the same as `GET /v1/admin/redis`, for the
 //! deployment's own viewers (the default tenant: the addresses are the deployment's).
@@ -11,7 +12,7 @@ use super::error::{PageResult, render};
 use super::format::ago;
 use super::viewer::{Nav, Viewer, viewer};
 use crate::auth::Peer;
-use crate::locks::RedisStatus;
+use crate::locks::{Persistence, RedisMemory, RedisStatus};
 use crate::locks::{Timestamp, wall_ms};
 use crate::state::AppState;
 
@@ -72,14 +73,78 @@ pub(super) async fn redis_page(
                 .collect()
         })
         .unwrap_or_default();
+    let (memory, persistence) = if status.is_some() {
+        (
+            state.locks.redis_memory().await.ok().map(memory_text),
+            state
+                .locks
+                .redis_persistence()
+                .await
+                .ok()
+                .map(|p| persistence_text(&p, now)),
+        )
+    } else {
+        (None, None)
+    };
+    let master = status.as_ref().and_then(|s| s.master.clone());
+    let lost = status
+        .as_ref()
+        .and_then(|s| s.replication.as_ref())
+        .map(|r| {
+            r.lost
+                .iter()
+                // A replica promoted to master is gone from the list, not lost.
+                .filter(|l| Some(&l.addr) != master.as_ref())
+                .map(|l| (l.addr.clone(), ago(Timestamp(l.last_seen_ms), now)))
+                .collect()
+        })
+        .unwrap_or_default();
     render(&RedisPage {
         nav,
         status,
         replicas,
+        lost,
         switches,
         changes,
+        memory,
+        persistence,
     })
 }
+
+/// `12.3 MB of 512.0 MB maxmemory (2 %)`, and the state when it is not ok.
+fn memory_text(m: RedisMemory) -> (String, &'static str) {
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1_000_000.0);
+    let text = if m.max_bytes == 0 {
+        format!(
+            "{} used; no maxmemory: Redis grows until the machine runs out",
+            mb(m.used_bytes)
+        )
+    } else {
+        format!(
+            "{} of {} maxmemory ({:.0} %)",
+            mb(m.used_bytes),
+            mb(m.max_bytes),
+            m.used_ratio() * 100.0
+        )
+    };
+    (text, m.state().as_str())
+}
+
+/// What a restart loses, whether the last write to disk worked, and the last snapshot.
+fn persistence_text(p: &Persistence, now_ms: u64) -> (String, bool) {
+    let snapshot = match p.last_save_unix {
+        0 => "no snapshot yet".to_owned(),
+        at => format!(
+            "last snapshot {}, {} changes since",
+            ago(Timestamp(at * 1000), now_ms),
+            p.changes_since_save
+        ),
+    };
+    (format!("{}; {snapshot}", p.verdict()), p.writes_ok)
+}
+
+/// (address, last seen) of a replica the master no longer lists.
+pub type LostRow = (String, String);
 
 pub struct ReplicaRow {
     pub addr: String,
@@ -101,7 +166,13 @@ pub struct RedisPage {
     /// `None`: the viewer is not of the deployment's own tenant.
     pub status: Option<RedisStatus>,
     pub replicas: Vec<ReplicaRow>,
+    /// Replicas seen before and missing now: shown as down.
+    pub lost: Vec<LostRow>,
     pub switches: Vec<SwitchRow>,
+    /// Used against maxmemory, and the state (`ok`, `short`, `full`).
+    pub memory: Option<(String, &'static str)>,
+    /// What a restart loses, and whether the last AOF write or snapshot worked.
+    pub persistence: Option<(String, bool)>,
     /// Cluster mode: the topology changes seen, newest first (when, what).
     pub changes: Vec<(String, String)>,
 }

@@ -1,4 +1,5 @@
-//! The lock page's timeline of the last hour (or 15, 5, 1 minutes): an SVG drawn by
+//! The lock page's timeline of the last hour (or 15, 5, 1 minutes; by default the shortest
+//! that shows what happened): an SVG drawn by
 //! `templates/timeline.html` from the numbers computed here (no script, and every text still
 //! escaped by the template). Holds are bars with their fencing token, waits are pale bars,
 //! expiries, force releases and reentries are marks.
@@ -73,11 +74,34 @@ const WINDOWS: [(&str, u64); 4] = [
     ("1m", 60_000),
 ];
 
-/// The window a query asks for (`?window=15m`), the last hour by default.
-pub(super) fn window(raw: Option<&str>) -> (&'static str, u64) {
+/// The window a query asks for (`?window=15m`). Without one, the shortest that shows all of
+/// the last hour's events and waits, with a tenth to spare: a lock taken a minute ago is drawn
+/// over the last 5 minutes, not as a sliver at the end of an hour. The last hour when nothing
+/// happened in it.
+pub(super) fn window(
+    raw: Option<&str>,
+    events: &[LockEvent],
+    waiting: &[WaiterView],
+    now_ms: u64,
+) -> (&'static str, u64) {
+    if let Some(asked) = WINDOWS.into_iter().find(|(name, _)| Some(*name) == raw) {
+        return asked;
+    }
+    let hour_ago = now_ms.saturating_sub(WINDOWS[0].1);
+    let oldest = events
+        .iter()
+        .map(|e| e.at_ms)
+        .chain(waiting.iter().map(|w| w.since_ms))
+        .filter(|&at| at >= hour_ago)
+        .min();
+    let Some(oldest) = oldest else {
+        return WINDOWS[0];
+    };
+    let span = now_ms.saturating_sub(oldest) * 11 / 10;
     WINDOWS
         .into_iter()
-        .find(|(name, _)| Some(*name) == raw)
+        .rev()
+        .find(|(_, ms)| *ms >= span)
         .unwrap_or(WINDOWS[0])
 }
 
@@ -300,7 +324,7 @@ mod tests {
                 "lease_id": "old", "holder": "gone"}),
             ),
         ];
-        let t = timeline(&events, &[], now, window(None));
+        let t = timeline(&events, &[], now, window(Some("1h"), &[], &[], now));
         assert_eq!(
             t.lanes.len(),
             1,
@@ -318,6 +342,34 @@ mod tests {
     }
 
     #[test]
+    fn without_a_window_asked_for_the_drawing_zooms_to_what_happened() {
+        let now = 10_000_000;
+        let at = |ago: u64| {
+            vec![event(serde_json::json!({"type": "acquired", "lock": "a",
+                "at_ms": now - ago, "lease_id": "l1", "holder": "cron"}))]
+        };
+        assert_eq!(window(None, &at(30_000), &[], now).0, "1m");
+        assert_eq!(
+            window(None, &at(58_000), &[], now).0,
+            "5m",
+            "with a tenth to spare"
+        );
+        assert_eq!(window(None, &at(600_000), &[], now).0, "15m");
+        assert_eq!(window(None, &at(3_000_000), &[], now).0, "1h");
+        assert_eq!(
+            window(None, &at(7_200_000), &[], now).0,
+            "1h",
+            "nothing in the hour"
+        );
+        assert_eq!(window(None, &[], &[], now).0, "1h");
+        assert_eq!(
+            window(Some("15m"), &at(30_000), &[], now).0,
+            "15m",
+            "asked for"
+        );
+    }
+
+    #[test]
     fn a_request_waiting_now_is_a_wait_bar_up_to_now() {
         let now = 10_000_000;
         let waiter = WaiterView {
@@ -329,7 +381,7 @@ mod tests {
             instance: "h:1".into(),
             until_ms: now + 1000,
         };
-        let t = timeline(&[], &[waiter], now, window(Some("15m")));
+        let t = timeline(&[], &[waiter], now, window(Some("15m"), &[], &[], now));
         let bar = &t.lanes[0].bars[0];
         assert_eq!(
             (bar.class, bar.x, bar.x + bar.width),

@@ -27,6 +27,8 @@ pub mod feed;
 pub mod layout;
 pub mod observer;
 pub mod ops;
+mod persistence;
+pub use persistence::Persistence;
 mod scripts;
 pub mod types;
 pub mod wakeups;

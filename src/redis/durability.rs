@@ -113,3 +113,72 @@ async fn config_get(conn: &mut impl ConnectionLike, name: &str) -> Option<String
         .ok()?;
     pair.into_iter().nth(1)
 }
+
+/// What a restart of Redis would lose now, for operators (the dashboard's Redis page): the
+/// settings read at startup may have changed since, and a failing AOF write or snapshot is
+/// only seen here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Persistence {
+    /// `aof_enabled`.
+    pub aof: bool,
+    /// `always`, `everysec`, `no`; `None` where CONFIG is not allowed.
+    pub appendfsync: Option<String>,
+    /// The last AOF write (with AOF) or snapshot (without) succeeded.
+    pub writes_ok: bool,
+    /// Changes since the last RDB snapshot.
+    pub changes_since_save: u64,
+    /// When the last RDB snapshot was taken, in Unix seconds.
+    pub last_save_unix: u64,
+}
+
+impl Persistence {
+    /// What a restart loses, in a sentence (as the startup log says it).
+    pub fn verdict(&self) -> &'static str {
+        match (self.aof, self.appendfsync.as_deref()) {
+            (true, Some("always")) => "AOF, fsync before every answer: a restart loses no lock",
+            (true, _) => {
+                "AOF without fsync on every write: a power loss can lose the last second's grants"
+            }
+            (false, _) => "no AOF: a restart loses the locks granted since the last snapshot",
+        }
+    }
+
+    fn parse(info: &str, appendfsync: Option<String>) -> Self {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+                .unwrap_or_default()
+        };
+        let aof = field("aof_enabled") == "1";
+        let status = if aof {
+            field("aof_last_write_status")
+        } else {
+            field("rdb_last_bgsave_status")
+        };
+        Self {
+            aof,
+            appendfsync,
+            writes_ok: status.is_empty() || status == "ok",
+            changes_since_save: field("rdb_changes_since_last_save").parse().unwrap_or(0),
+            last_save_unix: field("rdb_last_save_time").parse().unwrap_or(0),
+        }
+    }
+}
+
+impl super::Redis {
+    /// The master's persistence now (in a cluster, the first primary's).
+    pub async fn persistence(&self) -> redis::RedisResult<Persistence> {
+        let node = self.nodes().into_iter().next().flatten();
+        let mut info = redis::cmd("INFO");
+        info.arg("persistence");
+        let text: String = self.on_node(node.as_deref(), info).await?;
+        let mut config = redis::cmd("CONFIG");
+        config.arg("GET").arg("appendfsync");
+        let appendfsync = self
+            .on_node::<Vec<String>>(node.as_deref(), config)
+            .await
+            .ok()
+            .and_then(|pair| pair.into_iter().nth(1));
+        Ok(Persistence::parse(&text, appendfsync))
+    }
+}

@@ -34,9 +34,24 @@ pub struct Replication {
     pub role: String,
     pub master_offset: u64,
     pub replicas: Vec<Replica>,
+    /// Replicas this instance saw linked within the last hour that the master no longer
+    /// lists (stopped, cut off, or promoted elsewhere): what a failover could not count on.
+    pub lost: Vec<LostReplica>,
     /// Wall-clock milliseconds of the reading.
     pub read_at_ms: u64,
 }
+
+/// A replica the master listed before and lists no more.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LostReplica {
+    /// `ip:port`.
+    pub addr: String,
+    /// Wall-clock milliseconds of the last reading that listed it.
+    pub last_seen_ms: u64,
+}
+
+/// How long a lost replica is shown: past it, one that was removed on purpose is forgotten.
+const LOST_FOR_MS: u64 = 3_600_000;
 
 impl Replication {
     /// Reads `INFO replication`'s text.
@@ -64,6 +79,7 @@ impl Replication {
             role,
             master_offset,
             replicas,
+            lost: Vec::new(),
             read_at_ms: super::wall_ms(),
         }
     }
@@ -136,11 +152,28 @@ pub struct ReplicationView {
     last: Mutex<Option<Replication>>,
     /// Cluster mode: each primary's.
     nodes: Mutex<Vec<NodeReading>>,
+    /// Every replica address seen linked, with when it was last (wall-clock ms).
+    seen: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl ReplicationView {
+    /// The last reading, with the replicas seen before and missing from it as `lost`.
     pub fn last(&self) -> Option<Replication> {
-        self.last.lock().ok().and_then(|l| l.clone())
+        let mut last = self.last.lock().ok().and_then(|l| l.clone())?;
+        if let Ok(seen) = self.seen.lock() {
+            last.lost = seen
+                .iter()
+                .filter(|(addr, at)| {
+                    last.read_at_ms.saturating_sub(**at) < LOST_FOR_MS
+                        && !last.replicas.iter().any(|r| &r.addr == *addr)
+                })
+                .map(|(addr, at)| LostReplica {
+                    addr: addr.clone(),
+                    last_seen_ms: *at,
+                })
+                .collect();
+        }
+        Some(last)
     }
 
     /// Cluster mode: each primary as last read (empty otherwise).
@@ -149,6 +182,11 @@ impl ReplicationView {
     }
 
     fn set(&self, reading: Option<Replication>) {
+        if let (Some(r), Ok(mut seen)) = (&reading, self.seen.lock()) {
+            for replica in &r.replicas {
+                seen.insert(replica.addr.clone(), r.read_at_ms);
+            }
+        }
         if let Ok(mut last) = self.last.lock() {
             *last = reading;
         }
@@ -160,6 +198,7 @@ impl ReplicationView {
 async fn read(redis: &Redis) -> Option<Replication> {
     let mut fewest: Option<Replication> = None;
     let mut nodes = Vec::new();
+    let mut unanswered = false;
     let census = redis.acks.census();
     let all = redis.nodes();
     census.keep_only(&all.iter().flatten().cloned().collect::<Vec<_>>());
@@ -169,12 +208,12 @@ async fn read(redis: &Redis) -> Option<Replication> {
         if node.is_some() {
             cmd.arg("stats").arg("keyspace").arg("memory");
         }
-        let text: String = match redis.on_node(node.as_deref(), cmd).await {
-            Ok(text) => text,
-            // One primary that does not answer (killed, before its failover) must not leave
-            // the others unread.
-            Err(_) if node.is_some() => continue,
-            Err(_) => return None,
+        // A primary that does not answer has no figures this time (the Redis page shows it
+        // down), and the others' (and their linked replicas, for the acks) are still taken;
+        // the reading as a whole is none, as before.
+        let Ok(text) = redis.on_node::<String>(node.as_deref(), cmd).await else {
+            unanswered = true;
+            continue;
         };
         let read = Replication::parse(&text);
         census.linked(
@@ -193,6 +232,9 @@ async fn read(redis: &Redis) -> Option<Replication> {
     }
     if let Ok(mut last) = redis.replication.nodes.lock() {
         *last = nodes;
+    }
+    if unanswered {
+        return None;
     }
     fewest
 }

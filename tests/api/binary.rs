@@ -380,3 +380,16 @@ async fn the_admin_token_can_come_from_a_file() {
     );
     let _ = child.wait();
 }
+
+#[test]
+fn the_startup_log_says_where_the_dashboard_is() {
+    let data = private_dir();
+    let serve = Serve::start(data.path());
+    let log = serve.log.lock().expect("log").clone();
+    let listening = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|entry| entry["message"] == "leasehold is listening")
+        .expect("the listening line");
+    assert_eq!(listening["dashboard"], format!("http://{}/", serve.addr));
+}

@@ -90,6 +90,8 @@ const LOCK_ROOMS: &[(&str, &[&str])] = &[
     ("observer", &["types"]),
     ("scripts", &["error", "types"]),
     ("wakeups", &["layout", "types"]),
+    // What a restart of Redis would lose, for the Redis page: a reading, no use case.
+    ("persistence", &[]),
     (
         "feed",
         &["error", "layout", "observer", "scripts", "types", "wakeups"],

@@ -22,7 +22,7 @@ async fn on_master(topology: &Topology, rule: AckRule) -> TestApp {
 }
 
 /// Leasehold following `topology`'s Sentinels.
-async fn on_sentinels(topology: &Topology, master_name: &str) -> TestApp {
+pub(crate) async fn on_sentinels(topology: &Topology, master_name: &str) -> TestApp {
     let sentinels = topology.sentinel_addrs();
     let master_name = master_name.to_owned();
     spawn_app_tweaked(AppOptions::default(), |config| {

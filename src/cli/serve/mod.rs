@@ -32,7 +32,20 @@ fn worker_threads(args: &ServeArgs) -> usize {
     args.worker_threads(cores)
 }
 
-/// Logs that the server listens on `addr`, and warns when anonymous callers are let in where
+/// Where a browser on this machine finds the dashboard: an operator's first question after
+/// the start. A wildcard address (`0.0.0.0`, `::`) is reached through loopback here.
+fn dashboard_url(scheme: &str, addr: SocketAddr) -> String {
+    let mut shown = addr;
+    if addr.ip().is_unspecified() {
+        shown.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("{scheme}://{shown}/")
+}
+
+/// Logs that the server listens on `addr` (and the dashboard's URL), and warns when anonymous callers are let in where
 /// a browser could be turned against it.
 pub fn announce(args: &ServeArgs, addr: SocketAddr) {
     let scheme = if args.tls_cert.is_some() {
@@ -41,7 +54,7 @@ pub fn announce(args: &ServeArgs, addr: SocketAddr) {
         "http"
     };
     tracing::info!(addr = %addr, %scheme, threads = worker_threads(args),
-        "leasehold is listening");
+        dashboard = %dashboard_url(scheme, addr), "leasehold is listening");
     if args.allow_anonymous && !addr.ip().is_loopback() && args.allowed_hosts.is_empty() {
         tracing::warn!(
             "anonymous callers are let in on a non-loopback address with no \

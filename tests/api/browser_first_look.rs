@@ -1,0 +1,148 @@
+//! The dashboard as an operator first meets it, in headless Chromium: signed in, the header
+//! (admin badge and sign-out) stays one row; a new lock's timeline is zoomed to what is there;
+//! the events page shows the events' own facts (not the stream's `at_us` and `event_id`) with
+//! lease ids on one line. Screenshots go to `target/screenshots/` (the book's images in
+//! `docs/book/src/images/` are copied from there).
+
+use std::time::Duration;
+
+use fantoccini::{Client, Locator};
+use serde_json::{Value, json};
+
+use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, save_screenshot, wait_for, which};
+use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
+
+async fn sign_in(client: &Client, app: &TestApp) {
+    client
+        .goto(&app.url("/login?next=/"))
+        .await
+        .expect("open sign-in");
+    client
+        .find(Locator::Css("input[name=token]"))
+        .await
+        .expect("token field")
+        .send_keys(ADMIN_TOKEN)
+        .await
+        .expect("type the token");
+    client
+        .find(Locator::Css("form.login button[type=submit]"))
+        .await
+        .expect("sign-in button")
+        .click()
+        .await
+        .expect("sign in");
+    wait_for(
+        client,
+        "document.querySelector('header .badge.admin')",
+        Duration::from_secs(10),
+        "the signed-in header",
+    )
+    .await;
+}
+
+async fn js(client: &Client, script: &str) -> Value {
+    client.execute(script, vec![]).await.expect("script")
+}
+
+#[tokio::test]
+async fn a_first_look_signed_in_header_timeline_and_events_in_chromium() {
+    if which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some() {
+        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+        return;
+    }
+    let app = spawn_app().await;
+    let lease = app
+        .lease(
+            "nightly-report",
+            json!({"holder": "cron@db1", "ttl_ms": 600_000, "metadata": {"job": "report"}}),
+        )
+        .await;
+    app.heartbeat(&lease, json!({})).await.assert_status(200);
+    app.lease("deploy", json!({"kind": "fair", "holder": "deployer@ci-7"}))
+        .await;
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().expect("profile dir");
+    let client = browser(&driver, profile.path()).await;
+    sign_in(&client, &app).await;
+
+    // The header is one row: the badge, the sign-out button and the nav share a line.
+    let header = js(
+        &client,
+        "const h = document.querySelector('header').getBoundingClientRect(); \
+         const b = document.querySelector('header .badge.admin').getBoundingClientRect(); \
+         const s = document.querySelector('header .who button').getBoundingClientRect(); \
+         const n = document.querySelector('header nav a').getBoundingClientRect(); \
+         return {height: h.height, badge: b.top, button: s.top, nav: n.top, \
+                 badgeHeight: b.height, buttonBottom: s.bottom, headerBottom: h.bottom};",
+    )
+    .await;
+    save_screenshot(&client, "overview-signed-in.png").await;
+    let num = |k: &str| header[k].as_f64().expect("a number");
+    assert!(num("height") < 56.0, "the header wraps: {header}");
+    assert!(
+        (num("badge") - num("button")).abs() < 12.0,
+        "badge and button apart: {header}"
+    );
+    assert!(
+        num("buttonBottom") <= num("headerBottom"),
+        "the button spills out: {header}"
+    );
+    assert!(num("badgeHeight") < 28.0, "the badge wraps: {header}");
+
+    // A lock taken a moment ago: the timeline opens at the shortest window, not an hour.
+    client
+        .goto(&app.url("/locks/nightly-report"))
+        .await
+        .expect("the lock page");
+    let current = js(
+        &client,
+        "return document.querySelector('.windows a[aria-current]').textContent;",
+    )
+    .await;
+    assert_eq!(current, json!("1m"));
+    let bar = js(
+        &client,
+        "const r = document.querySelector('.timeline .hold rect'); \
+         return r.getBoundingClientRect().width / \
+                document.querySelector('.timeline svg').getBoundingClientRect().width;",
+    )
+    .await;
+    assert!(bar.as_f64().expect("a ratio") > 0.0, "no hold drawn");
+    save_screenshot(&client, "lock-timeline.png").await;
+
+    // The events page: the backlog, no stream internals, lease ids on one line.
+    client.goto(&app.url("/events")).await.expect("events page");
+    wait_for(
+        &client,
+        "document.querySelectorAll('#feed tr').length >= 3",
+        Duration::from_secs(10),
+        "the events backlog",
+    )
+    .await;
+    let feed = js(
+        &client,
+        "const rows = [...document.querySelectorAll('#feed tr')]; \
+         const lease = rows.map(r => r.querySelector('td.lease')).filter(td => td.textContent); \
+         const lines = td => { const r = document.createRange(); r.selectNodeContents(td); \
+                               return r.getClientRects().length; }; \
+         return {text: document.querySelector('#feed').textContent, \
+                 lines: Math.max(...lease.map(lines)), \
+                 titles: lease.map(td => td.title.length)};",
+    )
+    .await;
+    let text = feed["text"].as_str().expect("text");
+    assert!(
+        !text.contains("at_us") && !text.contains("event_id"),
+        "{text}"
+    );
+    assert!(text.contains(&lease.id[..8]), "{text}");
+    assert_eq!(feed["lines"], json!(1), "a lease id wraps: {feed}");
+    assert!(
+        feed["titles"]
+            .as_array()
+            .is_some_and(|t| t.iter().all(|n| n == 36)),
+        "the whole id is the tooltip: {feed}"
+    );
+    save_screenshot(&client, "events-first-look.png").await;
+    client.close().await.expect("close the browser");
+}
