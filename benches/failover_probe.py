@@ -73,7 +73,7 @@ class Prober(threading.Thread):
     def __init__(self, host, port, name, stop):
         super().__init__(daemon=True)
         self.host, self.port, self.name, self.stop = host, port, name, stop
-        self.grants = []  # (monotonic time, degraded)
+        self.grants = []  # (when the request was sent, when it was answered, degraded)
         self.refusals = {}
         self.conn = None
 
@@ -97,11 +97,12 @@ class Prober(threading.Thread):
     def run(self):
         path = f"/v1/locks/{self.name}/leases"
         while not self.stop.is_set():
+            sent = time.monotonic()
             # The shortest TTL the server allows by default: a release lost in the failover
             # leaves the name held that long, which the next grant then waits out.
             status, body = self.call("POST", path, {"ttl_ms": 1000})
             if status == 201:
-                self.grants.append((time.monotonic(), body.get("degraded")))
+                self.grants.append((sent, time.monotonic(), body.get("degraded")))
                 self.call("DELETE", f"{path}/{body['lease_id']}", token=body["token"])
             else:
                 key = f"{status} {body.get('code', '')}"
@@ -156,13 +157,15 @@ def main():
     while time.monotonic() < deadline:
         if promoted is None and any(role(r) == "master" for r in replicas):
             promoted = time.monotonic()
-        if promoted is not None and all(any(t > killed for t, _ in p.grants) for p in probers):
+        if promoted is not None and all(any(s > killed for s, _, _ in p.grants) for p in probers):
             break
         time.sleep(0.01)
     stop.set()
     for p in probers:
         p.join(timeout=10)
-    after = [[(t, d) for t, d in p.grants if t > killed] for p in probers]
+    # A grant counts only when its request was sent after the kill (one in flight then may
+    # have been answered by the master before it died).
+    after = [[(t, d) for s, t, d in p.grants if s > killed] for p in probers]
     refusals = {}
     for p in probers:
         for k, n in p.refusals.items():

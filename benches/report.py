@@ -600,6 +600,13 @@ def main():
         w(replicas.read_text().rstrip())
         w("")
 
+    # Failover to the next grant per name: its own run (benches/failover.sh), which writes
+    # benches/failover.md.
+    failover = Path(__file__).with_name("failover.md")
+    if failover.exists():
+        w(failover.read_text().rstrip())
+        w("")
+
     # Redis Cluster against one Redis: its own run too (benches/cluster.sh), which writes
     # benches/cluster.md.
     cluster = Path(__file__).with_name("cluster.md")

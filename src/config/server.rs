@@ -359,7 +359,9 @@ pub fn check_redlock_nodes(nodes: &[String]) -> Result<(), ConfigError> {
     let mut seen = std::collections::HashSet::new();
     for node in nodes {
         if !seen.insert(node.trim_end_matches('/')) {
-            return Err(ConfigError::RedlockDuplicate(node.clone()));
+            return Err(ConfigError::RedlockDuplicate(
+                crate::redis::connect::redacted(node),
+            ));
         }
     }
     Ok(())

@@ -18,7 +18,7 @@ pub struct NodeRow {
 
 impl NodeRow {
     fn of(state: NodeState) -> Self {
-        let node = without_credentials(&state.url);
+        let node = state.url.to_string();
         match state.view {
             Err(why) => Self {
                 node,
@@ -59,27 +59,3 @@ pub(super) async fn rows(redlock: Option<Redlock>, name: &LockName) -> Vec<NodeR
         .collect()
 }
 
-/// `redis://user:secret@host:port` → `redis://host:port`.
-fn without_credentials(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn credentials_are_not_shown() {
-        assert_eq!(
-            super::without_credentials("redis://u:pw@10.0.0.1:6379/0"),
-            "redis://10.0.0.1:6379/0"
-        );
-        assert_eq!(
-            super::without_credentials("redis+unix:///tmp/r.sock"),
-            "redis+unix:///tmp/r.sock"
-        );
-    }
-}

@@ -55,6 +55,29 @@ pub(super) fn client(url: &str, ca: Option<&Path>) -> Result<::redis::Client, Co
     .map_err(ConnectError::Url)
 }
 
+/// `url` with every credential taken out (the user info, and the `pass`, `password` and
+/// `user` query parameters a `redis+unix://` URL may carry), for logs, errors and pages. A
+/// URL that does not parse is shown as no URL at all: it may hold a secret anywhere.
+pub fn redacted(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return "(a Redis URL that does not parse)".to_owned();
+    };
+    // (Both fail only for URLs that cannot have user info, which then hold none.)
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter(|(k, _)| !matches!(k.to_ascii_lowercase().as_str(), "pass" | "password" | "user" | "username"))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    parsed.to_string()
+}
+
 /// Few, quick reconnect attempts: while Redis is away, requests must fail fast (503) instead
 /// of queueing behind a long backoff.
 pub(super) fn policy(timeout: Duration) -> ConnectionManagerConfig {
@@ -64,6 +87,26 @@ pub(super) fn policy(timeout: Duration) -> ConnectionManagerConfig {
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(200))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn no_credential_of_any_form_survives_redaction() {
+        for (url, shown) in [
+            ("redis://u:SECRET@10.0.0.1:6379/0", "redis://10.0.0.1:6379/0"),
+            ("redis://:SECRET@host:6379", "redis://host:6379"),
+            ("rediss://SECRET@host", "rediss://host"),
+            ("redis+unix:///tmp/r.sock?pass=SECRET&db=2", "redis+unix:///tmp/r.sock?db=2"),
+            ("redis+unix:///tmp/r.sock?password=SECRET&user=u", "redis+unix:///tmp/r.sock"),
+            ("redis://host:6379/?PASSWORD=SECRET", "redis://host:6379/"),
+            ("not a url SECRET", "(a Redis URL that does not parse)"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
+        }
+    }
 }
 
 /// A node's TCP address, with TLS (`rediss`) when `tls`; the Sentinel and Cluster modes

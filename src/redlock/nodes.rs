@@ -59,7 +59,8 @@ pub enum RedlockSetupError {
 /// One RedLock node.
 #[derive(Clone)]
 pub struct Node {
-    /// As given in `--redlock-nodes` (the dashboard shows it).
+    /// As given in `--redlock-nodes`, its credentials taken out (`connect::redacted`): what
+    /// logs, errors and the dashboard show.
     pub url: Arc<str>,
     /// The lock domain on this node (in the caller's key space, once in one).
     pub locks: Locks,
@@ -94,7 +95,7 @@ pub(super) fn connect(
             },
         })
         .map_err(|source| RedlockSetupError::Connect {
-            node: url.clone(),
+            node: crate::redis::connect::redacted(url),
             source,
         })?;
         let waiters = Arc::new(Waiters::default());
@@ -121,7 +122,7 @@ pub(super) fn connect(
         tasks.push(locks.spawn_clock_sync());
         tasks.push(locks.spawn_publisher());
         nodes.push(Node {
-            url: Arc::from(url.as_str()),
+            url: Arc::from(crate::redis::connect::redacted(url).as_str()),
             locks,
             subscriber,
             redis,
