@@ -496,18 +496,18 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
     );
     let _ = writeln!(
         md,
-        "| fault | what | ops | acquisitions | grants | overlapping holds | overlaps across data loss | fence regressions | lost updates | longest unavailability | waiters answered late | parked while free | semantic | result |"
+        "| fault | what | ops | acquisitions | grants | overlapping holds | overlaps across data loss | fence regressions | lost updates | longest unavailability | waiters answered late | parked while free | names not served again | semantic | result |"
     );
     let _ = writeln!(
         md,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for o in outcomes {
         match (&o.report, &o.skipped) {
             (Some(r), _) => {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} | {} ({:.0} s) |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} | {} | {} ({:.0} s) |",
                     run_name(o.fault, o.acks),
                     o.fault.describe(),
                     r.ops,
@@ -520,6 +520,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
                     r.longest_unavailable_us / 1000,
                     r.late_answers,
                     r.parked_while_free,
+                    r.not_served_again,
                     r.semantic,
                     if r.failed() { "VIOLATIONS" } else { "ok" },
                     o.seconds
@@ -528,7 +529,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
             (None, why) => {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | – | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
+                    "| {} | {} | – | – | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
                     run_name(o.fault, o.acks),
                     o.fault.describe(),
                     why.as_deref().unwrap_or("?")

@@ -58,4 +58,3 @@ pub(super) async fn rows(redlock: Option<Redlock>, name: &LockName) -> Vec<NodeR
         .map(NodeRow::of)
         .collect()
 }
-

@@ -67,7 +67,12 @@ pub fn redacted(url: &str) -> String {
     let _ = parsed.set_password(None);
     let kept: Vec<(String, String)> = parsed
         .query_pairs()
-        .filter(|(k, _)| !matches!(k.to_ascii_lowercase().as_str(), "pass" | "password" | "user" | "username"))
+        .filter(|(k, _)| {
+            !matches!(
+                k.to_ascii_lowercase().as_str(),
+                "pass" | "password" | "user" | "username"
+            )
+        })
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect();
     if kept.is_empty() {
@@ -96,11 +101,20 @@ mod tests {
     #[test]
     fn no_credential_of_any_form_survives_redaction() {
         for (url, shown) in [
-            ("redis://u:SECRET@10.0.0.1:6379/0", "redis://10.0.0.1:6379/0"),
+            (
+                "redis://u:SECRET@10.0.0.1:6379/0",
+                "redis://10.0.0.1:6379/0",
+            ),
             ("redis://:SECRET@host:6379", "redis://host:6379"),
             ("rediss://SECRET@host", "rediss://host"),
-            ("redis+unix:///tmp/r.sock?pass=SECRET&db=2", "redis+unix:///tmp/r.sock?db=2"),
-            ("redis+unix:///tmp/r.sock?password=SECRET&user=u", "redis+unix:///tmp/r.sock"),
+            (
+                "redis+unix:///tmp/r.sock?pass=SECRET&db=2",
+                "redis+unix:///tmp/r.sock?db=2",
+            ),
+            (
+                "redis+unix:///tmp/r.sock?password=SECRET&user=u",
+                "redis+unix:///tmp/r.sock",
+            ),
             ("redis://host:6379/?PASSWORD=SECRET", "redis://host:6379/"),
             ("not a url SECRET", "(a Redis URL that does not parse)"),
         ] {
