@@ -2,21 +2,37 @@
 -- Redisson clients alike), as Redisson's forceUnlock does, and wake waiters (the fair queue's
 -- head, or everyone). Each removed Leasehold lease is marked force_released, so its holder's
 -- next call gets 410. Queued fair waiters keep their places. A lock-delay the holder asked
--- for runs from now (locklib.lua). A key some other program made
--- is left alone. KEYS, ARGV[1..2]: see prelude.lua. Then:
+-- for runs from now (locklib.lua); a name nobody holds that is in its lock-delay is freed:
+-- the delay is lifted (an admin's way to let a name go before its delay ends). A key some
+-- other program made is left alone. KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1) by: who asked (for the history)
 -- A(2) reason: why (free text, "" for none)
 -- A(3) nonce: this request's nonce: the same call run again finds its history entry, which
 --       keeps it, and answers as it did, removing nobody else (see "Run twice" in prelude.lua)
--- Returns: JSON {status = force_released | not_held | kind_conflict (held_as) | too_late,
+-- Returns: JSON {status = force_released | delay_lifted | not_held | kind_conflict (held_as)
+--   | too_late,
 --   holders = [{holder_id, reentry_count, lease_id?, holder?, kind?, fencing_token?,
 --   since_ms?}]}, and in `ev` the history entry, which names every holder removed.
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 local nonce = A(3) or ''
 local again = entry_by(nonce)
-if again then return removed_again(again) end
+if again then
+  if cjson.decode(again).type == 'delay_lifted' then
+    return '{"status":"delay_lifted","ev":[' .. again .. ']}'
+  end
+  return removed_again(again)
+end
 local t = redis.call('TYPE', L).ok
-if t == 'none' then return '{"status":"not_held"}' end
+if t == 'none' then
+  if not delay_left() then return '{"status":"not_held"}' end
+  local _, st = load('')
+  redis.call('DEL', delay_key())
+  -- Waiters parked for the delay's end may take the name now.
+  wake_next(st.q, nil, st.hexp)
+  local entry = encode({type = 'delay_lifted', at_ms = NOW, by = A(1), reason = A(2)})
+  append_history(entry, st.hexp, nonce)
+  return '{"status":"delay_lifted","ev":[' .. entry .. ']}'
+end
 local _, st = load('')
 if t ~= 'hash' or not lock_shaped() then
   local as = held_as(st, false)

@@ -81,6 +81,8 @@ problems! {
     HostNotAllowed => ("host_not_allowed", FORBIDDEN, "The Host header names no allowed host"),
     KeyNotFound => ("key_not_found", NOT_FOUND, "No such API key"),
     KeyNameTaken => ("key_name_taken", CONFLICT, "An API key of that name exists"),
+    TooManyKeys => ("too_many_keys", CONFLICT, "The tenant has as many API keys as it may"),
+    QuotaAboveCeiling => ("quota_above_ceiling", FORBIDDEN, "The quotas exceed what this admin may grant"),
     ReentryTooDeep => ("reentry_too_deep", CONFLICT, "The lease is re-entered too deep"),
     ReasonTooLong => ("reason_too_long", UNPROCESSABLE_ENTITY, "The reason is too long"),
     BodyTimeout => ("body_timeout", REQUEST_TIMEOUT, "The request body came too slowly"),

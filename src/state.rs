@@ -48,6 +48,8 @@ pub struct Shared {
     pub access: Arc<Access>,
     /// Quotas that hold across instances.
     pub ledger: Ledger,
+    /// What each caller (and tenant) makes Redis keep, in bytes.
+    pub budget: crate::limits::budget::Budget,
     pub audit: AuditLog,
     /// Event streams open per caller, on this instance.
     pub streams: Arc<Slots>,

@@ -3,6 +3,7 @@
 
 use super::admission::{self, Admission, Ask};
 use super::bodies::{self, grant_response, refused_after, ticket_response};
+use super::charges::Size;
 use super::contention;
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, NamePath, Query};
 use super::leases::{default_ttl, follow_loss, requested_ttl};
@@ -76,6 +77,14 @@ pub fn acquire(
         };
     let (kind, policy) = (request.kind, request.policy);
     let lease_ttl = ttl.as_duration();
+    let size = Size {
+        holder: request.holder.as_ref().map_or(0, |h| h.as_str().len()),
+        metadata: request
+            .metadata
+            .as_ref()
+            .map_or(0, crate::locks::Metadata::json_len),
+        permits: 0,
+    };
     let locks = state.locks_for(&caller);
     // The wait runs from here: admission is part of it.
     let acquiring = Box::pin(locks.acquire(&name, request, token.clone(), ttl, wait));
@@ -86,6 +95,7 @@ pub fn acquire(
             joins_queue: token.is_none() && kind == Some(LeaseKind::Fair),
             wait,
             ttl: lease_ttl,
+            size,
         };
         let admission = Box::pin(Admission::acquire(&state, &caller, &locks, ask)).await?;
         let watched = state.access.revocations.watch(&caller);
@@ -177,7 +187,7 @@ pub(super) fn acquire_request(
         idempotency: idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
         lock_delay: body
             .lock_delay_ms
-            .map(|ms| LockDelay::parse(ms, state.limits.max_lock_delay_ms))
+            .map(|ms| LockDelay::parse(ms, super::leases::max_lock_delay_ms(state, caller)))
             .transpose()?
             .flatten(),
     };
@@ -280,6 +290,7 @@ pub fn poll_ticket(
             joins_queue: false,
             wait,
             ttl: Duration::ZERO,
+            size: Size::default(),
         };
         let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
         let acquired = admission::unless_revoked(
@@ -290,12 +301,15 @@ pub fn poll_ticket(
         admission.done().await;
         match &acquired {
             Ok(Acquired::Granted(grant)) => {
-                admission::renewed(&state, &caller, grant.lease_id, grant.expires_at).await;
+                let holder = grant.holder.as_deref();
+                let (id, until) = (grant.lease_id, grant.expires_at);
+                admission::renewed(&state, &caller, &ticket.name, id, holder, until).await;
             }
             Ok(Acquired::Queued(queued)) => {
-                admission::renewed(&state, &caller, queued.lease_id, queued.poll_by).await;
+                let (id, until) = (queued.lease_id, queued.poll_by);
+                admission::renewed(&state, &caller, &ticket.name, id, None, until).await;
             }
-            Err(e) => follow_loss(&state, &caller, ticket.id, e).await,
+            Err(e) => follow_loss(&state, &caller, &ticket.name, ticket.id, e).await,
         }
         Ok(acquired_response(
             &ticket.name,
@@ -335,8 +349,8 @@ pub async fn leave_queue(
         .leave(&ticket.name, ticket.id, &ticket.token)
         .await;
     match &left {
-        Ok(_) => admission::ended(&state, &caller, ticket.id).await,
-        Err(e) => follow_loss(&state, &caller, ticket.id, e).await,
+        Ok(_) => admission::ended(&state, &caller, &ticket.name, ticket.id).await,
+        Err(e) => follow_loss(&state, &caller, &ticket.name, ticket.id, e).await,
     }
     left?;
     Ok(Json(LeftBody {

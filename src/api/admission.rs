@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::charges::{self, Size};
 use crate::auth::{Principal, Watched};
 use crate::limits::ledger::{Account, Entry, Full, Ledger};
 use crate::limits::slots::Slot;
@@ -30,6 +31,8 @@ pub struct Ask<'a> {
     /// How long the lease asks for: with the wait and the history's life, how long the
     /// name keeps state in Redis (counted against the names quotas).
     pub ttl: Duration,
+    /// What a new lease makes Redis keep (its caller's state budget).
+    pub size: Size,
 }
 
 /// A request admitted past the limits; settle it with [`Self::granted`] or [`Self::done`].
@@ -43,8 +46,31 @@ pub struct Admission {
     /// and every parked waiter keeps its admission for its whole wait.
     reserved: Vec<Account>,
     pending: String,
+    /// The lock or semaphore asked for.
+    name: LockName,
     _waiting: Option<Slot>,
     settled: bool,
+    /// The caller's state budget, when it has one: the accounts, and a new lease's
+    /// reservation in them (`pending`).
+    budget: Option<Box<Budgeted>>,
+}
+
+/// A request's part in its caller's state budget.
+struct Budgeted {
+    state: AppState,
+    accounts: Vec<crate::limits::budget::Account>,
+    pending: Option<String>,
+    name: LockName,
+    size: Size,
+}
+
+impl Budgeted {
+    /// The reservation goes (the request ended without a new lease).
+    fn refused(&self) {
+        if let Some(pending) = &self.pending {
+            charges::refused(&self.state, &self.accounts, pending);
+        }
+    }
 }
 
 impl Admission {
@@ -137,14 +163,37 @@ impl Admission {
                 until_ms: name_until,
             });
         }
-        let admission = Self {
+        let mut admission = Self {
             ledger: state.ledger.clone(),
             leases,
             reserved,
             pending,
+            name: ask.name.clone(),
             _waiting: waiting,
             settled: false,
+            budget: None,
         };
+        let accounts = charges::accounts(state, caller);
+        if !accounts.is_empty() {
+            let pending = ask.new_lease.then(|| format!("pending:{}", Uuid::now_v7()));
+            if let Some(pending) = &pending {
+                let lasts = ask.wait + PENDING_SLACK + ask.ttl;
+                if let Err(problem) =
+                    charges::reserve(state, &accounts, ask.name, pending, ask.size, lasts).await
+                {
+                    admission.settled = true;
+                    admission.give_back().await;
+                    return Err(problem);
+                }
+            }
+            admission.budget = Some(Box::new(Budgeted {
+                state: state.clone(),
+                accounts,
+                pending,
+                name: ask.name.clone(),
+                size: ask.size,
+            }));
+        }
         match state.ledger.reserve(&entries).await {
             Ok(Ok(())) => Ok(admission),
             Ok(Err(Full { index, retry_after })) => {
@@ -202,8 +251,13 @@ impl Admission {
     /// The acquire granted (or queued, for a ticket) lease `id` until `until`.
     pub async fn granted(mut self, id: LeaseId, until: Timestamp) {
         self.settled = true;
+        if let Some(b) = self.budget.take()
+            && let Some(pending) = &b.pending
+        {
+            charges::granted(&b.state, &b.accounts, pending, id, b.size, until);
+        }
         if let Some(leases) = &self.leases
-            && let Err(e) = self.ledger.record(leases, &id.to_string(), until.0).await
+            && let Err(e) = self.ledger.record(leases, &self.member(id), until.0).await
         {
             tracing::warn!(error = %e, "cannot record a lease in its caller's quota");
         }
@@ -214,9 +268,13 @@ impl Admission {
     /// quota entry follows.
     pub async fn renewed(mut self, id: LeaseId, until: Timestamp) {
         self.settled = true;
+        if let Some(b) = self.budget.take() {
+            b.refused();
+            charges::renewed_in(&b.state, &b.accounts, &b.name, id, b.size.holder, until);
+        }
         self.give_back().await;
         if let Some(leases) = &self.leases
-            && let Err(e) = self.ledger.extend(leases, &id.to_string(), until.0).await
+            && let Err(e) = self.ledger.extend(leases, &self.member(id), until.0).await
         {
             tracing::warn!(error = %e, "cannot extend a lease in its caller's quota");
         }
@@ -225,7 +283,16 @@ impl Admission {
     /// The acquire ended without a new lease.
     pub async fn done(mut self) {
         self.settled = true;
+        if let Some(b) = self.budget.take() {
+            b.refused();
+        }
         self.give_back().await;
+    }
+
+    /// Lease `id` as its caller's leases account keeps it (with its name, so that an admin
+    /// can end a revoked key's leases).
+    fn member(&self, id: LeaseId) -> String {
+        super::key_leases::member(&self.name, id)
     }
 
     async fn give_back(&self) {
@@ -237,6 +304,9 @@ impl Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
+        if let Some(b) = self.budget.take() {
+            b.refused();
+        }
         if self.settled || self.reserved.is_empty() {
             return;
         }
@@ -256,14 +326,22 @@ impl Drop for Admission {
 }
 
 /// A lease of `caller` was renewed until `until`: its quota entry follows.
-pub async fn renewed(state: &AppState, caller: &Principal, id: LeaseId, until: Timestamp) {
+pub async fn renewed(
+    state: &AppState,
+    caller: &Principal,
+    name: &LockName,
+    id: LeaseId,
+    holder: Option<&str>,
+    until: Timestamp,
+) {
+    charges::renewed(state, caller, name, id, holder, until);
     if caller.quotas.leases == u64::MAX {
         return;
     }
     let account = state.ledger.leases(&caller.owner(), caller.quotas.leases);
     if let Err(e) = state
         .ledger
-        .extend(&account, &id.to_string(), until.0)
+        .extend(&account, &super::key_leases::member(name, id), until.0)
         .await
     {
         tracing::warn!(error = %e, "cannot extend a lease in its caller's quota");
@@ -271,12 +349,17 @@ pub async fn renewed(state: &AppState, caller: &Principal, id: LeaseId, until: T
 }
 
 /// A lease of `caller` ended (released, lost, left): it stops counting.
-pub async fn ended(state: &AppState, caller: &Principal, id: LeaseId) {
+pub async fn ended(state: &AppState, caller: &Principal, name: &LockName, id: LeaseId) {
+    charges::ended(state, caller, name, id);
     if caller.quotas.leases == u64::MAX {
         return;
     }
     let account = state.ledger.leases(&caller.owner(), caller.quotas.leases);
-    if let Err(e) = state.ledger.remove(&[account], &id.to_string()).await {
+    if let Err(e) = state
+        .ledger
+        .remove(&[account], &super::key_leases::member(name, id))
+        .await
+    {
         tracing::warn!(error = %e, "cannot remove a lease from its caller's quota");
     }
 }

@@ -287,8 +287,9 @@ pub(super) fn semaphore(view: SemaphoreView) -> SemaphoreBody {
 pub(super) fn forced(forced: ForcedRelease) -> ForceReleaseBody {
     ForceReleaseBody {
         lock: forced.lock.to_string(),
-        released: !forced.removed.is_empty(),
+        released: !forced.removed.is_empty() || forced.delay_lifted,
         removed: forced.removed.into_iter().map(holder).collect(),
+        delay_lifted: forced.delay_lifted,
     }
 }
 

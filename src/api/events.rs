@@ -71,6 +71,10 @@ pub async fn stream(
             format!("backlog must be at most {}", backlog::BACKLOG_MAX),
         ));
     }
+    // A backlog read costs Redis about as much as a request per 50 events.
+    state
+        .access
+        .charge(&caller, 1 + u32::try_from(count / 50).unwrap_or(u32::MAX))?;
     let slot = stream_slot(&state, &caller)?;
     let tenant = caller.tenant.clone();
     let patterns = caller.patterns.clone();

@@ -79,14 +79,19 @@ pub async fn create(
     };
     let q = body.quotas;
     // A key that may wait for nothing is fine; one that may hold nothing is a mistake.
-    if q.max_leases == Some(0) || q.max_permits == Some(0) || q.max_names == Some(0) {
+    if q.max_leases == Some(0)
+        || q.max_permits == Some(0)
+        || q.max_names == Some(0)
+        || q.max_state_bytes == Some(0)
+    {
         return Err(invalid(
-            "max_leases, max_names and max_permits must be at least 1".into(),
+            "max_leases, max_names, max_state_bytes and max_permits must be at least 1".into(),
         ));
     }
     if let Some(ttl) = q.max_ttl_ms {
         state.limits.ttl.parse(ttl)?;
     }
+    within_ceilings(&state, &caller, &q)?;
     let new = NewKey {
         name: body.name,
         tenant,
@@ -96,14 +101,21 @@ pub async fn create(
             leases: q.max_leases,
             waiters: q.max_waiters,
             names: q.max_names,
+            state_bytes: q.max_state_bytes,
             max_ttl_ms: q.max_ttl_ms,
             max_permits: q.max_permits,
         },
     };
+    // The operator's token makes keys in any number; an admin key, within its tenant's cap.
+    let cap = if caller.who == Who::AdminToken {
+        u64::MAX
+    } else {
+        state.access.tenant_caps.keys
+    };
     let (record, secret) = state
         .access
         .keys
-        .create(new, &caller.label())
+        .create_within(new, &caller.label(), cap)
         .await
         .map_err(key_problem)?;
     audit_in(
@@ -208,23 +220,31 @@ pub async fn rotate(
     path = "/v1/admin/keys/{key_id}",
     operation_id = "revokeKey",
     tag = "admin",
-    params(("key_id" = String, Path, description = "The key's id")),
+    params(("key_id" = String, Path, description = "The key's id"), super::key_leases::RevokeQuery),
     security(("admin_token" = []), ("api_key" = ["admin"])),
     responses(
-        (status = 200, description = "Revoked: every instance refuses it within a second or two", body = KeyBody),
+        (status = 200, description = "Revoked: every instance refuses it within a second or two; its live leases ended (ended_leases) unless end_leases=false", body = KeyBody),
+        (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required, token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "admin_token_invalid, admin_disabled", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "key_not_found", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
-/// `DELETE /v1/admin/keys/{key_id}`: the key stops working on every instance.
+/// `DELETE /v1/admin/keys/{key_id}`: the key stops working on every instance, and its
+/// leases end (unless `end_leases=false`).
 pub async fn revoke(
     caller: Caller<AdminRole>,
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<super::key_leases::RevokeQuery>,
 ) -> Result<Json<KeyBody>, Problem> {
     visible_key(&state, &caller, &id).await?;
     let record = state.access.keys.revoke(&id).await.map_err(key_problem)?;
+    let ended = if query.end_leases {
+        Some(super::key_leases::end_leases(&state, &caller, &record).await?)
+    } else {
+        None
+    };
     audit_in(
         &state,
         &caller,
@@ -232,10 +252,13 @@ pub async fn revoke(
         "key_revoked",
         &record.name,
         "",
-        json!({"id": record.id, "tenant": record.tenant}),
+        json!({"id": record.id, "tenant": record.tenant, "ended_leases": ended}),
     )
     .await;
-    Ok(Json(key_body(&record)))
+    Ok(Json(KeyBody {
+        ended_leases: ended,
+        ..key_body(&record)
+    }))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -300,7 +323,11 @@ fn managed_tenant(caller: &Principal) -> Option<Tenant> {
 }
 
 /// The key `id`, if the caller may manage it; another tenant's key is as good as absent.
-async fn visible_key(state: &AppState, caller: &Principal, id: &str) -> Result<KeyRecord, Problem> {
+pub(super) async fn visible_key(
+    state: &AppState,
+    caller: &Principal,
+    id: &str,
+) -> Result<KeyRecord, Problem> {
     match state.access.keys.read(id).await.map_err(key_problem)? {
         Some(record) if may_manage(caller, &record.tenant) => Ok(record),
         _ => Err(key_problem(KeyError::NotFound)),
@@ -334,6 +361,7 @@ fn key_body(record: &KeyRecord) -> KeyBody {
             max_leases: record.quotas.leases,
             max_waiters: record.quotas.waiters,
             max_names: record.quotas.names,
+            max_state_bytes: record.quotas.state_bytes,
             max_ttl_ms: record.quotas.max_ttl_ms,
             max_permits: record.quotas.max_permits,
         },
@@ -342,6 +370,7 @@ fn key_body(record: &KeyRecord) -> KeyBody {
         rotating_until: record
             .rotating_until_ms(wall_ms())
             .map(|at| Timestamp(at).rfc3339()),
+        ended_leases: None,
     }
 }
 
@@ -356,11 +385,50 @@ fn invalid(detail: String) -> Problem {
     Problem::new(ProblemKind::InvalidBody, detail)
 }
 
+/// An admin key grants within the operator's ceilings: no quota above the server's default
+/// for keys (or its bound, for TTLs and permits), so that minting keys cannot lift a limit.
+/// The operator's token may grant more.
+fn within_ceilings(state: &AppState, caller: &Principal, q: &KeyQuotasBody) -> Result<(), Problem> {
+    if caller.who == Who::AdminToken {
+        return Ok(());
+    }
+    let d = &state.access.limits;
+    let ceilings = [
+        ("max_leases", q.max_leases, d.leases),
+        ("max_waiters", q.max_waiters, d.waiters),
+        ("max_names", q.max_names, d.names),
+        ("max_state_bytes", q.max_state_bytes, d.state_bytes),
+        ("max_ttl_ms", q.max_ttl_ms, state.limits.ttl.max_ms),
+        (
+            "max_permits",
+            q.max_permits.map(u64::from),
+            u64::from(state.limits.max_permits),
+        ),
+    ];
+    for (what, asked, ceiling) in ceilings {
+        if let Some(asked) = asked
+            && asked > ceiling
+        {
+            return Err(Problem::new(
+                ProblemKind::QuotaAboveCeiling,
+                format!(
+                    "{what} {asked} is above {ceiling}, what the operator lets an admin key grant \
+                     (the server's default for keys); the admin token may grant more"
+                ),
+            )
+            .with("quota", what)
+            .with("ceiling", ceiling));
+        }
+    }
+    Ok(())
+}
+
 fn key_problem(e: KeyError) -> Problem {
     match e {
         KeyError::NameTaken(_) => Problem::new(ProblemKind::KeyNameTaken, e.to_string()),
         KeyError::NotFound => Problem::new(ProblemKind::KeyNotFound, "no API key with this id"),
         KeyError::InvalidName | KeyError::NoRole => invalid(e.to_string()),
+        KeyError::TenantFull { .. } => Problem::new(ProblemKind::TooManyKeys, e.to_string()),
         KeyError::Redis(source) => crate::locks::LockError::from(source).into(),
         KeyError::Corrupt(source) => {
             tracing::error!(error = %source, "an API key record in Redis is unreadable");

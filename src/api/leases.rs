@@ -11,7 +11,7 @@ use super::admission::{self};
 use super::bodies::{self};
 use super::extract::{HeldLease, Idempotency, JsonBody, LeasePath, Query};
 use crate::auth::{Caller, ClientRole, LOOKUP_COST, Principal, ReaderRole};
-use crate::locks::{LeaseId, LockError, Resource, Ttl};
+use crate::locks::{LeaseId, LockError, LockName, Resource, Ttl};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{HeartbeatBody, LeaseBody, ReleaseBody, ReleaseQuery, RenewalBody};
@@ -69,8 +69,18 @@ pub(super) async fn renew(
         return super::redlock::renew(state, caller, &lease, ttl).await;
     }
     match &renewal {
-        Ok(r) => admission::renewed(state, caller, r.lease_id, r.expires_at).await,
-        Err(e) => follow_loss(state, caller, lease.id, e).await,
+        Ok(r) => {
+            admission::renewed(
+                state,
+                caller,
+                &lease.name,
+                r.lease_id,
+                r.holder.as_deref(),
+                r.expires_at,
+            )
+            .await;
+        }
+        Err(e) => follow_loss(state, caller, &lease.name, lease.id, e).await,
     }
     Ok(Json(bodies::renewal(&lease.name, renewal?)))
 }
@@ -79,6 +89,7 @@ pub(super) async fn renew(
 pub(super) async fn follow_loss(
     state: &AppState,
     caller: &Principal,
+    name: &LockName,
     id: LeaseId,
     error: &LockError,
 ) {
@@ -87,7 +98,7 @@ pub(super) async fn follow_loss(
         LockError::LeaseLost(_) | LockError::UnknownLease | LockError::TicketExpired
     ) {
         state.access.consume(caller, LOOKUP_COST);
-        admission::ended(state, caller, id).await;
+        admission::ended(state, caller, name, id).await;
     }
 }
 
@@ -149,9 +160,9 @@ pub(super) async fn released_response(
     released: Result<crate::locks::Release, LockError>,
 ) -> Result<Response, Problem> {
     match &released {
-        Ok(r) if r.released => admission::ended(state, caller, lease.id).await,
+        Ok(r) if r.released => admission::ended(state, caller, &lease.name, lease.id).await,
         Ok(_) => {}
-        Err(e) => follow_loss(state, caller, lease.id, e).await,
+        Err(e) => follow_loss(state, caller, &lease.name, lease.id, e).await,
     }
     let released = released?;
     let replayed = released.replayed;
@@ -236,4 +247,14 @@ pub(super) fn default_ttl(state: &AppState, caller: &Principal) -> Result<Ttl, P
         Some(max) if max < policy.default_ms => Ok(policy.parse(max.max(policy.min_ms))?),
         _ => Ok(policy.default_ttl()),
     }
+}
+
+/// The longest lock-delay `caller` may ask for: the server's `--max-lock-delay-ms`, and no
+/// longer than its key's `max_ttl_ms` (a delay holds a name as long as a lease would).
+pub(super) fn max_lock_delay_ms(state: &AppState, caller: &Principal) -> u64 {
+    let server = state.limits.max_lock_delay_ms;
+    caller
+        .quotas
+        .max_ttl_ms
+        .map_or(server, |ttl| server.min(ttl))
 }

@@ -8,11 +8,13 @@ mod admin;
 mod admission;
 mod backlog;
 mod bodies;
+mod charges;
 mod contention;
 mod events;
 mod eviction;
 mod extract;
 mod health;
+mod key_leases;
 mod keys;
 mod leases;
 mod locks;
@@ -74,6 +76,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(keys::create, keys::list))
         .routes(routes!(keys::rotate))
         .routes(routes!(keys::revoke))
+        .routes(routes!(key_leases::list))
         .routes(routes!(keys::audit_log))
         .routes(routes!(redis_status::status))
         .routes(routes!(eviction::evict_lock_lease))

@@ -2,6 +2,7 @@
 //! `locks::ops::multilease`). Each member counts as one lease against the caller's quotas and
 //! waits as one waiter of its lock; the multilease's token proves every member.
 
+use super::charges::Size;
 use std::convert::Infallible;
 
 use axum::Json;
@@ -127,8 +128,21 @@ pub async fn acquire(
 ) -> Result<Response, Problem> {
     let wait = state.limits.wait(query.wait_ms);
     let request = multi_request(&state, &caller, idempotency, body)?;
+    // One acquire per member (each try): as many requests' worth.
+    state.access.charge(
+        &caller,
+        u32::try_from(request.members().len()).unwrap_or(u32::MAX),
+    )?;
     let locks = state.locks_for(&caller);
     let mut admissions = Vec::with_capacity(request.members().len());
+    let size = Size {
+        holder: request.holder.as_ref().map_or(0, |h| h.as_str().len()),
+        metadata: request
+            .metadata
+            .as_ref()
+            .map_or(0, crate::locks::Metadata::json_len),
+        permits: 0,
+    };
     for member in request.members() {
         let ask = Ask {
             name: &member.name,
@@ -136,6 +150,7 @@ pub async fn acquire(
             joins_queue: member.kind == LeaseKind::Fair,
             wait,
             ttl: request.ttl.as_duration(),
+            size,
         };
         admissions.push(Admission::acquire(&state, &caller, &locks, ask).await?);
     }
@@ -213,7 +228,9 @@ fn multi_request(
         idempotency.map(|k| k.bound_to(&caller.idempotency_scope())),
     )?;
     request.lock_delay = match body.lock_delay_ms {
-        Some(ms) => crate::locks::LockDelay::parse(ms, state.limits.max_lock_delay_ms)?,
+        Some(ms) => {
+            crate::locks::LockDelay::parse(ms, super::leases::max_lock_delay_ms(state, caller))?
+        }
         None => None,
     };
     Ok(request)
@@ -259,6 +276,8 @@ pub async fn heartbeat(
 ) -> Result<Json<MultiRenewalBody>, Problem> {
     let ttl = requested_ttl(&state, &caller, body.ttl_ms)?;
     let multilease = held_multilease(&state, &caller, held).await?;
+    // One renewal per member: as many requests' worth.
+    state.access.charge(&caller, member_count(&multilease))?;
     let renewed = state.locks_for(&caller).renew_multi(&multilease, ttl).await;
     let renewal = match renewed {
         Ok(renewal) => renewal,
@@ -268,7 +287,8 @@ pub async fn heartbeat(
         }
     };
     for member in &renewal.members {
-        admission::renewed(&state, &caller, member.lease_id, renewal.expires_at).await;
+        let (id, until) = (member.lease_id, renewal.expires_at);
+        admission::renewed(&state, &caller, &member.name, id, None, until).await;
     }
     Ok(Json(MultiRenewalBody {
         lease_id: bodies::lease_id(renewal.lease_id),
@@ -311,11 +331,12 @@ pub async fn release(
 ) -> Result<Json<MultiReleaseBody>, Problem> {
     let id = held.id;
     let multilease = held_multilease(&state, &caller, held).await?;
+    state.access.charge(&caller, member_count(&multilease))?;
     let released = state.locks_for(&caller).release_multi(&multilease).await;
     // Each member's quota entry ends with it.
     if released.is_ok() || matches!(released, Err(LockError::MemberLost { .. })) {
-        for member in multilease.member_leases() {
-            admission::ended(&state, &caller, member).await;
+        for (name, member) in multilease.members() {
+            admission::ended(&state, &caller, name, member).await;
         }
     }
     if let Err(e) = released {
@@ -418,4 +439,9 @@ pub async fn watch(
             .ok()
             .map(|(end, lock)| lost_event(id, lock.to_string(), end))
     }))
+}
+
+/// A multilease's members, as requests' worth of work.
+fn member_count(multilease: &HeldMultilease) -> u32 {
+    u32::try_from(multilease.locks().count()).unwrap_or(u32::MAX)
 }

@@ -5,6 +5,7 @@
 //! "no such lease" for it first: one extra call on the main Redis per RedLock heartbeat, and
 //! none for any other lease.
 
+use super::charges::Size;
 use std::time::Duration;
 
 use axum::Json;
@@ -47,9 +48,7 @@ pub(super) async fn acquire(
     idempotency: Option<IdempotencyKey>,
     body: AcquireBody,
 ) -> Result<Response, Problem> {
-    let Some(redlock) = state.redlock_for(&caller) else {
-        return Err(disabled());
-    };
+    let redlock = nodes_for(&state, &caller)?;
     // An Idempotency-Key is accepted (the official clients send one with every acquire) but
     // not kept: each node would keep its own record, and a retry could be answered by a
     // minority. A retry is a new attempt (the book's RedLock page).
@@ -64,6 +63,14 @@ pub(super) async fn acquire(
         joins_queue: false,
         wait,
         ttl: ttl.as_duration(),
+        size: Size {
+            holder: request.holder.as_ref().map_or(0, |h| h.as_str().len()),
+            metadata: request
+                .metadata
+                .as_ref()
+                .map_or(0, crate::locks::Metadata::json_len),
+            permits: 0,
+        },
     };
     let admission = Box::pin(Admission::acquire(&state, &caller, &locks, ask)).await?;
     let watched = state.access.revocations.watch(&caller);
@@ -164,8 +171,15 @@ pub(super) fn may_be_redlock(state: &AppState, error: &LockError) -> bool {
     state.redlock.is_some() && matches!(error, LockError::UnknownLease)
 }
 
+/// The RedLock nodes in `caller`'s tenant; the call about to go to each of them is charged
+/// as that many requests.
 fn nodes_for(state: &AppState, caller: &Principal) -> Result<Redlock, Problem> {
-    state.redlock_for(caller).ok_or_else(disabled)
+    let redlock = state.redlock_for(caller).ok_or_else(disabled)?;
+    state.access.charge(
+        caller,
+        u32::try_from(redlock.nodes().len()).unwrap_or(u32::MAX),
+    )?;
+    Ok(redlock)
 }
 
 /// A heartbeat of a RedLock lease: a majority must extend it.
@@ -180,8 +194,12 @@ pub(super) async fn renew(
         .renew(&lease.name, lease.id, &lease.token, ttl)
         .await;
     match &renewal {
-        Ok(r) => admission::renewed(state, caller, r.renewal.lease_id, r.renewal.expires_at).await,
-        Err(RedlockError::Lock(e)) => follow_loss(state, caller, lease.id, e).await,
+        Ok(r) => {
+            let (id, until) = (r.renewal.lease_id, r.renewal.expires_at);
+            let holder = r.renewal.holder.as_deref();
+            admission::renewed(state, caller, &lease.name, id, holder, until).await;
+        }
+        Err(RedlockError::Lock(e)) => follow_loss(state, caller, &lease.name, lease.id, e).await,
         Err(RedlockError::NoQuorum { .. }) => {}
     }
     let RedRenewal {
@@ -207,9 +225,9 @@ pub(super) async fn release(
         .release(&lease.name, lease.id, &lease.token, all)
         .await;
     match &released {
-        Ok(r) if r.released => admission::ended(state, caller, lease.id).await,
+        Ok(r) if r.released => admission::ended(state, caller, &lease.name, lease.id).await,
         Ok(_) | Err(RedlockError::NoQuorum { .. }) => {}
-        Err(RedlockError::Lock(e)) => follow_loss(state, caller, lease.id, e).await,
+        Err(RedlockError::Lock(e)) => follow_loss(state, caller, &lease.name, lease.id, e).await,
     }
     let body: ReleaseBody = bodies::release(&lease.name, released?);
     Ok(Json(body).into_response())
@@ -222,7 +240,12 @@ pub(super) async fn inspect(
     lease: &LeasePath,
 ) -> Result<Json<LeaseBody>, Problem> {
     let redlock = nodes_for(state, caller)?;
-    let (view, _holding) = redlock.lease(&lease.name, lease.id).await?;
+    let looked_up = redlock.lease(&lease.name, lease.id).await;
+    if looked_up.is_err() {
+        // Looked up in the history of every node.
+        state.access.consume(caller, crate::auth::LOOKUP_COST);
+    }
+    let (view, _holding) = looked_up?;
     let mut body = bodies::lease(view);
     body.kind = KIND.to_owned();
     Ok(Json(body))

@@ -1,6 +1,7 @@
 //! `/v1/semaphores/{name}`: semaphores with expirable permits, behind the same lease API as
 //! locks (heartbeat, release and inspect share the lock routes' code).
 
+use super::charges::Size;
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
@@ -66,6 +67,14 @@ pub fn acquire(
             joins_queue: false,
             wait,
             ttl: request.ttl.as_duration(),
+            size: Size {
+                holder: request.holder.as_ref().map_or(0, |h| h.as_str().len()),
+                metadata: request
+                    .metadata
+                    .as_ref()
+                    .map_or(0, crate::locks::Metadata::json_len),
+                permits: u64::from(request.permits),
+            },
         };
         let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
         let grant = super::admission::unless_revoked(

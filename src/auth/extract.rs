@@ -83,6 +83,7 @@ where
             access.authorize::<R>(&principal).await?;
             if principal.quotas.rate_limited {
                 access.count(&principal.owner())?;
+                access.count_tenant(&principal)?;
             }
             Ok(Self {
                 principal: Box::new(principal),

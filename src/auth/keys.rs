@@ -7,6 +7,7 @@
 //! | `P{leasehold/}:keys` | hash | key id → the key's record (JSON): name, tenant, roles, name patterns, quotas, the digests of its valid secrets |
 //! | `P{leasehold/}:key-names` | hash | `<tenant>/<name>` → key id (names are unique within a tenant) |
 //! | `P{leasehold/}:key:<sha256>` | string | key id; expires with a rotated-out secret's grace |
+//! | `P{leasehold/}:key-counts` | hash | tenant → its keys (what `--max-keys-per-tenant` caps) |
 //!
 //! (`{leasehold/}`: no lock name reaches these keys, see `own_keys`.)
 //!
@@ -44,6 +45,9 @@ pub struct KeyQuotas {
     pub waiters: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<u64>,
+    /// Bytes of Redis state (see `limits::budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ttl_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,6 +131,8 @@ pub enum KeyError {
     InvalidName,
     #[error("a key needs at least one role")]
     NoRole,
+    #[error("tenant {tenant} has {cap} keys, as many as it may (--max-keys-per-tenant)")]
+    TenantFull { tenant: Tenant, cap: u64 },
     #[error("Redis is unavailable: {0}")]
     Redis(#[from] redis::RedisError),
     #[error("a stored key record is unreadable: {0}")]
@@ -156,6 +162,7 @@ struct Inner {
     records: String,
     names: String,
     by_digest: String,
+    counts: String,
     cache: Mutex<HashMap<CacheKey, Cached>>,
     any: Mutex<Option<(Instant, bool)>>,
 }
@@ -169,6 +176,7 @@ impl KeyStore {
                 records: own_key(base, "keys"),
                 names: own_key(base, "key-names"),
                 by_digest: own_key(base, "key:"),
+                counts: own_key(base, "key-counts"),
                 cache: Mutex::default(),
                 any: Mutex::default(),
             }),
@@ -239,6 +247,71 @@ impl KeyStore {
     }
 
     /// Makes a key; the secret is returned here and never again.
+    /// [`Self::create`], when `new`'s tenant has fewer than `cap` keys (counted atomically:
+    /// keys made at once cannot pass the cap together).
+    pub async fn create_within(
+        &self,
+        new: NewKey,
+        by: &str,
+        cap: u64,
+    ) -> Result<(KeyRecord, KeySecret), KeyError> {
+        let tenant = new.tenant.clone();
+        self.take_slot(&tenant, cap).await?;
+        let made = self.create(new, by).await;
+        if made.is_err() {
+            self.give_slot(&tenant).await;
+        }
+        made
+    }
+
+    /// One more key of `tenant`, unless it has `cap` already. A tenant counted for the first
+    /// time (keys made before the count existed) is counted from its keys first.
+    async fn take_slot(&self, tenant: &Tenant, cap: u64) -> Result<(), KeyError> {
+        if cap == u64::MAX {
+            return Ok(());
+        }
+        let counted: bool = redis::cmd("HEXISTS")
+            .arg(&self.inner.counts)
+            .arg(tenant.as_str())
+            .query_async(&mut self.conn())
+            .await?;
+        if !counted {
+            let existing = self.list(Some(tenant)).await?.len();
+            let _: () = redis::cmd("HSETNX")
+                .arg(&self.inner.counts)
+                .arg(tenant.as_str())
+                .arg(existing)
+                .query_async(&mut self.conn())
+                .await?;
+        }
+        let n: u64 = redis::cmd("HINCRBY")
+            .arg(&self.inner.counts)
+            .arg(tenant.as_str())
+            .arg(1)
+            .query_async(&mut self.conn())
+            .await?;
+        if n > cap {
+            self.give_slot(tenant).await;
+            return Err(KeyError::TenantFull {
+                tenant: tenant.clone(),
+                cap,
+            });
+        }
+        Ok(())
+    }
+
+    async fn give_slot(&self, tenant: &Tenant) {
+        let given: redis::RedisResult<i64> = redis::cmd("HINCRBY")
+            .arg(&self.inner.counts)
+            .arg(tenant.as_str())
+            .arg(-1)
+            .query_async(&mut self.conn())
+            .await;
+        if let Err(e) = given {
+            tracing::warn!(error = %e, "cannot count a key out of its tenant's keys");
+        }
+    }
+
     pub async fn create(&self, new: NewKey, by: &str) -> Result<(KeyRecord, KeySecret), KeyError> {
         let name = new.name.trim().to_owned();
         if name.is_empty()
@@ -370,6 +443,7 @@ impl KeyStore {
         pipe.query_async::<()>(&mut self.conn()).await?;
         self.forget(id);
         self.forget_any();
+        self.give_slot(&record.tenant).await;
         Ok(record)
     }
 

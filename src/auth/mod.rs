@@ -100,6 +100,8 @@ pub struct Access {
     pub anonymous: AnonymousPolicy,
     pub rates: Arc<RateLimits>,
     pub limits: ClientLimits,
+    /// What each tenant may have, whatever its admins grant.
+    pub tenant_caps: crate::limits::TenantCaps,
     /// Read-only dashboard pages and the event stream need a signed-in user (or a key) even
     /// where anonymous callers are let in.
     pub private_dashboard: bool,
@@ -140,6 +142,8 @@ impl Access {
                 waiters: self.limits.waiters,
                 names: self.limits.names,
                 tenant_names: self.limits.tenant_names,
+                state_bytes: self.limits.state_bytes,
+                tenant_state_bytes: self.limits.tenant_state_bytes,
                 streams: self.limits.streams,
                 max_ttl_ms: None,
                 max_permits: None,
@@ -193,6 +197,8 @@ impl Access {
                 waiters: q.waiters.unwrap_or(self.limits.waiters),
                 names: q.names.unwrap_or(self.limits.names),
                 tenant_names: self.limits.tenant_names,
+                state_bytes: q.state_bytes.unwrap_or(self.limits.state_bytes),
+                tenant_state_bytes: self.limits.tenant_state_bytes,
                 streams: self.limits.streams,
                 max_ttl_ms: q.max_ttl_ms,
                 max_permits: q.max_permits,
@@ -359,6 +365,27 @@ impl Access {
         if principal.quotas.rate_limited && cost > 1 {
             self.rates.drain(&principal.owner(), cost - 1);
         }
+    }
+
+    /// Counts one request of `principal`'s tenant against the tenant's rate (429 when its
+    /// callers together are over it).
+    pub fn count_tenant(&self, principal: &Principal) -> Result<(), Problem> {
+        self.rates
+            .check_tenant(principal.tenant.as_str())
+            .map_err(|wait| {
+                Problem::new(
+                    ProblemKind::RateLimited,
+                    format!(
+                        "more than {} requests per second (bursts of {}) from the callers of \
+                         tenant {} together",
+                        self.tenant_caps.rate_per_second,
+                        self.tenant_caps.rate_burst,
+                        principal.tenant
+                    ),
+                )
+                .with("scope", "tenant")
+                .retry_after(wait)
+            })
     }
 
     /// Counts one request of `owner` against the request rate (429 when over it).

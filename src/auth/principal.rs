@@ -163,6 +163,10 @@ pub struct Quotas {
     pub names: u64,
     /// The same for every caller of the caller's tenant together.
     pub tenant_names: u64,
+    /// Bytes of Redis state the caller may make Redis keep, estimated (`limits::budget`).
+    pub state_bytes: u64,
+    /// The same for every caller of the caller's tenant together.
+    pub tenant_state_bytes: u64,
     /// Open event streams on one instance.
     pub streams: u64,
     /// Longest TTL a lease may ask for; `None`: the server's bound.
@@ -179,6 +183,8 @@ impl Quotas {
         waiters: u64::MAX,
         names: u64::MAX,
         tenant_names: u64::MAX,
+        state_bytes: u64::MAX,
+        tenant_state_bytes: u64::MAX,
         streams: u64::MAX,
         max_ttl_ms: None,
         max_permits: None,

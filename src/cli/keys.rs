@@ -54,6 +54,7 @@ async fn create(args: KeyCreateArgs) -> ExitCode {
             max_leases: args.max_leases,
             max_waiters: args.max_waiters,
             max_names: args.max_names,
+            max_state_bytes: args.max_state_bytes,
             max_ttl_ms: args
                 .max_ttl
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),

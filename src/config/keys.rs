@@ -59,6 +59,10 @@ pub struct KeyCreateArgs {
     #[arg(long)]
     pub max_names: Option<u64>,
 
+    /// Bytes of Redis state this key's leases, names and histories may keep (estimated).
+    #[arg(long)]
+    pub max_state_bytes: Option<u64>,
+
     /// Longest TTL this key's leases may ask for, like 10m.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub max_ttl: Option<Duration>,

@@ -235,13 +235,44 @@ pub struct ServeArgs {
 
     /// Distinct lock and semaphore names one caller may give Redis state to (each counts
     /// until its lease ended and its history, about an hour later), across every instance,
-    /// unless its key says otherwise; more answer 429. What bounds one caller's Redis memory.
+    /// unless its key says otherwise; more answer 429.
     #[arg(long, env = "LEASEHOLD_MAX_NAMES_PER_CLIENT", default_value_t = 10_000)]
     pub max_names_per_client: u64,
 
     /// The same for every caller of one tenant together (the default tenant too).
     #[arg(long, env = "LEASEHOLD_MAX_NAMES_PER_TENANT", default_value_t = 50_000)]
     pub max_names_per_tenant: u64,
+
+    /// API keys an admin key may make in its tenant (the admin token may make more); more
+    /// answer 409 too_many_keys.
+    #[arg(long, env = "LEASEHOLD_MAX_KEYS_PER_TENANT", default_value_t = 100)]
+    pub max_keys_per_tenant: u64,
+
+    /// Requests per second of every rate-limited caller of one tenant together, on one
+    /// instance (0: none): keys minted by a tenant's admin share it.
+    #[arg(long, env = "LEASEHOLD_RATE_LIMIT_PER_TENANT", default_value_t = 5_000)]
+    pub rate_limit_per_tenant: u32,
+
+    /// Requests a tenant's callers together may send in a burst above that rate.
+    #[arg(
+        long,
+        env = "LEASEHOLD_RATE_BURST_PER_TENANT",
+        default_value_t = 10_000
+    )]
+    pub rate_burst_per_tenant: u32,
+
+    /// Bytes of Redis state one caller may make Redis keep, estimated (its names' state, its
+    /// leases' records, holders, metadata and permits, the history entries its calls add),
+    /// across every instance, unless its key says otherwise; an acquire past it answers 429
+    /// quota_exceeded. What bounds one caller's Redis memory (32 MiB: 1/16 of the embedded
+    /// Redis's 512 MB).
+    #[arg(long, env = "LEASEHOLD_MAX_STATE_BYTES_PER_CLIENT", default_value_t = 32 << 20)]
+    pub max_state_bytes_per_client: u64,
+
+    /// The same for every caller of one tenant together (the default tenant too): 128 MiB,
+    /// a quarter of the embedded Redis's 512 MB.
+    #[arg(long, env = "LEASEHOLD_MAX_STATE_BYTES_PER_TENANT", default_value_t = 128 << 20)]
+    pub max_state_bytes_per_tenant: u64,
 
     /// Event streams (GET /v1/events) and lease watches one caller may hold open on one
     /// instance, together.

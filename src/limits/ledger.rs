@@ -222,6 +222,30 @@ impl Ledger {
         batch.run::<()>(&self.conn).await.map(drop)
     }
 
+    /// The entries of `account` that still count, with their ends (ms).
+    pub async fn live(&self, account: &Account) -> Result<Vec<(String, u64)>, redis::RedisError> {
+        let entries: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(&account.key)
+            .arg(format!("({}", wall_ms()))
+            .arg("+inf")
+            .arg("BYSCORE")
+            .arg("WITHSCORES")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(entries
+            .into_iter()
+            .map(|(member, end)| (member, end as u64))
+            .collect())
+    }
+
+    /// Empties `account`.
+    pub async fn clear(&self, account: &Account) -> Result<(), redis::RedisError> {
+        redis::cmd("DEL")
+            .arg(&account.key)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
     /// Entries of `account` that still count.
     pub async fn count(&self, account: &Account) -> Result<u64, redis::RedisError> {
         redis::cmd("ZCOUNT")

@@ -4,6 +4,7 @@
 //! event streams, waiters per lock). Each refusal is a problem+json with `Retry-After` where
 //! waiting helps (429 for a caller over its own budget, 503 when a shared resource is full).
 
+pub mod budget;
 pub mod ledger;
 pub mod rate;
 pub mod slots;
@@ -26,12 +27,29 @@ pub struct ClientLimits {
     pub names: u64,
     /// The same for every caller of one tenant together.
     pub tenant_names: u64,
+    /// Bytes of Redis state one caller's leases, names and histories may keep, estimated
+    /// (see [`budget`]).
+    pub state_bytes: u64,
+    /// The same for every caller of one tenant together.
+    pub tenant_state_bytes: u64,
     /// Open event streams on one instance.
     pub streams: u64,
     /// Whether anonymous callers on loopback are limited by their address too. Off by
     /// default: on loopback the address names the machine, not a caller, so one budget
     /// would be shared by every local process.
     pub limit_loopback: bool,
+}
+
+/// What the operator lets each tenant have, whatever its admin keys grant: keys, and one
+/// request rate for all its callers together (so that keys minted by a tenant's admin share
+/// one budget instead of bringing one each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantCaps {
+    /// API keys per tenant (the admin token may make more).
+    pub keys: u64,
+    /// Requests per second of every rate-limited caller of a tenant together (0: none).
+    pub rate_per_second: u32,
+    pub rate_burst: u32,
 }
 
 /// Bounds on one lock, whoever asks.

@@ -94,6 +94,22 @@ pub(super) fn policy(timeout: Duration) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(200))
 }
 
+/// A node's TCP address, with TLS (`rediss`) when `tls`; the Sentinel and Cluster modes
+/// connect to nodes they are told of this way.
+pub(super) fn tcp_addr(tls: bool, host: String, port: u16) -> ::redis::ConnectionAddr {
+    if tls {
+        leasehold_client::install_crypto_provider();
+        ::redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        ::redis::ConnectionAddr::Tcp(host, port)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::redacted;
@@ -120,21 +136,5 @@ mod tests {
         ] {
             assert_eq!(redacted(url), shown, "{url}");
         }
-    }
-}
-
-/// A node's TCP address, with TLS (`rediss`) when `tls`; the Sentinel and Cluster modes
-/// connect to nodes they are told of this way.
-pub(super) fn tcp_addr(tls: bool, host: String, port: u16) -> ::redis::ConnectionAddr {
-    if tls {
-        leasehold_client::install_crypto_provider();
-        ::redis::ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: false,
-            tls_params: None,
-        }
-    } else {
-        ::redis::ConnectionAddr::Tcp(host, port)
     }
 }

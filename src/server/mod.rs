@@ -178,9 +178,11 @@ pub async fn run(
     let publisher_task = locks.spawn_publisher();
     let waitlist_task = locks.spawn_waitlist_writer();
     let sweeper_task = locks.spawn_sweeper(expired);
-    let rates = Arc::new(RateLimits::new(
+    let rates = Arc::new(RateLimits::with_tenants(
         config.clients.rate_per_second,
         config.clients.rate_burst,
+        config.tenant_caps.rate_per_second,
+        config.tenant_caps.rate_burst,
     ));
     let rates_task = rates.clone().spawn_cleanup(shutdown.clone());
     let access = Access {
@@ -193,17 +195,21 @@ pub async fn run(
         },
         rates,
         limits: config.clients,
+        tenant_caps: config.tenant_caps,
         private_dashboard: config.dashboard.private,
         revocations: Arc::default(),
     };
     let access = Arc::new(access);
     let revocation_task = access.clone().spawn_revocation_checks(shutdown.clone());
+    let budget = crate::limits::budget::Budget::new(conn.clone(), &prefix);
+    let budget_task = budget.spawn_flusher(shutdown.clone());
     let state = AppState::new(Shared {
         locks,
         key_prefix: Arc::from(prefix.as_str()),
         limits: config.limits,
         access,
         ledger: Ledger::new(conn.clone(), &prefix),
+        budget: budget.clone(),
         audit: AuditLog::new(conn, &prefix),
         streams: Arc::default(),
         lock_waiters: Arc::default(),
@@ -252,6 +258,7 @@ pub async fn run(
     let _ = sweeper_task.await;
     let _ = rates_task.await;
     let _ = revocation_task.await;
+    let _ = budget_task.await;
     for task in redlock_tasks {
         let _ = task.await;
     }

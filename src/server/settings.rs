@@ -32,6 +32,7 @@ pub struct ServerConfig {
     pub allowed_hosts: Option<Vec<String>>,
     /// What one caller may do (rate, leases, waiters, event streams).
     pub clients: ClientLimits,
+    pub tenant_caps: crate::limits::TenantCaps,
     pub http: HttpLimits,
     /// How long a request may take beyond the wait it asked for.
     pub request_timeout: Duration,
@@ -127,8 +128,15 @@ impl ServerConfig {
                 waiters: args.max_waiters_per_client,
                 names: args.max_names_per_client,
                 tenant_names: args.max_names_per_tenant,
+                state_bytes: args.max_state_bytes_per_client,
+                tenant_state_bytes: args.max_state_bytes_per_tenant,
                 streams: args.max_streams_per_client,
                 limit_loopback: args.limit_loopback_clients,
+            },
+            tenant_caps: crate::limits::TenantCaps {
+                keys: args.max_keys_per_tenant,
+                rate_per_second: args.rate_limit_per_tenant,
+                rate_burst: args.rate_burst_per_tenant,
             },
             http: HttpLimits {
                 header_timeout: Duration::from_millis(args.header_timeout_ms),

@@ -39,6 +39,7 @@ mod multileases;
 mod openapi;
 mod operator;
 mod outages;
+mod quotas;
 mod redis_page;
 mod redisson;
 mod redlock;

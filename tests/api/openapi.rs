@@ -234,7 +234,7 @@ async fn the_document_states_the_bounds_requests_are_held_to() {
     let longest = usize::try_from(holder["maxLength"].as_u64().expect("a maximum")).expect("fits");
     assert_eq!(
         holder["pattern"],
-        "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
+        "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}\u{2028}\u{2029}\u{034F}\u{115F}\u{1160}\u{3164}\u{FFA0}\u{FE00}-\u{FE0F}]*$"
     );
     for key in ["minLength", "maxLength", "pattern"] {
         assert_eq!(
@@ -250,6 +250,17 @@ async fn the_document_states_the_bounds_requests_are_held_to() {
         ("next line\u{85}".to_owned(), 422),
         ("zero\u{200B}width".to_owned(), 422),
         ("turned\u{202E}round".to_owned(), 422),
+        // Allowed by category, not denied by list (issue 59): separators, tags, fillers,
+        // joiners and variation selectors show as nothing.
+        ("line\u{2028}sep".to_owned(), 422),
+        ("para\u{2029}sep".to_owned(), 422),
+        ("tag\u{E0041}".to_owned(), 422),
+        ("filler\u{3164}".to_owned(), 422),
+        ("filler\u{115F}".to_owned(), 422),
+        ("cgj\u{034F}".to_owned(), 422),
+        ("heart\u{2764}\u{FE0F}".to_owned(), 422),
+        ("private\u{E000}".to_owned(), 422),
+        ("deploy cron #7 (ü, 東京, ☕)".to_owned(), 201),
     ];
     for (n, (label, status)) in cases.into_iter().enumerate() {
         app.acquire(&format!("holder-{n}"), json!({"holder": label}))

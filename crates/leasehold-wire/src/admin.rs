@@ -10,9 +10,12 @@ use crate::HolderBody;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForceReleaseBody {
     pub lock: String,
-    /// False when nobody held it.
+    /// False when nobody held it (and it was in no lock-delay).
     pub released: bool,
     pub removed: Vec<HolderBody>,
+    /// Nobody held it and it was in its lock-delay: the delay was lifted, the name is free.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delay_lifted: bool,
 }
 
 /// `PUT /v1/admin/semaphores/{name}/limit`.

@@ -34,6 +34,10 @@ pub struct KeyQuotasBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub max_names: Option<u64>,
+    /// Bytes of Redis state its leases, names and histories may keep, estimated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
+    pub max_state_bytes: Option<u64>,
     /// Longest TTL a lease may ask for, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ttl_ms: Option<u64>,
@@ -99,6 +103,29 @@ pub struct KeyBody {
     /// While a rotation's grace runs: when the previous secret stops working.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotating_until: Option<String>,
+    /// A revocation's answer: the key's live leases it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_leases: Option<u64>,
+}
+
+/// `GET /v1/admin/keys/{key_id}/leases`: what a key holds now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyLeasesBody {
+    pub key_id: String,
+    /// "" for the default tenant: the names are in that tenant's key space.
+    pub tenant: String,
+    pub leases: Vec<KeyLeaseBody>,
+}
+
+/// One live lease (or fair ticket) of a key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyLeaseBody {
+    pub lock: String,
+    pub lease_id: crate::LeaseId,
+    /// Until when it counts against the key's quota, unless renewed.
+    pub counts_until: String,
 }
 
 /// A new key or a rotated one: the secret is shown here only.

@@ -186,14 +186,16 @@ pub struct AcquireBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
     /// Free-text label naming the holder, shown to operators and to refused acquirers: 1 to
-    /// 200 characters, no control, invisible or direction-changing characters.
+    /// 200 characters: letters, marks, digits, punctuation, symbols and spaces (Unicode L,
+    /// M, N, P, S, Zs), nothing default-ignorable (zero-width, variation, tag characters);
+    /// the pattern lists the characters it can, the server checks the categories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",
         schema(
             min_length = 1,
             max_length = 200,
-            pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}]*$"
+            pattern = "^[^\\x00-\\x1F\\x7F-\\x9F\u{00AD}\u{061C}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{2064}\u{2066}-\u{2069}\u{FEFF}\u{2028}\u{2029}\u{034F}\u{115F}\u{1160}\u{3164}\u{FFA0}\u{FE00}-\u{FE0F}]*$"
         )
     )]
     pub holder: Option<String>,

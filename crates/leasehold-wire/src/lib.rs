@@ -27,8 +27,8 @@ mod semaphore;
 pub use self::admin::{AuditBody, AuditEntryBody, ForceReleaseBody, LimitBody, LimitChangeBody};
 pub use self::events::{LockEventMessage, LostEvent};
 pub use self::keys::{
-    KeyBody, KeyCreateBody, KeyListBody, KeyQuotasBody, KeyRole, KeyRotateBody, KeySecretBody,
-    NamePattern,
+    KeyBody, KeyCreateBody, KeyLeaseBody, KeyLeasesBody, KeyListBody, KeyQuotasBody, KeyRole,
+    KeyRotateBody, KeySecretBody, NamePattern,
 };
 pub use self::lease::{
     AcquireBody, Degraded, GrantBody, HeartbeatBody, LeaseBody, LeaseId, LeaseState, LeftBody,

@@ -32,9 +32,14 @@ impl Locks {
             Resource::Lock => self.call(name, &script).await?,
             Resource::Semaphore => self.call(name, &SemaphoreForceRelease(script)).await?,
         };
+        let mut delay_lifted = false;
         let removed = match reply {
             ForceReleaseReply::ForceReleased { holders } => {
                 holders.into_iter().map(holder_view).collect()
+            }
+            ForceReleaseReply::DelayLifted => {
+                delay_lifted = true;
+                Vec::new()
             }
             ForceReleaseReply::NotHeld => Vec::new(),
             ForceReleaseReply::KindConflict { held_as } => {
@@ -45,6 +50,7 @@ impl Locks {
         let forced = ForcedRelease {
             lock: name.clone(),
             removed,
+            delay_lifted,
         };
         for id in forced.removed.iter().filter_map(|h| h.lease_id) {
             self.inner.observer.lease_ended(id);

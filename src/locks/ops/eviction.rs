@@ -31,7 +31,9 @@ impl Locks {
             ForceReleaseReply::ForceReleased { holders } => {
                 holders.into_iter().map(holder_view).collect()
             }
-            ForceReleaseReply::NotHeld => return Err(LockError::UnknownLease),
+            ForceReleaseReply::NotHeld | ForceReleaseReply::DelayLifted => {
+                return Err(LockError::UnknownLease);
+            }
             ForceReleaseReply::KindConflict { held_as } => {
                 return Err(LockError::kind_conflict(&held_as));
             }
@@ -41,6 +43,7 @@ impl Locks {
         Ok(ForcedRelease {
             lock: name.clone(),
             removed,
+            delay_lifted: false,
         })
     }
 }

@@ -43,6 +43,7 @@ impl Locks {
                 now_ms,
                 fencing_token,
                 slack_ms,
+                holder,
             } => {
                 // Its event came with the reply (`ev`). Too few replicas acknowledged it:
                 // answered all the same, marked. The extension stands on the primary; a 503
@@ -58,6 +59,7 @@ impl Locks {
                     ttl_ms,
                     expires_at: Timestamp(now_ms).plus(ttl_ms),
                     slack_ms,
+                    holder: non_empty(holder),
                     replicas_acked: acked.map(|a| a.acked),
                     degraded,
                 })

@@ -50,6 +50,12 @@ impl HeldMultilease {
     pub fn member_leases(&self) -> impl Iterator<Item = LeaseId> + '_ {
         self.locks().map(|name| self.token.member(name).lease_id())
     }
+
+    /// Each member's lock and lease.
+    pub fn members(&self) -> impl Iterator<Item = (&LockName, LeaseId)> + '_ {
+        self.locks()
+            .map(|name| (name, self.token.member(name).lease_id()))
+    }
 }
 
 /// What the record keeps of a member (`body.members`).

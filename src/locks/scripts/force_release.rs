@@ -42,6 +42,8 @@ pub(in crate::locks) enum ForceReleaseReply {
         #[serde(deserialize_with = "list")]
         holders: Vec<HolderEntry>,
     },
+    /// Nobody held it, and its lock-delay was lifted.
+    DelayLifted,
     NotHeld,
     KindConflict {
         held_as: String,

@@ -45,6 +45,8 @@ pub(in crate::locks) enum RenewReply {
         now_ms: u64,
         fencing_token: u64,
         slack_ms: i64,
+        #[serde(default)]
+        holder: Option<String>,
     },
     #[serde(untagged)]
     Refused(Refusal),

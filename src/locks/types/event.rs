@@ -18,6 +18,8 @@ pub enum EventKind {
     Released,
     Expired,
     ForceReleased,
+    /// An admin freed a name nobody held before its lock-delay ended.
+    DelayLifted,
     Queued,
     /// A queued fair ticket was granted its lease.
     Granted,

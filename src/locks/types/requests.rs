@@ -115,6 +115,8 @@ pub struct Renewal {
     pub expires_at: Timestamp,
     /// How much of the previous TTL was left when the heartbeat arrived.
     pub slack_ms: i64,
+    /// The lease's holder label, if it has one.
+    pub holder: Option<String>,
     /// Replicas that acknowledged the extension (`None`: none were required).
     pub replicas_acked: Option<u32>,
     /// Set when the extension stands on the primary alone: its shard has no replica, or too

@@ -92,15 +92,15 @@ impl HolderLabel {
                 Self::MAX_LEN
             )));
         }
-        if raw.chars().any(char::is_control) {
-            return Err(InvalidInput::Holder(
-                "a holder label may not hold control characters".into(),
-            ));
-        }
-        if let Some(bad) = raw.chars().find(|&c| invisible(c)) {
+        if !shows_as_itself(raw)
+            && let Some(bad) = raw
+                .chars()
+                .find(|&c| !shows_as_itself(c.encode_utf8(&mut [0; 4])))
+        {
             return Err(InvalidInput::Holder(format!(
-                "a holder label may not hold invisible or direction-changing characters \
-                 (U+{:04X}): it would show as another label",
+                "a holder label holds letters, marks, digits, punctuation, symbols and spaces \
+                 only, nothing invisible, direction-changing or line-breaking (U+{:04X} is \
+                 not): it would show as another label",
                 u32::from(bad)
             )));
         }
@@ -112,22 +112,18 @@ impl HolderLabel {
     }
 }
 
-/// Characters that change how text around them shows without showing themselves: bidi
-/// embeddings, overrides, isolates and marks, and zero-width characters (Unicode's format
-/// characters that matter for spoofing). A label holding one could pass for another on the
-/// dashboard and in a 409's `holder`.
-fn invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{00AD}'
-            | '\u{061C}'
-            | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{FEFF}'
-    )
+/// Whether every character of `text` shows as itself: a letter, mark, number, punctuation, symbol or space
+/// separator (Unicode's general categories L, M, N, P, S, Zs), and not default-ignorable
+/// (what renders as nothing: zero-width and variation characters, tags, Hangul fillers, the
+/// combining grapheme joiner). Allowed by category rather than denied by list, so that
+/// controls, line and paragraph separators, format characters and unassigned ones are all
+/// out: a label holding one could pass for another on the dashboard and in a 409's `holder`.
+fn shows_as_itself(text: &str) -> bool {
+    static SHOWN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^[\p{L}\p{M}\p{N}\p{P}\p{S}\p{Zs}&&\P{Default_Ignorable_Code_Point}]+$")
+            .expect("a valid class")
+    });
+    SHOWN.is_match(text)
 }
 
 /// A small JSON object a client attaches to its lease (job id, host, ...).
@@ -159,6 +155,11 @@ impl Metadata {
             )));
         }
         Ok(Self(map))
+    }
+
+    /// Its size as JSON (what Redis keeps of it), in bytes.
+    pub fn json_len(&self) -> usize {
+        serde_json::to_string(&self.0).map_or(0, |s| s.len())
     }
 
     /// The member key under which a multilease's member lease keeps its [`Membership`]

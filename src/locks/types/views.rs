@@ -120,4 +120,6 @@ pub struct LimitChange {
 pub struct ForcedRelease {
     pub lock: LockName,
     pub removed: Vec<HolderView>,
+    /// Nobody held it, and its lock-delay was lifted: the name is free now.
+    pub delay_lifted: bool,
 }

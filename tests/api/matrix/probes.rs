@@ -235,6 +235,11 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             200,
             404,
         ),
+        ("GET", "/v1/admin/keys/{key_id}/leases") => (
+            http.get(url(format!("/v1/admin/keys/{}/leases", fx.key_id))),
+            200,
+            404,
+        ),
         ("DELETE", "/v1/admin/keys/{key_id}") => (
             http.delete(url(format!("/v1/admin/keys/{}", fx.key_id))),
             200,
