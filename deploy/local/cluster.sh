@@ -4,7 +4,7 @@
 # redis-cli (`redis-cli --cluster create` forms the cluster). Prints the URLs and which node
 # serves which slots, and stops everything on Ctrl-C (or SIGTERM).
 #
-# Usage: deploy/local/cluster.sh [--ready-file PATH]
+# Usage: deploy/local/cluster.sh [--ready-file PATH]   (LEASEHOLD_ADMIN_TOKEN: the admin token to use)
 #   Ports: Redis 7390-7395, or -7398 with two replicas each (cluster bus +10000), Leasehold 8191
 #   and 8192 (override with LEASEHOLD_CLUSTER_BASE=<first Redis port>; the others follow
 #   it). --ready-file: write the
@@ -66,7 +66,7 @@ linked() {
   [[ $info == *role:master* || $info == *master_link_status:up* ]]
 }
 
-admin_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+admin_token=${LEASEHOLD_ADMIN_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 # Starts the node on port $1 (with its config, so a restarted node keeps its identity in
 # nodes.conf and its data in its AOF), as pid slot $2.
 start_node() {

@@ -4,7 +4,7 @@
 # (`redis-server sentinel.conf --sentinel` needs no other package). Prints the URLs and the
 # admin token, and stops everything on Ctrl-C (or SIGTERM).
 #
-# Usage: deploy/local/sentinel.sh [--ready-file PATH]
+# Usage: deploy/local/sentinel.sh [--ready-file PATH]   (LEASEHOLD_ADMIN_TOKEN: the admin token to use)
 #   Ports: Redis 7380-7382, Sentinels 27380-27382, Leasehold 8181 and 8182 (override with
 #   LEASEHOLD_HA_BASE=<redis port>; the others follow it). --ready-file: write the URLs
 #   there once everything answers (for scripts and tests). LEASEHOLD_HA_REPLICAS: how many
@@ -46,7 +46,7 @@ wait_for() { # what, tries(50 ms each), command...
   echo "timed out waiting for $what" >&2; exit 1
 }
 
-admin_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+admin_token=${LEASEHOLD_ADMIN_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 # Starts the data node on port $1 as pid slot $2 (extra arguments go to redis-server).
 start_node() {
   local port=$1 slot=$2; shift 2

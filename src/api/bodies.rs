@@ -35,6 +35,7 @@ fn membership(m: Option<Metadata>) -> (Option<wire::MembershipBody>, Option<serd
         membership.map(|m| wire::MembershipBody {
             lease_id: lease_id(m.lease_id),
             locks: m.locks,
+            hidden_locks: m.hidden_locks,
         }),
         metadata(own),
     )

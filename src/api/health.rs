@@ -26,7 +26,10 @@ pub struct ReadyBody {
     subscriber: &'static str,
     /// `standalone`, `sentinel` or `cluster`.
     redis_mode: &'static str,
-    /// The Redis master this instance writes to.
+    /// The Redis master this instance writes to: only for the deployment's admins (the
+    /// admin token, or an admin key of the default tenant, sent as for
+    /// `GET /v1/admin/redis`), as every Redis address is.
+    #[serde(skip_serializing_if = "Option::is_none")]
     redis_master: Option<String>,
     /// Requests waiting server-side in this instance.
     waiting_requests: usize,
@@ -34,8 +37,9 @@ pub struct ReadyBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     redis_memory: Option<MemoryBody>,
     /// What serves but less safely than configured: each Redis primary (Sentinel, Cluster)
-    /// whose grants stand on it alone because it has no replica a failover could promote.
-    /// The instance stays ready (its names are served); an alert should page someone.
+    /// whose grants stand on it alone because it has no replica a failover could promote
+    /// (named for the deployment's admins, counted for anyone else). The instance stays
+    /// ready (its names are served); an alert should page someone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     degraded: Vec<String>,
 }
@@ -74,7 +78,10 @@ pub async fn healthz() -> Json<HealthBody> {
     )
 )]
 /// `GET /readyz`: Redis answers and the shared subscriber is connected.
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Problem> {
+pub async fn readyz(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Json<ReadyBody>, Problem> {
     if !state.locks.redis_master_known() {
         return Err(Problem::new(
             ProblemKind::RedisUnavailable,
@@ -102,12 +109,20 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Pr
         max_bytes: m.max_bytes,
     });
     let redis = state.locks.redis_status();
+    let admin = sees_addresses(&state, &headers).await;
+    let address = |addr: &str| {
+        if admin {
+            addr.to_owned()
+        } else {
+            "a primary".to_owned()
+        }
+    };
     Ok(Json(ReadyBody {
         status: "ready",
         redis: "ok",
         subscriber: "connected",
         redis_mode: redis.mode,
-        redis_master: redis.master,
+        redis_master: redis.master.filter(|_| admin),
         waiting_requests: state.locks.waiting(),
         redis_memory: memory,
         degraded: redis
@@ -116,10 +131,28 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<ReadyBody>, Pr
             .iter()
             .map(|primary| {
                 format!(
-                    "{primary} has no replica a failover could promote: grants there are not \
-                     replicated"
+                    "{} has no replica a failover could promote: grants there are not \
+                     replicated",
+                    address(primary)
                 )
             })
             .collect(),
     }))
+}
+
+/// Whether the request carries the credential of one of the deployment's admins (the admin
+/// token, or an admin key of the default tenant): the only callers shown Redis addresses.
+async fn sees_addresses(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
+    let presented = headers
+        .get("leasehold-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| crate::auth::bearer(headers).ok().flatten());
+    let Some(secret) = presented else {
+        return false;
+    };
+    match state.access.of_secret(&secret).await {
+        Ok(Some(p)) => p.tenant.is_default() && p.roles.contains(crate::auth::Role::Admin),
+        _ => false,
+    }
 }

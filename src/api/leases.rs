@@ -218,7 +218,8 @@ pub(super) async fn inspect_lease(
     if view.is_err() {
         state.access.consume(caller, LOOKUP_COST);
     }
-    Ok(Json(bodies::lease(view?)))
+    let view = view?.seen_by(&|lock| caller.patterns.allows(lock));
+    Ok(Json(bodies::lease(view)))
 }
 
 /// The TTL a request names, within the server's bounds and the caller's key's.

@@ -38,7 +38,7 @@ pub async fn inspect(
         ));
     };
     let (waiting, waiting_count) = state.locks_for(&caller).waiters_of(&name).await?;
-    let mut body = bodies::lock(view);
+    let mut body = bodies::lock(view.seen_by(&|lock| caller.patterns.allows(lock)));
     body.waiting = waiting.into_iter().map(bodies::waiter).collect();
     body.waiting_count = waiting_count;
     Ok(Json(body))
@@ -99,7 +99,7 @@ pub async fn list(
             .filter(|(entry, _)| caller.patterns.allows(entry.name().as_str()))
             .map(|(entry, waiting)| LiveBody {
                 waiting,
-                ..bodies::live(entry)
+                ..bodies::live(entry.seen_by(&|name| caller.patterns.allows(name)))
             })
             .collect(),
         next_cursor: page.next_cursor.map(|c| c.as_str().to_owned()),

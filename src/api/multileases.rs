@@ -433,7 +433,7 @@ pub async fn watch(
     let multilease = held_multilease(&state, &caller, held).await?;
     let place = WatchPlace::take(&state, &caller)?;
     let ended = state.locks_for(&caller).watch_multi(&multilease).await?;
-    Ok(lost_stream(&state, place, async move {
+    Ok(lost_stream(&state, &caller, place, async move {
         ended
             .await
             .ok()

@@ -99,7 +99,7 @@ async fn watch(
         Err(e) => return Err(e.into()),
     };
     let (id, lock) = (lease.id, lease.name.to_string());
-    Ok(lost_stream(&state, place, async move {
+    Ok(lost_stream(&state, caller, place, async move {
         ended.await.ok().map(|end| lost_event(id, lock, end))
     }))
 }
@@ -131,9 +131,11 @@ impl WatchPlace {
 }
 
 /// A watch's stream: a `watching` comment, keep-alives, then the `lost` event `lost` resolves
-/// to (none when the end could not be read), and the end; it also ends at shutdown.
+/// to (none when the end could not be read), and the end; it also ends at shutdown, and when
+/// the key or session `caller` opened it with is revoked (as `/v1/events` does).
 pub(super) fn lost_stream<F>(
     state: &AppState,
+    caller: &Principal,
     place: WatchPlace,
     lost: F,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<F>>
@@ -147,9 +149,17 @@ where
     .filter_map(std::future::ready)
     .map(Ok);
     let hello = futures_util::stream::once(async { Ok(Event::default().comment("watching")) });
-    let stream = hello
-        .chain(lost)
-        .take_until(state.shutdown.clone().cancelled_owned());
+    let watched = state.access.revocations.watch(caller);
+    let ended = futures_util::future::select(
+        Box::pin(state.shutdown.clone().cancelled_owned()),
+        Box::pin(async move {
+            match watched {
+                Some(watched) => watched.revoked().await,
+                None => std::future::pending().await,
+            }
+        }),
+    );
+    let stream = hello.chain(lost).take_until(ended);
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 

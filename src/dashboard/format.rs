@@ -39,12 +39,15 @@ pub(super) fn holder_in_overview(h: &HolderView, lock: &str) -> String {
     let Some((Some(membership), _)) = h.metadata.clone().map(Metadata::split_membership) else {
         return label;
     };
-    let others: Vec<&str> = membership
+    let mut others: Vec<String> = membership
         .locks
         .iter()
-        .map(String::as_str)
         .filter(|name| *name != lock)
+        .cloned()
         .collect();
+    if membership.hidden_locks > 0 {
+        others.push(format!("{} you may not see", membership.hidden_locks));
+    }
     format!("{label} (multilease, with {})", others.join(", "))
 }
 

@@ -45,7 +45,10 @@ pub(super) async fn lock_page(
     let name = lock_name(&raw)?;
     principal.check_name(&name)?;
     let domain = state.locks_for(&principal);
-    let lock = domain.lock(&name).await?;
+    let lock = domain
+        .lock(&name)
+        .await?
+        .map(|view| view.seen_by(&|lock| principal.patterns.allows(lock)));
     // The history records holds and waits when they end; those going on come from the view.
     let (lock_state, ongoing) = match &lock {
         Some(view) if !view.kind.is_some_and(HeldAs::is_semaphore) => {

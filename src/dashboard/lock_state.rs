@@ -202,8 +202,10 @@ pub struct HolderRow {
 /// A holder that is part of a multilease: which one, and its other locks (linked).
 pub struct MultiRow {
     pub lease_id: String,
-    /// `(name, page)` of each other lock it holds.
+    /// `(name, page)` of each other lock it holds (that the viewer may see).
     pub others: Vec<(String, String)>,
+    /// Its locks the viewer may not see: counted, not named.
+    pub hidden: u32,
 }
 
 impl MultiRow {
@@ -216,6 +218,7 @@ impl MultiRow {
                 .filter(|name| name.as_str() != this)
                 .map(|name| (name.clone(), format!("/locks/{name}")))
                 .collect(),
+            hidden: m.hidden_locks,
         }
     }
 }

@@ -57,9 +57,10 @@ pub(super) struct LoginForm {
 }
 
 /// `POST /login`: trades the admin token (or an API key with the reader or admin role) for a
-/// session cookie. Wrong attempts are limited per address: a few, then one every few seconds
-/// (429). A right one is never refused by that limit, so one client guessing from an address
-/// (loopback: every local user's) locks nobody else out.
+/// session cookie. Attempts are limited per address, counted before the token is looked at:
+/// a few, then one every few seconds (429, the guess not checked), so that guessing a weak
+/// token goes no faster than that. (Guessing from an address slows every sign-in from it:
+/// on loopback, every local user's.)
 pub(super) async fn login(
     State(state): State<AppState>,
     Peer(peer): Peer,
@@ -74,6 +75,16 @@ pub(super) async fn login(
         ));
     }
     let access = &state.access;
+    if let Err(wait) = access.rates.check_sign_in(peer) {
+        let secs = wait.as_secs().max(1);
+        return Err(PageError(
+            Problem::new(
+                ProblemKind::RateLimited,
+                format!("too many sign-in attempts: wait {secs} s before trying again"),
+            )
+            .retry_after(wait),
+        ));
+    }
     let next = local_path(Some(&form.next));
     let token = form.token.trim();
     let who = if access.admin.accepts(token) {
@@ -104,16 +115,6 @@ pub(super) async fn login(
     };
     let Some(who) = who else {
         tracing::warn!(%peer, "dashboard sign-in with a wrong admin token or key");
-        if let Err(wait) = access.rates.check_sign_in(peer) {
-            let secs = wait.as_secs().max(1);
-            return Err(PageError(
-                Problem::new(
-                    ProblemKind::RateLimited,
-                    format!("too many sign-in attempts: wait {secs} s before trying again"),
-                )
-                .retry_after(wait),
-            ));
-        }
         let page = LoginPage {
             nav: Nav {
                 admin_enabled: sign_in_possible(&state).await,

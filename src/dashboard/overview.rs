@@ -72,6 +72,7 @@ pub(super) async fn overview(
         .entries
         .into_iter()
         .filter(|e| principal.patterns.allows(e.name().as_str()))
+        .map(|e| e.seen_by(&|name| principal.patterns.allows(name)))
         .collect();
     let names: Vec<_> = entries.iter().map(|e| e.name()).collect();
     let waiting = locks.waiting_counts(&names).await?;

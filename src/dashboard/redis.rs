@@ -1,8 +1,9 @@
 //! `GET /redis`: the Redis behind this instance (mode, master, memory against maxmemory,
 //! persistence, replicas and their lag, lost replicas as down,
 //! acknowledgements, failovers followed; in Cluster mode the primaries with their slots,
-//! keys, load and replicas, and the topology changes seen); the same as `GET /v1/admin/redis`, for the
-//! deployment's own viewers (the default tenant: the addresses are the deployment's).
+//! keys, load and replicas, and the topology changes seen); the same as `GET /v1/admin/redis`, for
+//! the same callers: the deployment's own admins (the default tenant's: the addresses are the
+//! deployment's).
 
 use askama::Template;
 use axum::extract::State;
@@ -27,10 +28,9 @@ pub(super) async fn redis_page(
         Ok(viewer) => viewer,
         Err(response) => return Ok(response),
     };
-    let status = principal
-        .tenant
-        .is_default()
-        .then(|| state.locks.redis_status());
+    let status = (principal.tenant.is_default()
+        && principal.roles.contains(crate::auth::Role::Admin))
+    .then(|| state.locks.redis_status());
     let now = wall_ms();
     let replicas = status
         .as_ref()

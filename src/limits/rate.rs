@@ -163,7 +163,7 @@ impl RateLimits {
         }
     }
 
-    /// Counts one failed dashboard sign-in attempt from `addr`.
+    /// Counts one dashboard sign-in attempt from `addr` (before its token is checked).
     pub fn check_sign_in(&self, addr: IpAddr) -> Result<(), Duration> {
         self.sign_in
             .check_key(&addr)

@@ -53,7 +53,10 @@ async fn the_local_sentinel_script_serves_follows_a_failover_and_stops_everythin
     let deadline = Instant::now() + Duration::from_secs(30);
     for url in &urls {
         loop {
-            let master = match http.get(format!("{url}/readyz")).send().await {
+            let readyz = http
+                .get(format!("{url}/readyz"))
+                .bearer_auth(SCRIPT_ADMIN_TOKEN);
+            let master = match readyz.send().await {
                 Ok(r) if r.status() == 200 => r
                     .json::<serde_json::Value>()
                     .await
@@ -148,6 +151,10 @@ pub(crate) fn descendants(pid: u32) -> Vec<i32> {
 /// Starts `deploy/local/<script>` with its base port in `base_var`, and waits (at most 60 s)
 /// until it wrote its two Leasehold URLs to its ready file: the running script (stop it
 /// with SIGINT) and the URLs. Its stderr goes to the test's, to say why it failed.
+/// The admin token the local scripts' instances get in these tests (they make one up
+/// otherwise): what shows `/readyz`'s Redis addresses.
+pub(crate) const SCRIPT_ADMIN_TOKEN: &str = "local-script-admin-token-0123456789";
+
 pub(crate) async fn start_local_script(
     script: &str,
     base_var: &str,
@@ -163,6 +170,7 @@ pub(crate) async fn start_local_script(
         .arg("--ready-file")
         .arg(&ready)
         .env("LEASEHOLD_BIN", env!("CARGO_BIN_EXE_leasehold"))
+        .env("LEASEHOLD_ADMIN_TOKEN", SCRIPT_ADMIN_TOKEN)
         .env(base_var, base.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());

@@ -136,6 +136,13 @@ pub struct MultiLeaseBody {
 pub struct MembershipBody {
     /// The multilease (`/v1/multileases/{lease_id}`).
     pub lease_id: LeaseId,
-    /// Every lock it holds, this one among them.
+    /// Every lock it holds, this one among them (those the caller's key may see).
     pub locks: Vec<String>,
+    /// Locks it holds whose names the caller's key may not see: counted, not named.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hidden_locks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

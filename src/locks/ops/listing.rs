@@ -72,6 +72,14 @@ pub enum LiveEntry {
 }
 
 impl LiveEntry {
+    /// As a viewer whose name patterns `allows` sees it (see `LockView::seen_by`).
+    pub fn seen_by(self, allows: &dyn Fn(&str) -> bool) -> Self {
+        match self {
+            Self::Lock(lock) => Self::Lock(lock.seen_by(allows)),
+            semaphore @ Self::Semaphore(_) => semaphore,
+        }
+    }
+
     pub fn name(&self) -> &LockName {
         match self {
             Self::Lock(lock) => &lock.lock,

@@ -783,6 +783,7 @@ fn member_metadata(request: &MultiRequest, id: LeaseId) -> Metadata {
             .iter()
             .map(|m| m.name.as_str().to_owned())
             .collect(),
+        hidden_locks: 0,
     };
     Metadata::with_membership(request.metadata.as_ref(), &membership)
 }

@@ -147,8 +147,28 @@ pub struct MultiView {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Membership {
     pub lease_id: LeaseId,
-    /// Every member's lock, in the order the client named them.
+    /// Every member's lock, in the order the client named them (those a viewer may see: see
+    /// [`Membership::seen_by`]).
     pub locks: Vec<String>,
+    /// Members whose names the viewer may not see (their count only).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hidden_locks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Membership {
+    /// The membership as a viewer whose name patterns `allows` sees it: the names it may not
+    /// see are counted, not named (a reader of `jobs-*` must not learn that a multilease also
+    /// holds `payroll`).
+    pub fn seen_by(mut self, allows: impl Fn(&str) -> bool) -> Self {
+        let before = self.locks.len();
+        self.locks.retain(|name| allows(name));
+        self.hidden_locks += u32::try_from(before - self.locks.len()).unwrap_or(u32::MAX);
+        self
+    }
 }
 
 impl LeaseToken {

@@ -185,6 +185,16 @@ impl Metadata {
         (membership, (!map.is_empty()).then_some(Self(map)))
     }
 
+    /// The metadata as a viewer whose name patterns `allows` sees it: a member lease's
+    /// multilease names only the locks the viewer may see (see `Membership::seen_by`).
+    pub fn seen_by(self, allows: &dyn Fn(&str) -> bool) -> Self {
+        let (membership, own) = self.split_membership();
+        match membership {
+            Some(m) => Self::with_membership(own.as_ref(), &m.seen_by(allows)),
+            None => own.unwrap_or(Self(serde_json::Map::new())),
+        }
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::Value::Object(self.0.clone()).to_string()
     }

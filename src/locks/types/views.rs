@@ -123,3 +123,32 @@ pub struct ForcedRelease {
     /// Nobody held it, and its lock-delay was lifted: the name is free now.
     pub delay_lifted: bool,
 }
+
+impl HolderView {
+    /// As a viewer whose name patterns `allows` sees it (see `Metadata::seen_by`).
+    pub fn seen_by(mut self, allows: &dyn Fn(&str) -> bool) -> Self {
+        self.metadata = self.metadata.map(|m| m.seen_by(allows));
+        self
+    }
+}
+
+impl LockView {
+    /// As a viewer whose name patterns `allows` sees it: its holders' multileases name only
+    /// the locks the viewer may see.
+    pub fn seen_by(mut self, allows: &dyn Fn(&str) -> bool) -> Self {
+        self.holders = self
+            .holders
+            .into_iter()
+            .map(|h| h.seen_by(allows))
+            .collect();
+        self
+    }
+}
+
+impl LeaseView {
+    /// As a viewer whose name patterns `allows` sees it (see `LockView::seen_by`).
+    pub fn seen_by(mut self, allows: &dyn Fn(&str) -> bool) -> Self {
+        self.metadata = self.metadata.map(|m| m.seen_by(allows));
+        self
+    }
+}
