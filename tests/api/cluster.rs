@@ -481,6 +481,8 @@ async fn the_redis_status_and_metrics_show_every_primary_with_its_slots() {
     let page = app
         .http
         .get(app.url("/redis"))
+        // The deployment's admins see the Redis page (its addresses).
+        .header("leasehold-key", crate::helpers::ADMIN_TOKEN)
         .send()
         .await
         .expect("request");

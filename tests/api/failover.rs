@@ -95,11 +95,17 @@ async fn served_within(limit: Duration, what: &str, mut call: impl AsyncFnMut() 
 }
 
 /// `/readyz` once it says ready (a topology change has the subscribers reconnect, which it
-/// reports as not ready for a moment).
+/// reports as not ready for a moment), as the deployment's admin reads it (addresses shown).
 async fn readyz(app: &TestApp) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let reply = app.get("/readyz").await;
+        let reply = app
+            .send(
+                app.http
+                    .get(app.url("/readyz"))
+                    .bearer_auth(crate::helpers::ADMIN_TOKEN),
+            )
+            .await;
         if reply.status == 200 {
             return reply.body;
         }

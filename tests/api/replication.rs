@@ -223,6 +223,8 @@ async fn a_lease_outlives_a_sentinel_failover_and_fences_keep_growing() {
     let page = app
         .http
         .get(app.url("/redis"))
+        // The deployment's admins see the Redis page (its addresses).
+        .header("leasehold-key", crate::helpers::ADMIN_TOKEN)
         .send()
         .await
         .expect("request");

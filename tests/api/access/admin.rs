@@ -168,8 +168,8 @@ async fn dashboard_sign_in_is_rate_limited_per_address() {
             .all(|(s, after)| *s == 429 && after.is_some()),
         "{statuses:?}"
     );
-    // The limit is on wrong attempts: someone with the right token, from the same address
-    // (on loopback: any local user), still signs in.
+    // Every attempt counts, before its token is looked at: past the limit even the right
+    // token is not checked (a weak token is guessed no faster than the limit; issue 59).
     let right = http
         .post(app.url("/login"))
         .header("origin", app.url(""))
@@ -177,9 +177,5 @@ async fn dashboard_sign_in_is_rate_limited_per_address() {
         .send()
         .await
         .expect("sign in");
-    assert!(
-        matches!(right.status().as_u16(), 200 | 303),
-        "{}",
-        right.status()
-    );
+    assert_eq!(right.status().as_u16(), 429);
 }
