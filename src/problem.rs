@@ -425,7 +425,7 @@ impl From<LockError> for Problem {
             // Redis refuses functions that may grow its memory once it is at its maxmemory
             // (noeviction): nothing ran, and room may come back as leases end. What frees or
             // keeps a lease (release, heartbeat, inspection) runs anyway (`allow-oom`).
-            LockError::Script(source) if source.code() == Some("OOM") => {
+            LockError::Script(source) if crate::locks::error::out_of_memory(&source) => {
                 tracing::warn!(error = %source, "Redis is out of memory");
                 Problem::new(
                     ProblemKind::RedisFull,

@@ -133,3 +133,22 @@ impl From<redis::RedisError> for LockError {
         }
     }
 }
+
+/// Whether Redis refused `e` for want of memory (`maxmemory` reached, `noeviction`): alone,
+/// or among a pipeline's failures (the quota accounts are written as one), which redis-rs
+/// reports together under no code of their own.
+pub fn out_of_memory(e: &redis::RedisError) -> bool {
+    e.code() == Some("OOM") || e.to_string().contains("\"OOM\"")
+}
+
+#[cfg(test)]
+mod oom_tests {
+    #[test]
+    fn an_oom_refusal_is_out_of_memory_by_its_text_too() {
+        let one = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "\"OOM\": command not allowed when used memory > 'maxmemory'.",
+        ));
+        assert!(super::out_of_memory(&one));
+    }
+}

@@ -282,3 +282,21 @@ async fn a_redis_that_evicts_keys_is_refused_at_startup() {
         .expect_err("an evicting Redis is refused");
     assert!(error.to_string().contains("noeviction"), "{error}");
 }
+
+#[tokio::test]
+async fn a_caller_with_quotas_on_a_full_redis_gets_503_not_500() {
+    // Its quota accounts are written before the acquire runs: a full Redis refuses them
+    // first, as one pipeline's failures (found by the issue-59 probe: answered 500).
+    let app = spawn_app().await;
+    let (_, secret) = app
+        .create_key(json!({"name": "quoted", "roles": ["client"]}))
+        .await;
+    let key = app.with_key(&secret);
+    set_maxmemory(&app, 1).await;
+    key.acquire("x", json!({}))
+        .await
+        .assert_problem(503, "redis_full");
+    key.acquire_permits("y", 0, json!({"limit": 2, "permits": 1}))
+        .await
+        .assert_problem(503, "redis_full");
+}
