@@ -2,11 +2,16 @@
 //! Redisson's data layout.
 //!
 //! Where things live (layers point one way: `api` and `dashboard` → `auth`, `limits`,
-//! `problem` → `tenant` → `locks` → `redis`; `server` assembles them; `client` and `cli` speak
-//! only `wire`):
-//! - [`locks`]: the lock domain: lease kinds, the Redis key layout, the Lua scripts in `lua/`
-//!   (one typed Rust twin each), waiting, and an observer trait for whoever listens. Knows
-//!   nothing of HTTP.
+//! `problem` → `tenant` → `leases` → `locks` → `redis`; `server` assembles them; `client`
+//! and `cli` speak only `wire`):
+//! - [`leases`]: where a lease lives, decided once at its grant and written into its id: the
+//!   main Redis ([`locks`]), the RedLock nodes ([`leases::redlock`]: `kind: "redlock"`, one
+//!   lock over several independent Redis masters, granted by a majority), or a multilease
+//!   record ([`leases::multi`]). One handle routes acquire, renew, release, inspect, watch,
+//!   listing, force release and events; the transports never ask which store.
+//! - [`locks`]: the lock domain on one Redis: lease kinds, the Redis key layout, the Lua
+//!   scripts in `lua/` (one typed Rust twin each), waiting, and an observer trait for whoever
+//!   listens. Knows nothing of HTTP.
 //! - [`redis`]: the one place that knows Redis connections: the [`redis::Redis`] handle
 //!   (standalone today; Sentinel and Cluster belong inside it), connect/TLS, function loading,
 //!   the process's one subscriber (routing messages to whoever registered), keyspace walks,
@@ -28,8 +33,6 @@
 //!   reach, and the move of an earlier version's data there on start.
 //! - [`problem`]: every error the service answers, rendered as problem+json (API) or HTML
 //!   (dashboard).
-//! - [`redlock`]: RedLock (`kind: "redlock"`, `--redlock-nodes`): one lock over several
-//!   independent Redis masters, each a lock domain of its own, granted by a majority.
 //! - [`wire`]: the `/v1` request and response bodies, shared by the server and the client.
 //! - [`server`]: the configuration, the router with its middleware ([`server::app`]), and
 //!   [`server::run`] on a bound listener (hyper with timeouts and caps, TLS).
@@ -59,6 +62,7 @@ pub mod config;
 pub mod crypto;
 pub mod dashboard;
 pub mod events;
+pub mod leases;
 pub mod limits;
 pub mod locks;
 pub mod metrics;
@@ -67,7 +71,6 @@ pub mod own_keys;
 pub mod parent_death;
 pub mod problem;
 pub mod redis;
-pub mod redlock;
 pub mod server;
 pub mod shutdown;
 pub mod state;

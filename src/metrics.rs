@@ -99,6 +99,19 @@ struct ScriptLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct NodeCallLabels {
+    /// A RedLock node's URL, its credentials taken out (one series per configured node).
+    node: String,
+    script: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct NodeLabels {
+    node: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct HttpLabels {
     method: &'static str,
     /// The route template (`/v1/locks/{name}`), never the concrete path; `unmatched` for 404s
@@ -130,6 +143,8 @@ pub struct Metrics {
     late_heartbeats: Family<LateLabels, Counter>,
     script_duration: Family<ScriptLabels, Histogram>,
     script_errors: Family<ScriptLabels, Counter>,
+    node_calls: Family<NodeCallLabels, Counter>,
+    node_call_duration: Family<NodeLabels, Histogram>,
     subscriber_reconnects: Counter,
     http_requests: Family<HttpLabels, Counter>,
     http_duration: Family<RouteLabels, Histogram>,
@@ -174,6 +189,8 @@ impl Metrics {
             late_heartbeats: Family::default(),
             script_duration: Family::new_with_constructor(short_buckets),
             script_errors: Family::default(),
+            node_calls: Family::default(),
+            node_call_duration: Family::new_with_constructor(short_buckets),
             subscriber_reconnects: Counter::default(),
             http_requests: Family::default(),
             http_duration: Family::new_with_constructor(short_buckets),
@@ -239,6 +256,18 @@ impl Metrics {
             "redis_script_errors",
             "Lua script calls that failed (Redis error, timeout, lost connection) by script",
             m.script_errors.clone(),
+        );
+        registry.register(
+            "redlock_node_calls",
+            "Lua function calls on each RedLock node by function and outcome (ok, error): one \
+             RedLock call is one call per node here, and one acquisition in \
+             leasehold_acquisitions",
+            m.node_calls.clone(),
+        );
+        registry.register(
+            "redlock_node_call_duration_seconds",
+            "Latency of Lua function calls on each RedLock node",
+            m.node_call_duration.clone(),
         );
         registry.register(
             "subscriber_reconnects",
@@ -356,6 +385,21 @@ impl Observer for Metrics {
         if !ok {
             self.script_errors.get_or_create(&labels).inc();
         }
+    }
+
+    fn node_call(&self, node: &str, script: &'static str, took: Duration, ok: bool) {
+        self.node_calls
+            .get_or_create(&NodeCallLabels {
+                node: node.to_owned(),
+                script,
+                outcome: if ok { "ok" } else { "error" },
+            })
+            .inc();
+        self.node_call_duration
+            .get_or_create(&NodeLabels {
+                node: node.to_owned(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     fn acquisition(&self, report: AcquireReport<'_>) {

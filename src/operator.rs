@@ -1,15 +1,15 @@
 //! What an operator may do to locks and semaphores, owned once: force release (a lock, a
 //! semaphore, or whatever a name is held as), evict one lease, set a semaphore's limit. One
 //! policy for the reason given, one audit entry per action; the API (`/v1/admin`) and the
-//! dashboard's forms are thin adapters over it, so the two cannot drift apart.
+//! dashboard's forms are thin adapters over it, so the two cannot drift apart. It acts
+//! through the leases layer, so a name's RedLock leases are removed on every RedLock node.
 
 use serde_json::json;
 
 use crate::audit::{self, AuditEntry, AuditLog};
 use crate::auth::Principal;
-use crate::locks::{
-    ForcedRelease, HeldAs, LeaseId, LimitChange, LockError, LockName, Locks, Resource,
-};
+use crate::leases::{LeaseError, Leases};
+use crate::locks::{ForcedRelease, HeldAs, LeaseId, LimitChange, LockError, LockName, Resource};
 use crate::problem::{Problem, ProblemKind};
 
 /// Why an operator acted: one line of at most `--max-reason-chars` characters, kept in the
@@ -55,8 +55,8 @@ pub enum Aim {
 /// An operator acting: who (for the records), and in which key space.
 pub struct Operator<'a> {
     pub principal: &'a Principal,
-    /// The principal's key space.
-    pub locks: Locks,
+    /// The principal's stores (in its key space).
+    pub leases: Leases,
     pub audit: &'a AuditLog,
     /// How the records name who did it (a key's name, `admin token`, `dashboard admin`).
     pub by: String,
@@ -84,9 +84,9 @@ impl Operator<'_> {
         let forced = match self.release_as(resource, name, reason, clear).await {
             // A semaphore's name on the lock route: its permits come back, as on the
             // semaphore route.
-            Err(LockError::KindConflict {
+            Err(LeaseError::Lock(LockError::KindConflict {
                 held_as: HeldAs::Semaphore,
-            }) if aim == Aim::Lock => {
+            })) if aim == Aim::Lock => {
                 self.release_as(Resource::Semaphore, name, reason, false)
                     .await?
             }
@@ -103,8 +103,8 @@ impl Operator<'_> {
         name: &LockName,
         reason: &Reason,
         clear: bool,
-    ) -> Result<ForcedRelease, LockError> {
-        self.locks
+    ) -> Result<ForcedRelease, LeaseError> {
+        self.leases
             .force_release(resource, name, &self.by, reason.as_str(), clear)
             .await
     }
@@ -125,7 +125,7 @@ impl Operator<'_> {
             None => self.held_as(name).await?,
         };
         let evicted = self
-            .locks
+            .leases
             .evict(resource, name, id, &self.by, reason.as_str())
             .await?;
         self.record("evict", name.as_str(), reason, audit::removed(&evicted))
@@ -149,7 +149,8 @@ impl Operator<'_> {
             ));
         }
         let change = self
-            .locks
+            .leases
+            .locks()
             .set_semaphore_limit(name, limit, &self.by)
             .await?;
         self.record(
@@ -165,7 +166,7 @@ impl Operator<'_> {
     /// The routes of whatever `name` is held as now (a lock, or a semaphore).
     pub async fn held_as(&self, name: &LockName) -> Result<Resource, Problem> {
         Ok(self
-            .locks
+            .leases
             .lock(name)
             .await?
             .and_then(|view| view.kind)

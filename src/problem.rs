@@ -94,7 +94,7 @@ problems! {
     SignInRequired => ("sign_in_required", UNAUTHORIZED, "Sign-in required"),
     InvalidForm => ("invalid_form", BAD_REQUEST, "The form is not complete"),
     RequestTimeout => ("request_timeout", GATEWAY_TIMEOUT, "The request took too long"),
-    // RedLock (`crate::redlock`).
+    // RedLock (`crate::leases::redlock`).
     NoQuorum => ("no_quorum", SERVICE_UNAVAILABLE, "Too few RedLock nodes acknowledged it"),
     RedlockDisabled => ("redlock_disabled", UNPROCESSABLE_ENTITY, "RedLock is not enabled on this server"),
 }
@@ -297,6 +297,32 @@ fn members_refused(refusals: Vec<crate::locks::error::MemberRefusal>) -> Problem
         }
     };
     problem.with("members", Value::Array(listed))
+}
+
+/// What the leases layer says: no majority of the RedLock nodes is 503 `no_quorum` (nothing
+/// of it was left on any node), with the counts; RedLock asked of a server without nodes is
+/// 422 `redlock_disabled`; the rest is what the lease's store said.
+impl From<crate::leases::LeaseError> for Problem {
+    fn from(e: crate::leases::LeaseError) -> Self {
+        use crate::leases::LeaseError;
+        match e {
+            LeaseError::NoQuorum {
+                acked,
+                quorum,
+                nodes,
+            } => Problem::new(ProblemKind::NoQuorum, e.to_string())
+                .with("nodes_acked", acked)
+                .with("quorum", quorum)
+                .with("nodes", nodes)
+                .retry_after(Duration::from_secs(1)),
+            LeaseError::RedlockDisabled => Problem::new(
+                ProblemKind::RedlockDisabled,
+                "kind redlock needs RedLock nodes: start the server with --redlock-nodes \
+                 URL,URL,URL (LEASEHOLD_REDLOCK_NODES)",
+            ),
+            LeaseError::Lock(e) => e.into(),
+        }
+    }
 }
 
 impl From<LockError> for Problem {

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::AuditLog;
 use crate::auth::{Access, Principal};
 use crate::events::EventFeed;
+use crate::leases::Leases;
 use crate::limits::LockLimits;
 use crate::limits::ledger::Ledger;
 use crate::limits::slots::Slots;
@@ -17,6 +18,7 @@ use crate::metrics::Metrics;
 use crate::operator::{Operator, Reason};
 use crate::problem::Problem;
 use crate::redis::SubscriberStatus;
+use crate::tenant::Tenant;
 
 /// One allocation shared by every request: handlers and middleware clone the state several
 /// times per request, and a clone of one `Arc` costs one atomic add where cloning each field
@@ -65,7 +67,7 @@ pub struct Shared {
     /// One permit per open lease watch (`GET .../watch`), up to `ApiLimits::max_watches`.
     pub watches: Arc<Semaphore>,
     /// RedLock's nodes, when `--redlock-nodes` was given.
-    pub redlock: Option<crate::redlock::Redlock>,
+    pub redlock: Option<crate::leases::Redlock>,
 }
 
 impl Shared {
@@ -74,17 +76,32 @@ impl Shared {
         caller.locks(&self.locks, &self.key_prefix)
     }
 
-    /// RedLock's nodes in `caller`'s tenant, when configured.
-    pub fn redlock_for(&self, caller: &Principal) -> Option<crate::redlock::Redlock> {
-        let redlock = self.redlock.as_ref()?;
-        Some(redlock.map_locks(|locks| caller.locks(locks, &self.key_prefix)))
+    /// Every store of `caller`'s leases (see [`crate::leases`]), in its tenant.
+    pub fn leases_for(&self, caller: &Principal) -> Leases {
+        self.leases_in(&caller.tenant)
+    }
+
+    /// Every store of `tenant`'s leases.
+    pub fn leases_in(&self, tenant: &Tenant) -> Leases {
+        let in_tenant = |locks: &Locks| {
+            if tenant.is_default() {
+                locks.clone()
+            } else {
+                locks.in_space(tenant.key_space(&self.key_prefix))
+            }
+        };
+        let redlock = self
+            .redlock
+            .as_ref()
+            .map(|nodes| nodes.map_locks(in_tenant));
+        Leases::new(in_tenant(&self.locks), redlock)
     }
 
     /// `principal` acting as an operator in its tenant, recorded as done `by` that name.
     pub fn operator<'a>(&'a self, principal: &'a Principal, by: String) -> Operator<'a> {
         Operator {
             principal,
-            locks: self.locks_for(principal),
+            leases: self.leases_for(principal),
             audit: &self.audit,
             by,
         }

@@ -8,9 +8,10 @@ use super::contention;
 use super::extract::{Bearer, HeldLease, Idempotency, JsonBody, NamePath, Query};
 use super::leases::{default_ttl, follow_loss, requested_ttl};
 use crate::auth::{Caller, ClientRole};
+use crate::leases::{Granted, LeaseError, Leases, QuorumAck};
 use crate::locks::{
     AcquireRequest, Acquired, Grant, HolderLabel, IdempotencyKey, LeaseId, LeaseKind, LeaseToken,
-    LockDelay, LockError, LockName, Locks, Metadata, Resource, RwMode, RwPolicy, Ttl,
+    LockDelay, LockName, Metadata, Resource, RwMode, RwPolicy, Ttl,
 };
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -63,17 +64,11 @@ pub fn acquire(
     Idempotency(idempotency): Idempotency,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, Problem>> + Send {
-    // RedLock leases are taken on the RedLock nodes (`super::redlock`).
-    if body.kind == Some(crate::wire::LockKind::Redlock) {
-        let redlock =
-            super::redlock::acquire(state, caller, name, query, bearer, idempotency, body);
-        return Either::Left(Either::Right(Box::pin(redlock)));
-    }
     let wait = state.limits.wait(query.wait_ms);
     let (request, token, ttl) =
         match acquire_request(&state, &caller, &name, &bearer, idempotency, body) {
             Ok(asked) => asked,
-            Err(problem) => return Either::Left(Either::Left(future::ready(Err(problem)))),
+            Err(problem) => return Either::Left(future::ready(Err(problem))),
         };
     let (kind, policy) = (request.kind, request.policy);
     let lease_ttl = ttl.as_duration();
@@ -85,9 +80,13 @@ pub fn acquire(
             .map_or(0, crate::locks::Metadata::json_len),
         permits: 0,
     };
-    let locks = state.locks_for(&caller);
+    let leases = state.leases_for(&caller);
+    // A RedLock acquire is a call on every node, each charged as a request.
+    if let Err(problem) = state.access.charge(&caller, leases.cost_of_kind(kind)) {
+        return Either::Left(future::ready(Err(problem)));
+    }
     // The wait runs from here: admission is part of it.
-    let acquiring = Box::pin(locks.acquire(&name, request, token.clone(), ttl, wait));
+    let acquiring = Box::pin(leases.acquire(&name, request, token.clone(), ttl, wait));
     Either::Right(async move {
         let ask = Ask {
             name: &name,
@@ -97,13 +96,13 @@ pub fn acquire(
             ttl: lease_ttl,
             size,
         };
-        let admission = Box::pin(Admission::acquire(&state, &caller, &locks, ask)).await?;
+        let admission = Box::pin(Admission::acquire(&state, &caller, leases.locks(), ask)).await?;
         let watched = state.access.revocations.watch(&caller);
         drop(caller);
         let acquired = admission::unless_revoked(watched, acquiring).await?;
         let acquisition = Acquisition {
             state: &state,
-            locks: &locks,
+            leases: &leases,
             name: &name,
             kind,
             policy,
@@ -117,7 +116,7 @@ pub fn acquire(
 /// An acquire request once its wait is over.
 pub(super) struct Acquisition<'a> {
     state: &'a AppState,
-    locks: &'a Locks,
+    leases: &'a Leases,
     name: &'a LockName,
     kind: Option<LeaseKind>,
     policy: RwPolicy,
@@ -131,9 +130,9 @@ impl Acquisition<'_> {
     async fn answer(
         self,
         admission: Admission,
-        acquired: Result<Acquired, LockError>,
+        granted: Result<Granted, LeaseError>,
     ) -> Result<Response, Problem> {
-        match &acquired {
+        match granted.as_ref().map(|g| &g.acquired) {
             Ok(Acquired::Granted(grant)) if grant.new_lease => {
                 admission.granted(grant.lease_id, grant.expires_at).await;
             }
@@ -145,20 +144,23 @@ impl Acquisition<'_> {
             }
             Err(_) => admission.done().await,
         }
-        let acquired = match acquired {
-            Ok(acquired) => acquired,
-            Err(e) => {
+        let Granted { acquired, quorum } = match granted {
+            Ok(granted) => granted,
+            Err(LeaseError::Lock(e)) => {
+                let locks = self.leases.locks();
                 let problem =
-                    contention::explain(self.locks, self.name, self.kind, self.policy, e).await;
+                    contention::explain(locks, self.name, self.kind, self.policy, e).await;
                 return Err(problem.waited(self.wait));
             }
+            Err(e) => return Err(Problem::from(e).waited(self.wait)),
         };
         if let (Acquired::Granted(grant), Some(token)) = (&acquired, self.token) {
-            limit_reentry(self.state, self.locks, self.name, grant, token).await?;
+            limit_reentry(self.state, self.leases, self.name, grant, token).await?;
         }
         Ok(acquired_response(
             self.name,
             acquired,
+            quorum,
             self.state.limits.ticket_timeout_ms,
             self.wait,
         ))
@@ -200,7 +202,7 @@ pub(super) fn acquire_request(
 /// script-side check would refuse it before counting.
 pub(super) async fn limit_reentry(
     state: &AppState,
-    locks: &Locks,
+    leases: &Leases,
     name: &LockName,
     grant: &Grant,
     token: &LeaseToken,
@@ -214,7 +216,7 @@ pub(super) async fn limit_reentry(
         LeaseKind::Write => Some(RwMode::Write),
         _ => None,
     };
-    locks
+    leases
         .release(
             Resource::Lock,
             name,
@@ -236,12 +238,14 @@ pub(super) async fn limit_reentry(
 pub(super) fn acquired_response(
     name: &LockName,
     acquired: Acquired,
+    quorum: Option<QuorumAck>,
     ticket_ms: u64,
     wait: Duration,
 ) -> Response {
     match acquired {
         Acquired::Granted(grant) => {
-            grant_response(&lease_path(name, grant.lease_id), name, grant, Some(wait))
+            let location = lease_path(name, grant.lease_id);
+            grant_response(&location, name, grant, Some(wait), quorum)
         }
         Acquired::Queued(ticket) => ticket_response(name, ticket, ticket_ms, wait),
     }
@@ -314,6 +318,7 @@ pub fn poll_ticket(
         Ok(acquired_response(
             &ticket.name,
             acquired.map_err(|e| refused_after(e, wait))?,
+            None,
             state.limits.ticket_timeout_ms,
             wait,
         ))

@@ -6,10 +6,11 @@ use axum::Json;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::leases::{QuorumAck, Renewed};
 use crate::locks::{
     self, ForcedRelease, Grant, HeldAs, HolderView, LeaseKind, LeaseView, LiveEntry, LockError,
-    LockName, LockView, Metadata, PermitHolderView, QueuedView, Release, Renewal, SemaphoreView,
-    Ticket, Timestamp, WaiterView, wall_ms,
+    LockName, LockView, Metadata, PermitHolderView, QueuedView, Release, SemaphoreView, Ticket,
+    Timestamp, WaiterView, wall_ms,
 };
 use crate::problem::Problem;
 use crate::wire::{
@@ -69,6 +70,7 @@ pub(super) fn grant_response(
     name: &LockName,
     grant: Grant,
     wait: Option<Duration>,
+    quorum: Option<QuorumAck>,
 ) -> Response {
     let status = if grant.new_lease {
         StatusCode::CREATED
@@ -90,8 +92,8 @@ pub(super) fn grant_response(
         wait_ms: wait.map(millis),
         replicas_acked: grant.replicas_acked,
         degraded: grant.degraded.map(degraded),
-        nodes_acked: None,
-        validity_ms: None,
+        nodes_acked: quorum.map(|q| q.nodes_acked),
+        validity_ms: quorum.map(|q| millis(q.validity)),
     };
     let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
@@ -150,7 +152,8 @@ pub(super) fn degraded(d: crate::locks::Degraded) -> leasehold_wire::Degraded {
     }
 }
 
-pub(super) fn renewal(name: &LockName, r: Renewal) -> RenewalBody {
+pub(super) fn renewal(name: &LockName, renewed: Renewed) -> RenewalBody {
+    let Renewed { renewal: r, quorum } = renewed;
     RenewalBody {
         lease_id: lease_id(r.lease_id),
         lock: name.to_string(),
@@ -160,8 +163,8 @@ pub(super) fn renewal(name: &LockName, r: Renewal) -> RenewalBody {
         expires_at: r.expires_at.rfc3339(),
         replicas_acked: r.replicas_acked,
         degraded: r.degraded.map(degraded),
-        nodes_acked: None,
-        validity_ms: None,
+        nodes_acked: quorum.map(|q| q.nodes_acked),
+        validity_ms: quorum.map(|q| millis(q.validity)),
     }
 }
 

@@ -103,7 +103,7 @@ pub(super) async fn end_leases(
 ) -> Result<u64, Problem> {
     let operator = Operator {
         principal: caller,
-        locks: caller_in(state, record),
+        leases: state.leases_in(&record.tenant),
         audit: &state.audit,
         by: caller.label(),
     };
@@ -124,14 +124,4 @@ pub(super) async fn end_leases(
         tracing::warn!(error = %e, "cannot clear a revoked key's quota account");
     }
     Ok(ended)
-}
-
-/// The lock domain of `record`'s tenant.
-fn caller_in(state: &AppState, record: &KeyRecord) -> crate::locks::Locks {
-    if record.tenant.is_default() {
-        return state.locks.clone();
-    }
-    state
-        .locks
-        .in_space(record.tenant.key_space(&state.key_prefix))
 }

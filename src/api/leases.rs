@@ -11,6 +11,7 @@ use super::admission::{self};
 use super::bodies::{self};
 use super::extract::{HeldLease, Idempotency, JsonBody, LeasePath, Query};
 use crate::auth::{Caller, ClientRole, LOOKUP_COST, Principal, ReaderRole};
+use crate::leases::{LeaseError, Renewed};
 use crate::locks::{LeaseId, LockError, LockName, Resource, Ttl};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -58,18 +59,15 @@ pub(super) async fn renew(
 ) -> Result<Json<RenewalBody>, Problem> {
     caller.check_name(&lease.name)?;
     let ttl = requested_ttl(state, caller, body.ttl_ms)?;
-    let renewal = state
-        .locks_for(caller)
+    let leases = state.leases_for(caller);
+    state
+        .access
+        .charge(caller, leases.cost_of(resource, lease.id))?;
+    let renewed = leases
         .renew(resource, &lease.name, lease.id, &lease.token, ttl)
         .await;
-    if let Err(e) = &renewal
-        && resource == Resource::Lock
-        && super::redlock::may_be_redlock(state, e)
-    {
-        return super::redlock::renew(state, caller, &lease, ttl).await;
-    }
-    match &renewal {
-        Ok(r) => {
+    match &renewed {
+        Ok(Renewed { renewal: r, .. }) => {
             admission::renewed(
                 state,
                 caller,
@@ -82,7 +80,7 @@ pub(super) async fn renew(
         }
         Err(e) => follow_loss(state, caller, &lease.name, lease.id, e).await,
     }
-    Ok(Json(bodies::renewal(&lease.name, renewal?)))
+    Ok(Json(bodies::renewal(&lease.name, renewed?)))
 }
 
 /// A lease the domain says is gone stops counting against the caller's quota.
@@ -91,11 +89,11 @@ pub(super) async fn follow_loss(
     caller: &Principal,
     name: &LockName,
     id: LeaseId,
-    error: &LockError,
+    error: &(impl AsLockError + ?Sized),
 ) {
     if matches!(
-        error,
-        LockError::LeaseLost(_) | LockError::UnknownLease | LockError::TicketExpired
+        error.as_lock_error(),
+        Some(LockError::LeaseLost(_) | LockError::UnknownLease | LockError::TicketExpired)
     ) {
         state.access.consume(caller, LOOKUP_COST);
         admission::ended(state, caller, name, id).await;
@@ -130,8 +128,11 @@ pub async fn release(
     Idempotency(idempotency): Idempotency,
 ) -> Result<Response, Problem> {
     caller.check_name(&lease.name)?;
-    let released = state
-        .locks_for(&caller)
+    let leases = state.leases_for(&caller);
+    state
+        .access
+        .charge(&caller, leases.cost_of(Resource::Lock, lease.id))?;
+    let released = leases
         .release(
             Resource::Lock,
             &lease.name,
@@ -144,11 +145,6 @@ pub async fn release(
                 .as_ref(),
         )
         .await;
-    if let Err(e) = &released
-        && super::redlock::may_be_redlock(&state, e)
-    {
-        return super::redlock::release(&state, &caller, &lease, query.all).await;
-    }
     released_response(&state, &caller, &lease, released).await
 }
 
@@ -157,7 +153,7 @@ pub(super) async fn released_response(
     state: &AppState,
     caller: &Principal,
     lease: &HeldLease,
-    released: Result<crate::locks::Release, LockError>,
+    released: Result<crate::locks::Release, LeaseError>,
 ) -> Result<Response, Problem> {
     match &released {
         Ok(r) if r.released => admission::ended(state, caller, &lease.name, lease.id).await,
@@ -205,16 +201,11 @@ pub(super) async fn inspect_lease(
     lease: LeasePath,
 ) -> Result<Json<LeaseBody>, Problem> {
     caller.check_name(&lease.name)?;
-    let view = state
-        .locks_for(caller)
-        .lease(resource, &lease.name, lease.id)
-        .await;
-    if let Err(e) = &view
-        && resource == Resource::Lock
-        && super::redlock::may_be_redlock(state, e)
-    {
-        return super::redlock::inspect(state, caller, &lease).await;
-    }
+    let leases = state.leases_for(caller);
+    state
+        .access
+        .charge(caller, leases.cost_of(resource, lease.id))?;
+    let view = leases.lease(resource, &lease.name, lease.id).await;
     if view.is_err() {
         state.access.consume(caller, LOOKUP_COST);
     }
@@ -258,4 +249,21 @@ pub(super) fn max_lock_delay_ms(state: &AppState, caller: &Principal) -> u64 {
         .quotas
         .max_ttl_ms
         .map_or(server, |ttl| server.min(ttl))
+}
+
+/// An error that may be what a lease's store said (whose losses [`follow_loss`] follows).
+pub(super) trait AsLockError {
+    fn as_lock_error(&self) -> Option<&LockError>;
+}
+
+impl AsLockError for LockError {
+    fn as_lock_error(&self) -> Option<&LockError> {
+        Some(self)
+    }
+}
+
+impl AsLockError for LeaseError {
+    fn as_lock_error(&self) -> Option<&LockError> {
+        self.as_lock()
+    }
 }

@@ -31,13 +31,14 @@ pub async fn inspect(
     NamePath(name): NamePath,
 ) -> Result<Json<LockBody>, Problem> {
     caller.check_name(&name)?;
-    let Some(view) = state.locks_for(&caller).lock(&name).await? else {
+    let leases = state.leases_for(&caller);
+    let Some(view) = leases.lock(&name).await? else {
         return Err(Problem::new(
             ProblemKind::LockNotFound,
             format!("lock {name} is free and has never been taken"),
         ));
     };
-    let (waiting, waiting_count) = state.locks_for(&caller).waiters_of(&name).await?;
+    let (waiting, waiting_count) = leases.locks().waiters_of(&name).await?;
     let mut body = bodies::lock(view.seen_by(&|lock| caller.patterns.allows(lock)));
     body.waiting = waiting.into_iter().map(bodies::waiter).collect();
     body.waiting_count = waiting_count;
@@ -85,12 +86,12 @@ pub async fn list(
     }
     // A listing costs Redis an inspection per name: it counts as that many requests.
     state.access.charge(&caller, limit)?;
-    let locks = state.locks_for(&caller);
-    let page = locks
+    let leases = state.leases_for(&caller);
+    let page = leases
         .live(&prefix, cursor, usize::try_from(limit).unwrap_or(100))
         .await?;
     let names: Vec<_> = page.entries.iter().map(|e| e.name()).collect();
-    let waiting = locks.waiting_counts(&names).await?;
+    let waiting = leases.locks().waiting_counts(&names).await?;
     Ok(Json(ListBody {
         locks: page
             .entries
@@ -139,7 +140,7 @@ pub async fn check_fence(
         ));
     };
     caller.check_name(&name)?;
-    let view = state.locks_for(&caller).lock(&name).await?;
+    let view = state.leases_for(&caller).lock(&name).await?;
     let token = FencingToken(fencing_token);
     let current = view
         .as_ref()

@@ -22,7 +22,6 @@ pub(crate) mod metrics;
 mod multileases;
 mod openapi;
 mod redis_status;
-mod redlock;
 mod semaphores;
 mod watch;
 

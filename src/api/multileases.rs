@@ -1,5 +1,5 @@
 //! `/v1/multileases`: several locks taken as one lease, all or nothing (see
-//! `locks::ops::multilease`). Each member counts as one lease against the caller's quotas and
+//! `leases::multi`). Each member counts as one lease against the caller's quotas and
 //! waits as one waiter of its lock; the multilease's token proves every member.
 
 use super::charges::Size;
@@ -19,7 +19,7 @@ use super::extract::{Bearer, Idempotency, JsonBody, Path, Query};
 use super::leases::{default_ttl, requested_ttl};
 use super::watch::{WatchPlace, lost_event, lost_stream};
 use crate::auth::{Caller, ClientRole, LOOKUP_COST, Principal, ReaderRole};
-use crate::locks::ops::multilease::HeldMultilease;
+use crate::leases::HeldMultilease;
 use crate::locks::{
     HolderLabel, LeaseId, LeaseKind, LeaseToken, LockError, LockName, Metadata, MultiMember,
     MultiRequest, MultiView,
@@ -79,7 +79,7 @@ async fn held_multilease(
     held: HeldMulti,
 ) -> Result<HeldMultilease, Problem> {
     let multilease = match state
-        .locks_for(caller)
+        .leases_for(caller)
         .held_multilease(held.id, held.token)
         .await
     {
@@ -133,7 +133,7 @@ pub async fn acquire(
         &caller,
         u32::try_from(request.members().len()).unwrap_or(u32::MAX),
     )?;
-    let locks = state.locks_for(&caller);
+    let leases = state.leases_for(&caller);
     let mut admissions = Vec::with_capacity(request.members().len());
     let size = Size {
         holder: request.holder.as_ref().map_or(0, |h| h.as_str().len()),
@@ -152,10 +152,10 @@ pub async fn acquire(
             ttl: request.ttl.as_duration(),
             size,
         };
-        admissions.push(Admission::acquire(&state, &caller, &locks, ask).await?);
+        admissions.push(Admission::acquire(&state, &caller, leases.locks(), ask).await?);
     }
     let watched = state.access.revocations.watch(&caller);
-    let acquired = admission::unless_revoked(watched, locks.acquire_multi(request, wait)).await?;
+    let acquired = admission::unless_revoked(watched, leases.acquire_multi(request, wait)).await?;
     let grant = match acquired {
         Ok(grant) => grant,
         Err(e) => {
@@ -278,7 +278,10 @@ pub async fn heartbeat(
     let multilease = held_multilease(&state, &caller, held).await?;
     // One renewal per member: as many requests' worth.
     state.access.charge(&caller, member_count(&multilease))?;
-    let renewed = state.locks_for(&caller).renew_multi(&multilease, ttl).await;
+    let renewed = state
+        .leases_for(&caller)
+        .renew_multi(&multilease, ttl)
+        .await;
     let renewal = match renewed {
         Ok(renewal) => renewal,
         Err(e) => {
@@ -332,7 +335,7 @@ pub async fn release(
     let id = held.id;
     let multilease = held_multilease(&state, &caller, held).await?;
     state.access.charge(&caller, member_count(&multilease))?;
-    let released = state.locks_for(&caller).release_multi(&multilease).await;
+    let released = state.leases_for(&caller).release_multi(&multilease).await;
     // Each member's quota entry ends with it.
     if released.is_ok() || matches!(released, Err(LockError::MemberLost { .. })) {
         for (name, member) in multilease.members() {
@@ -369,7 +372,7 @@ pub async fn inspect(
     State(state): State<AppState>,
     MultiPath(id): MultiPath,
 ) -> Result<Json<MultiLeaseBody>, Problem> {
-    let view = state.locks_for(&caller).multilease(id).await;
+    let view = state.leases_for(&caller).multilease(id).await;
     let view = match view {
         Ok(view) => view,
         Err(e) => {
@@ -432,7 +435,7 @@ pub async fn watch(
     let id = held.id;
     let multilease = held_multilease(&state, &caller, held).await?;
     let place = WatchPlace::take(&state, &caller)?;
-    let ended = state.locks_for(&caller).watch_multi(&multilease).await?;
+    let ended = state.leases_for(&caller).watch_multi(&multilease).await?;
     Ok(lost_stream(&state, &caller, place, async move {
         ended
             .await

@@ -228,9 +228,9 @@ pub(super) fn finish(doc: &mut OpenApi, limits: &ApiLimits) {
     bounds(doc, limits);
 }
 
-/// What `"kind": "redlock"` adds to the lease routes it uses (see `super::redlock`): 503
-/// `no_quorum` where a majority of the RedLock nodes must answer, 422 `redlock_disabled` on
-/// acquire. Added to the finished document, like [`CommonResponses`], so the routes' own
+/// What `"kind": "redlock"` adds to the routes it uses (see `crate::leases::redlock`): 503
+/// `no_quorum` where a majority of the RedLock nodes must answer (a heartbeat, a release, an
+/// admin's force release or eviction), 422 `redlock_disabled` on acquire. Added to the finished document, like [`CommonResponses`], so the routes' own
 /// lists stay as they are.
 struct RedlockResponses;
 
@@ -238,7 +238,9 @@ impl Modify for RedlockResponses {
     fn modify(&self, openapi: &mut OpenApi) {
         let quorum = "no_quorum (kind redlock, with Retry-After): fewer than a majority of the \
                       RedLock nodes acknowledged it within its validity; what it got was let go";
-        let changes: [(&str, &str, &str); 4] = [
+        let admin = "no_quorum (with Retry-After): fewer than a majority of the RedLock nodes \
+                     answered; what the others did stands, repeat it";
+        let changes: [(&str, &str, &str); 6] = [
             ("acquireLock", "503", quorum),
             (
                 "acquireLock",
@@ -251,6 +253,8 @@ impl Modify for RedlockResponses {
                 "503",
                 "no_quorum (kind redlock): a majority of the RedLock nodes did not answer",
             ),
+            ("forceReleaseLock", "503", admin),
+            ("evictLockLease", "503", admin),
         ];
         for item in openapi.paths.paths.values_mut() {
             for operation in [&mut item.post, &mut item.delete].into_iter().flatten() {

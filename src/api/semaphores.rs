@@ -102,7 +102,7 @@ pub fn acquire(
             })
             .map_err(|p| p.waited(wait))?;
         let location = lease_path(&name, grant.lease_id);
-        Ok(grant_response(&location, &name, grant, Some(wait)))
+        Ok(grant_response(&location, &name, grant, Some(wait), None))
     }
 }
 
@@ -211,7 +211,7 @@ pub async fn release(
 ) -> Result<Response, Problem> {
     caller.check_name(&lease.name)?;
     let released = state
-        .locks_for(&caller)
+        .leases_for(&caller)
         .release(
             Resource::Semaphore,
             &lease.name,

@@ -5,7 +5,6 @@
 //! `--max-watches` places.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -17,7 +16,7 @@ use super::events::stream_slot;
 use super::extract::HeldLease;
 use crate::auth::{Caller, ClientRole, Principal};
 use crate::limits::slots::Slot;
-use crate::locks::{LeaseEnd, LockError, Resource};
+use crate::locks::{LeaseEnd, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::LostEvent;
@@ -81,23 +80,13 @@ async fn watch(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
     caller.check_name(&lease.name)?;
     let place = WatchPlace::take(&state, caller)?;
-    // The lease's end, from the main Redis, or from the RedLock nodes for a RedLock lease
-    // (which the main Redis does not know).
-    let ended: Pin<Box<dyn Future<Output = Result<LeaseEnd, LockError>> + Send>> = match state
-        .locks_for(caller)
+    let leases = state.leases_for(caller);
+    state
+        .access
+        .charge(caller, leases.cost_of(resource, lease.id))?;
+    let ended = leases
         .watch(resource, &lease.name, lease.id, &lease.token)
-        .await
-    {
-        Ok(watch) => Box::pin(watch.ended()),
-        Err(e) if resource == Resource::Lock && super::redlock::may_be_redlock(&state, &e) => {
-            Box::pin(
-                super::redlock::watch(&state, caller, &lease, e)
-                    .await?
-                    .ended(),
-            )
-        }
-        Err(e) => return Err(e.into()),
-    };
+        .await?;
     let (id, lock) = (lease.id, lease.name.to_string());
     Ok(lost_stream(&state, caller, place, async move {
         ended.await.ok().map(|end| lost_event(id, lock, end))

@@ -42,6 +42,12 @@ impl From<LockError> for PageError {
     }
 }
 
+impl From<crate::leases::LeaseError> for PageError {
+    fn from(e: crate::leases::LeaseError) -> Self {
+        Self(Problem::from(e))
+    }
+}
+
 impl From<askama::Error> for PageError {
     fn from(e: askama::Error) -> Self {
         tracing::error!(error = %e, "a dashboard template failed");

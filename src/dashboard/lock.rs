@@ -44,8 +44,9 @@ pub(super) async fn lock_page(
     };
     let name = lock_name(&raw)?;
     principal.check_name(&name)?;
-    let domain = state.locks_for(&principal);
-    let lock = domain
+    let leases = state.leases_for(&principal);
+    let domain = leases.locks();
+    let lock = leases
         .lock(&name)
         .await?
         .map(|view| view.seen_by(&|lock| principal.patterns.allows(lock)));
@@ -63,12 +64,12 @@ pub(super) async fn lock_page(
         },
     };
     let history = locks::merged(
-        domain.history(&name, HISTORY_SHOWN).await?,
+        leases.history(&name, HISTORY_SHOWN).await?,
         ongoing,
         HISTORY_SHOWN,
     );
     // RedLock: each node's state of the name (see `super::redlock`).
-    let redlock_nodes = super::redlock::rows(state.redlock_for(&principal), &name).await;
+    let redlock_nodes = super::redlock::rows(leases.redlock().cloned(), &name).await;
     let on_redlock = redlock_nodes.iter().any(|n| n.state == "held");
     let lock_state = match (lock_state, lock) {
         (Some(s), _) => s,

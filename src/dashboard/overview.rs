@@ -45,7 +45,7 @@ pub(super) async fn overview(
             "cursor must be the name a page's Next link carries",
         )
     })?;
-    let locks = state.locks_for(&principal);
+    let leases = state.leases_for(&principal);
     let first_page = cursor.is_first();
     let p = prefix.as_str();
     // A Sentinel failover in progress: no master to read the locks from. The page says so
@@ -67,7 +67,7 @@ pub(super) async fn overview(
     state
         .access
         .charge(&principal, u32::try_from(PAGE_SIZE).unwrap_or(u32::MAX))?;
-    let page = locks.live(&prefix, cursor, PAGE_SIZE).await?;
+    let page = leases.live(&prefix, cursor, PAGE_SIZE).await?;
     let entries: Vec<_> = page
         .entries
         .into_iter()
@@ -75,7 +75,7 @@ pub(super) async fn overview(
         .map(|e| e.seen_by(&|name| principal.patterns.allows(name)))
         .collect();
     let names: Vec<_> = entries.iter().map(|e| e.name()).collect();
-    let waiting = locks.waiting_counts(&names).await?;
+    let waiting = leases.locks().waiting_counts(&names).await?;
     let sort = Sort::parse(query.sort.as_deref());
     render(&OverviewPage {
         nav,

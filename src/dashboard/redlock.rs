@@ -2,8 +2,9 @@
 //! there, free, or unreachable), for a server started with `--redlock-nodes`.
 
 use super::format::{holder_label, join_or_dash, ttl_text};
+use crate::leases::Redlock;
+use crate::leases::redlock::inspect::NodeState;
 use crate::locks::LockName;
-use crate::redlock::{NodeState, Redlock};
 
 /// One RedLock node's row.
 pub struct NodeRow {

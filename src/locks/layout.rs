@@ -17,7 +17,9 @@
 //! | `P + leasehold:events` | channel | JSON arrays of live events, published by the instances |
 //! | `P{leasehold/}:events:recent` | stream | the backlog of those events (see `journal`); a tenant's: `P + tenant/{leasehold/}:events:recent` |
 //! | `P{leasehold/<id>/}:multilease` | hash | a multilease's record: its members (each an ordinary lease of its lock), TTL, state (`lua/multilease.lua`) |
-//! | `P{leasehold/<sha256>/}:multilease-key` | hash | an `Idempotency-Key`'s claim on a multilease: its id and token, sealed |
+//! | `P{leasehold/<sha256>/}:multilease-key` | hash | an `Idempotency-Key`'s claim on a multilease or a RedLock lease (acquire, release): its id, the request's fingerprint and the token, sealed |
+//! | `P{leasehold/}:redlock` | zset | the RedLock leases of the key space (they live on the RedLock nodes): members `<name>\t<lease-id>`, score 0, read by name (`lua/redlock.lua`); a tenant's: `P + tenant/{leasehold/}:redlock` |
+//! | `P{leasehold/}:redlock:due` | zset | every key space's RedLock leases by when they run out (ms), for the expiry sweeper: members `<name or tenant/name>\t<lease-id>` |
 //! | `P{leasehold/}:sweeper` | string | which instance makes the periodic expiry pass now (see `sweeper`) |
 //!
 //! A semaphore `S` follows Redisson's RPermitExpirableSemaphore: `S` is a string counting

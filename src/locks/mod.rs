@@ -434,14 +434,24 @@ impl Locks {
     /// multilease holds is its members, each an ordinary lease). A Redis that lost the
     /// library gets it again.
     async fn call_record<S: Script>(&self, key: &str, script: &S) -> Result<S::Reply, LockError> {
+        self.call_own([key, key], script).await
+    }
+
+    /// [`Self::call_record`] on two keys of Leasehold's own in one slot (`lua/redlock.lua`'s
+    /// index and due list).
+    async fn call_own<S: Script>(
+        &self,
+        keys: [&str; 2],
+        script: &S,
+    ) -> Result<S::Reply, LockError> {
         let _turn = self.turn().await.ok_or(LockError::Busy)?;
         let mut conn = self.inner.conn.clone();
         let deadline = conn.clock().deadline(self.inner.settings.redis_timeout);
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(scripts::library::for_redis(&conn).function(S::FILE))
             .arg(2)
-            .arg(key)
-            .arg(key)
+            .arg(keys[0])
+            .arg(keys[1])
             .arg(deadline)
             .arg(self.inner.settings.tombstone_ms);
         script.args(&mut cmd);

@@ -66,6 +66,9 @@ pub struct AcquireReport<'a> {
 pub trait Observer: Send + Sync + 'static {
     /// A script ran (`script` names its file in `lua/`).
     fn script_call(&self, _script: &'static str, _took: Duration, _ok: bool) {}
+    /// A script ran on RedLock node `node` (its URL without credentials): a node's calls are
+    /// counted apart from the leases' (each RedLock call is reported once, as a lease's).
+    fn node_call(&self, _node: &str, _script: &'static str, _took: Duration, _ok: bool) {}
     fn acquisition(&self, _report: AcquireReport<'_>) {}
     /// A lease was granted or renewed through this instance with `ttl` from now.
     fn lease_live(&self, _lease: LeaseId, _ttl: Duration) {}

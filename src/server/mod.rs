@@ -70,7 +70,7 @@ pub enum ServerError {
     #[error(transparent)]
     RedlockConfig(#[from] crate::config::ConfigError),
     #[error(transparent)]
-    Redlock(#[from] crate::redlock::RedlockSetupError),
+    Redlock(#[from] crate::leases::redlock::RedlockSetupError),
 }
 
 impl ServerError {
@@ -161,15 +161,17 @@ pub async fn run(
         metrics.clone(),
     );
     load_functions(&locks).await?;
-    // RedLock's nodes, each a lock domain of its own (see `crate::redlock`).
+    // RedLock's nodes, each a lock domain of its own (see `crate::leases::redlock`).
     let (redlock, redlock_tasks) = match &config.redlock {
         Some(settings) => {
             crate::config::check_redlock_nodes(&settings.nodes)?;
             let observer: Arc<dyn crate::locks::Observer> = metrics.clone();
             let main = conn.cluster().is_none().then_some(&conn);
-            let (redlock, tasks) =
-                crate::redlock::Redlock::start(settings, &config.locks, &observer, main, &shutdown)
+            let (redlock, mut tasks) =
+                crate::leases::Redlock::start(settings, &config.locks, &observer, main, &shutdown)
                     .await?;
+            // RedLock leases' expiries, recorded from the main Redis's due list.
+            tasks.push(redlock.spawn_sweeper(locks.clone()));
             (Some(redlock), tasks)
         }
         None => (None, Vec::new()),

@@ -4,10 +4,10 @@
 use super::listener::HttpLimits;
 use super::tls::TlsFiles;
 use crate::config::ServeArgs;
+use crate::leases::redlock::RedlockSettings;
 use crate::limits::{ClientLimits, LockLimits};
 use crate::locks::{LockSettings, TtlPolicy};
 use crate::redis::{AckSettings, ClusterSettings, RedisSettings, SentinelSettings};
-use crate::redlock::RedlockSettings;
 use crate::state::{ApiLimits, DashboardSettings};
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("shutdown", &[]),
     ("parent_death", &[]),
     ("crypto", &[]),
-    ("problem", &["locks"]),
+    ("problem", &["leases", "locks"]),
     ("tenant", &["locks"]),
     ("own_keys", &["locks", "redis"]),
     ("limits", &["redis"]),
@@ -24,29 +24,31 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("auth", &["limits", "locks", "problem", "redis", "tenant"]),
     ("events", &["locks", "redis", "tenant"]),
     ("metrics", &["locks"]),
-    // RedLock: one lock domain per node, over the seam's standalone handles.
-    ("redlock", &["locks", "redis"]),
+    // Where a lease lives: the main Redis's lock domain, the RedLock nodes (one lock domain
+    // per node, over the seam's standalone handles), multilease records. Nothing above it
+    // (no transport) is named.
+    ("leases", &["locks", "redis"]),
     // One owner per admin use case; both transports adapt it.
-    ("operator", &["audit", "auth", "locks", "problem"]),
+    ("operator", &["audit", "auth", "leases", "locks", "problem"]),
     (
         "state",
         &[
-            "audit", "auth", "events", "limits", "locks", "metrics", "operator", "problem",
-            "redis", "redlock",
+            "audit", "auth", "events", "leases", "limits", "locks", "metrics", "operator",
+            "problem", "redis", "tenant",
         ],
     ),
     // The two transports share auth and problem, never each other.
     (
         "api",
         &[
-            "audit", "auth", "events", "limits", "locks", "metrics", "operator", "problem",
-            "redlock", "state", "tenant", "wire",
+            "audit", "auth", "events", "leases", "limits", "locks", "metrics", "operator",
+            "problem", "state", "tenant", "wire",
         ],
     ),
     (
         "dashboard",
         &[
-            "audit", "auth", "events", "limits", "locks", "operator", "problem", "redlock", "state",
+            "audit", "auth", "events", "leases", "limits", "locks", "operator", "problem", "state",
         ],
     ),
     (
@@ -59,13 +61,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "crypto",
             "dashboard",
             "events",
+            "leases",
             "limits",
             "locks",
             "metrics",
             "own_keys",
             "problem",
             "redis",
-            "redlock",
             "state",
         ],
     ),

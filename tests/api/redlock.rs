@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold::redlock::RedlockSettings;
+use leasehold::leases::redlock::RedlockSettings;
 use serde_json::json;
 
 use crate::helpers::RedisServer;

@@ -57,6 +57,8 @@ pub(in crate::locks) struct Noted {
     /// hash of (key space prefix, name) → when this instance last wrote it.
     at: Mutex<HashMap<u64, Instant>>,
     hasher: RandomState,
+    /// No names are written (see [`Locks::stop_noting_names`]).
+    off: std::sync::atomic::AtomicBool,
 }
 
 impl Noted {
@@ -92,7 +94,13 @@ impl Locks {
     /// name is in the index by the time its grant is answered.
     pub(in crate::locks) fn note_name(&self, pipe: &mut redis::Pipeline, name: &LockName) -> bool {
         let keys = &self.inner.keys;
-        if self.inner.noted.fresh(keys.prefix(), name.as_str()) {
+        if self
+            .inner
+            .noted
+            .off
+            .load(std::sync::atomic::Ordering::Relaxed)
+            || self.inner.noted.fresh(keys.prefix(), name.as_str())
+        {
             return false;
         }
         let index = index_key(keys);
@@ -108,6 +116,16 @@ impl Locks {
 }
 
 impl Locks {
+    /// Writes no name into the names index any more (this handle and every clone): for a
+    /// RedLock node, whose names the main Redis indexes (`lua/redlock.lua`) and which nobody
+    /// lists, so that an index there would only grow.
+    pub fn stop_noting_names(&self) {
+        self.inner
+            .noted
+            .off
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Puts into the index those of `rests` (what follows the deployment's prefix in a lock
     /// key: `name` or `tenant/name`) that are held, waited for or have permits out: the
     /// sweepers' periodic pass hands over every name it finds, with or without Leasehold state

@@ -58,7 +58,7 @@ impl Locks {
     /// [`Self::acquire`] for a new lease proven by `token` (made by the caller: a
     /// multilease's member, whose token comes from the multilease's). Asked again with the
     /// same token while that lease holds, it answers the same grant again.
-    pub(in crate::locks) fn acquire_member(
+    pub fn acquire_member(
         &self,
         name: &LockName,
         mut request: AcquireRequest,

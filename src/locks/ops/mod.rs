@@ -11,7 +11,7 @@ pub mod eviction;
 pub mod inspect;
 pub mod lease;
 pub mod listing;
-pub mod multilease;
+pub mod records;
 pub mod redlock;
 #[cfg(test)]
 mod replays;

@@ -1,4 +1,4 @@
-//! What the RedLock layer (`crate::redlock`) needs of one node's lock domain, and nothing
+//! What the RedLock layer (`crate::leases::redlock`) needs of one node's lock domain, and nothing
 //! else: a new reentrant lease under a token the caller chose (the same lease id on every
 //! node, so each node holds Redisson's field `<lease-id>:1`, as `RedissonRedLock` holds one
 //! `<client-id>:<thread-id>` on each), and the node's waiter registry, so that an unlock
@@ -9,31 +9,35 @@ use std::time::Duration;
 
 use crate::locks::error::LockError;
 use crate::locks::scripts::acquire::Op;
-use crate::locks::types::{AcquireRequest, Acquired, LeaseKind, LeaseToken, LockName, Ttl};
+use crate::locks::types::{
+    AcquireRequest, Acquired, LeaseId, LeaseKind, LeaseToken, LockName, Ttl,
+};
 use crate::locks::wakeups::Waiters;
 use crate::locks::{Locks, ops::attempt::Target};
 
 impl Locks {
-    /// One attempt, no wait, at a new reentrant lease proven by `token` (the caller made it:
-    /// every RedLock node gets the same), or a reentry of that lease when `reenter`. Dropped
-    /// before its answer, it gives back what it may have got (as every acquire does).
+    /// One attempt, no wait, at a new reentrant lease `id` proven by `token` (the caller made
+    /// both: every RedLock node gets the same), or a reentry of that lease when `reenter`.
+    /// Dropped before its answer, it gives back what it may have got (as every acquire does).
+    #[allow(clippy::too_many_arguments)] // The lease (id, token) and what is asked of it.
     pub fn acquire_as(
         &self,
         name: &LockName,
         request: AcquireRequest,
+        id: LeaseId,
         token: LeaseToken,
         ttl: Ttl,
         reenter: bool,
     ) -> impl Future<Output = Result<Acquired, LockError>> + Send + use<> {
         let mut request = request;
+        // Each node holds a RedLock lease as Redisson's RLock: a reentrant lease.
+        request.kind = Some(LeaseKind::Reentrant);
         let op = if reenter {
             Op::Reenter
         } else {
             request.ttl = Some(ttl);
-            request.kind = Some(LeaseKind::Reentrant);
             Op::New
         };
-        let id = token.lease_id();
         Self::acquire_waiting(
             self.clone(),
             name.clone(),

@@ -65,6 +65,10 @@ operations! {
     // a record is written only once every member was granted (an Idempotency-Key's claim
     // just before: let go again when a member is refused).
     multilease: multilease::Multilease<'static>;
+    // The main Redis's index of RedLock leases (which live on the RedLock nodes). Not
+    // `grows`: it is written once a majority of the nodes granted, and a lease granted must
+    // be indexed even by a full Redis (it holds a few bytes per lease).
+    redlock: redlock::RedlockIndex<'static>;
 }
 
 use serde::de::DeserializeOwned;

@@ -6,7 +6,7 @@ use super::Script;
 use crate::locks::types::LeaseId;
 
 /// What to do with the record (or the claim).
-pub(in crate::locks) enum MultiOp<'a> {
+pub enum MultiOp<'a> {
     /// Writes the record of a multilease whose members are all held (again: answers the
     /// record as it is).
     Put { ttl_ms: u64, body: &'a str },
@@ -70,7 +70,7 @@ impl Script for Multilease<'_> {
 
 /// The record as the function shows it.
 #[derive(Debug, Deserialize)]
-pub(in crate::locks) struct MultiRecord {
+pub struct MultiRecord {
     pub state: String,
     /// What `Put` stored, as it was sent.
     pub body: serde_json::Value,
@@ -84,7 +84,7 @@ pub(in crate::locks) struct MultiRecord {
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub(in crate::locks) enum MultiReply {
+pub enum MultiReply {
     Put(MultiRecord),
     Renewed(MultiRecord),
     Ended(serde::de::IgnoredAny),

@@ -32,6 +32,10 @@ pub enum LeaseKind {
     Write,
     /// Redisson RPermitExpirableSemaphore: some permits of a semaphore.
     Semaphore,
+    /// Redisson RedissonRedLock: a reentrant lease on each of the RedLock nodes, granted by a
+    /// majority of them. Only the leases layer (`crate::leases::redlock`) takes one; each node
+    /// holds it as a `Reentrant` lease, and the main Redis never holds one.
+    Redlock,
 }
 
 /// Which family of routes, scripts and keys a lease belongs to.
@@ -90,6 +94,7 @@ impl LeaseKind {
             Self::Fair => HeldAs::Fair,
             Self::Read | Self::Write => HeldAs::ReadWrite,
             Self::Semaphore => HeldAs::Semaphore,
+            Self::Redlock => HeldAs::Redlock,
         }
     }
 }
@@ -105,9 +110,7 @@ impl From<crate::wire::LockKind> for LeaseKind {
             K::Fair => Self::Fair,
             K::Read => Self::Read,
             K::Write => Self::Write,
-            // A RedLock lease is a reentrant lease on each of the RedLock nodes; the API
-            // sends it there (`crate::redlock`) and never to the main Redis.
-            K::Redlock => Self::Reentrant,
+            K::Redlock => Self::Redlock,
         }
     }
 }
@@ -124,6 +127,8 @@ pub enum HeldAs {
     #[strum(serialize = "rw")]
     ReadWrite,
     Semaphore,
+    /// Held on a majority of the RedLock nodes (never by the main Redis).
+    Redlock,
     /// A Redisson client's lock no lease of ours holds, or a key another program made.
     Foreign,
 }

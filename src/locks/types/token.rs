@@ -11,16 +11,26 @@ use uuid::Uuid;
 
 use super::InvalidInput;
 
-/// A lease's public identifier: a UUID (version 8) made of the first 122 bits of its token's
-/// SHA-256 ([`LeaseToken::lease_id`]). Not a secret: knowing it does not give the token, while
-/// the token proves it without any lookup, so Redis keeps no token index.
+/// A lease's public identifier: a UUID made of the first 122 bits of its token's SHA-256
+/// ([`LeaseToken::lease_id`]), whose version nibble is the lease's *family*: 8 for a lease of
+/// the main Redis (every id before families existed), others for leases that live elsewhere
+/// (`crate::leases::Placement` names them). Not a secret: knowing it does not give the
+/// token, while the token proves it without any lookup, so Redis keeps no token index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct LeaseId(Uuid);
 
 impl LeaseId {
+    /// The family of the ids [`LeaseToken::lease_id`] makes: leases of the main Redis.
+    pub const MAIN_FAMILY: u8 = 8;
+
     pub fn parse(raw: &str) -> Option<Self> {
         Uuid::try_parse(raw).ok().map(Self)
+    }
+
+    /// The id's family: its UUID version nibble (see [`LeaseToken::lease_id_in`]).
+    pub fn family(self) -> u8 {
+        self.0.as_bytes()[6] >> 4
     }
 }
 
@@ -70,17 +80,26 @@ impl LeaseToken {
         TokenDigest::of(&self.0)
     }
 
-    /// The id of the lease this token proves.
+    /// The id of the main Redis's lease this token proves.
     pub fn lease_id(&self) -> LeaseId {
+        self.lease_id_in(LeaseId::MAIN_FAMILY)
+    }
+
+    /// The id of the lease of `family` (a version nibble, 8 to 15) this token proves: the
+    /// digest's first bytes with the family in the version nibble and RFC 9562's variant, so
+    /// the family reads back from the id alone ([`LeaseId::family`]).
+    pub fn lease_id_in(&self, family: u8) -> LeaseId {
         let digest = self.digest();
         let mut bytes = [0u8; 16];
         bytes.copy_from_slice(&digest.as_bytes()[..16]);
-        LeaseId(uuid::Builder::from_custom_bytes(bytes).into_uuid())
+        bytes[6] = (bytes[6] & 0x0f) | ((family & 0x0f) << 4);
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        LeaseId(Uuid::from_bytes(bytes))
     }
 
-    /// Whether this token proves lease `id`.
+    /// Whether this token proves lease `id` (of whatever family the id says).
     pub fn proves(&self, id: LeaseId) -> bool {
-        self.lease_id() == id
+        self.lease_id_in(id.family()) == id
     }
 
     /// The token's random part.
@@ -266,5 +285,27 @@ mod tests {
             assert!(LeaseToken::parse(bad).is_err(), "{bad:?} was accepted");
         }
         assert!(!format!("{token:?}").contains(&token.expose()[4..]));
+    }
+
+    #[test]
+    fn an_id_says_its_family_and_the_token_proves_it_in_that_family_only() {
+        let token = LeaseToken::generate();
+        let main = token.lease_id();
+        // The ids made before families existed: `uuid::Builder::from_custom_bytes`.
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&token.digest().as_bytes()[..16]);
+        assert_eq!(
+            main,
+            LeaseId(uuid::Builder::from_custom_bytes(bytes).into_uuid())
+        );
+        assert_eq!(main.family(), LeaseId::MAIN_FAMILY);
+        for family in 8..=15 {
+            let id = token.lease_id_in(family);
+            assert_eq!(id.family(), family);
+            assert!(token.proves(id));
+            assert!(!LeaseToken::generate().proves(id));
+            assert_eq!(LeaseId::parse(&id.to_string()), Some(id));
+        }
+        assert_ne!(token.lease_id_in(9), main);
     }
 }

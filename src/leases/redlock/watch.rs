@@ -139,9 +139,7 @@ impl RedWatch {
         let views: Vec<Result<LeaseView, LockError>> =
             join_all(redlock.nodes.iter().map(|n| async move {
                 let read = n.locks.lease(Resource::Lock, &self.name, self.id);
-                match tokio::time::timeout(super::READ_TIMEOUT.min(redlock.redis_timeout), read)
-                    .await
-                {
+                match tokio::time::timeout(redlock.read_timeout(), read).await {
                     Ok(view) => view,
                     Err(_) => Err(LockError::Busy),
                 }

@@ -56,6 +56,20 @@ pub enum RedlockSetupError {
     MainRedis { node: String, run_id: String },
 }
 
+/// What a node's lock domain reports: its script calls, as that node's
+/// ([`Observer::node_call`]); nothing else (the leases layer reports each RedLock acquire,
+/// heartbeat and release once, not once per node).
+struct NodeObserver {
+    node: Arc<str>,
+    to: Arc<dyn Observer>,
+}
+
+impl Observer for NodeObserver {
+    fn script_call(&self, script: &'static str, took: Duration, ok: bool) {
+        self.to.node_call(&self.node, script, took, ok);
+    }
+}
+
 /// One RedLock node.
 #[derive(Clone)]
 pub struct Node {
@@ -111,18 +125,25 @@ pub(super) fn connect(
         let routes: Vec<Arc<dyn Route>> = vec![Arc::new(wakeups)];
         let (subscriber, subscriber_task) =
             redis.spawn_subscriber(topics, routes, None, shutdown.clone());
+        let url: Arc<str> = Arc::from(crate::redis::connect::redacted(url).as_str());
         let locks = Locks::new(
             redis.clone(),
             lock_settings,
             waiters,
             shutdown.clone(),
-            observer.clone(),
+            Arc::new(NodeObserver {
+                node: url.clone(),
+                to: observer.clone(),
+            }),
         );
+        // The main Redis indexes RedLock names (`lua/redlock.lua`); an index here would only
+        // grow.
+        locks.stop_noting_names();
         tasks.push(subscriber_task);
         tasks.push(locks.spawn_clock_sync());
         tasks.push(locks.spawn_publisher());
         nodes.push(Node {
-            url: Arc::from(crate::redis::connect::redacted(url).as_str()),
+            url,
             locks,
             subscriber,
             redis,
