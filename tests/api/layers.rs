@@ -290,3 +290,33 @@ fn no_cycle(map: &[(&str, &[&str])]) -> bool {
     }
     remaining.is_empty()
 }
+
+/// The API never asks where a lease lives: no handler names the RedLock nodes, a lease's
+/// placement, or tries one store after another (`leases` decides; see `src/leases/`).
+#[test]
+fn the_api_never_asks_where_a_lease_lives() {
+    let api = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api");
+    let mut files = Vec::new();
+    sources(&api, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let code: String = std::fs::read_to_string(&file)
+            .expect("readable source")
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for needle in [
+            "leases::redlock",
+            "Placement",
+            ".redlock()",
+            "may_be_redlock",
+            "redlock_for",
+        ] {
+            if code.contains(needle) {
+                found.push(format!("{} names {needle}", file.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}

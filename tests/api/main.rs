@@ -44,6 +44,7 @@ mod quotas;
 mod redis_page;
 mod redisson;
 mod redlock;
+mod redlock_routes;
 mod replication;
 mod revocation;
 mod run;
