@@ -98,7 +98,7 @@ def check_prometheus_rule(rule, write):
         return []
     if rule["spec"] != alerts:
         return ["PrometheusRule leasehold: its groups differ from deploy/prometheus/alerts.yml; "
-                "regenerate with `python3 .ci/kubernetes_check.py --write`"]
+                "regenerate with `target/kubernetes-venv/bin/python .ci/kubernetes_check.py --write` (after .ci/kubernetes installed it)"]
     return []
 
 
