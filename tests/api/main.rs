@@ -6,6 +6,7 @@ mod backlog;
 mod binary;
 mod browser;
 mod cli;
+mod clients;
 mod cluster;
 mod cluster_fixture;
 mod cost;
