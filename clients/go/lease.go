@@ -216,7 +216,7 @@ type renewalJSON struct {
 }
 
 // heartbeatLoop renews the lease every TTL/3 (counted from when the last renewal was sent).
-// Failures are retried until only TTL/6 would be left: then the lease is given up as lost
+// Failures are retried until only lossMargin(TTL) would be left: then the lease is given up as lost
 // (ReasonUnrenewable), before the server may grant it to someone else.
 func (l *Lease) heartbeatLoop() {
 	defer close(l.keeperDone)
@@ -232,7 +232,7 @@ func (l *Lease) heartbeatLoop() {
 			return
 		case <-t.C:
 		}
-		lossAt := last.Add(ttl - ttl/6)
+		lossAt := last.Add(ttl - lossMargin(ttl))
 		var lastErr error
 		for attempt := 0; ; attempt++ {
 			hctx, cancel := context.WithDeadline(l.inner, lossAt)
@@ -455,4 +455,18 @@ func (l *Lease) ReenterAs(ctx context.Context, kind Kind) (int, error) {
 	}
 	l.mu.Unlock()
 	return g.ReentryCount, nil
+}
+
+// lossMargin is what is left of a lease's TTL when renewals that keep failing give it up as
+// lost (clients/PROTOCOL.md): a sixth of the TTL, at least a second, at most a third. Given
+// up then, before the server may grant the lock to someone else.
+func lossMargin(ttl time.Duration) time.Duration {
+	m := ttl / 6
+	if m < time.Second {
+		m = time.Second
+	}
+	if m > ttl/3 {
+		m = ttl / 3
+	}
+	return m
 }
