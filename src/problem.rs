@@ -115,6 +115,13 @@ impl ProblemKind {
     pub fn from_code(code: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|k| k.code() == code)
     }
+
+    /// Whether the API can answer with it: all but the dashboard's own (sign-in, forms),
+    /// which only its HTML pages show. The OpenAPI document lists these codes, and the
+    /// official clients' parity tests hold their error types to that list.
+    pub fn answered_by_api(self) -> bool {
+        !matches!(self, Self::SignInRequired | Self::InvalidForm)
+    }
 }
 
 /// One problem response.

@@ -10,45 +10,6 @@ import (
 	"time"
 )
 
-// Stable problem codes the server answers with (the README's "Errors" table lists them all).
-const (
-	CodeLockHeld             = "lock_held"
-	CodeNoPermits            = "no_permits"
-	CodeKindConflict         = "kind_conflict"
-	CodeNotReentrant         = "not_reentrant"
-	CodeUpgradeRefused       = "upgrade_refused"
-	CodeModeNotHeld          = "mode_not_held"
-	CodeLimitMismatch        = "limit_mismatch"
-	CodeTicketPending        = "ticket_pending"
-	CodeReentryTooDeep       = "reentry_too_deep"
-	CodeLeaseLost            = "lease_lost"
-	CodeTicketExpired        = "ticket_expired"
-	CodeLeaseNotFound        = "lease_not_found"
-	CodeLockNotFound         = "lock_not_found"
-	CodeTokenMismatch        = "token_mismatch"
-	CodeAPIKeyRequired       = "api_key_required"
-	CodeAPIKeyInvalid        = "api_key_invalid"
-	CodeRoleMissing          = "role_missing"
-	CodeNameNotAllowed       = "name_not_allowed"
-	CodeInvalidLockName      = "invalid_lock_name"
-	CodeInvalidTTL           = "invalid_ttl"
-	CodeInvalidBody          = "invalid_body"
-	CodeIdempotencyKeyReused = "idempotency_key_reused"
-	CodeRateLimited          = "rate_limited"
-	CodeQuotaExceeded        = "quota_exceeded"
-	CodeRedisUnavailable     = "redis_unavailable"
-	CodeShuttingDown         = "shutting_down"
-	CodeRequestTimeout       = "request_timeout"
-)
-
-// Sentinels for errors.Is: any *Problem with the same code matches, e.g.
-// errors.Is(err, leasehold.ErrLockHeld). ErrLeaseLost also matches a *LostError.
-var (
-	ErrLockHeld  error = &Problem{Code: CodeLockHeld}
-	ErrNoPermits error = &Problem{Code: CodeNoPermits}
-	ErrLeaseLost error = &Problem{Code: CodeLeaseLost}
-)
-
 // Problem is an error answer of the server (application/problem+json), or an answer that was
 // not one (a proxy's 502 page: then Code is empty and Detail holds the start of the body).
 //
@@ -79,6 +40,14 @@ type Problem struct {
 	Limit    int    // limit_mismatch: the semaphore's limit
 	Mode     string // mode_not_held: the mode asked for
 	Reason   string // lease_lost: expired, released, force_released, left, ...
+	// Member is the multilease's lock the problem is about: the member whose end ended it
+	// (lease_lost), or the one in use as another kind (kind_conflict).
+	Member string
+	// DelayedUntil (lock_delay) is when the lock's lock-delay ends (RFC 3339).
+	DelayedUntil string
+	// Members (a refused multilease's lock_held) names each lock refused, with its code
+	// (lock_held, lock_delay, ...) and holder.
+	Members []RefusedMember
 
 	// Extra holds every member of the problem, the ones above included, as sent.
 	Extra map[string]json.RawMessage
@@ -142,20 +111,35 @@ func (p Problem) Retryable() bool {
 }
 
 type problemJSON struct {
-	Type         string `json:"type"`
-	Title        string `json:"title"`
-	Status       int    `json:"status"`
-	Detail       string `json:"detail"`
-	Code         string `json:"code"`
-	RetryAfterMs *int64 `json:"retry_after_ms"`
-	WaitMs       *int64 `json:"wait_ms"`
-	Holder       string `json:"holder"`
-	LeaseID      string `json:"lease_id"`
-	HolderID     string `json:"holder_id"`
-	HeldAs       string `json:"held_as"`
-	Limit        int    `json:"limit"`
-	Mode         string `json:"mode"`
-	Reason       string `json:"reason"`
+	Type         string          `json:"type"`
+	Title        string          `json:"title"`
+	Status       int             `json:"status"`
+	Detail       string          `json:"detail"`
+	Code         string          `json:"code"`
+	RetryAfterMs *int64          `json:"retry_after_ms"`
+	WaitMs       *int64          `json:"wait_ms"`
+	Holder       string          `json:"holder"`
+	LeaseID      string          `json:"lease_id"`
+	HolderID     string          `json:"holder_id"`
+	HeldAs       string          `json:"held_as"`
+	Limit        int             `json:"limit"`
+	Mode         string          `json:"mode"`
+	Reason       string          `json:"reason"`
+	Member       string          `json:"member"`
+	DelayedUntil string          `json:"delayed_until"`
+	Members      []RefusedMember `json:"members"`
+}
+
+// RefusedMember is one lock a multilease could not take: why (Code: lock_held, lock_delay,
+// ...) and who holds it.
+type RefusedMember struct {
+	Lock    string `json:"lock"`
+	Code    string `json:"code"`
+	Detail  string `json:"detail"`
+	Holder  string `json:"holder"`
+	LeaseID string `json:"lease_id"`
+	// RetryAfterMs is when that lock should be free, in ms (0: not known).
+	RetryAfterMs int64 `json:"retry_after_ms"`
 }
 
 // parseProblem reads an error answer; it never fails (an answer that is not a problem becomes
@@ -176,6 +160,7 @@ func parseProblem(status int, header http.Header, body []byte) *Problem {
 		}
 		p.Holder, p.LeaseID, p.HolderID, p.HeldAs = pj.Holder, pj.LeaseID, pj.HolderID, pj.HeldAs
 		p.Limit, p.Mode, p.Reason = pj.Limit, pj.Mode, pj.Reason
+		p.Member, p.DelayedUntil, p.Members = pj.Member, pj.DelayedUntil, pj.Members
 		_ = json.Unmarshal(body, &p.Extra)
 	} else {
 		p.Title = http.StatusText(status)
@@ -216,8 +201,10 @@ const (
 // when the lease had been lost before, WithLock returns it. errors.Is(err, ErrLeaseLost) is
 // true for it; when the server told (a 410), errors.As finds that *Problem too.
 type LostError struct {
-	Lock    string
+	Lock    string // the lease's Name
 	LeaseID string
+	// Member is, for a multilease, the lock whose end ended it (when the server said).
+	Member string
 	// Reason is the server's (expired, released, force_released, evicted, ...) or
 	// ReasonUnrenewable, ReasonNotFound.
 	Reason string

@@ -1,32 +1,30 @@
 package leasehold
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 )
 
-// Lease is a held lock (or semaphore permits). While it is held, the client renews it every
-// TTL/3 and keeps its watch stream open; Context is cancelled the moment it is lost. Call
-// Release when the work is done (defer it): that is the only way its renewals stop.
+// Lease is a held lock, semaphore permits, or several locks held as one (a multilease).
+// While it is held, the client renews it every TTL/3 and keeps its watch stream open;
+// Context is cancelled the moment it is lost. Call Release when the work is done (defer it):
+// that is the only way its renewals stop.
 type Lease struct {
 	c       *Client
-	base    string // "/v1/locks/<name>" or "/v1/semaphores/<name>"
-	name    string
+	place   place
 	id      string
 	token   string
 	kind    string
 	fence   int64
 	permits int
 	holder  string
+	members []Member
 
 	ctx    context.Context // the work's: cancelled on loss, on release, or when Lock's ctx ends
 	cancel context.CancelFunc
@@ -43,12 +41,13 @@ type Lease struct {
 	ttl       time.Duration
 	count     int
 	renewedAt time.Time // when the last grant, reentry or heartbeat that succeeded was sent
+	acked     acked     // what the last grant or heartbeat said of the copies behind it
 	lostErr   *LostError
 	releasing bool // a release of ours is under way: its "released" is no loss
 	over      bool
 }
 
-func (c *Client) startLease(ctx context.Context, base, name string, g *grantJSON, token string, sent time.Time) (*Lease, error) {
+func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token string, sent time.Time) (*Lease, error) {
 	if token == "" {
 		token = g.Token
 	}
@@ -59,11 +58,19 @@ func (c *Client) startLease(ctx context.Context, base, name string, g *grantJSON
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
+	count := g.ReentryCount
+	if count == 0 {
+		count = 1 // a multilease's grant counts no levels: it has one
+	}
+	kind := g.Kind
+	if p.shape == shapeMultilease {
+		kind = "multilease"
+	}
 	l := &Lease{
-		c: c, base: base, name: name, id: g.LeaseID, token: token, kind: g.Kind,
-		fence: g.FencingToken, permits: g.Permits, holder: g.Holder,
+		c: c, place: p, id: g.LeaseID, token: token, kind: kind,
+		fence: g.FencingToken, permits: g.Permits, holder: g.Holder, members: g.Members,
 		lost: make(chan struct{}), keeperDone: make(chan struct{}), watchDone: make(chan struct{}),
-		ttl: ttl, count: g.ReentryCount, renewedAt: sent,
+		ttl: ttl, count: count, renewedAt: sent, acked: g.acked,
 	}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	l.inner, l.stopInner = context.WithCancel(context.Background())
@@ -76,8 +83,8 @@ func (c *Client) startLease(ctx context.Context, base, name string, g *grantJSON
 	return l, nil
 }
 
-// Name is the lock's (or semaphore's) name.
-func (l *Lease) Name() string { return l.name }
+// Name is the lock's (or semaphore's) name; a multilease's locks, joined by commas.
+func (l *Lease) Name() string { return l.place.name }
 
 // ID is the lease's id.
 func (l *Lease) ID() string { return l.id }
@@ -86,11 +93,41 @@ func (l *Lease) ID() string { return l.id }
 func (l *Lease) Token() string { return l.token }
 
 // FencingToken grows with every new lease of the lock: pass it to the resource you protect,
-// which refuses writes with a smaller token than the largest it has seen.
+// which refuses writes with a smaller token than the largest it has seen. A multilease has
+// one per lock instead (Members); this is 0 for it.
 func (l *Lease) FencingToken() int64 { return l.fence }
 
-// Kind is the lease's kind: reentrant, exclusive, fair, read, write or semaphore.
+// Kind is the lease's kind: reentrant, exclusive, fair, read, write, redlock, semaphore or
+// multilease.
 func (l *Lease) Kind() string { return l.kind }
+
+// Members are a multilease's locks, each with its own lease and fencing token (nil for a
+// lease of one lock or semaphore).
+func (l *Lease) Members() []Member { return append([]Member(nil), l.members...) }
+
+// ReplicasAcked is how many Redis replicas acknowledged the last grant or heartbeat (0 when
+// the server requires none: --min-replica-acks). For a multilease, its weakest member's.
+func (l *Lease) ReplicasAcked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acked.ReplicasAcked
+}
+
+// NodesAcked is how many RedLock nodes granted or last extended a redlock lease (0 for other
+// kinds).
+func (l *Lease) NodesAcked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acked.NodesAcked
+}
+
+// Validity is how long a redlock lease could be relied on when its last grant or heartbeat
+// was answered (its TTL less the time taken and the clock drift); 0 for other kinds.
+func (l *Lease) Validity() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Duration(l.acked.ValidityMs) * time.Millisecond
+}
 
 // Permits is the number of permits a semaphore lease holds (0 for locks).
 func (l *Lease) Permits() int { return l.permits }
@@ -130,7 +167,7 @@ func (l *Lease) Err() error {
 	return l.lostErr
 }
 
-func (l *Lease) leasePath() string { return l.base + "/leases/" + url.PathEscape(l.id) }
+func (l *Lease) leasePath() string { return l.place.leasePath(l.id) }
 
 // markLost records the loss, cancels the work's context and stops the renewals and the watch.
 func (l *Lease) markLost(e *LostError) {
@@ -139,7 +176,10 @@ func (l *Lease) markLost(e *LostError) {
 		l.mu.Unlock()
 		return
 	}
-	e.Lock, e.LeaseID, e.At = l.name, l.id, time.Now()
+	e.Lock, e.LeaseID, e.At = l.place.name, l.id, time.Now()
+	if e.Member == "" && e.Problem != nil {
+		e.Member = e.Problem.Member
+	}
 	l.lostErr = e
 	close(l.lost)
 	l.mu.Unlock()
@@ -169,12 +209,14 @@ func lostFrom(err error) *LostError {
 }
 
 type renewalJSON struct {
-	TTLms        int64 `json:"ttl_ms"`
-	ReentryCount int   `json:"reentry_count"`
+	TTLms        int64    `json:"ttl_ms"`
+	ReentryCount int      `json:"reentry_count"`
+	Members      []Member `json:"members"` // a multilease's
+	acked
 }
 
 // heartbeatLoop renews the lease every TTL/3 (counted from when the last renewal was sent).
-// Failures are retried until only TTL/6 would be left: then the lease is given up as lost
+// Failures are retried until only lossMargin(TTL) would be left: then the lease is given up as lost
 // (ReasonUnrenewable), before the server may grant it to someone else.
 func (l *Lease) heartbeatLoop() {
 	defer close(l.keeperDone)
@@ -190,7 +232,7 @@ func (l *Lease) heartbeatLoop() {
 			return
 		case <-t.C:
 		}
-		lossAt := last.Add(ttl - ttl/6)
+		lossAt := last.Add(ttl - lossMargin(ttl))
 		var lastErr error
 		for attempt := 0; ; attempt++ {
 			hctx, cancel := context.WithDeadline(l.inner, lossAt)
@@ -210,7 +252,10 @@ func (l *Lease) heartbeatLoop() {
 					if r.TTLms > 0 {
 						l.ttl = time.Duration(r.TTLms) * time.Millisecond
 					}
-					l.count = r.ReentryCount
+					if l.place.levels() {
+						l.count = r.ReentryCount
+					}
+					l.acked = r.acked
 					l.mu.Unlock()
 				}
 				break
@@ -238,108 +283,6 @@ func (l *Lease) heartbeatLoop() {
 				return
 			case <-time.After(d):
 			}
-		}
-	}
-}
-
-type lostEventJSON struct {
-	Reason string `json:"reason"`
-}
-
-// watchLoop keeps the lease's watch stream open; a stream that ends without "lost" is opened
-// again.
-func (l *Lease) watchLoop() {
-	defer close(l.watchDone)
-	attempt := 0
-	for l.inner.Err() == nil {
-		opened := time.Now()
-		final, retryAfter := l.watchOnce()
-		if final {
-			return
-		}
-		if time.Since(opened) > 10*time.Second {
-			attempt = 0
-		}
-		d := retryAfter
-		if d == 0 {
-			d = backoff(attempt)
-		}
-		attempt++
-		select {
-		case <-l.inner.Done():
-			return
-		case <-time.After(d):
-		}
-	}
-}
-
-// watchOnce reads one watch stream; final is true when watching is over (the lease is lost
-// or released, or the server refuses to let us watch: the heartbeats still tell then).
-func (l *Lease) watchOnce() (final bool, retryAfter time.Duration) {
-	ctx, cancel := context.WithCancel(l.inner)
-	defer cancel()
-	// No keep-alive comment for three of the server's intervals (15 s): the connection is dead.
-	idle := time.AfterFunc(l.c.watchIdle, cancel)
-	defer idle.Stop()
-	req, err := l.c.newHTTPRequest(ctx, &request{method: http.MethodGet, path: l.leasePath() + "/watch", bearer: l.token})
-	if err != nil {
-		return true, 0
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	hr, err := l.c.http.Do(req)
-	if err != nil {
-		return false, 0
-	}
-	defer hr.Body.Close()
-	if hr.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(hr.Body, 64<<10))
-		p := parseProblem(hr.StatusCode, hr.Header, body)
-		if lost := lostFrom(p); lost != nil {
-			l.markLost(lost)
-			return true, 0
-		}
-		if p.Retryable() || p.Status == http.StatusConflict {
-			return false, p.RetryAfter
-		}
-		return true, 0
-	}
-	br := bufio.NewReader(hr.Body)
-	var event, data string
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return false, 0
-		}
-		idle.Reset(l.c.watchIdle)
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			if event == "lost" {
-				var ev lostEventJSON
-				_ = json.Unmarshal([]byte(data), &ev)
-				if ev.Reason == "" {
-					ev.Reason = "lost"
-				}
-				l.markLost(&LostError{Reason: ev.Reason})
-				return true, 0
-			}
-			event, data = "", ""
-			continue
-		}
-		if strings.HasPrefix(line, ":") {
-			continue // keep-alive comment
-		}
-		field, value := line, ""
-		if i := strings.IndexByte(line, ':'); i >= 0 {
-			field, value = line[:i], strings.TrimPrefix(line[i+1:], " ")
-		}
-		switch field {
-		case "event":
-			event = value
-		case "data":
-			if data != "" {
-				data += "\n"
-			}
-			data += value
 		}
 	}
 }
@@ -381,10 +324,14 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.stopInner() // no heartbeat may race the release
 	var err error
-	if lost == nil || lost.Reason == ReasonUnrenewable {
+	// A lost multilease is released all the same: the server then gives its other locks back
+	// at once, instead of at the end of their TTL.
+	if lost == nil || lost.Reason == ReasonUnrenewable || l.place.shape == shapeMultilease {
 		rctx, cancel := detached(ctx, l.c.reqTimeout)
-		_, err = l.c.do(rctx, &request{method: http.MethodDelete, path: l.leasePath(), query: url.Values{"all": {"true"}},
-			bearer: l.token, idemKey: newKey(), retry: true})
+		// A multilease's release takes no key: sent again, it answers 410 released, as
+		// the first one did (see below).
+		_, err = l.c.do(rctx, &request{method: http.MethodDelete, path: l.leasePath(), query: l.place.releaseQuery(),
+			bearer: l.token, idemKey: l.place.releaseKey(), retry: true})
 		cancel()
 		if gone := lostFrom(err); gone != nil {
 			err = nil
@@ -408,6 +355,9 @@ func (l *Lease) Release(ctx context.Context) error {
 // KindWrite; "" releases the write hold first). It returns the levels left; at 0 the lease is
 // over, as after Release. Releasing one level of several renews the lease.
 func (l *Lease) ReleaseLevel(ctx context.Context, mode Kind) (int, error) {
+	if !l.place.levels() {
+		return 0, fmt.Errorf("leasehold: a %s lease has no levels: use Release", l.kind)
+	}
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
 	l.mu.Lock()
@@ -468,8 +418,8 @@ func (l *Lease) Reenter(ctx context.Context) (int, error) { return l.ReenterAs(c
 // ReenterAs re-enters with another kind: KindRead on a write lease downgrades it (it then
 // holds both; releasing the write hold leaves the read hold). "" is the lease's own kind.
 func (l *Lease) ReenterAs(ctx context.Context, kind Kind) (int, error) {
-	if strings.HasPrefix(l.base, "/v1/semaphores/") {
-		return 0, errors.New("leasehold: semaphore leases do not re-enter")
+	if !l.place.levels() {
+		return 0, fmt.Errorf("leasehold: %s leases do not re-enter", l.kind)
 	}
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
@@ -483,7 +433,7 @@ func (l *Lease) ReenterAs(ctx context.Context, kind Kind) (int, error) {
 	}
 	l.mu.Unlock()
 	body := &acquireBody{Kind: kind}
-	resp, err := l.c.do(ctx, &request{method: http.MethodPost, path: l.base + "/leases", body: body, bearer: l.token,
+	resp, err := l.c.do(ctx, &request{method: http.MethodPost, path: l.place.collection, body: body, bearer: l.token,
 		idemKey: newKey(), retry: true})
 	if err != nil {
 		if gone := lostFrom(err); gone != nil && gone.Problem != nil && gone.Problem.Code == CodeLeaseLost {
@@ -505,4 +455,18 @@ func (l *Lease) ReenterAs(ctx context.Context, kind Kind) (int, error) {
 	}
 	l.mu.Unlock()
 	return g.ReentryCount, nil
+}
+
+// lossMargin is what is left of a lease's TTL when renewals that keep failing give it up as
+// lost (clients/PROTOCOL.md): a sixth of the TTL, at least a second, at most a third. Given
+// up then, before the server may grant the lock to someone else.
+func lossMargin(ttl time.Duration) time.Duration {
+	m := ttl / 6
+	if m < time.Second {
+		m = time.Second
+	}
+	if m > ttl/3 {
+		m = ttl / 3
+	}
+	return m
 }

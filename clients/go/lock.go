@@ -50,6 +50,11 @@ type LockOptions struct {
 	Holder string
 	// Metadata is a small JSON object kept with the lease (at most 4 KiB).
 	Metadata map[string]interface{}
+	// LockDelay: should the lease end other than by a release (it expired, an operator
+	// removed it), the lock refuses new leases for this long (409 lock_delay), so that a
+	// holder that was paused finds nobody else writing yet. Zero: none. At most the server's
+	// --max-lock-delay-ms (60 s by default; beyond: 422 invalid_lock_delay).
+	LockDelay time.Duration
 }
 
 // SemaphoreOptions are the options of Client.Semaphore.
@@ -72,6 +77,8 @@ type acquireBody struct {
 	Metadata map[string]interface{} `json:"metadata,omitempty"`
 	Kind     Kind                   `json:"kind,omitempty"`
 	Policy   Policy                 `json:"policy,omitempty"`
+	// LockDelayMs is a pointer so that a reentry sends none (it keeps the lease's own).
+	LockDelayMs *int64 `json:"lock_delay_ms,omitempty"`
 }
 
 type permitBody struct {
@@ -83,15 +90,27 @@ type permitBody struct {
 }
 
 type grantJSON struct {
-	LeaseID      string `json:"lease_id"`
-	Token        string `json:"token"`
-	Lock         string `json:"lock"`
-	Kind         string `json:"kind"`
-	Holder       string `json:"holder"`
-	FencingToken int64  `json:"fencing_token"`
-	ReentryCount int    `json:"reentry_count"`
-	Permits      int    `json:"permits"`
-	TTLms        int64  `json:"ttl_ms"`
+	LeaseID      string   `json:"lease_id"`
+	Token        string   `json:"token"`
+	Lock         string   `json:"lock"`
+	Kind         string   `json:"kind"`
+	Holder       string   `json:"holder"`
+	FencingToken int64    `json:"fencing_token"`
+	ReentryCount int      `json:"reentry_count"`
+	Permits      int      `json:"permits"`
+	TTLms        int64    `json:"ttl_ms"`
+	Members      []Member `json:"members"` // a multilease's
+	acked
+}
+
+// acked is what a grant or a heartbeat says of the copies behind it, by kind of store.
+type acked struct {
+	// ReplicasAcked: Redis replicas that acknowledged it (with --min-replica-acks).
+	ReplicasAcked int `json:"replicas_acked"`
+	// NodesAcked: RedLock nodes that granted or extended it.
+	NodesAcked int `json:"nodes_acked"`
+	// ValidityMs: RedLock: how long it may be relied on from the answer on.
+	ValidityMs int64 `json:"validity_ms"`
 }
 
 type ticketJSON struct {
@@ -114,7 +133,11 @@ func (c *Client) Lock(ctx context.Context, name string, o LockOptions) (*Lease, 
 		holder = c.holder
 	}
 	body := &acquireBody{TTLms: ms(o.TTL), Holder: holder, Metadata: o.Metadata, Kind: o.Kind, Policy: o.Policy}
-	return c.acquire(ctx, lockPath(name), name, body, o.Wait)
+	if o.LockDelay > 0 {
+		delay := ms(o.LockDelay)
+		body.LockDelayMs = &delay
+	}
+	return c.acquire(ctx, lockPlace(name), body, o.Wait)
 }
 
 // Semaphore takes o.Permits (default 1) of the o.Limit permits of semaphore name, waiting up
@@ -126,7 +149,7 @@ func (c *Client) Semaphore(ctx context.Context, name string, o SemaphoreOptions)
 		holder = c.holder
 	}
 	body := &permitBody{Limit: o.Limit, Permits: o.Permits, TTLms: ms(o.TTL), Holder: holder, Metadata: o.Metadata}
-	return c.acquire(ctx, semaphorePath(name), name, body, o.Wait)
+	return c.acquire(ctx, semaphorePlace(name), body, o.Wait)
 }
 
 // WithLock runs fn under the lock: it takes it (Lock), runs fn with the lease's context,
@@ -138,6 +161,11 @@ func (c *Client) WithLock(ctx context.Context, name string, o LockOptions, fn fu
 	if err != nil {
 		return err
 	}
+	return runHolding(ctx, lease, fn)
+}
+
+// runHolding runs fn with the lease's context and releases the lease however fn ends.
+func runHolding(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) (err error) {
 	defer func() {
 		r := recover()
 		rerr := lease.Release(ctx)
@@ -153,7 +181,7 @@ func (c *Client) WithLock(ctx context.Context, name string, o LockOptions, fn fu
 	return fn(lease.Context(), lease)
 }
 
-func (c *Client) acquire(ctx context.Context, base, name string, body interface{}, wait time.Duration) (*Lease, error) {
+func (c *Client) acquire(ctx context.Context, p place, body interface{}, wait time.Duration) (*Lease, error) {
 	if wait < 0 {
 		wait = 0
 	}
@@ -174,13 +202,13 @@ func (c *Client) acquire(ctx context.Context, base, name string, body interface{
 			left = 0
 		}
 		q := url.Values{"wait_ms": {strconv.FormatInt(ms(left), 10)}}
-		resp, err := c.do(ctx, &request{method: http.MethodPost, path: base + "/leases", query: q, body: body,
+		resp, err := c.do(ctx, &request{method: http.MethodPost, path: p.collection, query: q, body: body,
 			idemKey: key, wait: left, retry: true})
 		if err != nil {
-			var p *Problem
-			if errors.As(err, &p) && (p.Code == CodeLockHeld || p.Code == CodeNoPermits) &&
-				time.Until(deadline) > 10*time.Millisecond {
-				continue // the server cut the wait to its --max-wait-ms: wait on
+			var pr *Problem
+			waited := errors.As(err, &pr) && (pr.Code == CodeLockHeld || pr.Code == CodeNoPermits || pr.Code == CodeLockDelay)
+			if waited && time.Until(deadline) > 10*time.Millisecond {
+				continue // the server cut the wait to its --max-wait-ms: wait on (a lock-delay too)
 			}
 			return nil, err
 		}
@@ -190,13 +218,13 @@ func (c *Client) acquire(ctx context.Context, base, name string, body interface{
 			if err := decode(resp, &g); err != nil {
 				return nil, err
 			}
-			return c.startLease(ctx, base, name, &g, g.Token, resp.sent)
+			return c.startLease(ctx, p, &g, g.Token, resp.sent)
 		case http.StatusAccepted:
 			var t ticketJSON
 			if err := decode(resp, &t); err != nil {
 				return nil, err
 			}
-			return c.waitTicket(ctx, base, name, &t, deadline)
+			return c.waitTicket(ctx, p, &t, deadline)
 		default:
 			return nil, fmt.Errorf("leasehold: unexpected %d answer to an acquire", resp.status)
 		}
@@ -205,11 +233,11 @@ func (c *Client) acquire(ctx context.Context, base, name string, body interface{
 
 // waitTicket long-polls a fair lock's ticket until it turns into the lease or the wait ends
 // (then it leaves the queue and answers lock_held, as a non-fair lock would).
-func (c *Client) waitTicket(ctx context.Context, base, name string, t *ticketJSON, deadline time.Time) (*Lease, error) {
+func (c *Client) waitTicket(ctx context.Context, p place, t *ticketJSON, deadline time.Time) (*Lease, error) {
 	if t.Token == "" {
 		return nil, errNoToken
 	}
-	path := base + "/tickets/" + url.PathEscape(t.TicketID)
+	path := lockPath(p.name) + "/tickets/" + url.PathEscape(t.TicketID)
 	position := t.Position
 	for {
 		left := time.Until(deadline)
@@ -233,7 +261,7 @@ func (c *Client) waitTicket(ctx context.Context, base, name string, t *ticketJSO
 			if err := decode(resp, &g); err != nil {
 				return nil, err
 			}
-			return c.startLease(ctx, base, name, &g, t.Token, resp.sent)
+			return c.startLease(ctx, p, &g, t.Token, resp.sent)
 		case http.StatusAccepted:
 			var nt ticketJSON
 			if err := decode(resp, &nt); err == nil && nt.Position > 0 {

@@ -39,9 +39,9 @@ func buildReadme(t *testing.T) string {
 		t.Fatal(err)
 	}
 	var program string
-	snippets := "package main\n\nimport (\n\t\"context\"\n\t\"errors\"\n\t\"log\"\n\t\"time\"\n\n" +
+	snippets := "package main\n\nimport (\n\t\"context\"\n\t\"errors\"\n\t\"fmt\"\n\t\"log\"\n\t\"time\"\n\n" +
 		"\tleasehold \"github.com/leasehold/leasehold/clients/go\"\n)\n\n" +
-		"var _, _, _ = errors.New, log.Print, time.Second\n"
+		"var _, _, _, _ = errors.New, fmt.Sprint, log.Print, time.Second\n"
 	for i, b := range readmeBlocks(t) {
 		switch {
 		case strings.HasPrefix(b, "package main"):
@@ -51,6 +51,8 @@ func buildReadme(t *testing.T) string {
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, key string) {\n" + b + "_ = err\n}\n"
 		case strings.Contains(b, "c.WithLock("):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client) error {\n" + b + "return err\n}\n"
+		case strings.HasPrefix(b, "lease, err := c.Multilease("):
+			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client, work func(context.Context) error) error {\n" + b + "}\n"
 		case strings.HasPrefix(b, "var p *leasehold.Problem"):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(err error) {\n" + b + "}\n"
 		default:

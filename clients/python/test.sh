@@ -57,10 +57,10 @@ py="$venv/bin/python"
 # that: the machine's Python may be newer), is typed (mypy --strict) and lints clean.
 if [ "$lint" = 1 ]; then
   "$venv/bin/vermin" -q --no-tips --violations --target=3.9- --eval-annotations --feature union-types \
-    src/leasehold tests || { echo "vermin: the code above needs a Python newer than 3.9" >&2; exit 1; }
-  "$venv/bin/mypy" --strict --no-error-summary src/leasehold tests
-  "$venv/bin/ruff" check -q src tests
-  "$venv/bin/ruff" format -q --check src tests
+    src/leasehold tests scripts || { echo "vermin: the code above needs a Python newer than 3.9" >&2; exit 1; }
+  "$venv/bin/mypy" --strict --no-error-summary src/leasehold tests scripts
+  "$venv/bin/ruff" check -q src tests scripts
+  "$venv/bin/ruff" format -q --check src tests scripts
 fi
 
 bin=${LEASEHOLD_BIN:-$root/target/debug/leasehold}

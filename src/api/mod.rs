@@ -21,6 +21,7 @@ mod locks;
 pub(crate) mod metrics;
 mod multileases;
 mod openapi;
+mod problem_codes;
 mod redis_status;
 mod semaphores;
 mod watch;

@@ -225,6 +225,7 @@ pub(super) fn finish(doc: &mut OpenApi, limits: &ApiLimits) {
     OptionalBodies.modify(doc);
     LockNames.modify(doc);
     RedlockResponses.modify(doc);
+    super::problem_codes::list_in(doc);
     bounds(doc, limits);
 }
 

@@ -7,6 +7,7 @@ mod binary;
 mod browser;
 mod browser_first_look;
 mod cli;
+mod clients;
 mod cluster;
 mod cluster_fixture;
 mod cost;

@@ -2,6 +2,15 @@ import "./polyfill.js";
 import { LeaseLostError, LockHeldError } from "./errors.js";
 import { Transport, randomKey, type Query, type Reply, type RetryOptions } from "./http.js";
 import { Lease, inspect } from "./lease.js";
+import {
+  CLIENT_OPTIONS,
+  LOCK_OPTIONS,
+  MULTILEASE_OPTIONS,
+  RETRY_OPTIONS,
+  SEMAPHORE_OPTIONS,
+  checkOptions,
+} from "./options.js";
+import { leasePath, lockPlace, multileasePlace, semaphorePlace, type Place } from "./place.js";
 import type {
   AcquireOptions,
   FenceCheck,
@@ -11,6 +20,9 @@ import type {
   LockInfo,
   LockList,
   LockOptions,
+  MultiLock,
+  MultileaseInfo,
+  MultileaseOptions,
   SemaphoreInfo,
   SemaphoreOptions,
   TicketBody,
@@ -43,9 +55,9 @@ export const DEFAULT_SERVER = "http://127.0.0.1:8080";
 
 type Work<T> = (lease: Lease) => Promise<T> | T;
 
+/** What an acquire asks for: where the lease will live, and the request's body. */
 interface Target {
-  resource: "locks" | "semaphores";
-  name: string;
+  place: Place;
   body: Record<string, unknown>;
 }
 
@@ -67,6 +79,8 @@ export class Client {
   private readonly releaseOnSignal: boolean;
 
   constructor(url?: string, options: ClientOptions = {}) {
+    checkOptions(options, CLIENT_OPTIONS, "new Client()");
+    checkOptions(options.retry, RETRY_OPTIONS, "new Client() retry");
     const base = url ?? env("LEASEHOLD_SERVER") ?? DEFAULT_SERVER;
     this.url = base.replace(/\/+$/, "");
     const apiKey = options.apiKey === undefined ? env("LEASEHOLD_API_KEY") : (options.apiKey ?? undefined);
@@ -94,10 +108,33 @@ export class Client {
    * Fair locks queue: the ticket is polled here until it is this caller's turn.
    */
   lock(name: string, options: LockOptions = {}): Promise<Lease> {
+    checkOptions(options, LOCK_OPTIONS, "client.lock()");
     const body: Record<string, unknown> = common(options);
     if (options.kind !== undefined) body["kind"] = options.kind;
     if (options.policy !== undefined) body["policy"] = options.policy;
-    return this.acquire({ resource: "locks", name, body }, options);
+    if (options.lockDelayMs !== undefined) body["lock_delay_ms"] = options.lockDelayMs;
+    return this.acquire({ place: lockPlace(name), body }, options);
+  }
+
+  /**
+   * Takes every lock of `locks` as one lease, all or nothing (a name is a reentrant lock;
+   * `{ name, kind }` picks the kind). One heartbeat renews them all and the loss of any is
+   * the loss of the whole: the lease's `signal` aborts, its `lostError.member` naming the
+   * lock. Each lock has its own fencing token: `lease.members`. Rejects with
+   * {@link LockHeldError} (its `problem.members` naming each lock refused) when they are not
+   * all free within `waitMs`; nothing is held then.
+   */
+  multilease(locks: readonly MultiLock[], options: MultileaseOptions = {}): Promise<Lease> {
+    checkOptions(options, MULTILEASE_OPTIONS, "client.multilease()");
+    const asked = locks.map((lock) => (typeof lock === "string" ? { name: lock } : lock));
+    if (asked.length === 0) return Promise.reject(new TypeError("client.multilease(): no locks"));
+    for (const lock of asked) checkOptions(lock, ["name", "kind"], "client.multilease() lock");
+    const body: Record<string, unknown> = {
+      ...common(options),
+      locks: asked.map((lock) => (lock.kind === undefined ? { name: lock.name } : { name: lock.name, kind: lock.kind })),
+    };
+    if (options.lockDelayMs !== undefined) body["lock_delay_ms"] = options.lockDelayMs;
+    return this.acquire({ place: multileasePlace(asked.map((lock) => lock.name)), body }, options);
   }
 
   /**
@@ -105,9 +142,10 @@ export class Client {
    * {@link LockHeldError} (code `no_permits`) when not enough are free after the wait.
    */
   semaphore(name: string, options: SemaphoreOptions): Promise<Lease> {
+    checkOptions(options, SEMAPHORE_OPTIONS, "client.semaphore()");
     const body: Record<string, unknown> = { ...common(options), limit: options.limit };
     if (options.permits !== undefined) body["permits"] = options.permits;
-    return this.acquire({ resource: "semaphores", name, body }, options);
+    return this.acquire({ place: semaphorePlace(name), body }, options);
   }
 
   /**
@@ -120,6 +158,11 @@ export class Client {
   withLock<T>(name: string, ...args: [Work<T>] | [LockOptions, Work<T>]): Promise<T> {
     const [options, work] = args.length === 1 ? [{}, args[0]] : args;
     return this.run(this.lock(name, options), work);
+  }
+
+  /** {@link withLock} for a multilease: releases every lock however `work` ends. */
+  withMultilease<T>(locks: readonly MultiLock[], options: MultileaseOptions, work: Work<T>): Promise<T> {
+    return this.run(this.multilease(locks, options), work);
   }
 
   /** {@link withLock} for a semaphore's permits. */
@@ -153,8 +196,14 @@ export class Client {
     leaseId: string,
     options: { semaphore?: boolean | undefined; signal?: AbortSignal | undefined } = {},
   ): Promise<LeaseInfo> {
-    const resource = options.semaphore === true ? "semaphores" : "locks";
-    return this.get<LeaseInfo>("GET", `/v1/${resource}/${enc(name)}/leases/${enc(leaseId)}`, options.signal);
+    checkOptions(options, ["semaphore", "signal"], "client.inspectLease()");
+    const place = options.semaphore === true ? semaphorePlace(name) : lockPlace(name);
+    return this.get<LeaseInfo>("GET", leasePath(place, leaseId), options.signal);
+  }
+
+  /** `GET /v1/multileases/{id}`: its locks, and `held` or how (and by which member) it ended. */
+  inspectMultilease(leaseId: string, signal?: AbortSignal): Promise<MultileaseInfo> {
+    return this.get<MultileaseInfo>("GET", leasePath(multileasePlace([]), leaseId), signal);
   }
 
   /** `GET /v1/locks`: one page of the live locks and semaphores; pass `next_cursor` back as `cursor`. */
@@ -166,6 +215,7 @@ export class Client {
       signal?: AbortSignal | undefined;
     } = {},
   ): Promise<LockList> {
+    checkOptions(options, ["prefix", "cursor", "limit", "signal"], "client.listLocks()");
     return this.get<LockList>("GET", "/v1/locks", options.signal, {
       prefix: options.prefix,
       cursor: options.cursor,
@@ -181,6 +231,7 @@ export class Client {
     name: string,
     options: { reason?: string | undefined; signal?: AbortSignal | undefined } = {},
   ): Promise<ForceReleaseBody> {
+    checkOptions(options, ["reason", "signal"], "client.forceRelease()");
     const reply = await this.transport.request<ForceReleaseBody>({
       method: "DELETE",
       path: `/v1/admin/locks/${enc(name)}`,
@@ -232,7 +283,7 @@ export class Client {
     signal?.throwIfAborted();
     const deadline = now() + Math.max(0, options.waitMs ?? 0);
     const left = () => Math.max(0, Math.ceil(deadline - now()));
-    const path = `/v1/${target.resource}/${enc(target.name)}/leases`;
+    const path = target.place.collection;
     // A fair lock is asked without a wait, then its ticket (if queued) is polled for the wait:
     // servers up to 0.1.0 answer a fair acquire that carries an Idempotency-Key and waits
     // without being granted with 422 idempotency_key_reused (the wait polls the ticket under
@@ -260,7 +311,8 @@ export class Client {
           accept: [202],
         });
       } catch (error) {
-        // The server cut the wait to its --max-wait-ms: ask again for the rest.
+        // The server cut the wait to its --max-wait-ms: ask again for the rest (a lock-delay,
+        // a LockHeldError too, is waited through the same way).
         if (error instanceof LockHeldError && (error.waitMs ?? asked) < asked && left() > 0) continue;
         throw error;
       }
@@ -284,7 +336,7 @@ export class Client {
   ): Promise<{ grant: GrantBody; token: string; sentAt: number } | undefined> {
     const token = ticket.token;
     if (typeof token !== "string") throw new TypeError("the server's ticket carried no token");
-    const path = `/v1/locks/${enc(target.name)}/tickets/${enc(ticket.ticket_id)}`;
+    const path = `/v1/locks/${enc(target.place.name)}/tickets/${enc(ticket.ticket_id)}`;
     let position = ticket.position;
     try {
       for (;;) {
@@ -294,7 +346,7 @@ export class Client {
             type: "/problems/lock_held",
             title: "The lock is held by someone else",
             status: 409,
-            detail: `still queued for ${target.name}, at position ${position}, when the wait ran out`,
+            detail: `still queued for ${target.place.name}, at position ${position}, when the wait ran out`,
             code: "lock_held",
             position,
           });
@@ -332,8 +384,7 @@ export class Client {
   ): Promise<Lease> {
     const lease = new Lease({
       transport: this.transport,
-      resource: target.resource,
-      name: target.name,
+      place: target.place,
       token,
       grant,
       sentAt,

@@ -4,62 +4,29 @@
  * `code` and every member it had, as the subclass its status and code call for.
  */
 
-/** The codes the server documents (README "Errors"); later servers may add others. */
-export type ProblemCode =
-  | "malformed_json"
-  | "invalid_query"
-  | "invalid_idempotency_key"
-  | "token_missing"
-  | "token_malformed"
-  | "admin_token_required"
-  | "api_key_required"
-  | "api_key_invalid"
-  | "token_mismatch"
-  | "admin_token_invalid"
-  | "admin_disabled"
-  | "role_missing"
-  | "name_not_allowed"
-  | "tenant_not_allowed"
-  | "cross_origin"
-  | "host_not_allowed"
-  | "lease_not_found"
-  | "lock_not_found"
-  | "key_not_found"
-  | "not_found"
-  | "method_not_allowed"
-  | "body_timeout"
-  | "lock_held"
-  | "no_permits"
-  | "kind_conflict"
-  | "not_reentrant"
-  | "upgrade_refused"
-  | "mode_not_held"
-  | "limit_mismatch"
-  | "ticket_pending"
-  | "reentry_too_deep"
-  | "key_name_taken"
-  | "lease_lost"
-  | "ticket_expired"
-  | "payload_too_large"
-  | "idempotency_key_reused"
-  | "unsupported_media_type"
-  | "invalid_lock_name"
-  | "invalid_ttl"
-  | "invalid_body"
-  | "reason_too_long"
-  | "rate_limited"
-  | "quota_exceeded"
-  | "too_many_watches"
-  | "redis_unavailable"
-  | "shutting_down"
-  | "too_many_waiters"
-  | "queue_full"
-  | "too_many_connections"
-  | "request_timeout"
-  | "internal"
-  // An answer that was not problem+json (a proxy's error page, say): `unexpected_status`.
-  | "unexpected_status"
-  | (string & {});
+/**
+ * Every code the server's API can answer: its problem table, which it publishes as the
+ * `Problem` schema's `code` enum in `/openapi.json` (the parity test holds this list to it).
+ */
+export const PROBLEM_CODES = [
+  "lock_held", "lock_delay", "kind_conflict", "not_reentrant", "upgrade_refused", "limit_mismatch", "mode_not_held", "ticket_pending", "ticket_expired", "no_permits", "lease_lost",
+  "lease_not_found", "lock_not_found",
+  "token_missing", "token_malformed", "token_mismatch", "admin_token_required", "admin_token_invalid", "admin_disabled",
+  "invalid_lock_name", "invalid_ttl", "invalid_lock_delay", "invalid_body", "malformed_json", "unsupported_media_type", "payload_too_large", "invalid_query", "invalid_idempotency_key", "idempotency_key_reused", "not_found", "method_not_allowed",
+  "redis_unavailable", "redis_full", "not_replicated", "shutting_down", "too_many_watches", "internal",
+  "api_key_required", "api_key_invalid", "role_missing", "name_not_allowed", "tenant_not_allowed", "cross_origin", "host_not_allowed", "key_not_found", "key_name_taken", "reentry_too_deep", "reason_too_long",
+  "body_timeout", "rate_limited", "quota_exceeded", "too_many_waiters", "queue_full", "too_many_connections", "request_timeout",
+  "no_quorum", "redlock_disabled",
+] as const;
+
+/** A code of {@link PROBLEM_CODES}. */
+export type KnownProblemCode = (typeof PROBLEM_CODES)[number];
+
+/**
+ * A problem's code: one the server documents, `unexpected_status` for an answer that was not
+ * problem+json (a proxy's error page, say), or a code of a newer server.
+ */
+export type ProblemCode = KnownProblemCode | "unexpected_status" | (string & {});
 
 /** The body of a problem answer: RFC 9457 members, `code`, and the extension members. */
 export interface Problem {
@@ -147,6 +114,17 @@ export class LockHeldError extends ProblemError {
 }
 
 /**
+ * Not acquired within the wait because the lock is in its lock-delay (`lock_delay`): its last
+ * lease ended other than by a release and asked for one. A wait goes on through it.
+ */
+export class LockDelayError extends LockHeldError {
+  /** When the delay ends (RFC 3339). */
+  get delayedUntil(): string | undefined {
+    return this.str("delayed_until");
+  }
+}
+
+/**
  * The lease has lost its lock (`lease_lost`, or `ticket_expired` for a fair ticket polled too
  * late): it expired, an operator force-released it, or it was released. This is also the
  * `reason` of a lost lease's `signal`.
@@ -155,6 +133,10 @@ export class LeaseLostError extends ProblemError {
   /** `expired`, `released`, `force_released`, `left`, ... */
   get reason(): LossReason | undefined {
     return this.str("reason");
+  }
+  /** A multilease's: the lock whose end ended it. */
+  get member(): string | undefined {
+    return this.str("member") ?? this.str("lock");
   }
 }
 
@@ -176,21 +158,55 @@ export class AuthError extends ProblemError {}
 /** 404: `lease_not_found`, `lock_not_found`, `key_not_found`, `not_found`. */
 export class NotFoundError extends ProblemError {}
 
-/** 400, 405, 408, 413, 415, 422: the request itself is wrong (a bad name, TTL, body...). */
+/** 400, 405, 408, 413, 415, 422: the request itself is wrong (a bad name, TTL, lock-delay, body...). */
 export class InvalidRequestError extends ProblemError {}
 
 /** 429: `rate_limited` or `quota_exceeded` (the `quota` member names which). */
 export class RateLimitedError extends ProblemError {}
 
-/** 5xx: the server could not answer now (`redis_unavailable`, `shutting_down`, ...). */
+/** 5xx: the server could not answer now (`redis_unavailable`, `shutting_down`, `no_quorum`, ...). */
 export class UnavailableError extends ProblemError {}
 
-/** The error class for a problem answer. */
+type ErrorClass = new (problem: Problem, retryAfterMs?: number) => ProblemError;
+
+/**
+ * The class each code is thrown as: the ones callers handle by type have their own, the rest
+ * their family's (by status). Every code the server can answer is here (the parity test
+ * checks it), so no known code falls through to a guess.
+ */
+export const ERROR_CLASSES: { readonly [code in KnownProblemCode]: ErrorClass } = {
+  lock_held: LockHeldError, lock_delay: LockDelayError, no_permits: LockHeldError,
+  lease_lost: LeaseLostError, ticket_expired: LeaseLostError,
+  kind_conflict: ConflictError, not_reentrant: ConflictError, upgrade_refused: ConflictError,
+  limit_mismatch: ConflictError, mode_not_held: ConflictError, ticket_pending: ConflictError,
+  reentry_too_deep: ConflictError, key_name_taken: ConflictError,
+  lease_not_found: NotFoundError, lock_not_found: NotFoundError, key_not_found: NotFoundError, not_found: NotFoundError,
+  token_missing: AuthError, token_malformed: AuthError, token_mismatch: AuthError,
+  admin_token_required: AuthError, admin_token_invalid: AuthError, admin_disabled: AuthError,
+  api_key_required: AuthError, api_key_invalid: AuthError, role_missing: AuthError,
+  name_not_allowed: AuthError, tenant_not_allowed: AuthError, cross_origin: AuthError, host_not_allowed: AuthError,
+  invalid_lock_name: InvalidRequestError, invalid_ttl: InvalidRequestError, invalid_lock_delay: InvalidRequestError,
+  invalid_body: InvalidRequestError, malformed_json: InvalidRequestError, unsupported_media_type: InvalidRequestError,
+  payload_too_large: InvalidRequestError, invalid_query: InvalidRequestError,
+  invalid_idempotency_key: InvalidRequestError, idempotency_key_reused: InvalidRequestError,
+  method_not_allowed: InvalidRequestError, body_timeout: InvalidRequestError, reason_too_long: InvalidRequestError,
+  redlock_disabled: InvalidRequestError,
+  rate_limited: RateLimitedError, quota_exceeded: RateLimitedError,
+  redis_unavailable: UnavailableError, redis_full: UnavailableError, not_replicated: UnavailableError,
+  shutting_down: UnavailableError, too_many_watches: UnavailableError, internal: UnavailableError,
+  too_many_waiters: UnavailableError, queue_full: UnavailableError, too_many_connections: UnavailableError,
+  request_timeout: UnavailableError, no_quorum: UnavailableError,
+};
+
+/** The error class for a problem answer: by its code, else (a newer server's code) by its status. */
 export function problemError(problem: Problem, retryAfterMs?: number): ProblemError {
   const { status, code } = problem;
-  if (code === "lock_held" || code === "no_permits") return new LockHeldError(problem, retryAfterMs);
-  if (code === "lease_lost" || code === "ticket_expired") return new LeaseLostError(problem, retryAfterMs);
+  const known = Object.prototype.hasOwnProperty.call(ERROR_CLASSES, code)
+    ? ERROR_CLASSES[code as KnownProblemCode]
+    : undefined;
+  if (known !== undefined) return new known(problem, retryAfterMs);
   if (status === 409) return new ConflictError(problem, retryAfterMs);
+  if (status === 410) return new LeaseLostError(problem, retryAfterMs);
   if (status === 401 || status === 403) return new AuthError(problem, retryAfterMs);
   if (status === 404) return new NotFoundError(problem, retryAfterMs);
   if (status === 429) return new RateLimitedError(problem, retryAfterMs);

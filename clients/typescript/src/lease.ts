@@ -1,16 +1,11 @@
 import "./polyfill.js";
-import {
-  AuthError,
-  LeaseLostError,
-  NotFoundError,
-  ProblemError,
-  TransportError,
-  lossError,
-} from "./errors.js";
-import { isObject, link, randomKey, sleep, toProblemError, type Transport } from "./http.js";
-import { readEvents } from "./sse.js";
-import type { GrantBody, LockKind, ReleaseBody, RenewalBody, RwMode } from "./types.js";
+import { LeaseLostError, ProblemError, lossError } from "./errors.js";
+import { randomKey, sleep, type Transport } from "./http.js";
+import { checkOptions } from "./options.js";
+import { hasLevels, leasePath, type Place } from "./place.js";
+import type { GrantBody, LockKind, MultileaseMember, ReleaseBody, RenewalBody, RwMode } from "./types.js";
 import { track, untrack } from "./exit.js";
+import { asLoss, lostEvent, watchLease } from "./watch.js";
 
 /** `held` until released or lost; `released` and `lost` are final. */
 export type LeaseState = "held" | "released" | "lost";
@@ -43,8 +38,7 @@ export interface ReenterOptions {
 /** @internal What a Lease is made from. */
 export interface LeaseInit {
   transport: Transport;
-  resource: "locks" | "semaphores";
-  name: string;
+  place: Place;
   token: string;
   grant: GrantBody;
   /** When the request that brought the grant was sent (performance.now()). */
@@ -53,10 +47,14 @@ export interface LeaseInit {
   releaseOnSignal: boolean;
 }
 
-/** How long the watch stream may stay silent (the server sends a comment every 15 s). */
-const WATCH_IDLE_MS = 45_000;
-/** The pause before opening a watch again that was refused for lack of room. */
-const WATCH_RETRY_FULL_MS = 15_000;
+/**
+ * What is left of a lease's TTL when renewals that keep failing give it up as lost: a sixth
+ * of the TTL, at least a second, at most a third (clients/PROTOCOL.md). Given up then, before
+ * the server may grant the lock to someone else, not at the TTL itself.
+ */
+export function lossMargin(ttlMs: number): number {
+  return Math.min(Math.max(ttlMs / 6, 1000), ttlMs / 3);
+}
 
 /** Node's `util.inspect` hook: what console.log shows of a lease or client. */
 export const inspect = Symbol.for("nodejs.util.inspect.custom");
@@ -69,7 +67,7 @@ const now = () => performance.now();
  * at once. Release it with {@link release}, or let `await using` or `withLock` do so.
  */
 export class Lease implements AsyncDisposable {
-  /** The lock's (or semaphore's) name. */
+  /** The lock's (or semaphore's) name; a multilease's locks, joined by commas. */
   readonly name: string;
   readonly leaseId: string;
   /** The bearer token that proves this lease. Keep it secret. */
@@ -79,8 +77,13 @@ export class Lease implements AsyncDisposable {
    * writes carrying a smaller one than it has seen (or asks {@link Client.checkFence}).
    */
   readonly fencingToken: number;
-  /** `reentrant`, `exclusive`, `fair`, `read`, `write` or `semaphore`. */
+  /** `reentrant`, `exclusive`, `fair`, `read`, `write`, `redlock`, `semaphore` or `multilease`. */
   readonly kind: string;
+  /**
+   * A multilease's locks, each with its own lease and fencing token (pass each lock's token
+   * to the resource that lock protects); empty for a lease of one lock or semaphore.
+   */
+  readonly members: readonly MultileaseMember[];
   readonly holder: string | undefined;
   /** Semaphore leases: the permits held. */
   readonly permits: number | undefined;
@@ -92,6 +95,7 @@ export class Lease implements AsyncDisposable {
   readonly signal: AbortSignal;
 
   private readonly transport: Transport;
+  private readonly place: Place;
   private readonly path: string;
   private readonly lossController = new AbortController();
   private readonly stopper = new AbortController();
@@ -106,25 +110,30 @@ export class Lease implements AsyncDisposable {
   private releasesInFlight = 0;
   private pendingLoss: LeaseLostError | undefined;
   private releaseChain: Promise<unknown> = Promise.resolve();
+  private gaveBack = false;
+  private acked: { replicas: number | undefined; nodes: number | undefined; validity: number | undefined };
 
   /** @internal Made by {@link Client.lock} and {@link Client.semaphore}. */
   constructor(init: LeaseInit) {
     const { grant } = init;
     this.transport = init.transport;
-    this.name = init.name;
+    this.place = init.place;
+    this.name = init.place.name;
     this.leaseId = grant.lease_id;
     this.token = init.token;
     this.fencingToken = grant.fencing_token;
-    this.kind = grant.kind;
+    this.kind = init.place.kind === "multilease" ? "multilease" : grant.kind;
+    this.members = grant.members ?? [];
+    this.acked = acked(grant);
     this.holder = grant.holder ?? undefined;
     this.permits = grant.permits ?? undefined;
-    this.levels = grant.reentry_count;
+    this.levels = grant.reentry_count ?? 1;
     this.ttl = grant.ttl_ms;
     this.expires = new Date(grant.expires_at);
     this.renewedAt = init.sentAt;
     this.signal = this.lossController.signal;
     this.releaseOnSignal = init.releaseOnSignal;
-    this.path = `/v1/${init.resource}/${encodeURIComponent(init.name)}/leases/${encodeURIComponent(grant.lease_id)}`;
+    this.path = leasePath(init.place, grant.lease_id);
     if (this.releaseOnSignal) track(this);
     this.armDeadline();
     void this.renewLoop();
@@ -150,6 +159,24 @@ export class Lease implements AsyncDisposable {
     return this.levels;
   }
 
+  /**
+   * Redis replicas that acknowledged the last grant or renewal (with the server's
+   * `--min-replica-acks`; undefined when it requires none). A multilease's: its weakest member's.
+   */
+  get replicasAcked(): number | undefined {
+    return this.acked.replicas;
+  }
+
+  /** RedLock leases: the nodes that granted or last extended it. */
+  get nodesAcked(): number | undefined {
+    return this.acked.nodes;
+  }
+
+  /** RedLock leases: how long, in ms, the last grant or renewal could be relied on when answered. */
+  get validityMs(): number | undefined {
+    return this.acked.validity;
+  }
+
   /** The TTL in ms that each renewal restarts. */
   get ttlMs(): number {
     return this.ttl;
@@ -171,8 +198,9 @@ export class Lease implements AsyncDisposable {
    * `release({ all: false })`, or every level at once with `release()`.
    */
   async reenter(options: ReenterOptions = {}): Promise<void> {
+    checkOptions(options, ["ttlMs", "waitMs", "kind", "signal"], "lease.reenter()");
     this.assertHeld();
-    if (this.path.startsWith("/v1/semaphores/")) throw new TypeError("semaphore leases cannot re-enter");
+    if (!hasLevels(this.place)) throw new TypeError(`${this.kind} leases cannot re-enter`);
     const deadline = now() + Math.max(0, options.waitMs ?? 0);
     const key = await randomKey();
     const body: Record<string, unknown> = {};
@@ -181,7 +209,7 @@ export class Lease implements AsyncDisposable {
     const sentAt = now();
     const reply = await this.transport.request<GrantBody>({
       method: "POST",
-      path: `/v1/locks/${encodeURIComponent(this.name)}/leases`,
+      path: this.place.collection,
       query: () => ({ wait_ms: Math.max(0, Math.ceil(deadline - now())) }),
       body,
       token: this.token,
@@ -194,6 +222,7 @@ export class Lease implements AsyncDisposable {
 
   /** Renews the lease now (it renews itself anyway), optionally with a new TTL for later renewals too. */
   async renew(options: { ttlMs?: number | undefined; signal?: AbortSignal | undefined } = {}): Promise<void> {
+    checkOptions(options, ["ttlMs", "signal"], "lease.renew()");
     this.assertHeld();
     const sentAt = now();
     const reply = await this.transport.request<RenewalBody>({
@@ -215,6 +244,10 @@ export class Lease implements AsyncDisposable {
    * after a full release does nothing.
    */
   release(options: ReleaseOptions = {}): Promise<ReleaseResult> {
+    checkOptions(options, ["all", "mode", "signal"], "lease.release()");
+    if (!hasLevels(this.place) && (options.all === false || options.mode !== undefined)) {
+      return Promise.reject(new TypeError(`a ${this.kind} lease has no levels: release it whole`));
+    }
     const result = this.releaseChain.then(() => this.releaseNow(options));
     this.releaseChain = result.catch(() => {});
     return result;
@@ -252,6 +285,12 @@ export class Lease implements AsyncDisposable {
   }
 
   private async releaseNow(options: ReleaseOptions): Promise<ReleaseResult> {
+    if (this.current === "lost" && this.place.kind === "multilease" && !this.gaveBack) {
+      // A lost multilease still holds its other locks: its release gives them back now, not
+      // at the end of their TTL (the server answers 410, as expected).
+      this.gaveBack = true;
+      await this.transport.request({ method: "DELETE", path: this.path, token: this.token, retry: true }).catch(() => {});
+    }
     if (this.current === "lost") throw this.lostWith;
     if (this.current === "released") return { released: true, reentryCount: 0 };
     const all = options.all ?? true;
@@ -264,15 +303,21 @@ export class Lease implements AsyncDisposable {
         await this.transport.request<ReleaseBody>({
           method: "DELETE",
           path: this.path,
-          query: { all: all ? true : undefined, mode: options.mode },
+          query: hasLevels(this.place) ? { all: all ? true : undefined, mode: options.mode } : undefined,
           token: this.token,
-          idempotencyKey: key,
+          // A multilease's release keeps no key: a retry of one that went through answers 410 released.
+          idempotencyKey: this.place.kind === "multilease" ? undefined : key,
           retry: true,
           signal: options.signal,
         })
       ).body;
     } catch (error) {
       this.releasesInFlight--;
+      if (error instanceof LeaseLostError && error.reason === "released") {
+        // A retry whose first attempt went through (or the token's other holder released it).
+        this.finish("released");
+        return { released: true, reentryCount: 0 };
+      }
       if (error instanceof LeaseLostError) {
         this.lose(error, true);
         throw error;
@@ -324,7 +369,8 @@ export class Lease implements AsyncDisposable {
 
   private renewed(sentAt: number, body: RenewalBody | GrantBody): void {
     if (this.current !== "held") return;
-    this.levels = body.reentry_count;
+    if (body.reentry_count !== undefined) this.levels = body.reentry_count;
+    this.acked = acked(body);
     if (sentAt >= this.renewedAt) {
       this.renewedAt = sentAt;
       this.ttl = body.ttl_ms;
@@ -335,31 +381,39 @@ export class Lease implements AsyncDisposable {
 
   /**
    * The lease certainly holds until `renewedAt + ttl` (the server counts the TTL from when it
-   * ran the renewal, after we sent it). Past that with no renewal answered, it may have
-   * expired: report it lost rather than let the work go on unprotected.
+   * ran the renewal, after we sent it). When no renewal has been answered by the loss margin
+   * before that, report it lost (`unrenewable`) before the server may grant the lock to
+   * someone else, rather than let the work go on unprotected.
    */
   private armDeadline(): void {
     clearTimeout(this.deadline);
     if (this.current !== "held") return;
+    const giveUpAt = () => this.renewedAt + this.ttl - lossMargin(this.ttl);
     this.deadline = setTimeout(() => {
-      if (now() < this.renewedAt + this.ttl) {
+      if (now() < giveUpAt()) {
         this.armDeadline();
         return;
       }
       this.lose(
         lossError(
-          "expired",
-          `no renewal of the lease reached the server within its TTL (${this.ttl} ms): it has expired, or is about to`,
+          "unrenewable",
+          `no renewal of the lease was answered in time (its TTL is ${this.ttl} ms): someone else may hold the lock soon`,
           { lease_id: this.leaseId, lock: this.name },
         ),
       );
       if (this.current === "lost") {
         // It may still hold, if only the answers were lost: give it back for the next holder.
         void this.transport
-          .request({ method: "DELETE", path: this.path, query: { all: true }, token: this.token, retry: false })
+          .request({
+            method: "DELETE",
+            path: this.path,
+            query: hasLevels(this.place) ? { all: true } : undefined,
+            token: this.token,
+            retry: false,
+          })
           .catch(() => {});
       }
-    }, Math.max(0, this.renewedAt + this.ttl - now()));
+    }, Math.max(0, giveUpAt() - now()));
   }
 
   /** Heartbeats at a third of the TTL; retried sooner when one fails, until the deadline says lost. */
@@ -398,72 +452,14 @@ export class Lease implements AsyncDisposable {
         }
         failures++;
         const hinted = error instanceof ProblemError ? error.retryAfterMs : undefined;
-        retryAt = now() + Math.min(this.transport.backoff(failures, hinted), this.ttl / 6);
+        retryAt = now() + Math.min(this.transport.backoff(failures, hinted), lossMargin(this.ttl) / 2);
       }
     }
   }
 
-  /** Follows the watch stream; reports `event: lost` at once; opens it again when it ends otherwise. */
-  private async watchLoop(): Promise<void> {
-    const stop = this.stopper.signal;
-    let failures = 0;
-    while (!stop.aborted) {
-      const connection = new AbortController();
-      const unlink = link(stop, connection);
-      let idle: ReturnType<typeof setTimeout> | undefined;
-      const alive = () => {
-        clearTimeout(idle);
-        idle = setTimeout(
-          () => connection.abort(new TransportError(`the watch stream was silent for ${WATCH_IDLE_MS} ms`)),
-          WATCH_IDLE_MS,
-        );
-      };
-      let pause: number | undefined;
-      try {
-        alive();
-        const response = await this.transport.open(
-          { method: "GET", path: `${this.path}/watch`, token: this.token },
-          connection.signal,
-        );
-        if (!response.ok) {
-          const error = toProblemError(response, await response.text());
-          const loss = asLoss(error);
-          if (loss !== undefined) {
-            this.lose(loss);
-          } else if (error instanceof AuthError || error.status < 429) {
-            return; // this lease cannot be watched here: the heartbeats still tell its loss
-          } else {
-            // Over the caller's stream quota (429), the instance's watches (503 too_many_watches),
-            // or the instance unavailable: the heartbeats tell a loss meanwhile; try again rarely.
-            pause = Math.max(error.retryAfterMs ?? 0, WATCH_RETRY_FULL_MS);
-          }
-          failures++;
-        } else if (response.body !== null) {
-          const opened = now();
-          for await (const event of readEvents(response.body, alive)) {
-            if (event.event === "lost") {
-              this.lose(lostEvent(event.data, this));
-              break;
-            }
-          }
-          // It ended without news (the instance stopped, a proxy cut it): open it again, at
-          // once if it had lasted, backing off if streams keep ending as soon as they open.
-          failures = now() - opened > 5_000 ? 1 : failures + 1;
-        }
-      } catch {
-        if (stop.aborted) return;
-        failures++;
-      } finally {
-        clearTimeout(idle);
-        unlink();
-        connection.abort();
-      }
-      try {
-        await sleep(pause ?? this.transport.backoff(Math.max(failures, 1)), stop);
-      } catch {
-        return;
-      }
-    }
+  /** Follows the watch stream (see watch.ts) until the lease ends. */
+  private watchLoop(): Promise<void> {
+    return watchLease(this.transport, `${this.path}/watch`, this.token, this.stopper.signal, (loss) => this.lose(loss), (data) => lostEvent(data, this.leaseId, this.name));
   }
 
   /** Marks the lease lost and aborts {@link signal}; ignored once it has ended. */
@@ -488,28 +484,15 @@ export class Lease implements AsyncDisposable {
   }
 }
 
-/** The loss an error reports, if it reports one: 410, or the server not knowing the lease. */
-function asLoss(error: unknown): LeaseLostError | undefined {
-  if (error instanceof LeaseLostError) return error;
-  if (error instanceof NotFoundError && error.code === "lease_not_found") {
-    return lossError("unknown", error.detail, { cause_code: error.code });
-  }
-  if (error instanceof AuthError && error.code === "token_mismatch") {
-    return lossError("unknown", error.detail, { cause_code: error.code });
-  }
-  return undefined;
-}
-
-function lostEvent(data: string, lease: Lease): LeaseLostError {
-  let event: Record<string, unknown> = {};
-  try {
-    const parsed = JSON.parse(data) as unknown;
-    if (isObject(parsed)) event = parsed;
-  } catch {
-    // a lost event whose data does not parse is still a loss
-  }
-  const reason = typeof event["reason"] === "string" ? event["reason"] : "unknown";
-  return lossError(reason, `the lease ${lease.leaseId} on ${lease.name} ended: ${reason} (from its watch stream)`, {
-    ...event,
-  });
+/** What a grant or renewal says of the copies behind it. */
+function acked(body: RenewalBody | GrantBody): { replicas: number | undefined; nodes: number | undefined; validity: number | undefined } {
+  const members = body.members ?? [];
+  const replicas = members.length > 0
+    ? members.reduce<number | undefined>((least, m) => (typeof m.replicas_acked === "number" ? Math.min(least ?? Infinity, m.replicas_acked) : least), undefined)
+    : (body.replicas_acked ?? undefined);
+  return {
+    replicas,
+    nodes: "nodes_acked" in body ? (body.nodes_acked ?? undefined) : undefined,
+    validity: "validity_ms" in body ? (body.validity_ms ?? undefined) : undefined,
+  };
 }

@@ -29,10 +29,42 @@ export interface GrantBody {
   ttl_ms: number;
   expires_at: string;
   wait_ms?: number | null;
+  /** Redis replicas that acknowledged the grant (with --min-replica-acks; absent when none are required). */
+  replicas_acked?: number | null;
   /** RedLock grants: the nodes that granted it (a majority of the server's --redlock-nodes). */
   nodes_acked?: number | null;
   /** RedLock grants: how long it may be relied on, in ms (TTL less elapsed and drift). */
   validity_ms?: number | null;
+  /** A multilease's locks, each with its own lease and fencing token. */
+  members?: MultileaseMember[];
+}
+
+/** One lock of a held multilease. */
+export interface MultileaseMember {
+  lock: string;
+  kind: string;
+  /** The member's own lease on its lock (what `GET /v1/locks/{lock}` shows as the holder). */
+  lease_id: string;
+  /** This lock's fencing token: pass it with every write to the resource this lock protects. */
+  fencing_token: number;
+  /** Redis replicas that acknowledged this member's grant (absent when none are required). */
+  replicas_acked?: number | null;
+}
+
+/** `GET /v1/multileases/{id}`: a multilease as anyone may see it (never its token). */
+export interface MultileaseInfo {
+  lease_id: string;
+  state: LeaseStateName | (string & {});
+  members: { lock: string; kind: string; lease_id: string }[];
+  holder?: string | null;
+  metadata?: Metadata | null;
+  /** The member whose end ended it, once it has. */
+  lost_member?: string | null;
+  ttl_ms: number;
+  remaining_ms?: number | null;
+  acquired_at: string;
+  expires_at: string;
+  ended_at?: string | null;
 }
 
 /** A fair lock's place in its queue (202). */
@@ -46,14 +78,16 @@ export interface TicketBody {
   wait_ms?: number | null;
 }
 
-/** A successful heartbeat. */
+/** A successful heartbeat (a multilease's has `members` instead of `lock`, `fencing_token`, `reentry_count`). */
 export interface RenewalBody {
   lease_id: string;
-  lock: string;
-  fencing_token: number;
-  reentry_count: number;
+  lock?: string;
+  fencing_token?: number;
+  reentry_count?: number;
   ttl_ms: number;
   expires_at: string;
+  replicas_acked?: number | null;
+  members?: MultileaseMember[];
   /** RedLock leases: the nodes that extended it. */
   nodes_acked?: number | null;
   /** RedLock leases: how long the extension may be relied on, in ms. */
@@ -234,6 +268,21 @@ export interface LockOptions extends AcquireOptions {
   kind?: LockKind | undefined;
   /** Read/write locks: `readers_first` (default) or `fifo`. */
   policy?: RwPolicy | undefined;
+  /**
+   * Should the lease end other than by a release (it expired, an operator removed it), the
+   * lock refuses new leases for this long, in ms (409 `lock_delay`, a {@link LockDelayError}):
+   * a holder that was paused finds nobody else writing yet. At most the server's
+   * `--max-lock-delay-ms` (60 s by default). Default 0: none.
+   */
+  lockDelayMs?: number | undefined;
+}
+
+/** One lock of a multilease: a name (a reentrant lock), or a name and kind. */
+export type MultiLock = string | { name: string; kind?: Exclude<LockKind, "redlock"> | undefined };
+
+export interface MultileaseOptions extends AcquireOptions {
+  /** As for {@link LockOptions.lockDelayMs}, on every lock. */
+  lockDelayMs?: number | undefined;
 }
 
 export interface SemaphoreOptions extends AcquireOptions {

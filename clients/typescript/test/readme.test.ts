@@ -81,3 +81,22 @@ test("the README's quickstart and await-using example run as written", async () 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test("npm install of the package's folder, as the README's install says, builds it (prepare) and imports", async () => {
+  // A copy of what a clone has: no node_modules, no dist.
+  const dir = await mkdtemp(join(tmpdir(), "leasehold-folder-"));
+  try {
+    const pkg = join(dir, "typescript");
+    await run("mkdir", [pkg], dir);
+    const copied = ["package.json", "package-lock.json", "tsconfig.json", "src", "scripts", "README.md", "LICENSE"];
+    await run("cp", ["-r", ...copied.map((f) => join(packageDir, f)), pkg], dir);
+    const app = join(dir, "app");
+    await run("mkdir", [app], dir);
+    await writeFile(join(app, "package.json"), JSON.stringify({ name: "folder-install", private: true, type: "module" }));
+    await run("npm", ["install", "--no-audit", "--no-fund", "../typescript"], app);
+    const output = await run(process.execPath, ["--input-type=module", "-e", 'import("leasehold").then((m) => console.log(typeof m.Client))'], app);
+    assert.equal(output, "function\n");
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

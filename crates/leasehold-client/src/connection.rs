@@ -3,9 +3,7 @@
 //! (a [`Reply`], or a [`ClientError`]). The calls themselves are in `leases`, `inspect`,
 //! `keys` and `watch`.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use reqwest::{RequestBuilder, Url};
@@ -14,6 +12,7 @@ use serde_json::Value;
 
 use crate::error::{ClientError, Problem, excerpt};
 use crate::secret::ApiKey;
+use crate::server_url::ServerUrl;
 
 /// The header the API key travels in.
 pub const KEY_HEADER: &str = "leasehold-key";
@@ -45,38 +44,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait for a TCP connection: a server that is down should fail fast, not eat the
 /// heartbeat budget of `leasehold run`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The base URL of a Leasehold server (`http://host:port`, optionally with a path prefix when
-/// it sits behind a proxy).
-#[derive(Debug, Clone)]
-pub struct ServerUrl(Url);
-
-/// Why a server URL was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum InvalidServerUrl {
-    #[error("not a URL ({0}); write it like http://127.0.0.1:8080")]
-    Syntax(String),
-    #[error("only http:// and https:// server URLs are supported, not {0}://")]
-    Scheme(String),
-}
-
-impl FromStr for ServerUrl {
-    type Err = InvalidServerUrl;
-
-    fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        let url = Url::parse(raw).map_err(|e| InvalidServerUrl::Syntax(e.to_string()))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(InvalidServerUrl::Scheme(url.scheme().to_owned()));
-        }
-        Ok(Self(url))
-    }
-}
-
-impl fmt::Display for ServerUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// How a client proves itself and whom it trusts.
 #[derive(Debug, Clone, Default)]
@@ -169,7 +136,7 @@ impl Client {
     /// The base URL with `segments` appended, each percent-encoded: a lock name with a `/` or
     /// `?` reaches the server as one segment and gets its 422, not someone else's route.
     pub(crate) fn endpoint(&self, segments: &[&str]) -> Result<Url, ClientError> {
-        let mut url = self.base.0.clone();
+        let mut url = self.base.url().clone();
         url.set_query(None);
         url.set_fragment(None);
         url.path_segments_mut()
@@ -237,16 +204,5 @@ mod tests {
         assert_eq!(url.as_str(), "http://h:1/prefix/v1/locks/a%2Fb%3Fc/leases");
         let url = client("http://h:1").endpoint(&["v1"]).expect("url");
         assert_eq!(url.as_str(), "http://h:1/v1");
-    }
-
-    #[test]
-    fn only_http_and_https_urls_are_accepted() {
-        assert!("https://h".parse::<ServerUrl>().is_ok());
-        assert!(matches!(
-            "ftp://h".parse::<ServerUrl>(),
-            Err(InvalidServerUrl::Scheme(s)) if s == "ftp"
-        ));
-        assert!("h:8080".parse::<ServerUrl>().is_err());
-        assert!("not a url".parse::<ServerUrl>().is_err());
     }
 }

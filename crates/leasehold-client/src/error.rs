@@ -5,8 +5,11 @@ use std::path::PathBuf;
 
 use reqwest::StatusCode;
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
-use crate::connection::ServerUrl;
+use crate::codes::ProblemCode;
+
+use crate::server_url::ServerUrl;
 
 /// An `application/problem+json` answer.
 #[derive(Debug, Clone, Deserialize, thiserror::Error)]
@@ -22,9 +25,23 @@ pub struct Problem {
     /// On 410 `lease_lost`: `expired`, `released` or `force_released`.
     #[serde(default)]
     pub reason: Option<String>,
+    /// Every other member it carried (`type`, `title`, `holder`, `held_as`, `member`,
+    /// `members`, `delayed_until`, `replicas_acked`, ...), as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl Problem {
+    /// The code as a type; `None` for a code this client does not know (a newer server's).
+    pub fn kind(&self) -> Option<ProblemCode> {
+        ProblemCode::parse(&self.code)
+    }
+
+    /// One extension member (`held_as`, `member`, `delayed_until`, ...).
+    pub fn member(&self, name: &str) -> Option<&Value> {
+        self.extra.get(name)
+    }
+
     /// Someone else holds the lock (409).
     pub fn is_lock_held(&self) -> bool {
         self.status == StatusCode::CONFLICT.as_u16()

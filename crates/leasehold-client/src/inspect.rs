@@ -2,7 +2,8 @@
 //! checks.
 
 use crate::{
-    Client, ClientError, FenceCheckBody, FenceCheckReply, ListBody, LockBody, Reply, SemaphoreBody,
+    Client, ClientError, FenceCheckBody, FenceCheckReply, LeaseId, ListBody, LockBody,
+    MultiLeaseBody, Reply, Resource, SemaphoreBody,
 };
 
 impl Client {
@@ -19,6 +20,21 @@ impl Client {
     /// `GET /v1/semaphores/{name}`: its limit, permits in use and holders.
     pub async fn semaphore_status(&self, name: &str) -> Result<Reply<SemaphoreBody>, ClientError> {
         let url = self.endpoint(&["v1", "semaphores", name])?;
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `GET /v1/multileases/{id}`: a multilease's locks and state (never its token), and the
+    /// member whose end ended it, once one has.
+    pub async fn multilease_status(
+        &self,
+        id: LeaseId,
+    ) -> Result<Reply<MultiLeaseBody>, ClientError> {
+        let id = id.to_string();
+        let url = self.endpoint(&Resource::Multilease.lease_path("", &id))?;
         Self::send(
             self.request(reqwest::Method::GET, url)
                 .timeout(self.timeout),

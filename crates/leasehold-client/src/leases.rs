@@ -150,7 +150,8 @@ impl Client {
             ttl_ms: multi.ttl_ms,
             expires_at: multi.expires_at,
             wait_ms: multi.wait_ms,
-            replicas_acked: None,
+            // The weakest member's: what the whole multilease can count on.
+            replicas_acked: multi.members.iter().filter_map(|m| m.replicas_acked).min(),
             degraded: multi.members.iter().find_map(|m| m.degraded),
             nodes_acked: None,
             validity_ms: None,

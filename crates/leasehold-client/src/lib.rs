@@ -13,17 +13,21 @@
 //! - `connection`: [`Client`] itself, its options and the way every call is sent;
 //! - `secret`: [`LeaseToken`] and [`ApiKey`];
 //! - `error`: [`ClientError`] and the server's [`Problem`];
+//! - `codes`: [`ProblemCode`], every problem code the server can answer;
+//! - `server_url`: [`ServerUrl`], a server's checked base URL;
 //! - `leases`: acquire (locks, permits, fair tickets), heartbeat, release, a lease's state;
 //! - `inspect`: lock and semaphore status, the live names, fence checks;
 //! - `keys`: API keys (admin);
 //! - `watch`: lease watches ([`Watch`]).
 
+mod codes;
 mod connection;
 mod error;
 mod inspect;
 mod keys;
 mod leases;
 mod secret;
+mod server_url;
 mod watch;
 
 pub use leasehold_wire::{
@@ -34,13 +38,15 @@ pub use leasehold_wire::{
     RenewalBody, SemaphoreBody, TicketBody,
 };
 
+pub use self::codes::ProblemCode;
 pub use self::connection::{
-    Client, ClientOptions, DEFAULT_TIMEOUT, InvalidServerUrl, KEY_HEADER, Reply, Resource,
-    ServerUrl, http_builder, install_crypto_provider,
+    Client, ClientOptions, DEFAULT_TIMEOUT, KEY_HEADER, Reply, Resource, http_builder,
+    install_crypto_provider,
 };
 pub use self::error::{ClientError, Problem};
 pub use self::leases::{AcquireOptions, Acquired, Lease, PermitOptions, Ticket};
 pub use self::secret::{ApiKey, EmptyKey, EmptyToken, LeaseToken};
+pub use self::server_url::{InvalidServerUrl, ServerUrl};
 pub use self::watch::Watch;
 
 /// The README's example, compiled by the doctests (`cargo test --doc`).

@@ -184,6 +184,7 @@ async fn wait_in_line(
                     detail: "still queued for the fair lock when the wait ran out".into(),
                     retry_after_ms: None,
                     reason: None,
+                    extra: serde_json::Map::new(),
                 }));
             }
             Ok(_) => {}

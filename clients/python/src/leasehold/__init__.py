@@ -11,9 +11,11 @@ it is lost, and the block then ends in :class:`LeaseLost`), and released however
 ends. :class:`AsyncClient` does the same for asyncio (``async with client.lock(...)``).
 """
 
-from ._async import AsyncClient, AsyncLease, AsyncLeaseContext
-from ._core import FenceCheck
+from ._async.client import AsyncClient
+from ._async.lease import AsyncLease, AsyncLeaseContext
+from ._core import FenceCheck, Member
 from ._errors import (
+    PROBLEM_CODES,
     Conflict,
     Forbidden,
     InvalidRequest,
@@ -21,6 +23,7 @@ from ._errors import (
     LeaseholdError,
     LeaseLost,
     LimitMismatch,
+    LockDelay,
     LockHeld,
     NoPermits,
     NotFound,
@@ -33,7 +36,8 @@ from ._errors import (
     Unavailable,
     UpgradeRefused,
 )
-from ._sync import Client, Lease, LeaseContext
+from ._sync.client import Client
+from ._sync.lease import Lease, LeaseContext
 from ._version import __version__
 
 __all__ = [
@@ -45,10 +49,13 @@ __all__ = [
     "AsyncLease",
     "AsyncLeaseContext",
     "FenceCheck",
+    "Member",
+    "PROBLEM_CODES",
     "LeaseholdError",
     "TransportError",
     "ProblemError",
     "LockHeld",
+    "LockDelay",
     "NoPermits",
     "LeaseLost",
     "TicketExpired",

@@ -10,7 +10,8 @@ both follow the same rules:
 - Only requests that are safe to send twice are retried: reads, heartbeats, ticket polls and
   leaves, and acquires, reentries and releases, which always carry an ``Idempotency-Key``
   (the same one on every retry of one call), so the server answers a retry with its first
-  answer instead of acting twice.
+  answer instead of acting twice. (A multilease's release carries none, as its route keeps
+  no keys: a retry of one that went through answers 410 ``released``, taken as done.)
 - A retry follows a dropped connection, a timeout, a 503 (Redis slow, instance stopping,
   too many waiters), a 504, a 408 or a 429 ``rate_limited``, after a short backoff (at
   least what ``Retry-After`` says), for as long as the call's time allows.
@@ -19,7 +20,6 @@ both follow the same rules:
 
 from __future__ import annotations
 
-import contextvars
 import getpass
 import math
 import os
@@ -28,18 +28,32 @@ import socket
 import time
 import uuid
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, TypeVar, Union
-from urllib.parse import quote
 
 from ._errors import (
     LeaseLost,
     LockHeld,
-    NotFound,
     ProblemError,
     TicketExpired,
     TransportError,
     make_problem,
+)
+from ._wire import (
+    LOCKS,
+    MULTILEASES,
+    SEMAPHORES,
+    AcquireState,
+    FenceCheck,
+    Grant,
+    Member,
+    Target,
+    Ticket,
+    acked,
+    lock_body,
+    multilease_request,
+    segment,
+    semaphore_body,
 )
 
 T = TypeVar("T")
@@ -51,21 +65,12 @@ DEFAULT_TIMEOUT = 10.0
 #: Pause before asking again when the server answered 409 before our wait was over (its
 #: ``--max-wait-ms`` is shorter than the wait asked for).
 REASK_PAUSE = 0.1
-#: Longest pause between two heartbeats retried after a failure.
-HEARTBEAT_RETRY_PAUSE = 1.0
-#: Pause before opening a broken lease watch again (heartbeats go on meanwhile).
-WATCH_RETRY_PAUSE = 1.0
-#: The server sends a keep-alive comment on a watch every 15 s; a watch silent for this long
-#: is taken for broken (a proxy dropped it) and opened again.
-WATCH_READ_TIMEOUT = 45.0
 #: A wait_ms to ask for when the caller waits without limit; the server cuts it to its own
 #: ``--max-wait-ms`` and we ask again.
 FOREVER_WAIT_MS = 3_600_000
 #: Longest pause between retries of one call (unless Retry-After asks for longer).
 MAX_BACKOFF = 1.0
 
-LOCKS = "locks"
-SEMAPHORES = "semaphores"
 
 LOCK_KINDS = ("reentrant", "exclusive", "fair", "read", "write", "redlock")
 
@@ -87,10 +92,6 @@ def default_holder() -> str:
         user = "python"
     label = f"{user}@{socket.gethostname()} (pid {os.getpid()})"
     return label[:200]
-
-
-def segment(name: str) -> str:
-    return quote(str(name), safe="")
 
 
 def resolve_url(url: Optional[str]) -> str:
@@ -175,7 +176,7 @@ def parse_body(content: bytes) -> Any:
 
 
 def _retryable(reply: Reply) -> bool:
-    if reply.status in (408, 503, 504):
+    if reply.status in (408, 502, 503, 504):
         return True
     if reply.status == 429:
         body = reply.body if isinstance(reply.body, Mapping) else {}
@@ -214,132 +215,6 @@ def request(build: Callable[[], Call], give_up_at: float) -> Plan[Reply]:
         attempt += 1
 
 
-# --- grants, tickets, fence checks -------------------------------------------------------
-
-
-@dataclass
-class Grant:
-    """A lease as the server granted it (201) or re-entered it (200)."""
-
-    lease_id: str
-    token: Optional[str]
-    lock: str
-    kind: str
-    holder: Optional[str]
-    fencing_token: int
-    reentry_count: int
-    ttl_ms: int
-    expires_at: Optional[str]
-    permits: Optional[int]
-    #: When the request that (re)started the lease's TTL was sent (monotonic).
-    sent_at: float
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def parse(cls, reply: Reply, token: Optional[str] = None) -> Grant:
-        body = reply.body if isinstance(reply.body, dict) else {}
-        return cls(
-            lease_id=str(body["lease_id"]),
-            token=body.get("token") or token,
-            lock=str(body.get("lock", "")),
-            kind=str(body.get("kind", "")),
-            holder=body.get("holder"),
-            fencing_token=int(body["fencing_token"]),
-            reentry_count=int(body.get("reentry_count", 1)),
-            ttl_ms=int(body["ttl_ms"]),
-            expires_at=body.get("expires_at"),
-            permits=body.get("permits"),
-            sent_at=reply.sent_at,
-            raw=body,
-        )
-
-
-@dataclass
-class Ticket:
-    ticket_id: str
-    token: str
-    position: Optional[int]
-
-
-@dataclass(frozen=True)
-class FenceCheck:
-    """The answer of ``check_fence``: ``current`` is true when a lease holding the lock right
-    now carries ``fencing_token`` (when the server read it; see the README's race note)."""
-
-    lock: str
-    fencing_token: int
-    current: bool
-    fencing_counter: int
-
-
-@dataclass
-class AcquireState:
-    """What an acquire in progress owns on the server, so that an acquire cut short (an
-    exception, a cancellation, Ctrl-C) can give it back: a fair lock's ticket, or a grant
-    not yet handed to the caller."""
-
-    ticket: Optional[Ticket] = None
-    grant: Optional[Grant] = None
-    reentry: bool = False
-    #: While an acquire request is out without an answer: the same request, not waiting.
-    #: Cut short then, the server may have acted on it (a grant or a ticket answered to a
-    #: client that was gone); sending it again with its key tells what it did.
-    replay: Optional[Call] = None
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a lease is on: a lock or a semaphore (multileases will be a third resource)."""
-
-    resource: str
-    name: str
-
-    @property
-    def base(self) -> str:
-        return f"/v1/{self.resource}/{segment(self.name)}"
-
-    def lease_path(self, lease_id: str) -> str:
-        return f"{self.base}/leases/{segment(lease_id)}"
-
-
-def lock_body(
-    ttl_ms: Optional[int],
-    holder: Optional[str],
-    kind: Optional[str],
-    policy: Optional[str],
-    metadata: Optional[Mapping[str, Any]],
-) -> dict[str, Any]:
-    body: dict[str, Any] = {}
-    if ttl_ms is not None:
-        body["ttl_ms"] = int(ttl_ms)
-    if holder is not None:
-        body["holder"] = holder
-    if metadata is not None:
-        body["metadata"] = dict(metadata)
-    if kind is not None:
-        body["kind"] = kind
-    if policy is not None:
-        body["policy"] = policy
-    return body
-
-
-def semaphore_body(
-    limit: int,
-    permits: int,
-    ttl_ms: Optional[int],
-    holder: Optional[str],
-    metadata: Optional[Mapping[str, Any]],
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"limit": int(limit), "permits": int(permits)}
-    if ttl_ms is not None:
-        body["ttl_ms"] = int(ttl_ms)
-    if holder is not None:
-        body["holder"] = holder
-    if metadata is not None:
-        body["metadata"] = dict(metadata)
-    return body
-
-
 def _wait_ms(deadline: float) -> int:
     if deadline == math.inf:
         return FOREVER_WAIT_MS
@@ -371,7 +246,7 @@ def acquire(
         wait_ms = 0 if queue_first else _wait_ms(deadline)
         return Call(
             "POST",
-            f"{target.base}/leases",
+            target.collection,
             timeout=wait_ms / 1000 + timeout,
             params={"wait_ms": wait_ms} if wait_ms else None,
             json=body,
@@ -491,7 +366,9 @@ def release(
             params["all"] = "true"
         if mode is not None:
             params["mode"] = mode
-    key = new_key()
+    # A multilease's release keeps no key: a retry of one that went through answers 410
+    # released, which is taken as done below.
+    key = None if target.resource == MULTILEASES else new_key()
     reply = yield from request(
         lambda: Call(
             "DELETE",
@@ -549,9 +426,17 @@ def _replay_and_give_back(target: Target, call: Call, reentry: bool, timeout: fl
         yield from leave(target, Ticket(str(body["ticket_id"]), str(body["token"]), body.get("position")), timeout)
 
 
-def simple(call: Call, give_up_after: float) -> Plan[Any]:
-    """One call (retried as :func:`request` does); its JSON, or its problem raised."""
-    reply = yield from request(lambda: call, now() + give_up_after)
+def simple(call: Call, give_up_after: float, retry: bool = True) -> Plan[Any]:
+    """One call (retried as :func:`request` does, unless not ``retry``: a call that could act
+    twice); its JSON, or its problem raised."""
+    if retry:
+        reply = yield from request(lambda: call, now() + give_up_after)
+    else:
+        outcome = yield call
+        assert outcome is not None
+        if isinstance(outcome, Failure):
+            raise TransportError(f"no answer from the server: {outcome.error!r}") from outcome.error
+        reply = outcome
     if 200 <= reply.status < 300:
         return reply.body
     raise reply.problem()
@@ -575,159 +460,23 @@ def fence_check(name: str, fencing_token: int, timeout: float) -> Plan[FenceChec
     )
 
 
-# --- keeping a lease --------------------------------------------------------------------
-
-
-class Renewal:
-    """When to heartbeat, and until when the lease is surely ours.
-
-    Expiry is tracked on our own monotonic clock, never from the server's ``expires_at``: a
-    renewal *sent* at instant ``t`` keeps the lease until at least ``t + ttl``, because the
-    server renews it after ``t``. Heartbeats go every TTL/3; a failed one is retried after
-    a tenth of the TTL (at most a second);
-    when renewals keep failing until only a margin of the lease is left (a sixth of the TTL,
-    at least a second, at most a third of the TTL), the lease is given up for lost: past that
-    instant someone else may hold the lock without us being told. A heartbeat that is due is
-    always tried first (a thread or task woken late must not give up a lease it can renew)."""
-
-    def __init__(self, ttl_ms: int, renewed_at: float) -> None:
-        self.ttl = ttl_ms / 1000
-        self.until = renewed_at + self.ttl
-        self.next_heartbeat = renewed_at + self.ttl / 3
-
-    def renewed(self, ttl_ms: int, sent_at: float) -> None:
-        self.ttl = ttl_ms / 1000
-        self.until = sent_at + self.ttl
-        self.next_heartbeat = sent_at + self.ttl / 3
-
-    def failed(self, at: float) -> None:
-        self.next_heartbeat = at + min(self.ttl / 10, HEARTBEAT_RETRY_PAUSE)
-
-    @property
-    def margin(self) -> float:
-        # At most a third: a short lease (under 3 s) still leaves its first heartbeat a third of
-        # the TTL to answer; with half, a 900 ms lease gave it 150 ms and a loaded machine
-        # lost leases that were never in danger.
-        return min(max(self.ttl / 6, 1.0), self.ttl / 3)
-
-    @property
-    def give_up_at(self) -> float:
-        return self.until - self.margin
-
-    @property
-    def request_timeout(self) -> float:
-        """A heartbeat must not hang past the next one: it is retried instead."""
-        return min(max(self.ttl / 3, 0.5), 10.0)
-
-    def heartbeat_timeout(self, at: float) -> Optional[float]:
-        """How long a heartbeat sent at ``at`` may take: until the give-up instant (or, once
-        past it, until the lease's expiry), so that a failure is known in time; ``None``
-        when the lease has surely expired already."""
-        if at >= self.until:
-            return None
-        answer_by = self.give_up_at if at < self.give_up_at else self.until
-        return max(0.05, min(self.request_timeout, answer_by - at))
-
-    def stale(self, at: float) -> bool:
-        """The acquire's answer took long enough (it waited) that one heartbeat should pin
-        the expiry down again before the work starts."""
-        return at - (self.until - self.ttl) > self.ttl / 10
-
-
-def heartbeat_call(target: Target, lease_id: str, token: str, timeout: float) -> Call:
-    return Call("POST", f"{target.lease_path(lease_id)}/heartbeat", timeout=timeout, token=token)
-
-
-def watch_path(target: Target, lease_id: str) -> str:
-    return f"{target.lease_path(lease_id)}/watch"
-
-
-class WatchVerdict:
-    """What to do after a watch request answered a problem instead of a stream."""
-
-    LOST = "lost"
-    STOP = "stop"
-    RETRY = "retry"
-
-
-def judge_watch_problem(problem: ProblemError) -> tuple[str, float]:
-    """(verdict, pause). Lost when the lease has ended; stop watching (heartbeats carry on)
-    when the server has no watch route or refuses the credential; otherwise retry later."""
-    if isinstance(problem, LeaseLost):
-        return WatchVerdict.LOST, 0.0
-    if isinstance(problem, NotFound):
-        if problem.code == "lease_not_found":
-            return WatchVerdict.LOST, 0.0
-        return WatchVerdict.STOP, 0.0
-    if problem.status in (401, 403, 405):
-        return WatchVerdict.STOP, 0.0
-    pause = WATCH_RETRY_PAUSE
-    if problem.retry_after is not None:
-        pause = max(pause, min(problem.retry_after, 30.0))
-    return WatchVerdict.RETRY, pause
-
-
-class SSEParser:
-    """Server-sent events, line by line: returns (event, data) when an event is complete."""
-
-    def __init__(self) -> None:
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, line: str) -> Optional[tuple[str, str]]:
-        line = line.rstrip("\r\n")
-        if line == "":
-            if not self._data and not self._event:
-                return None
-            event = (self._event or "message", "\n".join(self._data))
-            self._event, self._data = "", []
-            return event
-        if line.startswith(":"):
-            return None
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if name == "event":
-            self._event = value
-        elif name == "data":
-            self._data.append(value)
-        return None
-
-
-def lost_event(data: str) -> dict[str, Any]:
-    import json
-
-    try:
-        event = json.loads(data)
-    except ValueError:
-        event = {}
-    return event if isinstance(event, dict) else {}
-
-
-# --- reentry within one thread or task ----------------------------------------------------
-
-# The leases this thread (or asyncio task) holds through ``client.lock()`` blocks, by
-# (client, name): a nested ``lock()`` of the same name re-enters the lease, as a Redisson
-# RLock does in one thread. A new thread starts with nothing held; a task starts with what
-# the task that created it held.
-HELD: contextvars.ContextVar[tuple[tuple[tuple[int, str], Any], ...]] = contextvars.ContextVar(
-    "leasehold_held", default=()
+# The rest of the core, about keeping a held lease (renewal timing, the watch stream, reentry
+# within a thread or task), is in _upkeep; the clients read all of it here (re-exported, as
+# the _wire names above: pyproject.toml lets mypy see them so).
+from ._upkeep import (  # noqa: E402
+    HEARTBEAT_RETRY_PAUSE,
+    HELD,
+    WATCH_READ_TIMEOUT,
+    WATCH_RETRY_PAUSE,
+    Renewal,
+    SSEParser,
+    WatchVerdict,
+    heartbeat_call,
+    held_lease,
+    judge_watch_problem,
+    lost_event,
+    pop_held,
+    push_held,
+    watch_loss,
+    watch_path,
 )
-
-
-def held_lease(client_id: int, name: str) -> Any:
-    for (cid, held_name), lease in reversed(HELD.get()):
-        if cid == client_id and held_name == name:
-            return lease
-    return None
-
-
-def push_held(client_id: int, name: str, lease: Any) -> contextvars.Token[Any]:
-    return HELD.set(HELD.get() + (((client_id, name), lease),))
-
-
-def pop_held(token: contextvars.Token[Any], lease: Any) -> None:
-    try:
-        HELD.reset(token)
-    except ValueError:  # left in another context than it was entered in
-        HELD.set(tuple(entry for entry in HELD.get() if entry[1] is not lease))

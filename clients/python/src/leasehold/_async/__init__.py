@@ -1,0 +1,1 @@
+"""The asyncio client, and the source the blocking one (``_sync``) is generated from."""

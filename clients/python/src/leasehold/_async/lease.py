@@ -1,0 +1,404 @@
+"""A held lease, kept alive and watched: :class:`AsyncLease`, and :class:`AsyncLeaseContext`
+(what ``lock()``, ``semaphore()`` and ``multilease()`` return).
+
+The source of ``_sync/lease.py``, which ``scripts/generate_sync.py`` makes from it (unasync):
+edit this file, then regenerate. It runs on ``_async_runtime``; the generated twin on
+``_sync_runtime`` (threads where this has tasks).
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Optional
+
+import httpx
+
+from .. import _async_runtime as rt
+from .. import _core as core
+from .. import _signals as signals
+from .._errors import LeaseLost, ProblemError, TransportError, lost, make_problem
+
+if TYPE_CHECKING:
+    from .client import AsyncClient
+
+log = logging.getLogger("leasehold")
+
+UNRENEWABLE = "the lease could not be renewed before it would expire; someone else may hold the lock now"
+
+
+class AsyncLease:
+    """A lease this client holds and keeps alive: it heartbeats every TTL/3 and watches the
+    lease's event stream, in the background, until released or lost.
+
+    ``lost`` is set the moment the lease is known lost (the watch stream says so, a
+    heartbeat answers 410, or renewals failed until the lease was about to expire);
+    ``lost_reason`` then says why. :meth:`check` raises :class:`LeaseLost` once it is set.
+    ``fencing_token`` goes with every write to the resource the lock protects; a
+    multilease has one per lock, in ``members``."""
+
+    def __init__(self, client: AsyncClient, target: core.Target, grant: core.Grant) -> None:
+        self._client = client
+        self._target = target
+        self.name: str = target.name
+        self.lease_id: str = grant.lease_id
+        self.fencing_token: int = grant.fencing_token
+        self.kind: str = "multilease" if target.resource == core.MULTILEASES else grant.kind
+        self.holder: Optional[str] = grant.holder
+        self.permits: Optional[int] = grant.permits
+        self.reentry_count: int = grant.reentry_count
+        #: A multilease's locks, each with its own lease and fencing token (else empty).
+        self.members: list[core.Member] = grant.members
+        #: Redis replicas that acknowledged the last grant or renewal (None when none are
+        #: required); RedLock nodes that did; how long (ms) a RedLock answer could be relied on.
+        self.replicas_acked: Optional[int] = grant.replicas_acked
+        self.nodes_acked: Optional[int] = grant.nodes_acked
+        self.validity_ms: Optional[int] = grant.validity_ms
+        self.lost = rt.Event()
+        self.lost_reason: Optional[str] = None
+        self._watching = rt.Event()  # set once a watch stream is open (for tests)
+        self._token: str = grant.token or ""
+        self._loss: Optional[LeaseLost] = None
+        self._mutex = rt.Mutex()
+        self._renewal = core.Renewal(grant.ttl_ms, grant.sent_at)
+        self._stop = rt.Stop()
+        self._releasing = False
+        self._ended = False
+        self._holding = False
+        self._workers: list[rt.Worker] = []
+
+    async def _start(self) -> None:
+        if self._renewal.stale(core.now()):
+            # The acquire waited: pin the expiry down with one heartbeat before work starts.
+            await self._heartbeat_once(raise_errors=True)
+        signals.hold(self._client._handle_sigterm)
+        self._holding = True
+        rt.track(self)
+        label = f"{self.name}/{self.lease_id[:8]}"
+        self._workers.append(rt.Worker(self._keep, f"heartbeat-{label}"))
+        if self._client._watch:
+            self._workers.append(rt.Worker(self._watch, f"watch-{label}"))
+
+    async def _abort(self) -> None:
+        """Gives back a lease whose start was cut short (its first heartbeat failed, or the
+        caller was cancelled)."""
+        call = core.release(self._target, self.lease_id, self._token, self._client._timeout, all_levels=True)
+        await self._client._shielded(call, "release a lease cut short")
+        self._end()
+
+    # --- what users read ---
+
+    @property
+    def token(self) -> str:
+        """The lease's bearer token (a secret: it proves the lease)."""
+        return self._token
+
+    @property
+    def ttl_ms(self) -> int:
+        return int(self._renewal.ttl * 1000)
+
+    @property
+    def expires_in(self) -> float:
+        """Seconds the lease is surely still ours (from the last renewal sent), at least 0."""
+        with self._mutex:
+            return max(0.0, self._renewal.until - core.now())
+
+    def check(self) -> None:
+        """Raises :class:`LeaseLost` if the lease has been lost; call it between steps."""
+        if self.lost.is_set():
+            raise self._loss_error()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost.is_set() else ("released" if self._ended else "held")
+        kind = type(self).__name__
+        return f"<leasehold.{kind} {self.name!r} lease_id={self.lease_id} fencing_token={self.fencing_token} {state}>"
+
+    # --- release ---
+
+    async def release(self) -> None:
+        """Releases the lease (every level, every lock of a multilease) and stops keeping it.
+        Idempotent. Never raises for a lost lease (see :attr:`lost`); a release the server
+        could not be reached for is logged, and the lock is then held until the TTL runs out.
+        Runs to its end even when the caller is cancelled meanwhile."""
+        with self._mutex:
+            if self._ended or self._releasing:
+                return
+            self._releasing = True
+        self._stop.set()
+        self._stop_workers(keep_watch=True)
+        # A lost multilease is released all the same: the server then gives its other locks
+        # back at once (and answers 410), instead of at the end of their TTL.
+        give_back = self._target.resource == core.MULTILEASES
+        try:
+            if self._loss is None or self.lost_reason == "unrenewable" or give_back:
+                call = core.release(self._target, self.lease_id, self._token, self._client._timeout, all_levels=True)
+                await rt.shield(self._client._drive(call))
+        except LeaseLost as e:
+            self._lose(e, releasing=True)
+        except (ProblemError, TransportError) as e:
+            log.warning("could not release lease %s of %r (held until its TTL ends): %s", self.lease_id, self.name, e)
+        finally:
+            self._end()
+
+    async def __aenter__(self) -> AsyncLease:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.release()
+        self._raise_if_lost(exc)
+
+    # --- internals ---
+
+    def _stop_workers(self, keep_watch: bool = False) -> None:
+        """Ends the heartbeat loop, and the watch unless ``keep_watch``: after our own
+        release the watch ends by itself (the server says ``lost``, reason ``released``),
+        which keeps its connection for reuse; it is ended if it has not a few seconds later."""
+        for i, worker in enumerate(self._workers):
+            if keep_watch and i == 1:
+                worker.cancel_later(core.WATCH_RETRY_PAUSE * 5)
+            else:
+                worker.cancel()
+
+    def _end(self) -> None:
+        with self._mutex:
+            if self._ended:
+                return
+            self._ended = True
+        self._stop.set()
+        if not self._releasing:  # release() has stopped them already
+            self._stop_workers()
+        rt.forget(self)
+        if self._holding:
+            self._holding = False
+            signals.unhold(self._client._handle_sigterm)
+
+    def _finished(self) -> bool:
+        return self._ended or self._releasing or self.lost.is_set()
+
+    def _release_at_exit(self) -> None:
+        """From ``atexit`` (blocking leases only: see ``_signals``)."""
+        if not self._finished():
+            rt.call_at_exit(self.release)
+
+    def _loss_error(self) -> LeaseLost:
+        loss = self._loss
+        if loss is None:
+            return lost("unknown", "the lease was lost", self.lease_id, self.name)
+        return type(loss)(loss.status, loss.code, loss.detail, title=loss.title, type=loss.type, problem=loss.problem)
+
+    def _raise_if_lost(self, exc: Optional[BaseException]) -> None:
+        if not self.lost.is_set() or isinstance(exc, LeaseLost):
+            return
+        if exc is None or isinstance(exc, Exception):
+            raise self._loss_error()
+
+    def _lose(self, error: LeaseLost, releasing: bool = False) -> None:
+        with self._mutex:
+            if self.lost.is_set() or (self._releasing and not releasing) or self._ended:
+                return
+            self._loss = error
+            self.lost_reason = error.reason or "lost"
+        self._stop.set()
+        self.lost.set()
+        self._stop_workers()
+        log.warning("lease %s of %r lost: %s", self.lease_id, self.name, error.detail)
+
+    def _renewed(self, body: dict[str, Any], sent_at: float) -> None:
+        with self._mutex:
+            self._renewal.renewed(int(body.get("ttl_ms", self.ttl_ms)), sent_at)
+            self.replicas_acked, self.nodes_acked, self.validity_ms = core.acked(body)
+
+    async def _heartbeat_once(self, raise_errors: bool = False, timeout: Optional[float] = None) -> bool:
+        """One heartbeat; True when the lease goes on (renewed, or a retryable failure)."""
+        if timeout is None:
+            with self._mutex:
+                timeout = self._renewal.request_timeout
+        outcome = await self._client._send(core.heartbeat_call(self._target, self.lease_id, self._token, timeout))
+        if isinstance(outcome, core.Reply) and outcome.status == 200:
+            self._renewed(outcome.body if isinstance(outcome.body, dict) else {}, outcome.sent_at)
+            return True
+        if isinstance(outcome, core.Reply):
+            problem = outcome.problem()
+            if isinstance(problem, LeaseLost) or problem.code == "lease_not_found":
+                error = (
+                    problem
+                    if isinstance(problem, LeaseLost)
+                    else lost("expired", problem.detail, self.lease_id, self.name)
+                )
+                if raise_errors:
+                    raise error
+                self._lose(error)
+                return False
+            if raise_errors:
+                raise problem
+        elif raise_errors:
+            raise TransportError(f"no answer to the heartbeat: {outcome.error!r}") from outcome.error
+        with self._mutex:
+            self._renewal.failed(core.now())
+        return True
+
+    async def _keep(self) -> None:
+        """Heartbeats every TTL/3; gives the lease up when renewals fail until its margin."""
+        try:
+            while True:
+                with self._mutex:
+                    wake = min(self._renewal.next_heartbeat, self._renewal.give_up_at)
+                if await self._stop.wait(wake - core.now()):
+                    return
+                at = core.now()
+                with self._mutex:
+                    due = at >= self._renewal.next_heartbeat
+                    timeout = self._renewal.heartbeat_timeout(at)
+                if due and timeout is not None and not await self._heartbeat_once(timeout=timeout):
+                    return  # lost (410)
+                with self._mutex:
+                    give_up = core.now() >= self._renewal.give_up_at
+                if give_up:
+                    self._lose(lost("unrenewable", UNRENEWABLE, self.lease_id, self.name))
+                    return
+        except rt.Cancelled:
+            raise
+        except Exception:  # never die silently: the lease is then lost to us
+            log.exception("leasehold heartbeat loop failed")
+            self._lose(lost("unrenewable", "the heartbeat loop failed", self.lease_id, self.name))
+
+    async def _watch(self) -> None:
+        """Follows the watch stream: tells a loss at once; opens it again when it breaks."""
+        client = self._client
+        path = core.watch_path(self._target, self.lease_id)
+        headers = {"authorization": f"Bearer {self._token}", "accept": "text/event-stream"}
+        timeout = httpx.Timeout(client._timeout, read=core.WATCH_READ_TIMEOUT)
+        while not self._stop.is_set():
+            pause = core.WATCH_RETRY_PAUSE
+            try:
+                async with client._http.stream("GET", path, headers=headers, timeout=timeout) as response:
+                    if response.status_code == 200:
+                        self._watching.set()
+                        parser = core.SSEParser()
+                        lines = response.aiter_lines()
+                        async for line in lines:
+                            event = parser.feed(line)
+                            if event is None or event[0] != "lost":
+                                continue
+                            self._lose(core.watch_loss(event[1], self._target, self.lease_id))
+                            async for _ in lines:  # the stream ends here: read its end, to reuse the connection
+                                pass
+                            return
+                    else:
+                        await response.aread()
+                        problem = make_problem(
+                            response.status_code, core.parse_body(response.content), response.headers.get("retry-after")
+                        )
+                        verdict, pause = core.judge_watch_problem(problem)
+                        if verdict == core.WatchVerdict.LOST:
+                            self._lose(
+                                problem
+                                if isinstance(problem, LeaseLost)
+                                else lost("expired", problem.detail, self.lease_id, self.name)
+                            )
+                            return
+                        if verdict == core.WatchVerdict.STOP:
+                            log.info("not watching lease %s (%s); heartbeats carry on", self.lease_id, problem)
+                            return
+            except httpx.TransportError:
+                pass  # broken or silent: open it again
+            except rt.Cancelled:
+                raise
+            except Exception:
+                log.exception("leasehold watch loop failed; heartbeats carry on")
+                return
+            if await self._stop.wait(pause):
+                return
+
+    async def _reenter(self, body: dict[str, Any], wait_ms: Optional[int]) -> None:
+        try:
+            grant = await self._client._take(self._target, body, wait_ms, reentry_of=self)
+        except LeaseLost as e:
+            self._lose(e)
+            raise
+        with self._mutex:
+            self.reentry_count = grant.reentry_count
+            self._renewal.renewed(grant.ttl_ms, grant.sent_at)
+
+    async def _release_level(self, mode: Optional[str]) -> None:
+        if self._finished():
+            return
+        call = core.release(
+            self._target, self.lease_id, self._token, self._client._timeout, all_levels=False, mode=mode
+        )
+        try:
+            body = await rt.shield(self._client._drive(call))
+        except LeaseLost as e:
+            self._lose(e)
+            return
+        except (ProblemError, TransportError) as e:
+            log.warning("could not release a level of lease %s of %r: %s", self.lease_id, self.name, e)
+            return
+        if body is None or body.get("released"):
+            self._end()
+        else:
+            with self._mutex:
+                self.reentry_count = int(body.get("reentry_count", self.reentry_count - 1))
+
+
+class AsyncLeaseContext:
+    """What ``lock()``, ``semaphore()`` and ``multilease()`` return: a context manager whose
+    block holds the lease (``with ... as lease``). Reusable, one block at a time."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        target: core.Target,
+        body: dict[str, Any],
+        wait_ms: Optional[int],
+        reentry_body: Optional[dict[str, Any]],
+    ) -> None:
+        self._client = client
+        self._target = target
+        self._body = body
+        self._wait_ms = wait_ms
+        self._reentry_body = reentry_body
+        self._lease: Optional[AsyncLease] = None
+        self._level = False
+        self._held_token: Any = None
+
+    async def __aenter__(self) -> AsyncLease:
+        if self._lease is not None:
+            raise RuntimeError("this lock() is already in use; call client.lock() again for another block")
+        client, target = self._client, self._target
+        held: Optional[AsyncLease] = None
+        if self._reentry_body is not None:
+            held = core.held_lease(id(client), target.name)
+        if held is not None and self._reentry_body is not None and not held._finished():
+            await held._reenter(self._reentry_body, self._wait_ms)
+            lease, self._level = held, True
+        else:
+            lease, self._level = await client._new_lease(target, self._body, self._wait_ms), False
+        self._lease = lease
+        if self._reentry_body is not None:
+            self._held_token = core.push_held(id(client), target.name, lease)
+        return lease
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        if self._held_token is not None:
+            core.pop_held(self._held_token, lease)
+            self._held_token = None
+        if self._level:
+            kind = (self._reentry_body or {}).get("kind")
+            await lease._release_level(kind if kind in ("read", "write") else None)
+        else:
+            await lease.release()
+        lease._raise_if_lost(exc)

@@ -1,0 +1,326 @@
+# Generated from ../_async/client.py by scripts/generate_sync.py (unasync): edit that file, not this one.
+"""The client: :class:`AsyncClient`, a Leasehold server to take leases from.
+
+The source of ``_sync/client.py``, which ``scripts/generate_sync.py`` makes from it (unasync):
+edit this file, then regenerate. The protocol itself (retries, waits, fair tickets, what to
+give back) is in ``_core``, free of I/O; this drives its plans with HTTP calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, TypeVar, Union
+
+import httpx
+
+from .. import _sync_runtime as rt
+from .. import _core as core
+from .._version import __version__
+from .lease import Lease, LeaseContext
+
+log = logging.getLogger("leasehold")
+log.addHandler(logging.NullHandler())
+
+T = TypeVar("T")
+
+#: One lock of a multilease: its name (a reentrant lock), or ``(name, kind)``.
+MultiLock = Union[str, "tuple[str, str]"]
+
+
+def _http_limits() -> httpx.Limits:
+    # Unbounded connections: every lease keeps one open for its watch. Idle connections stay
+    # 50 s, under the server's 60 s idle timeout, so heartbeats (every TTL/3) reuse them.
+    return httpx.Limits(max_connections=None, max_keepalive_connections=32, keepalive_expiry=50.0)
+
+
+class Client:
+    """A Leasehold server. Share one (per process, or per event loop for the asyncio one).
+
+    ``url`` defaults to ``$LEASEHOLD_SERVER``, then ``http://127.0.0.1:8080``; ``api_key`` to
+    ``$LEASEHOLD_API_KEY`` (sent in ``Leasehold-Key``; pass ``""`` for none). ``timeout`` is
+    how long (seconds) a request may take beyond the server-side wait it asks for, and how
+    long a call keeps retrying a 503 or a dropped connection. ``watch=False`` leaves loss
+    detection to heartbeats alone (for proxies that cut server-sent events).
+    ``handle_sigterm`` (default on) makes SIGTERM unwind and release while leases are held.
+    ``http2=True`` needs the ``leasehold[http2]`` extra. ``transport`` (an httpx transport)
+    is passed on to httpx, as are ``verify`` and ``headers``."""
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        timeout: float = core.DEFAULT_TIMEOUT,
+        watch: bool = True,
+        handle_sigterm: bool = True,
+        http2: bool = False,
+        verify: Any = True,
+        headers: Optional[Mapping[str, str]] = None,
+        transport: Optional[httpx.BaseTransport] = None,
+    ) -> None:
+        self.url = core.resolve_url(url)
+        self._timeout = float(timeout)
+        self._watch = watch
+        self._handle_sigterm = handle_sigterm
+        all_headers = {"user-agent": f"leasehold-python/{__version__}"}
+        api_key = core.resolve_api_key(api_key)
+        if api_key:
+            all_headers["leasehold-key"] = api_key
+        all_headers.update(headers or {})
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers=all_headers,
+            http2=http2,
+            verify=verify,
+            limits=_http_limits(),
+            timeout=self._timeout,
+            transport=transport,
+        )
+
+    # --- plumbing ---
+
+    def close(self) -> None:
+        """Closes the connections. Leases still held keep their lock until their TTL."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"leasehold.{type(self).__name__}({self.url!r})"
+
+    def _send(self, call: core.Call) -> core.Outcome:
+        sent = core.now()
+        try:
+            response = self._http.request(
+                call.method,
+                call.path,
+                params=call.params,
+                json=call.json,
+                headers=call.headers(),
+                timeout=httpx.Timeout(call.timeout, connect=min(call.timeout, self._timeout)),
+            )
+        except httpx.TransportError as e:
+            return core.Failure(e, sent)
+        return core.Reply(response.status_code, response.headers, core.parse_body(response.content), sent)
+
+    def _drive(self, plan: core.Plan[T]) -> T:
+        outcome: Optional[core.Outcome] = None
+        while True:
+            try:
+                step = plan.send(outcome)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(step, core.Sleep):
+                rt.sleep(step.seconds)
+                outcome = None
+            else:
+                outcome = self._send(step)
+
+    def _shielded(self, plan: core.Plan[Any], what: str) -> None:
+        """Runs a plan that gives something back, to its end even if the caller is cancelled
+        meanwhile (it then goes on in the background)."""
+        try:
+            rt.shield(self._drive(plan))
+        except rt.Cancelled:
+            raise
+        except Exception as e:  # the lease then ends with its TTL
+            log.warning("could not %s: %s", what, e)
+
+    def _take(
+        self,
+        target: core.Target,
+        body: dict[str, Any],
+        wait_ms: Optional[int],
+        reentry_of: Optional[Lease] = None,
+    ) -> core.Grant:
+        """Runs an acquire (or reentry) plan; cut short, it gives back what it got."""
+        state = core.AcquireState()
+        wait_s = None if wait_ms is None else wait_ms / 1000
+        token = reentry_of._token if reentry_of is not None else None
+        try:
+            return self._drive(core.acquire(target, body, wait_s, self._timeout, state, token))
+        except BaseException:
+            cleanup = core.abandon(target, state, self._timeout)
+            if cleanup is not None:
+                try:
+                    self._shielded(cleanup, "give back an acquire cut short")
+                except rt.Cancelled:
+                    pass  # goes on in the background; the first exception is what counts
+            raise
+
+    def _new_lease(self, target: core.Target, body: dict[str, Any], wait_ms: Optional[int]) -> Lease:
+        grant = self._take(target, body, wait_ms)
+        lease = Lease(self, target, grant)
+        try:
+            lease._start()
+        except BaseException:
+            lease._abort()
+            raise
+        return lease
+
+    # --- locks, semaphores, multileases ---
+
+    def acquire(
+        self,
+        name: str,
+        ttl_ms: Optional[int] = 30000,
+        wait_ms: Optional[int] = 30000,
+        kind: str = "reentrant",
+        holder: Optional[str] = None,
+        *,
+        policy: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        lock_delay_ms: Optional[int] = None,
+    ) -> Lease:
+        """Takes a new lease on the lock ``name`` and keeps it alive until ``release()`` (or
+        the end of a ``with lease:`` block). Prefer :meth:`lock`, which releases by itself
+        and re-enters in nested blocks.
+
+        ``wait_ms``: how long to wait for the lock in all (``None``: without limit; ``0``: not
+        at all). ``kind``: ``reentrant``, ``exclusive``, ``fair``, ``read``, ``write`` or
+        ``redlock``. ``policy``: for read/write locks, ``readers_first`` (default) or
+        ``fifo``. ``holder``: a label for people (default ``user@host (pid N)``).
+        ``lock_delay_ms``: should the lease end other than by a release, the lock refuses new
+        leases that long (:class:`LockDelay`).
+
+        Raises :class:`LockHeld` when the wait runs out, and the typed problem otherwise."""
+        body = core.lock_body(ttl_ms, holder or core.default_holder(), kind, policy, metadata, lock_delay_ms)
+        return self._new_lease(core.Target(core.LOCKS, name), body, wait_ms)
+
+    def lock(
+        self,
+        name: str,
+        ttl_ms: Optional[int] = 30000,
+        wait_ms: Optional[int] = 30000,
+        kind: str = "reentrant",
+        holder: Optional[str] = None,
+        *,
+        policy: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        lock_delay_ms: Optional[int] = None,
+    ) -> LeaseContext:
+        """``with client.lock(name) as lease:`` holds the lock for the block: the lease is
+        renewed every TTL/3 and watched for loss (``lease.lost`` is set the moment it is
+        lost), and released when the block ends, however it ends. A block that ends with its
+        lease lost raises :class:`LeaseLost`. Not acquired within ``wait_ms``:
+        :class:`LockHeld`.
+
+        A nested ``lock()`` of the same name by the same thread or task, on this client,
+        re-enters the lease (one more level, released when the inner block ends; the same
+        lease and fencing token), as a Redisson ``RLock`` does; for ``kind="exclusive"`` the
+        server refuses that (:class:`NotReentrant`), and for read/write it is a downgrade
+        (write, then read) or a refused upgrade (:class:`UpgradeRefused`). Arguments as for
+        :meth:`acquire`."""
+        body = core.lock_body(ttl_ms, holder or core.default_holder(), kind, policy, metadata, lock_delay_ms)
+        reentry = core.lock_body(None, None, kind, policy, None, None)  # keeps the lease's TTL and delay
+        return LeaseContext(self, core.Target(core.LOCKS, name), body, wait_ms, reentry)
+
+    def acquire_semaphore(
+        self,
+        name: str,
+        limit: int,
+        permits: int = 1,
+        *,
+        ttl_ms: Optional[int] = 30000,
+        wait_ms: Optional[int] = 30000,
+        holder: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+    ) -> Lease:
+        """Takes ``permits`` of the ``limit`` permits of the semaphore ``name`` (every party
+        must name the same ``limit``), kept alive until released. Raises :class:`NoPermits`
+        (a :class:`LockHeld`) when too few are free when the wait runs out."""
+        body = core.semaphore_body(limit, permits, ttl_ms, holder or core.default_holder(), metadata)
+        return self._new_lease(core.Target(core.SEMAPHORES, name), body, wait_ms)
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        permits: int = 1,
+        *,
+        ttl_ms: Optional[int] = 30000,
+        wait_ms: Optional[int] = 30000,
+        holder: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+    ) -> LeaseContext:
+        """``with client.semaphore(name, limit, permits) as lease:``: as :meth:`lock`, for
+        permits of a semaphore (a nested block takes more permits; it does not re-enter)."""
+        body = core.semaphore_body(limit, permits, ttl_ms, holder or core.default_holder(), metadata)
+        return LeaseContext(self, core.Target(core.SEMAPHORES, name), body, wait_ms, None)
+
+    def acquire_multilease(
+        self,
+        locks: Sequence[MultiLock],
+        ttl_ms: Optional[int] = 30000,
+        wait_ms: Optional[int] = 30000,
+        holder: Optional[str] = None,
+        *,
+        metadata: Optional[Mapping[str, Any]] = None,
+        lock_delay_ms: Optional[int] = None,
+    ) -> Lease:
+        """Takes every lock of ``locks`` as one lease, all or nothing, kept alive until
+        released. Prefer :meth:`multilease`. Arguments as for :meth:`multilease`."""
+        target, body = core.multilease_request(locks, ttl_ms, holder or core.default_holder(), metadata, lock_delay_ms)
+        return self._new_lease(target, body, wait_ms)
+
+    def multilease(
+        self,
+        locks: Sequence[MultiLock],
+        ttl_ms: Optional[int] = 30000,
+        wait_ms: Optional[int] = 30000,
+        holder: Optional[str] = None,
+        *,
+        metadata: Optional[Mapping[str, Any]] = None,
+        lock_delay_ms: Optional[int] = None,
+    ) -> LeaseContext:
+        """``with client.multilease(["orders", ("stock", "write")]) as lease:`` holds every
+        lock as one lease for the block, all or nothing (a name is a reentrant lock; ``(name,
+        kind)`` picks the kind). One heartbeat renews them all, and the loss of any lock is the
+        loss of the whole (``lease.lost``; :class:`LeaseLost` with its ``member``). Each lock
+        has its own fencing token: ``lease.members``. Not all free within ``wait_ms``:
+        :class:`LockHeld` whose ``members`` names each lock refused; nothing is held then.
+        ``lock_delay_ms`` applies to every lock."""
+        target, body = core.multilease_request(locks, ttl_ms, holder or core.default_holder(), metadata, lock_delay_ms)
+        return LeaseContext(self, target, body, wait_ms, None)
+
+    # --- reads and admin ---
+
+    def check_fence(self, name: str, fencing_token: int) -> core.FenceCheck:
+        """Asks whether a lease holding the lock ``name`` right now carries
+        ``fencing_token`` (what a resource that cannot store tokens asks before a write)."""
+        return self._drive(core.fence_check(name, fencing_token, self._timeout))
+
+    def inspect_lock(self, name: str) -> dict[str, Any]:
+        """``GET /v1/locks/{name}``: holders, queue, waiters, fencing counter (JSON)."""
+        return self._get(f"/v1/locks/{core.segment(name)}")
+
+    def inspect_semaphore(self, name: str) -> dict[str, Any]:
+        """``GET /v1/semaphores/{name}``: limit, used, available, holders (JSON)."""
+        return self._get(f"/v1/semaphores/{core.segment(name)}")
+
+    def inspect_lease(self, name: str, lease_id: str, *, semaphore: bool = False) -> dict[str, Any]:
+        """``GET`` one lease: its ``state`` (held, released, expired, force_released), ..."""
+        resource = core.SEMAPHORES if semaphore else core.LOCKS
+        return self._get(core.Target(resource, name).lease_path(lease_id))
+
+    def inspect_multilease(self, lease_id: str) -> dict[str, Any]:
+        """``GET /v1/multileases/{id}``: its locks, ``state``, and ``lost_member`` once lost."""
+        return self._get(core.Target(core.MULTILEASES, "").lease_path(lease_id))
+
+    def force_release(self, name: str, reason: Optional[str] = None) -> dict[str, Any]:
+        """Admin: frees the lock ``name`` from every holder (needs the admin token or an admin
+        key as ``api_key``). Its holders are told their lease is lost. Never retried: a retry
+        could remove the next holder."""
+        params = {"reason": reason} if reason else None
+        call = core.Call("DELETE", f"/v1/admin/locks/{core.segment(name)}", timeout=self._timeout, params=params)
+        return self._drive(core.simple(call, self._timeout, retry=False))
+
+    def _get(self, path: str) -> dict[str, Any]:
+        call = core.Call("GET", path, timeout=self._timeout)
+        body: dict[str, Any] = self._drive(core.simple(call, self._timeout))
+        return body

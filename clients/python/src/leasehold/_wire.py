@@ -1,0 +1,233 @@
+"""What requests and answers hold, free of I/O: a grant (and a multilease's members), a fair
+lock's ticket, a fence check, where a lease lives (:class:`Target`), and the request bodies.
+``_core`` re-exports all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from ._core import Call, Reply
+
+LOCKS = "locks"
+SEMAPHORES = "semaphores"
+MULTILEASES = "multileases"
+
+
+def segment(name: str) -> str:
+    return quote(str(name), safe="")
+
+
+# --- grants, tickets, fence checks -------------------------------------------------------
+
+
+@dataclass
+class Grant:
+    """A lease as the server granted it (201) or re-entered it (200)."""
+
+    lease_id: str
+    token: Optional[str]
+    lock: str
+    kind: str
+    holder: Optional[str]
+    fencing_token: int
+    reentry_count: int
+    ttl_ms: int
+    expires_at: Optional[str]
+    permits: Optional[int]
+    #: When the request that (re)started the lease's TTL was sent (monotonic).
+    sent_at: float
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: A multilease's locks (else empty).
+    members: list[Member] = field(default_factory=list)
+    replicas_acked: Optional[int] = None
+    nodes_acked: Optional[int] = None
+    validity_ms: Optional[int] = None
+
+    @classmethod
+    def parse(cls, reply: Reply, token: Optional[str] = None) -> Grant:
+        body = reply.body if isinstance(reply.body, dict) else {}
+        replicas, nodes, validity = acked(body)
+        # A multilease's grant has members instead of one lock, kind and fencing token.
+        return cls(
+            lease_id=str(body["lease_id"]),
+            token=body.get("token") or token,
+            lock=str(body.get("lock", "")),
+            kind=str(body.get("kind", "")),
+            holder=body.get("holder"),
+            fencing_token=int(body.get("fencing_token", 0)),
+            reentry_count=int(body.get("reentry_count", 1)),
+            ttl_ms=int(body["ttl_ms"]),
+            expires_at=body.get("expires_at"),
+            permits=body.get("permits"),
+            sent_at=reply.sent_at,
+            raw=body,
+            members=[Member.parse(m) for m in body.get("members") or [] if isinstance(m, dict)],
+            replicas_acked=replicas,
+            nodes_acked=nodes,
+            validity_ms=validity,
+        )
+
+
+@dataclass(frozen=True)
+class Member:
+    """One lock of a held multilease: its own lease on the lock, and its fencing token, which
+    goes with every write to the resource that lock protects."""
+
+    lock: str
+    kind: str
+    lease_id: str
+    fencing_token: int
+    #: Redis replicas that acknowledged this member's grant (None when none are required).
+    replicas_acked: Optional[int] = None
+
+    @classmethod
+    def parse(cls, body: Mapping[str, Any]) -> Member:
+        acked = body.get("replicas_acked")
+        return cls(
+            lock=str(body["lock"]),
+            kind=str(body.get("kind", "")),
+            lease_id=str(body["lease_id"]),
+            fencing_token=int(body["fencing_token"]),
+            replicas_acked=int(acked) if isinstance(acked, int) else None,
+        )
+
+
+def acked(body: Mapping[str, Any]) -> tuple[Optional[int], Optional[int], Optional[int]]:
+    """(replicas_acked, nodes_acked, validity_ms) of a grant or renewal; a multilease's
+    replicas are its weakest member's."""
+
+    def number(value: Any) -> Optional[int]:
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+    replicas = number(body.get("replicas_acked"))
+    members = [m for m in body.get("members") or [] if isinstance(m, Mapping)]
+    counts = [n for n in (number(m.get("replicas_acked")) for m in members) if n is not None]
+    if counts:
+        replicas = min(counts)
+    return replicas, number(body.get("nodes_acked")), number(body.get("validity_ms"))
+
+
+@dataclass
+class Ticket:
+    ticket_id: str
+    token: str
+    position: Optional[int]
+
+
+@dataclass(frozen=True)
+class FenceCheck:
+    """The answer of ``check_fence``: ``current`` is true when a lease holding the lock right
+    now carries ``fencing_token`` (when the server read it; see the README's race note)."""
+
+    lock: str
+    fencing_token: int
+    current: bool
+    fencing_counter: int
+
+
+@dataclass
+class AcquireState:
+    """What an acquire in progress owns on the server, so that an acquire cut short (an
+    exception, a cancellation, Ctrl-C) can give it back: a fair lock's ticket, or a grant
+    not yet handed to the caller."""
+
+    ticket: Optional[Ticket] = None
+    grant: Optional[Grant] = None
+    reentry: bool = False
+    #: While an acquire request is out without an answer: the same request, not waiting.
+    #: Cut short then, the server may have acted on it (a grant or a ticket answered to a
+    #: client that was gone); sending it again with its key tells what it did.
+    replay: Optional[Call] = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a lease lives on the server, decided once when it is acquired: a lock, a
+    semaphore, or several locks as one (a multilease). Another kind of lease (an election,
+    next) is one more resource here, and the branches on ``resource`` say what it can do."""
+
+    resource: str
+    #: The lock's or semaphore's name; a multilease's locks, joined by commas.
+    name: str
+
+    @property
+    def base(self) -> str:
+        return f"/v1/{self.resource}/{segment(self.name)}"
+
+    @property
+    def collection(self) -> str:
+        """Where it is acquired (POST), and its leases' ids go under."""
+        if self.resource == MULTILEASES:
+            return "/v1/multileases"
+        return f"{self.base}/leases"
+
+    def lease_path(self, lease_id: str) -> str:
+        return f"{self.collection}/{segment(lease_id)}"
+
+
+def lock_body(
+    ttl_ms: Optional[int],
+    holder: Optional[str],
+    kind: Optional[str],
+    policy: Optional[str],
+    metadata: Optional[Mapping[str, Any]],
+    lock_delay_ms: Optional[int] = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if ttl_ms is not None:
+        body["ttl_ms"] = int(ttl_ms)
+    if holder is not None:
+        body["holder"] = holder
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    if kind is not None:
+        body["kind"] = kind
+    if policy is not None:
+        body["policy"] = policy
+    if lock_delay_ms:
+        body["lock_delay_ms"] = int(lock_delay_ms)
+    return body
+
+
+def multilease_request(
+    locks: Sequence[Union[str, tuple[str, str]]],
+    ttl_ms: Optional[int],
+    holder: Optional[str],
+    metadata: Optional[Mapping[str, Any]],
+    lock_delay_ms: Optional[int],
+) -> tuple[Target, dict[str, Any]]:
+    """Where a multilease of ``locks`` (names, or ``(name, kind)``) lives, and its body."""
+    asked: list[dict[str, Any]] = []
+    for lock in locks:
+        if isinstance(lock, str):
+            asked.append({"name": lock})
+        else:
+            name, kind = lock
+            asked.append({"name": name, "kind": kind})
+    if not asked:
+        raise ValueError("a multilease needs at least one lock")
+    body = lock_body(ttl_ms, holder, None, None, metadata, lock_delay_ms)
+    body["locks"] = asked
+    return Target(MULTILEASES, ",".join(lock["name"] for lock in asked)), body
+
+
+def semaphore_body(
+    limit: int,
+    permits: int,
+    ttl_ms: Optional[int],
+    holder: Optional[str],
+    metadata: Optional[Mapping[str, Any]],
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"limit": int(limit), "permits": int(permits)}
+    if ttl_ms is not None:
+        body["ttl_ms"] = int(ttl_ms)
+    if holder is not None:
+        body["holder"] = holder
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    return body

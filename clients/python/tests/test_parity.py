@@ -1,0 +1,42 @@
+"""The client against the server's own tables (clients/PROTOCOL.md): every problem code the
+server can answer has its exception class and no other code is known; every operation of the
+served OpenAPI document is covered as clients/parity.json says, by calls that exist (on both
+halves: the blocking one is generated from the asyncio one)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+
+import leasehold
+from leasehold import _errors
+
+PARITY = Path(__file__).resolve().parents[2] / "parity.json"
+
+
+def test_parity_with_the_server(raw: httpx.Client) -> None:
+    doc = raw.get("/openapi.json").json()
+    served = doc["components"]["schemas"]["Problem"]["properties"]["code"]["enum"]
+    assert served, "the server lists its problem codes"
+    assert sorted(leasehold.PROBLEM_CODES) == sorted(served)
+    for code in served:
+        error = _errors.make_problem(409, {"code": code, "status": 409})
+        assert type(error) is _errors.problem_class(409, code) and type(error) is not leasehold.ProblemError, code
+
+    parity = json.loads(PARITY.read_text())["operations"]
+    operations = sorted(op["operationId"] for item in doc["paths"].values() for op in item.values())
+    assert sorted(parity) == operations, "clients/parity.json lists the server's operations"
+    types = {
+        "Client": (leasehold.Client, leasehold.AsyncClient),
+        "Lease": (leasehold.Lease, leasehold.AsyncLease),
+    }
+    for operation, by in parity.items():
+        call = by["python"]
+        if call is None:
+            continue
+        type_name, _, method = call.partition(".")
+        assert type_name in types, f"{operation}: no type {type_name}"
+        for cls in types[type_name]:
+            assert not method or callable(getattr(cls, method, None)), f"{operation}: {cls.__name__}.{method}"
