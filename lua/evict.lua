@@ -29,7 +29,7 @@ if semaphore then
   redis.call('ZREM', HOLDERS, id)
   if back > 0 then
     local available = redis.call('INCRBY', L, d(back))
-    if available > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(available)) end
+    if available > 0 then redis.call(PUBLISH, SEM_CHANNEL, d(available)) end
   end
   removed.holder_id, removed.reentry_count, removed.permits = id, n, n
 else
@@ -44,7 +44,7 @@ else
       redis.call('DEL', L)
       delay_from_now()
     end
-    redis.call('PUBLISH', rw_channel(), '0')
+    redis.call(PUBLISH, rw_channel(), '0')
   else
     redis.call('HDEL', L, h)
     -- (Its one holder gone, the lock is free: its lock-delay runs from now.)

@@ -76,7 +76,7 @@ end
 redis.call('DEL', L)
 delay_from_now()
 wake_next(st.q, nil, st.hexp)
-redis.call('PUBLISH', rw_channel(), '0')
+redis.call(PUBLISH, rw_channel(), '0')
 local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = lease_ids,
   holder_ids = order, holders = removed, by = A(1), reason = A(2)})
 append_history(entry, st.hexp, nonce)

@@ -12,7 +12,7 @@ local id, proven, nonce = A(1), A(2) == '1', A(3) or ''
 if proven and redis.call('ZREM', writers_key(), id) == 1 then
   redis.call('ZREM', writers_key() .. ':until', id)
   -- Readers that queued behind this writer (fifo policy) may go now.
-  redis.call('PUBLISH', rw_channel(), '0')
+  redis.call(PUBLISH, rw_channel(), '0')
 end
 local rec, st = load(id)
 if not proven then return not_yours(id, rec) end

@@ -220,9 +220,9 @@ end
 local function wake_next(q, events, hexp)
   local head = q and prune_queue(events, hexp)
   if head then
-    redis.call('PUBLISH', channel() .. ':' .. head, '0')
+    redis.call(PUBLISH, channel() .. ':' .. head, '0')
   else
-    redis.call('PUBLISH', channel(), '0')
+    redis.call(PUBLISH, channel(), '0')
   end
 end
 
@@ -234,14 +234,14 @@ end
 local function wake_if_sooner(rec, ttl_n, writes, q)
   if NOW + ttl_n >= (tonumber(rec.expires) or 0) then return end
   if is_rw(rec.kind) then
-    if writes > 0 then redis.call('PUBLISH', rw_channel(), '0') end
+    if writes > 0 then redis.call(PUBLISH, rw_channel(), '0') end
     return
   end
   local head = q and redis.call('LINDEX', queue_key(), 0)
   if head then
-    redis.call('PUBLISH', channel() .. ':' .. head, '0')
+    redis.call(PUBLISH, channel() .. ':' .. head, '0')
   elseif rec.kind ~= 'fair' then
-    redis.call('PUBLISH', channel(), '0')
+    redis.call(PUBLISH, channel(), '0')
   end
 end
 
@@ -319,7 +319,7 @@ local function prune_dead_readers(events, hexp, read)
   end
   if removed and redis.call('HLEN', L) == 1 then
     redis.call('DEL', L)
-    redis.call('PUBLISH', rw_channel(), '0')
+    redis.call(PUBLISH, rw_channel(), '0')
   end
   if removed then return expired end
   return expired, flat

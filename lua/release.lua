@@ -79,7 +79,7 @@ local function release_last_shared(id, hexp, nonce)
   if kind == 'read' and redis.call('DEL', rw_timeout_key(h, 1)) == 0 then return nil, flat end
   -- (With the lock, its lock-delay: a release frees the name at once.)
   redis.call('DEL', L, STATE .. ':delay')
-  redis.call('PUBLISH', rw_channel(), '0')
+  redis.call(PUBLISH, rw_channel(), '0')
   redis.call('HDEL', STATE, 'r:' .. id, 'h:' .. id, 'm:' .. id)
   return released_reply(id, r[2], kind, since, fence, hexp, nonce)
 end
@@ -127,7 +127,7 @@ if proven and ARGV[7] == nil then
   if count == '1' or all and type(count) == 'string' and (tonumber(count) or 0) > 1 then
     -- (With the lock, its lock-delay: a release frees the name at once.)
     redis.call('DEL', L, STATE .. ':delay')
-    redis.call('PUBLISH', channel(), '0')
+    redis.call(PUBLISH, channel(), '0')
     local reply = released_reply(id, v[3], kind, since, fence, v[5], nonce)
     -- (What pack('released', ..., fence, nonce, NOW_S) makes of the held record's fields,
     -- and what released_reply's append_history queued, in one HSET.)
@@ -210,7 +210,7 @@ if is_rw(rec.kind) then
     - ((writes > 0 or drop_writes > 0) and 1 or 0)
   if left == 0 and others == 0 then
     redis.call('DEL', L, delay_key())
-    redis.call('PUBLISH', rw_channel(), '0')
+    redis.call(PUBLISH, rw_channel(), '0')
   else
     if writes > 0 then
       redis.call('HSET', L, w, d(writes))
@@ -227,7 +227,7 @@ if is_rw(rec.kind) then
       -- The write hold is gone: our read holds remain (a downgrade), or other readers'; either
       -- way other readers may now join.
       redis.call('HSET', L, 'mode', 'read')
-      redis.call('PUBLISH', rw_channel(), '0')
+      redis.call(PUBLISH, rw_channel(), '0')
       woken = true
     end
     if left == 0 then
@@ -246,7 +246,7 @@ if is_rw(rec.kind) then
         -- parks while the lock is free, until its own wait ends.
         local before = redis.call('PTTL', L)
         redis.call('PEXPIRE', L, longest)
-        if not woken and longest < before then redis.call('PUBLISH', rw_channel(), '0') end
+        if not woken and longest < before then redis.call(PUBLISH, rw_channel(), '0') end
       end
     end
   end

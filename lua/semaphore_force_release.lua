@@ -42,10 +42,10 @@ redis.call('DEL', TIMEOUT, HOLDERS)
 if clear then
   redis.call('DEL', L)
   redis.call('HDEL', STATE, 'limit')
-  redis.call('PUBLISH', SEM_CHANNEL, '0')
+  redis.call(PUBLISH, SEM_CHANNEL, '0')
 else
   local available = redis.call('INCRBY', L, d(members))
-  if available > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(available)) end
+  if available > 0 then redis.call(PUBLISH, SEM_CHANNEL, d(available)) end
 end
 local entry = encode({type = 'force_released', at_ms = NOW, lease_ids = ids, holders = removed,
   by = A(1), reason = A(2), cleared = clear})

@@ -25,7 +25,7 @@ reclaim_expired(events, st.hexp)
 local old = limit_of(st)
 local available = redis.call('INCRBY', L, d(new - old))
 set_state('limit', A(1))
-if new > old and available > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(available)) end
+if new > old and available > 0 then redis.call(PUBLISH, SEM_CHANNEL, d(available)) end
 local entry = '{"type":"limit_changed","at_ms":' .. NOW_S .. ',"previous":' .. d(old)
   .. ',"limit":' .. d(new) .. ',"by":' .. js(A(2)) .. '}'
 append_history(entry, st.hexp, nonce)

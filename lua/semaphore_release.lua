@@ -64,7 +64,7 @@ else
 end
 redis.call('ZREM', HOLDERS, id)
 local available = redis.call('INCRBY', L, d(freed))
-if available > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(available)) end
+if available > 0 then redis.call(PUBLISH, SEM_CHANNEL, d(available)) end
 local since = rec.since
 events[#events + 1] = finish(rec, 'released', hexp, ',"reason":"' .. reason .. '"', nil, nonce)
 local json = '{"status":"released","kind":"semaphore","since_ms":' .. jt(since) .. ',"now_ms":'

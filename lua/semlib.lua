@@ -88,7 +88,7 @@ local function reclaim_expired(events, hexp)
   if #expired > 0 then
     chunked('ZREM', TIMEOUT, {}, expired)
     local value = redis.call('INCRBY', L, d(#expired))
-    if value > 0 then redis.call('PUBLISH', SEM_CHANNEL, d(value)) end
+    if value > 0 then redis.call(PUBLISH, SEM_CHANNEL, d(value)) end
   end
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', NOW_S)) do
     redis.call('ZREM', HOLDERS, id)

@@ -13,7 +13,8 @@
 //!   scripts in `lua/` (one typed Rust twin each), waiting, and an observer trait for whoever
 //!   listens. Knows nothing of HTTP.
 //! - [`redis`]: the one place that knows Redis connections: the [`redis::Redis`] handle
-//!   (standalone today; Sentinel and Cluster belong inside it), connect/TLS, function loading,
+//!   (one server, Sentinel or Cluster behind the same calls; callers ask its
+//!   [`redis::Capabilities`], never its mode), connect/TLS, function loading, replica acks,
 //!   the process's one subscriber (routing messages to whoever registered), keyspace walks,
 //!   durability and memory, the embedded `redis-server` in its private data dir.
 //! - [`events`]: the in-process fan-out of lock events to event streams (what the subscriber

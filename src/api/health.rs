@@ -82,7 +82,7 @@ pub async fn readyz(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<Json<ReadyBody>, Problem> {
-    if !state.locks.redis_master_known() {
+    if !state.locks.backend().master_known() {
         return Err(Problem::new(
             ProblemKind::RedisUnavailable,
             "no Redis master is known: the Sentinels name none that answers as one (a failover \
@@ -90,7 +90,7 @@ pub async fn readyz(
         )
         .retry_after(Duration::from_secs(1)));
     }
-    let ping = tokio::time::timeout(Duration::from_secs(1), state.locks.ping()).await;
+    let ping = tokio::time::timeout(Duration::from_secs(1), state.locks.backend().ping()).await;
     if !matches!(ping, Ok(Ok(()))) {
         return Err(Problem::new(
             ProblemKind::RedisUnavailable,
@@ -103,12 +103,18 @@ pub async fn readyz(
             "the unlock subscriber is not connected to Redis",
         ));
     }
-    let memory = state.locks.redis_memory().await.ok().map(|m| MemoryBody {
-        state: m.state().as_str(),
-        used_bytes: m.used_bytes,
-        max_bytes: m.max_bytes,
-    });
-    let redis = state.locks.redis_status();
+    let memory = state
+        .locks
+        .backend()
+        .memory()
+        .await
+        .ok()
+        .map(|m| MemoryBody {
+            state: m.state().as_str(),
+            used_bytes: m.used_bytes,
+            max_bytes: m.max_bytes,
+        });
+    let redis = state.locks.backend().status();
     let admin = sees_addresses(&state, &headers).await;
     let address = |addr: &str| {
         if admin {

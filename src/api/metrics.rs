@@ -33,12 +33,12 @@ pub async fn scrape(caller: Caller<ReaderRole>, State(state): State<AppState>) -
         )
         .into_response();
     }
-    let redis_up = state.locks.ping().await.is_ok();
+    let redis_up = state.locks.backend().ping().await.is_ok();
     state
         .metrics
         .sampled
-        .record_redis(&state.locks.redis_status());
-    if redis_up && let Ok(memory) = state.locks.redis_memory().await {
+        .record_redis(&state.locks.backend().status());
+    if redis_up && let Ok(memory) = state.locks.backend().memory().await {
         state.metrics.sampled.record_memory(&memory);
     }
     let census = if redis_up && state.metrics.sampled.census_due() {

@@ -33,5 +33,5 @@ pub async fn status(
             "the Redis behind the deployment is for the default tenant's admins",
         ));
     }
-    Ok(Json(state.locks.redis_status()))
+    Ok(Json(state.locks.backend().status()))
 }

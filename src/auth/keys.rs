@@ -23,14 +23,13 @@ use crate::redis::{Redis, wall_ms};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::key_cache::{CacheKey, KeyCache};
 use super::principal::{NamePatterns, Role};
 use crate::locks::{TokenDigest, own_key, random_secret};
 use crate::tenant::Tenant;
 
 /// How long an instance may keep answering from what it last read of a key.
 pub const CACHE_TTL: Duration = Duration::from_secs(1);
-/// Cached lookups kept at most; past it, stale ones go (then all, under a flood of bad keys).
-const CACHE_MAX: usize = 10_000;
 /// What every API key starts with, so secret scanners can spot one.
 pub const KEY_PREFIX: &str = "lhk_";
 /// Longest key name.
@@ -139,18 +138,6 @@ pub enum KeyError {
     Corrupt(#[from] serde_json::Error),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum CacheKey {
-    Digest(String),
-    Id(String),
-}
-
-#[derive(Debug, Clone)]
-struct Cached {
-    at: Instant,
-    record: Option<Arc<KeyRecord>>,
-}
-
 /// The API keys of the deployment; cheap to clone.
 #[derive(Clone)]
 pub struct KeyStore {
@@ -163,7 +150,7 @@ struct Inner {
     names: String,
     by_digest: String,
     counts: String,
-    cache: Mutex<HashMap<CacheKey, Cached>>,
+    cache: KeyCache,
     any: Mutex<Option<(Instant, bool)>>,
 }
 
@@ -177,7 +164,7 @@ impl KeyStore {
                 names: own_key(base, "key-names"),
                 by_digest: own_key(base, "key:"),
                 counts: own_key(base, "key-counts"),
-                cache: Mutex::default(),
+                cache: KeyCache::default(),
                 any: Mutex::default(),
             }),
         }
@@ -448,48 +435,16 @@ impl KeyStore {
     }
 
     fn cached(&self, key: &CacheKey) -> Option<Option<Arc<KeyRecord>>> {
-        let cache = self
-            .inner
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        cache
-            .get(key)
-            .filter(|c| c.at.elapsed() < CACHE_TTL)
-            .map(|c| c.record.clone())
+        self.inner.cache.get(key)
     }
 
     fn remember(&self, key: CacheKey, record: Option<Arc<KeyRecord>>) {
-        let mut cache = self
-            .inner
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if cache.len() >= CACHE_MAX {
-            cache.retain(|_, c| c.at.elapsed() < CACHE_TTL);
-            if cache.len() >= CACHE_MAX {
-                cache.clear();
-            }
-        }
-        cache.insert(
-            key,
-            Cached {
-                at: Instant::now(),
-                record,
-            },
-        );
+        self.inner.cache.put(key, record);
     }
 
     /// Drops this instance's cached view of key `id` (others' expire within the TTL).
     fn forget(&self, id: &str) {
-        let mut cache = self
-            .inner
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        cache.retain(|k, c| {
-            !matches!(k, CacheKey::Id(i) if i == id) && c.record.as_ref().is_none_or(|r| r.id != id)
-        });
+        self.inner.cache.forget(id);
     }
 
     fn forget_any(&self) {

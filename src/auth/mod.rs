@@ -13,6 +13,7 @@
 
 pub mod browser;
 mod extract;
+mod key_cache;
 pub mod keys;
 pub mod principal;
 pub mod revocation;

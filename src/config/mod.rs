@@ -6,20 +6,23 @@
 //! The types are re-exported here: the rest of the crate names them `config::ServeArgs`,
 //! `config::RunArgs`, and so on.
 
+mod checks;
 mod client;
 mod keys;
 mod server;
+#[cfg(test)]
+mod tests;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use self::checks::{ConfigError, check_redlock_nodes};
 pub use self::client::{
     AcquireArgs, HoldArgs, KindArg, LeaseArgs, LeaseRequestArgs, LsArgs, RunArgs, ServerArgs,
     StatusArgs,
 };
 pub use self::keys::{KeyCreateArgs, KeyListArgs, KeyRevokeArgs, KeyRotateArgs, KeysCommand};
 pub use self::server::{
-    ConfigError, DEFAULT_LISTEN, HealthcheckArgs, LogFormat, MIN_ADMIN_TOKEN_CHARS, ServeArgs,
-    check_redlock_nodes,
+    DEFAULT_LISTEN, HealthcheckArgs, LogFormat, MIN_ADMIN_TOKEN_CHARS, ServeArgs,
 };
 
 /// Leasehold: a distributed lock service over HTTP, backed by Redis with Redisson's data layout.

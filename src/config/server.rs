@@ -1,5 +1,5 @@
 //! The flags of `leasehold serve` (each with its `LEASEHOLD_*` variable) and of
-//! `leasehold healthcheck`, and the checks clap cannot make field by field.
+//! `leasehold healthcheck`; the checks clap cannot make field by field are in `checks.rs`.
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, FromArgMatches as _, ValueEnum};
 
+use super::checks::parse_key_prefix;
 use crate::redis::AckRule;
 
 /// Where `serve` listens and `healthcheck` looks unless told otherwise (the client
@@ -378,26 +379,6 @@ pub struct ServeArgs {
     pub metrics_lock_names: bool,
 }
 
-/// `--redlock-nodes`: none, or an odd number of at least 3, each once (the same server under
-/// two URLs is found at start, by its run id).
-pub fn check_redlock_nodes(nodes: &[String]) -> Result<(), ConfigError> {
-    if nodes.is_empty() {
-        return Ok(());
-    }
-    if nodes.len() < 3 || nodes.len().is_multiple_of(2) {
-        return Err(ConfigError::RedlockCount(nodes.len()));
-    }
-    let mut seen = std::collections::HashSet::new();
-    for node in nodes {
-        if !seen.insert(node.trim_end_matches('/')) {
-            return Err(ConfigError::RedlockDuplicate(
-                crate::redis::connect::redacted(node),
-            ));
-        }
-    }
-    Ok(())
-}
-
 #[derive(Debug, Clone, Args)]
 pub struct HealthcheckArgs {
     /// Address of the server to check.
@@ -414,32 +395,6 @@ pub struct HealthcheckArgs {
 pub enum LogFormat {
     Text,
     Json,
-}
-
-/// A combination of `serve` flags that cannot work together.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("--min-ttl-ms must be at least 1 and at most --max-ttl-ms")]
-    TtlBounds,
-    #[error("--default-ttl-ms must lie between --min-ttl-ms and --max-ttl-ms")]
-    DefaultTtl,
-    #[error("--admin-token must be at least {MIN_ADMIN_TOKEN_CHARS} characters")]
-    ShortAdminToken,
-    #[error("--redis-timeout-ms must be at least 1")]
-    RedisTimeout,
-    #[error("--max-permits must be between 1 and 100000")]
-    MaxPermits,
-    #[error("--max-connections, --max-h2-streams and the timeouts must be at least 1")]
-    HttpLimits,
-    #[error("a Redis Cluster has only database 0: --redis-db cannot be used with --redis-cluster")]
-    ClusterDb,
-    #[error(
-        "--redlock-nodes needs an odd number of nodes, at least 3 (a majority of an even \
-         number tolerates no more failures than one node fewer), got {0}"
-    )]
-    RedlockCount(usize),
-    #[error("--redlock-nodes names {0} twice")]
-    RedlockDuplicate(String),
 }
 
 impl ServeArgs {
@@ -472,186 +427,5 @@ impl ServeArgs {
         self.redis_url.is_some()
             || !self.redis_sentinel.is_empty()
             || !self.redis_cluster.is_empty()
-    }
-
-    /// Checks what clap cannot check field by field.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.min_ttl_ms == 0 || self.min_ttl_ms > self.max_ttl_ms {
-            return Err(ConfigError::TtlBounds);
-        }
-        if !(self.min_ttl_ms..=self.max_ttl_ms).contains(&self.default_ttl_ms) {
-            return Err(ConfigError::DefaultTtl);
-        }
-        if self
-            .admin_token
-            .as_ref()
-            .is_some_and(|t| t.len() < MIN_ADMIN_TOKEN_CHARS)
-        {
-            return Err(ConfigError::ShortAdminToken);
-        }
-        if self.redis_timeout_ms == 0 {
-            return Err(ConfigError::RedisTimeout);
-        }
-        if !self.redis_cluster.is_empty() && self.redis_db != 0 {
-            return Err(ConfigError::ClusterDb);
-        }
-        if !(1..=100_000).contains(&self.max_permits) {
-            return Err(ConfigError::MaxPermits);
-        }
-        if self.max_connections == 0
-            || self.max_h2_streams == 0
-            || [
-                self.header_timeout_ms,
-                self.idle_timeout_ms,
-                self.request_timeout_ms,
-                self.body_timeout_ms,
-            ]
-            .contains(&0)
-        {
-            return Err(ConfigError::HttpLimits);
-        }
-        check_redlock_nodes(&self.redlock_nodes)?;
-        Ok(())
-    }
-}
-
-/// A prefix keeps to the lock-name alphabet, so it can neither carry a cluster hash tag nor
-/// a glob character into the subscriber's pattern.
-fn parse_key_prefix(raw: &str) -> Result<String, String> {
-    if raw.len() > 64
-        || !raw
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
-    {
-        return Err("a key prefix has at most 64 ASCII letters, digits and . _ - :".into());
-    }
-    Ok(raw.to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser as _;
-
-    use super::*;
-    use crate::config::{Cli, Command};
-
-    fn serve(args: &[&str]) -> ServeArgs {
-        let argv = ["leasehold", "serve"].iter().chain(args);
-        match Cli::try_parse_from(argv).expect("parses").command {
-            Command::Serve(args) => args,
-            _ => unreachable!("a serve command"),
-        }
-    }
-
-    #[test]
-    fn the_embedded_redis_gets_a_core_of_its_own() {
-        let embedded = serve(&[]);
-        assert_eq!(embedded.worker_threads(8), 7);
-        assert_eq!(embedded.worker_threads(2), 1);
-        assert_eq!(embedded.worker_threads(1), 1);
-        let remote = serve(&["--redis-url", "redis://10.0.0.5:6379"]);
-        assert_eq!(remote.worker_threads(8), 8);
-        assert_eq!(remote.worker_threads(2), 2);
-        let chosen = serve(&[
-            "--redis-url",
-            "redis://127.0.0.1:6379",
-            "--worker-threads",
-            "1",
-        ]);
-        assert_eq!(chosen.worker_threads(8), 1);
-    }
-
-    #[test]
-    fn sentinel_mode_takes_its_sentinels_and_master_name_instead_of_a_url() {
-        let sentinel = serve(&[
-            "--redis-sentinel",
-            "10.0.0.1:26379,10.0.0.2:26379",
-            "--redis-master-name",
-            "locks",
-            "--min-replica-acks",
-            "2",
-        ]);
-        assert_eq!(
-            sentinel.redis_sentinel,
-            ["10.0.0.1:26379", "10.0.0.2:26379"]
-        );
-        assert_eq!(sentinel.redis_master_name.as_deref(), Some("locks"));
-        assert_eq!(sentinel.min_replica_acks, AckRule::Exactly(2));
-        assert!(
-            sentinel.external_redis(),
-            "no embedded Redis beside Sentinels"
-        );
-        assert_eq!(sentinel.worker_threads(8), 8);
-        assert_eq!(serve(&[]).min_replica_acks, AckRule::Auto);
-        let parse = |args: &[&str]| {
-            Cli::try_parse_from(["leasehold", "serve"].iter().chain(args)).map(|_| ())
-        };
-        assert!(
-            parse(&["--redis-sentinel", "h:1"]).is_err(),
-            "a master name is needed"
-        );
-        assert!(
-            parse(&["--redis-master-name", "m"]).is_err(),
-            "Sentinels are needed"
-        );
-        assert!(
-            parse(&[
-                "--redis-sentinel",
-                "h:1",
-                "--redis-master-name",
-                "m",
-                "--redis-url",
-                "redis://x"
-            ])
-            .is_err(),
-            "a URL or Sentinels, not both"
-        );
-        assert!(parse(&["--min-replica-acks", "some"]).is_err());
-    }
-
-    #[test]
-    fn cluster_mode_takes_seed_nodes_instead_of_a_url_and_only_database_0() {
-        let cluster = serve(&["--redis-cluster", "10.0.0.1:7000,10.0.0.2:7000"]);
-        assert_eq!(cluster.redis_cluster, ["10.0.0.1:7000", "10.0.0.2:7000"]);
-        assert!(
-            cluster.external_redis(),
-            "no embedded Redis beside a Cluster"
-        );
-        assert_eq!(cluster.validate(), Ok(()));
-        let on_db_1 = serve(&["--redis-cluster", "h:1", "--redis-db", "1"]);
-        assert_eq!(on_db_1.validate(), Err(ConfigError::ClusterDb));
-        let parse = |args: &[&str]| {
-            Cli::try_parse_from(["leasehold", "serve"].iter().chain(args)).map(|_| ())
-        };
-        assert!(
-            parse(&["--redis-cluster", "h:1", "--redis-url", "redis://x"]).is_err(),
-            "a URL or a Cluster, not both"
-        );
-        assert!(
-            parse(&[
-                "--redis-cluster",
-                "h:1",
-                "--redis-sentinel",
-                "h:2",
-                "--redis-master-name",
-                "m"
-            ])
-            .is_err(),
-            "Sentinels or a Cluster, not both"
-        );
-    }
-
-    #[test]
-    fn the_defaults_are_a_valid_configuration() {
-        let defaults = ServeArgs::defaults();
-        assert_eq!(defaults.validate(), Ok(()));
-        assert_eq!(defaults.listen.to_string(), DEFAULT_LISTEN);
-        assert_eq!(defaults.redis_url, None, "the embedded Redis by default");
-    }
-
-    #[test]
-    fn zero_threads_is_refused() {
-        let argv = ["leasehold", "serve", "--worker-threads", "0"];
-        assert!(Cli::try_parse_from(argv).is_err());
     }
 }

@@ -30,7 +30,7 @@ pub(super) async fn redis_page(
     };
     let status = (principal.tenant.is_default()
         && principal.roles.contains(crate::auth::Role::Admin))
-    .then(|| state.locks.redis_status());
+    .then(|| state.locks.backend().status());
     let now = wall_ms();
     let replicas = status
         .as_ref()
@@ -75,10 +75,11 @@ pub(super) async fn redis_page(
         .unwrap_or_default();
     let (memory, persistence) = if status.is_some() {
         (
-            state.locks.redis_memory().await.ok().map(memory_text),
+            state.locks.backend().memory().await.ok().map(memory_text),
             state
                 .locks
-                .redis_persistence()
+                .backend()
+                .persistence()
                 .await
                 .ok()
                 .map(|p| persistence_text(&p, now)),

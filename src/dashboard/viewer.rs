@@ -87,7 +87,7 @@ pub(super) async fn viewer(
         csrf,
         who: signed_in.as_ref().map_or_else(String::new, badge),
         admin_enabled: sign_in_possible(state).await,
-        redis_failing_over: !state.locks.redis_master_known(),
+        redis_failing_over: !state.locks.backend().master_known(),
     };
     Ok(Viewer { nav, principal })
 }

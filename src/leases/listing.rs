@@ -91,7 +91,7 @@ impl Leases {
         let (from, to) = bounds(prefix, &cursor);
         let (main, indexed) = tokio::join!(
             self.locks.live(prefix, cursor.clone(), page_size),
-            self.locks.redlock_leases(&from, &to, read)
+            self.locks.records().redlock_leases(&from, &to, read)
         );
         let (main, indexed) = (main?, indexed?);
         // How far each store got: the main page to its cursor, the index to its last member

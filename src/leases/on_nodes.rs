@@ -62,6 +62,7 @@ impl Leases {
                     .granted(name, &red.grant, red.ack)
                     .await;
                 self.locks
+                    .records()
                     .observer()
                     .lease_live(id, Duration::from_millis(red.grant.ttl_ms));
                 Ok(Granted {
@@ -73,7 +74,11 @@ impl Leases {
                 if let Some(key) = &key
                     && !claim.replayed
                 {
-                    let _ = self.locks.lease_claim(key, id, MultiOp::Unclaim).await;
+                    let _ = self
+                        .locks
+                        .records()
+                        .lease_claim(key, id, MultiOp::Unclaim)
+                        .await;
                 }
                 Err(e)
             }
@@ -124,11 +129,11 @@ impl Leases {
         );
         let sealed = key.seal(&token);
         let claim = MultiOp::Claim {
-            keep_ms: self.locks.tombstone_ms().max(ttl.as_millis()),
+            keep_ms: self.locks.records().tombstone_ms().max(ttl.as_millis()),
             fingerprint: &fp,
             sealed: &sealed,
         };
-        match self.locks.lease_claim(key, id, claim).await? {
+        match self.locks.records().lease_claim(key, id, claim).await? {
             MultiReply::New => Ok(Claimed {
                 token,
                 replayed: false,
@@ -218,7 +223,7 @@ impl Leases {
     }
 
     fn report(&self, name: &LockName, outcome: AcquireOutcome) {
-        self.locks.observer().acquisition(AcquireReport {
+        self.locks.records().observer().acquisition(AcquireReport {
             lock: name,
             kind: Some(LeaseKind::Redlock),
             outcome,
@@ -236,7 +241,7 @@ impl Leases {
         ttl: Option<Ttl>,
     ) -> Result<Renewed, LeaseError> {
         let renewed = self.nodes()?.renew(name, id, token, ttl).await;
-        let observer = self.locks.observer();
+        let observer = self.locks.records().observer();
         match renewed {
             Ok(red) => {
                 Ledger { main: &self.locks }.renewed(name, &red.renewal, red.ack);
@@ -279,6 +284,7 @@ impl Leases {
         let released = redlock.release(name, id, token, all).await?;
         if released.released {
             self.locks
+                .records()
                 .observer()
                 .released(id, Some(LeaseKind::Redlock), None);
         }
@@ -307,11 +313,11 @@ impl Leases {
         );
         let sealed = key.seal(token);
         let claim = MultiOp::Claim {
-            keep_ms: self.locks.tombstone_ms(),
+            keep_ms: self.locks.records().tombstone_ms(),
             fingerprint: &fp,
             sealed: &sealed,
         };
-        match self.locks.lease_claim(key, id, claim).await? {
+        match self.locks.records().lease_claim(key, id, claim).await? {
             MultiReply::New => Ok(false),
             MultiReply::Claimed { fingerprint, .. } if fingerprint == fp => Ok(true),
             MultiReply::Claimed { .. } => Err(LockError::IdempotencyMismatch.into()),
@@ -366,7 +372,7 @@ impl Leases {
             ledger
                 .ended(name, id, LeaseState::ForceReleased, at, Some((by, reason)))
                 .await;
-            self.locks.observer().lease_ended(id);
+            self.locks.records().observer().lease_ended(id);
         }
     }
 
@@ -375,6 +381,7 @@ impl Leases {
     pub(super) async fn indexed_on_nodes(&self, name: &LockName) -> bool {
         let (from, to) = (format!("[{name}\t"), format!("({name}\n"));
         self.locks
+            .records()
             .redlock_leases(&from, &to, 1)
             .await
             .map_or(true, |found| !found.is_empty())

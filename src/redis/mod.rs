@@ -2,8 +2,11 @@
 //! sends commands through it (`query_async(&mut redis)`: it is a `ConnectionLike`), or asks
 //! it for what only the seam can do: load a function library, walk the keyspace, read the
 //! memory, start the subscriber. The handle is one standalone server (the address, TLS,
-//! timeouts and reconnects configured once here) or, in Sentinel mode, whichever node the
-//! Sentinels name master now, behind the same calls.
+//! timeouts and reconnects configured once here), in Sentinel mode whichever node the
+//! Sentinels name master now, or in Cluster mode the primaries by slot, behind the same
+//! calls. Code outside this module asks the handle what it can do
+//! ([`Redis::capabilities`]: sharded pub/sub, re-sent calls, declared keys, one server),
+//! never which mode it is in.
 //!
 //! - [`connect`]: the client (URL, TLS with a private CA) and the connection policy.
 //! - [`functions`]: loading a Redis Function library, and telling a "not loaded" error.
@@ -100,6 +103,22 @@ pub(crate) fn distrusts(error: &::redis::RedisError) -> bool {
         || error.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::ReadOnly)
 }
 
+/// What a [`Redis`] handle can do (see [`Redis::capabilities`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Pub/sub is sharded: functions publish with `SPUBLISH` (in the channel's shard) and a
+    /// subscriber listens per channel, since sharded pub/sub has no patterns.
+    pub sharded_pubsub: bool,
+    /// A call whose connection dropped is re-sent by the client, so it may run twice, and a
+    /// rollback must wait until no run of it can take effect any more.
+    pub resends_calls: bool,
+    /// Every key a function touches must be declared (keys live on several nodes).
+    pub declared_keys: bool,
+    /// Every key lives on one server, with one run id: keys of different slots can be moved
+    /// in one command, and a RedLock node can be told apart from it.
+    pub one_server: bool,
+}
+
 impl Redis {
     /// The handle for `settings` (connects lazily: a Redis that does not answer yet is no
     /// error here; calls answer 503 until it does). In Sentinel mode nothing is asked until
@@ -172,6 +191,19 @@ impl Redis {
         match &self.link {
             Link::Cluster { cluster, .. } => Some(cluster),
             Link::Standalone { .. } | Link::Sentinel(_) => None,
+        }
+    }
+
+    /// What this Redis can do and how it behaves, for code outside this module: it asks
+    /// these rather than which mode Redis runs in, so a new mode is placed by the compiler
+    /// (here), not found by grep.
+    pub fn capabilities(&self) -> Capabilities {
+        let spread = self.cluster().is_some();
+        Capabilities {
+            sharded_pubsub: spread,
+            resends_calls: spread,
+            declared_keys: spread,
+            one_server: !spread,
         }
     }
 

@@ -118,8 +118,9 @@ pub async fn run(
     // In Cluster mode each waited-for lock is subscribed on its own (sharded pub/sub has no
     // patterns), instead of the unlock patterns below.
     let sharded = conn
-        .cluster()
-        .map(|_| ShardedGates::new(crate::locks::wake_channels));
+        .capabilities()
+        .sharded_pubsub
+        .then(|| ShardedGates::new(crate::locks::wake_channels));
     let waiters = Arc::new(match &sharded {
         Some(gates) => Waiters::sharded(gates.clone()),
         None => Waiters::default(),
@@ -166,7 +167,7 @@ pub async fn run(
         Some(settings) => {
             crate::config::check_redlock_nodes(&settings.nodes)?;
             let observer: Arc<dyn crate::locks::Observer> = metrics.clone();
-            let main = conn.cluster().is_none().then_some(&conn);
+            let main = conn.capabilities().one_server.then_some(&conn);
             let (redlock, mut tasks) =
                 crate::leases::Redlock::start(settings, &config.locks, &observer, main, &shutdown)
                     .await?;
@@ -291,7 +292,7 @@ async fn migrate_own_keys(
     // No Leasehold before Cluster mode ran on a cluster, so no earlier layout is there to
     // move (and its keys, in other slots than the new ones, could not be renamed in one
     // command there).
-    if conn.cluster().is_some() {
+    if !conn.capabilities().one_server {
         return Ok(None);
     }
     match own_keys::migrate(&mut conn.clone(), base).await {
@@ -317,7 +318,7 @@ async fn migrate_own_keys(
 /// Loads the Lua function library. A Redis that does not answer yet is not judged (calls load
 /// the library themselves once it does); one that refuses the library cannot serve.
 async fn load_functions(locks: &Locks) -> Result<(), ServerError> {
-    match locks.load_functions().await {
+    match locks.backend().load_functions().await {
         Ok(()) => Ok(()),
         Err(LockError::Unavailable(e)) if e.is_io_error() || e.is_timeout() => {
             tracing::warn!(error = %e, "could not load the function library yet");

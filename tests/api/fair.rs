@@ -180,6 +180,13 @@ async fn a_fair_lock_is_reentrant_and_excludes_other_kinds() {
     let other = app.acquire("fifo", json!({})).await;
     other.assert_problem(409, "kind_conflict");
     assert_eq!(other.body["held_as"], "fair");
+    // The detail reads as English for every kind ("an exclusive lock", not "a exclusive").
+    let plain = app.lease("plain", json!({"kind": "exclusive"})).await;
+    let refused = app.acquire("plain", json!({"kind": "fair"})).await;
+    refused.assert_problem(409, "kind_conflict");
+    let detail = refused.body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("as an exclusive lock"), "{detail}");
+    app.release(&plain, false).await.assert_status(200);
 }
 
 #[tokio::test]

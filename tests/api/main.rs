@@ -52,6 +52,7 @@ mod run;
 mod rwlock;
 mod secrets;
 mod semaphores;
+mod sizes;
 mod tls;
 mod waiting;
 mod waitlist;

@@ -122,7 +122,7 @@ impl Leases {
             ttl_ms: request.ttl.as_millis(),
             body: &body,
         };
-        match self.locks.multilease_record(id, put).await? {
+        match self.locks.records().multilease_record(id, put).await? {
             MultiReply::Put(record) => Ok(record),
             other => Err(unexpected(&other)),
         }
@@ -256,11 +256,15 @@ impl Leases {
         let fp = request_fingerprint(request, key);
         let sealed = key.seal(&token);
         let claim = MultiOp::Claim {
-            keep_ms: self.locks.tombstone_ms().max(request.ttl.as_millis()),
+            keep_ms: self
+                .locks
+                .records()
+                .tombstone_ms()
+                .max(request.ttl.as_millis()),
             fingerprint: &fp,
             sealed: &sealed,
         };
-        match self.locks.lease_claim(key, id, claim).await? {
+        match self.locks.records().lease_claim(key, id, claim).await? {
             MultiReply::New => Ok((token, false)),
             MultiReply::Claimed {
                 fingerprint,
@@ -283,7 +287,11 @@ impl Leases {
     /// Lets a failed request's Idempotency-Key go, so that a retry tries afresh.
     async fn unclaim(&self, request: &MultiRequest, id: LeaseId) {
         if let Some(key) = &request.idempotency {
-            let _ = self.locks.lease_claim(key, id, MultiOp::Unclaim).await;
+            let _ = self
+                .locks
+                .records()
+                .lease_claim(key, id, MultiOp::Unclaim)
+                .await;
         }
     }
 }

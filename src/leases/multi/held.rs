@@ -61,7 +61,7 @@ impl Leases {
         let renew = MultiOp::Renew {
             ttl_ms: ttl.map_or(0, Ttl::as_millis),
         };
-        match self.locks.multilease_record(id, renew).await? {
+        match self.locks.records().multilease_record(id, renew).await? {
             MultiReply::Renewed(record) => Ok(MultiRenewal {
                 lease_id: id,
                 members: grants,
@@ -284,7 +284,12 @@ impl Leases {
         &self,
         id: LeaseId,
     ) -> Result<(MultiRecord, StoredBody), LockError> {
-        let record = match self.locks.multilease_record(id, MultiOp::Get).await? {
+        let record = match self
+            .locks
+            .records()
+            .multilease_record(id, MultiOp::Get)
+            .await?
+        {
             MultiReply::Found(record) | MultiReply::Lost(record) => record,
             MultiReply::Unknown => return Err(LockError::UnknownLease),
             other => return Err(unexpected(&other)),

@@ -155,7 +155,7 @@ async fn end_record(
         state: state.as_str(),
         member,
     };
-    match locks.multilease_record(id, end).await? {
+    match locks.records().multilease_record(id, end).await? {
         MultiReply::Ended(_) | MultiReply::Lost(_) | MultiReply::Unknown => Ok(()),
         MultiReply::TooLate => Err(LockError::TooLate),
         other => Err(unexpected(&other)),

@@ -54,8 +54,9 @@ impl Redlock {
                 .iter()
                 .map(|n| {
                     n.locks
+                        .redlock_node()
                         .waiter_registry()
-                        .register(&n.locks.wake_key_of(name))
+                        .register(&n.locks.redlock_node().wake_key_of(name))
                 })
                 .collect()
         };
@@ -71,7 +72,7 @@ impl Redlock {
             let epochs: Vec<_> = registrations
                 .iter()
                 .zip(self.nodes.iter())
-                .map(|(r, n)| n.locks.waiter_registry().epoch(r.key()))
+                .map(|(r, n)| n.locks.redlock_node().waiter_registry().epoch(r.key()))
                 .collect();
             let round = self.round(name, &request, &lease, ttl).await;
             let may_wait = !registrations.is_empty() && Instant::now() < deadline;
@@ -95,7 +96,11 @@ impl Redlock {
                         if !answered {
                             return Parking::Unheard;
                         }
-                        n.locks.waiter_registry().park(r.key(), epoch, until).await
+                        n.locks
+                            .redlock_node()
+                            .waiter_registry()
+                            .park(r.key(), epoch, until)
+                            .await
                     }
                 },
             ))
@@ -128,7 +133,7 @@ impl Redlock {
         let per_node = quorum::node_timeout(ttl.as_millis(), self.redis_timeout);
         let started = Instant::now();
         let votes: Vec<Vote<Grant>> = ask_all(&self.nodes, per_node, |n| {
-            let attempt = n.locks.acquire_as(
+            let attempt = n.locks.redlock_node().acquire_as(
                 name,
                 request.clone(),
                 lease.id,

@@ -25,6 +25,7 @@ impl Ledger<'_> {
         if grant.new_lease {
             let indexed = self
                 .main
+                .records()
                 // (Due by the main Redis's clock: TTL from now, a little after the nodes'.)
                 .index_redlock(name, grant.lease_id, 0, grant.ttl_ms)
                 .await;
@@ -37,7 +38,7 @@ impl Ledger<'_> {
         } else {
             EventKind::Reentered
         };
-        self.main.publish_event(
+        self.main.records().publish_event(
             &LockEvent::new(kind, name, self.now_ms())
                 .lease(grant.lease_id, grant.holder.as_deref())
                 .with("kind", "redlock")
@@ -50,7 +51,7 @@ impl Ledger<'_> {
 
     /// A heartbeat: told.
     pub fn renewed(&self, name: &LockName, renewal: &Renewal, ack: QuorumAck) {
-        self.main.publish_event(
+        self.main.records().publish_event(
             &LockEvent::new(EventKind::Renewed, name, self.now_ms())
                 .lease(renewal.lease_id, renewal.holder.as_deref())
                 .with("kind", "redlock")
@@ -63,9 +64,13 @@ impl Ledger<'_> {
     /// A release by its holder: told; its last level takes it out of the index.
     pub async fn released(&self, name: &LockName, release: &Release) {
         if release.released {
-            let _ = self.main.unindex_redlock(name, release.lease_id).await;
+            let _ = self
+                .main
+                .records()
+                .unindex_redlock(name, release.lease_id)
+                .await;
         }
-        self.main.publish_event(
+        self.main.records().publish_event(
             &LockEvent::new(EventKind::Released, name, self.now_ms())
                 .lease(release.lease_id, None)
                 .with("kind", "redlock")
@@ -85,7 +90,7 @@ impl Ledger<'_> {
         at_ms: u64,
         by: Option<(&str, &str)>,
     ) -> bool {
-        match self.main.unindex_redlock(name, id).await {
+        match self.main.records().unindex_redlock(name, id).await {
             Ok(true) => {}
             Ok(false) if by.is_some() => {}
             Ok(false) => return false,
@@ -106,7 +111,7 @@ impl Ledger<'_> {
         if let Some((operator, reason)) = by {
             event = event.with("by", operator).with("reason", reason);
         }
-        self.main.publish_event(&event);
+        self.main.records().publish_event(&event);
         true
     }
 

@@ -113,7 +113,7 @@ impl Redlock {
         )
         .await?;
         for node in &nodes {
-            if let Err(e) = node.locks.load_functions().await {
+            if let Err(e) = node.locks.backend().load_functions().await {
                 tracing::warn!(node = %node.url, error = %e, "could not load the function library on a RedLock node yet");
             }
         }

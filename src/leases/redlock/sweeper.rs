@@ -47,7 +47,7 @@ impl Redlock {
 
     /// One read of the due list and what the nodes say of each lease on it.
     async fn sweep(&self, main: &Locks) {
-        let due = match main.due_redlocks().await {
+        let due = match main.records().due_redlocks().await {
             Ok((due, _)) => due,
             Err(e) => {
                 tracing::debug!(error = %e, "could not read the RedLock leases due");
@@ -59,10 +59,10 @@ impl Redlock {
 
     /// What became of one due lease (see the module docs).
     async fn settle(&self, due: DueRedlock) {
-        let space = due.locks.key_space();
+        let space = due.locks.records().key_space();
         let nodes = self.map_locks(|l| l.in_space(space.clone()));
         let ledger = Ledger { main: &due.locks };
-        let ask_again = |ms: u64| due.locks.index_redlock(&due.name, due.id, 0, ms);
+        let ask_again = |ms: u64| due.locks.records().index_redlock(&due.name, due.id, 0, ms);
         match nodes.lease(&due.name, due.id).await {
             Ok((view, holding))
                 if view.state == LeaseState::Held && holding as usize >= self.quorum() =>
@@ -73,7 +73,7 @@ impl Redlock {
             Ok((view, _))
                 if matches!(view.state, LeaseState::Released | LeaseState::ForceReleased) =>
             {
-                let _ = due.locks.unindex_redlock(&due.name, due.id).await;
+                let _ = due.locks.records().unindex_redlock(&due.name, due.id).await;
             }
             Ok((view, _)) => {
                 let at = view.ended_at.unwrap_or(view.expires_at).0;
@@ -94,7 +94,7 @@ impl Redlock {
             .ended(&due.name, due.id, LeaseState::Expired, at_ms, None)
             .await
         {
-            due.locks.observer().lease_expired(due.id);
+            due.locks.records().observer().lease_expired(due.id);
             join_all(self.nodes.iter().map(|n| n.locks.sweep(&due.name))).await;
         }
     }

@@ -56,7 +56,12 @@ impl Redlock {
         let registrations = self
             .nodes
             .iter()
-            .map(|n| n.locks.waiter_registry().watch(&n.locks.wake_key_of(name)))
+            .map(|n| {
+                n.locks
+                    .redlock_node()
+                    .waiter_registry()
+                    .watch(&n.locks.redlock_node().wake_key_of(name))
+            })
             .collect();
         let watch = RedWatch {
             redlock: self.clone(),
@@ -95,7 +100,7 @@ impl RedWatch {
                 .nodes
                 .iter()
                 .zip(&self.registrations)
-                .map(|(n, r)| n.locks.waiter_registry().epoch(r.key()))
+                .map(|(n, r)| n.locks.redlock_node().waiter_registry().epoch(r.key()))
                 .collect();
             let (read, answered, _) = self.read().await;
             let retry_at = match read {
@@ -116,7 +121,11 @@ impl RedWatch {
                             return Parking::Unheard;
                         }
                         let until = retry_at.min(Instant::now() + ARM_WAIT);
-                        n.locks.waiter_registry().park(r.key(), epoch, until).await
+                        n.locks
+                            .redlock_node()
+                            .waiter_registry()
+                            .park(r.key(), epoch, until)
+                            .await
                     }),
             )
             .await;

@@ -8,5 +8,6 @@ pub mod index;
 pub mod journal;
 pub mod publisher;
 pub(in crate::locks) mod queue;
+mod reply;
 pub mod sweeper;
 pub mod waitlist;

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::locks::calls::On;
 use crate::locks::error::LockError;
 use crate::locks::feed::waitlist::Wanted;
 use crate::locks::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
@@ -85,7 +86,7 @@ impl Locks {
         request: &InFlight,
         liveness: Duration,
         arrived_ms: u64,
-        turn: &crate::locks::Turn<'_>,
+        turn: &crate::locks::handle::Turn<'_>,
     ) -> Result<Outcome, LockError> {
         let (id, token) = (request.id, &request.token);
         let ((reply, acked), idempotency) = match target {
@@ -100,7 +101,7 @@ impl Locks {
                     nonce: &request.nonce,
                 };
                 (
-                    self.call_acked_in_turn(turn, name, &script).await?,
+                    self.call_with(On::Lock(name), &script, Some(turn)).await?,
                     asked.idempotency.as_ref(),
                 )
             }
@@ -112,7 +113,7 @@ impl Locks {
                     nonce: &request.nonce,
                 };
                 (
-                    self.call_acked_in_turn(turn, name, &script).await?,
+                    self.call_with(On::Lock(name), &script, Some(turn)).await?,
                     permits.idempotency.as_ref(),
                 )
             }

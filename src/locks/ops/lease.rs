@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::locks::calls::On;
 use crate::locks::scripts::inspect_lease::InspectLease;
 use crate::locks::scripts::leave::{Leave, LeaveReply};
 use crate::locks::scripts::release::{Release as ReleaseScript, ReleaseHow, ReleaseReply};
@@ -33,8 +34,11 @@ impl Locks {
             ttl,
         };
         let (reply, acked) = match resource {
-            Resource::Lock => self.call_acked(name, &renew).await?,
-            Resource::Semaphore => self.call_acked(name, &SemaphoreRenew(renew)).await?,
+            Resource::Lock => self.call_with(On::Lock(name), &renew, None).await?,
+            Resource::Semaphore => {
+                self.call_with(On::Lock(name), &SemaphoreRenew(renew), None)
+                    .await?
+            }
         };
         let renewed = match reply {
             RenewReply::Renewed {

@@ -13,8 +13,8 @@ pub mod lease;
 pub mod listing;
 pub mod records;
 pub mod redlock;
-#[cfg(test)]
-mod replays;
 pub mod rollback;
 pub mod tenure;
+#[cfg(test)]
+mod tests;
 pub mod watch;

@@ -23,55 +23,69 @@ pub struct DueRedlock {
     pub id: LeaseId,
 }
 
+/// What the leases layer keeps and reports through one store (see the module docs):
+/// [`Locks::records`].
+#[derive(Clone, Copy)]
+pub struct Records<'a> {
+    locks: &'a Locks,
+}
+
 impl Locks {
+    /// The leases layer's records on this store, and its reports through it.
+    pub fn records(&self) -> Records<'_> {
+        Records { locks: self }
+    }
+}
+
+impl<'a> Records<'a> {
     /// Runs `op` on multilease `id`'s record.
     pub async fn multilease_record(
-        &self,
+        self,
         id: LeaseId,
         op: MultiOp<'_>,
     ) -> Result<MultiReply, LockError> {
         let record = crate::locks::scripts::multilease::Multilease { id, op };
-        self.call_record(&self.inner.keys.multilease(id), &record)
-            .await
+        let key = self.locks.inner.keys.multilease(id);
+        self.locks.call_own([&key, &key], &record).await
     }
 
     /// Runs `op` (`Claim`, `Unclaim`) on `key`'s claim on lease `id`.
     pub async fn lease_claim(
-        &self,
+        self,
         key: &IdempotencyKey,
         id: LeaseId,
         op: MultiOp<'_>,
     ) -> Result<MultiReply, LockError> {
         let claim = crate::locks::scripts::multilease::Multilease { id, op };
-        self.call_record(&self.inner.keys.multilease_claim(&key.digest_hex()), &claim)
-            .await
+        let key = self.locks.inner.keys.multilease_claim(&key.digest_hex());
+        self.locks.call_own([&key, &key], &claim).await
     }
 
     /// Queues `event` for this key space's events channel and journal: the events of leases
     /// this Redis does not hold, which the leases layer tells (a RedLock lease's).
-    pub fn publish_event(&self, event: &LockEvent) {
-        self.publish(event);
+    pub fn publish_event(self, event: &LockEvent) {
+        self.locks.publish(event);
     }
 
     /// Whoever listens to this handle's reports (the metrics).
-    pub fn observer(&self) -> &Arc<dyn Observer> {
-        &self.inner.observer
+    pub fn observer(self) -> &'a Arc<dyn Observer> {
+        &self.locks.inner.observer
     }
 
     /// This handle's key space.
-    pub fn key_space(&self) -> KeySpace {
-        self.inner.keys.clone()
+    pub fn key_space(self) -> KeySpace {
+        self.locks.inner.keys.clone()
     }
 
     /// How long an ended lease stays answerable (and a claim at least is kept), in ms.
-    pub fn tombstone_ms(&self) -> u64 {
-        self.inner.settings.tombstone_ms
+    pub fn tombstone_ms(self) -> u64 {
+        self.locks.inner.settings.tombstone_ms
     }
 
     /// Indexes RedLock lease `id` of `name` as running out at `expires_ms` (Redis's clock;
     /// 0: `ttl_ms` from now).
     pub async fn index_redlock(
-        &self,
+        self,
         name: &LockName,
         id: LeaseId,
         expires_ms: u64,
@@ -85,6 +99,7 @@ impl Locks {
             ttl_ms,
         };
         match self
+            .locks
             .call_own(keys(&self.redlock_keys()), &RedlockIndex(put))
             .await?
         {
@@ -95,13 +110,14 @@ impl Locks {
 
     /// Takes RedLock lease `id` of `name` out of the index; `true` for the one call that did
     /// (so that its end is recorded once).
-    pub async fn unindex_redlock(&self, name: &LockName, id: LeaseId) -> Result<bool, LockError> {
+    pub async fn unindex_redlock(self, name: &LockName, id: LeaseId) -> Result<bool, LockError> {
         let (member, due) = self.redlock_members(name, id);
         let end = RedlockOp::End {
             member: &member,
             due: &due,
         };
         match self
+            .locks
             .call_own(keys(&self.redlock_keys()), &RedlockIndex(end))
             .await?
         {
@@ -113,9 +129,10 @@ impl Locks {
 
     /// The RedLock leases of every key space whose indexed expiry has passed, at most a few
     /// dozen (call it on the deployment's handle), and Redis's time now.
-    pub async fn due_redlocks(&self) -> Result<(Vec<DueRedlock>, u64), LockError> {
+    pub async fn due_redlocks(self) -> Result<(Vec<DueRedlock>, u64), LockError> {
         let due = RedlockOp::Due { count: DUE_READ };
         let (members, now_ms) = match self
+            .locks
             .call_own(keys(&self.redlock_keys()), &RedlockIndex(due))
             .await?
         {
@@ -127,7 +144,7 @@ impl Locks {
             .iter()
             .filter_map(|member| {
                 let (rest, id) = member.rsplit_once('\t')?;
-                let (locks, name) = self.space_of(rest)?;
+                let (locks, name) = self.locks.space_of(rest)?;
                 Some(DueRedlock {
                     locks,
                     name,
@@ -141,20 +158,20 @@ impl Locks {
     /// The indexed RedLock leases of this key space whose names lie in `[from, to]` (ZRANGE
     /// BYLEX bounds over `<name>\t<id>` members), in name order, at most `limit`.
     pub async fn redlock_leases(
-        &self,
+        self,
         from: &str,
         to: &str,
         limit: usize,
     ) -> Result<Vec<(LockName, LeaseId)>, LockError> {
         let members: Vec<String> = redis::cmd("ZRANGE")
-            .arg(self.inner.keys.own("redlock"))
+            .arg(&self.locks.inner.keys.own("redlock"))
             .arg(from)
             .arg(to)
             .arg("BYLEX")
             .arg("LIMIT")
             .arg(0)
             .arg(limit)
-            .query_async(&mut self.inner.conn.clone())
+            .query_async(&mut self.locks.inner.conn.clone())
             .await?;
         Ok(members
             .iter()
@@ -167,18 +184,18 @@ impl Locks {
 
     /// The index's key in this key space, and the deployment's due list: one slot (every key
     /// space's own keys share the hash tag).
-    fn redlock_keys(&self) -> [String; 2] {
+    fn redlock_keys(self) -> [String; 2] {
         [
-            self.inner.keys.own("redlock"),
-            own_key(&self.inner.settings.key_prefix, "redlock:due"),
+            self.locks.inner.keys.own("redlock"),
+            own_key(&self.locks.inner.settings.key_prefix, "redlock:due"),
         ]
     }
 
     /// This lease's members of the index and of the due list.
-    fn redlock_members(&self, name: &LockName, id: LeaseId) -> (String, String) {
-        let space = self.inner.keys.prefix();
+    fn redlock_members(self, name: &LockName, id: LeaseId) -> (String, String) {
+        let space = self.locks.inner.keys.prefix();
         let tenant = space
-            .strip_prefix(self.inner.settings.key_prefix.as_str())
+            .strip_prefix(&self.locks.inner.settings.key_prefix.as_str())
             .unwrap_or("");
         (format!("{name}\t{id}"), format!("{tenant}{name}\t{id}"))
     }

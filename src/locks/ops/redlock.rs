@@ -15,13 +15,26 @@ use crate::locks::types::{
 use crate::locks::wakeups::Waiters;
 use crate::locks::{Locks, ops::attempt::Target};
 
+/// One RedLock node's lock domain, as the RedLock layer uses it: [`Locks::redlock_node`].
+#[derive(Clone, Copy)]
+pub struct RedlockNode<'a> {
+    locks: &'a Locks,
+}
+
 impl Locks {
+    /// This lock domain as a RedLock node's (what only the RedLock layer asks of it).
+    pub fn redlock_node(&self) -> RedlockNode<'_> {
+        RedlockNode { locks: self }
+    }
+}
+
+impl<'a> RedlockNode<'a> {
     /// One attempt, no wait, at a new reentrant lease `id` proven by `token` (the caller made
     /// both: every RedLock node gets the same), or a reentry of that lease when `reenter`.
     /// Dropped before its answer, it gives back what it may have got (as every acquire does).
     #[allow(clippy::too_many_arguments)] // The lease (id, token) and what is asked of it.
     pub fn acquire_as(
-        &self,
+        self,
         name: &LockName,
         request: AcquireRequest,
         id: LeaseId,
@@ -38,8 +51,8 @@ impl Locks {
             request.ttl = Some(ttl);
             Op::New
         };
-        Self::acquire_waiting(
-            self.clone(),
+        Locks::acquire_waiting(
+            self.locks.clone(),
             name.clone(),
             op,
             Target::Lock(request),
@@ -50,12 +63,12 @@ impl Locks {
     }
 
     /// This node's waiter registry (woken by this node's subscriber).
-    pub fn waiter_registry(&self) -> &Arc<Waiters> {
-        &self.inner.waiters
+    pub fn waiter_registry(self) -> &'a Arc<Waiters> {
+        &self.locks.inner.waiters
     }
 
     /// The key a waiter for `name` registers under (the lock's key in this key space).
-    pub fn wake_key_of(&self, name: &LockName) -> String {
-        self.inner.keys.lock(name).lock().to_owned()
+    pub fn wake_key_of(self, name: &LockName) -> String {
+        self.locks.inner.keys.lock(name).lock().to_owned()
     }
 }

@@ -129,7 +129,7 @@ impl Drop for InFlight {
             // still run (again) after this: a rollback that ran first would leave that
             // replay's grant standing. Rolled back once no run of it can take effect any
             // more (its deadline, at most the Redis timeout after it was sent, is past).
-            if roll_back && locks.inner.conn.cluster().is_some() {
+            if roll_back && locks.inner.conn.capabilities().resends_calls {
                 let clock = locks.inner.conn.clock();
                 clock
                     .wait_past(clock.deadline(locks.inner.settings.redis_timeout))

@@ -51,7 +51,7 @@ pub(in crate::locks) static SHARDED_LIBRARY: LazyLock<Library> = LazyLock::new(|
 
 /// The library for `redis`'s mode.
 pub(in crate::locks) fn for_redis(redis: &crate::redis::Redis) -> &'static Library {
-    if redis.cluster().is_some() {
+    if redis.capabilities().sharded_pubsub {
         &SHARDED_LIBRARY
     } else {
         &LIBRARY
@@ -67,7 +67,11 @@ fn build(sharded: bool) -> Library {
     // An operation's file may start with what its function shares between calls (the values
     // of the call being served, and helpers that use them), made once too: that part ends at
     // the line `-- @per-call`. Each operation is a `do` block, so those names are its own.
-    let mut body = HELPERS.map(|(_, source)| source).join("\n");
+    // The library's header names the publish command every function wakes waiters with
+    // (`redis.call(PUBLISH, channel, message)`): sharded on a cluster, classic elsewhere.
+    let publish = if sharded { "SPUBLISH" } else { "PUBLISH" };
+    let mut body = format!("local PUBLISH = '{publish}'\n");
+    body.push_str(&HELPERS.map(|(_, source)| source).join("\n"));
     for operation in OPERATIONS {
         let (op, source) = (operation.file, operation.source);
         let (once, per_call) = split_once_part(source);
@@ -87,9 +91,6 @@ fn build(sharded: bool) -> Library {
              redis.register_function{{function_name = 'lh_{{V}}_{op}', callback = function(KEYS, ARGV)\n\
              local reply = op_{op}(KEYS, ARGV)\nif WN > 0 then flush_state() end\nreturn reply\nend{flags}}}\nend\n"
         ));
-    }
-    if sharded {
-        body = body.replace("redis.call('PUBLISH', ", "redis.call('SPUBLISH', ");
     }
     let hash = hex::encode(&Sha256::digest(body.as_bytes())[..6]);
     let name = format!("leasehold_{hash}");
@@ -134,18 +135,22 @@ mod tests {
     fn the_cluster_library_publishes_every_wake_up_sharded_under_its_own_name() {
         let (classic, sharded) = (&*LIBRARY, &*SHARDED_LIBRARY);
         assert_ne!(classic.name, sharded.name);
-        let publishes = |text: &str| text.matches("redis.call('PUBLISH'").count();
-        assert!(publishes(&classic.text) > 10, "every wake-up publishes");
-        assert_eq!(publishes(&sharded.text), 0);
-        assert_eq!(
-            sharded.text.matches("redis.call('SPUBLISH'").count(),
-            publishes(&classic.text)
-        );
+        let header = |text: &str| text.lines().nth(1).unwrap_or_default().to_owned();
+        assert_eq!(header(&classic.text), "local PUBLISH = 'PUBLISH'");
+        assert_eq!(header(&sharded.text), "local PUBLISH = 'SPUBLISH'");
         assert!(
-            !classic.text.to_ascii_uppercase().contains("'PUBLISH' ")
-                && !classic.text.contains("\"PUBLISH\""),
-            "every publish is written the one way the cluster library rewrites"
+            classic.text.matches("redis.call(PUBLISH, ").count() > 10,
+            "every wake-up publishes with the header's command"
         );
+        for library in [classic, sharded] {
+            let text = library.text.to_ascii_uppercase();
+            assert!(
+                !text.contains("'PUBLISH',")
+                    && !text.contains("'SPUBLISH',")
+                    && !text.contains("\"PUBLISH\""),
+                "no function names a publish command of its own"
+            );
+        }
     }
 
     #[test]

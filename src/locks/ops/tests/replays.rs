@@ -266,7 +266,7 @@ fn granted(raw: &str) -> (String, bool) {
         other => panic!("not a grant: {other:?} from {raw}"),
     };
     let shows_token = !g.replayed && g.sealed.is_none();
-    let grant = super::attempt::grant(g, None, new_lease, None).expect("a grant");
+    let grant = super::super::attempt::grant(g, None, new_lease, None).expect("a grant");
     (format!("{grant:?}"), shows_token)
 }
 
