@@ -197,95 +197,100 @@ impl Metrics {
             registry: Registry::default(),
             sampled: operator::Sampled::register(&mut registry),
         };
+        m.register_series(&mut registry);
+        m.start_from_zero();
+        Self { registry, ..m }
+    }
+
+    /// The request path's series (the operator's are [`operator::Sampled`]'s).
+    fn register_series(&self, registry: &mut Registry) {
         registry.register(
             "acquisitions",
             "Acquire requests (locks, tickets and semaphores) by kind and outcome",
-            m.acquisitions.clone(),
+            self.acquisitions.clone(),
         );
         registry.register(
             "acquire_wait_seconds",
             "Time a request spent waiting server-side, from arrival to grant, ticket or timeout; \
              only requests whose first attempt found the lock taken",
-            m.wait.clone(),
+            self.wait.clone(),
         );
         registry.register(
             "lease_hold_seconds",
             "Age of a lease when it was released (all levels) through this instance",
-            m.hold.clone(),
+            self.hold.clone(),
         );
         registry.register(
             "handoff_seconds",
             "For a waiting request that got the lock: time from the wake-up (unlock message or \
              TTL timer) reaching this instance to the grant",
-            m.handoff.clone(),
+            self.handoff.clone(),
         );
         registry.register(
             "leases_active",
             "Leases whose latest grant or heartbeat went through this instance and that have \
              neither ended nor passed that expiry",
-            m.active.clone(),
+            self.active.clone(),
         );
         registry.register(
             "waiting_requests",
             "Requests waiting server-side for a lock or permits in this instance",
-            m.waiting.clone(),
+            self.waiting.clone(),
         );
         registry.register(
             "lease_expirations",
             "Calls (heartbeat, release, reentry) through this instance that found their lease \
              expired: its TTL ran out before the call",
-            m.expirations.clone(),
+            self.expirations.clone(),
         );
         registry.register(
             "heartbeat_slack_seconds",
             "TTL left on a lease when its heartbeat renewed it",
-            m.heartbeat_slack.clone(),
+            self.heartbeat_slack.clone(),
         );
         registry.register(
             "heartbeats_late",
             "Heartbeats with less than a third of the TTL left (renewed) or after it ran out \
              (expired)",
-            m.late_heartbeats.clone(),
+            self.late_heartbeats.clone(),
         );
         registry.register(
             "redis_script_duration_seconds",
             "Latency of Lua script calls (EVALSHA) by script",
-            m.script_duration.clone(),
+            self.script_duration.clone(),
         );
         registry.register(
             "redis_script_errors",
             "Lua script calls that failed (Redis error, timeout, lost connection) by script",
-            m.script_errors.clone(),
+            self.script_errors.clone(),
         );
         registry.register(
             "redlock_node_calls",
             "Lua function calls on each RedLock node by function and outcome (ok, error): one \
              RedLock call is one call per node here, and one acquisition in \
              leasehold_acquisitions",
-            m.node_calls.clone(),
+            self.node_calls.clone(),
         );
         registry.register(
             "redlock_node_call_duration_seconds",
             "Latency of Lua function calls on each RedLock node",
-            m.node_call_duration.clone(),
+            self.node_call_duration.clone(),
         );
         registry.register(
             "subscriber_reconnects",
             "Times this instance's unlock subscriber lost and re-established its subscription",
-            m.subscriber_reconnects.clone(),
+            self.subscriber_reconnects.clone(),
         );
         registry.register(
             "http_requests",
             "HTTP requests by method, route template and status",
-            m.http_requests.clone(),
+            self.http_requests.clone(),
         );
         registry.register(
             "http_request_duration_seconds",
             "HTTP request latency by method and route template (long-polls included)",
-            m.http_duration.clone(),
+            self.http_duration.clone(),
         );
-        m.start_from_zero();
-        Self { registry, ..m }
     }
 
     /// Creates the counters' usual series at zero, so that `rate()` and alerts see them

@@ -81,41 +81,7 @@ impl Admission {
         locks: &Locks,
         ask: Ask<'_>,
     ) -> Result<Self, Problem> {
-        let per_lock = state.limits.per_lock;
-        if ask.joins_queue && per_lock.fair_queue < u64::MAX {
-            let queued = locks.fair_queue_length(ask.name).await?;
-            if queued >= per_lock.fair_queue {
-                return Err(Problem::new(
-                    ProblemKind::QueueFull,
-                    format!(
-                        "{queued} tickets already stand in this fair lock's queue \
-                         (--max-fair-queue {})",
-                        per_lock.fair_queue
-                    ),
-                )
-                .retry_after(Duration::from_secs(1)));
-            }
-        }
-        let waiting = if ask.wait.is_zero() {
-            None
-        } else {
-            let key = format!("{}\u{0}{}", caller.tenant.as_str(), ask.name);
-            let slot = state
-                .lock_waiters
-                .take(&key, per_lock.waiters_per_lock)
-                .ok_or_else(|| {
-                    Problem::new(
-                        ProblemKind::TooManyWaiters,
-                        format!(
-                            "{} requests already wait for this lock here \
-                             (--max-waiters-per-lock)",
-                            per_lock.waiters_per_lock
-                        ),
-                    )
-                    .retry_after(Duration::from_secs(1))
-                })?;
-            Some(slot)
-        };
+        let waiting = per_lock_slot(state, caller, locks, &ask).await?;
         let quotas = &caller.quotas;
         let counts_waiters = !ask.wait.is_zero() && quotas.waiters < u64::MAX;
         let counts_names =
@@ -147,21 +113,7 @@ impl Admission {
             })
             .collect();
         if counts_names {
-            // The name keeps state until its lease ends and its history after that.
-            let name_until = now + millis(ask.wait + ask.ttl + HISTORY_LIFE);
-            let name = ask.name.as_str().to_owned();
-            entries.push(Entry {
-                account: state.ledger.names(&caller.owner(), quotas.names),
-                member: name.clone(),
-                until_ms: name_until,
-            });
-            entries.push(Entry {
-                account: state
-                    .ledger
-                    .tenant_names(caller.tenant.as_str(), quotas.tenant_names),
-                member: name,
-                until_ms: name_until,
-            });
+            entries.extend(name_entries(state, caller, &ask, now));
         }
         let mut admission = Self {
             ledger: state.ledger.clone(),
@@ -197,43 +149,8 @@ impl Admission {
         match state.ledger.reserve(&entries).await {
             Ok(Ok(())) => Ok(admission),
             Ok(Err(Full { index, retry_after })) => {
-                let full = &entries[index].account;
-                let (what, detail) = if admission.leases.as_ref() == Some(full) {
-                    (
-                        "live leases",
-                        format!(
-                            "this caller already has {} live leases, its quota",
-                            quotas.leases
-                        ),
-                    )
-                } else if full.key.ends_with(":waiters") {
-                    (
-                        "waiting requests",
-                        format!(
-                            "this caller already has {} waiting requests, its quota",
-                            quotas.waiters
-                        ),
-                    )
-                } else if index + 1 < entries.len() {
-                    (
-                        "names",
-                        format!(
-                            "this caller gave Redis state to {} lock and semaphore names in \
-                             the last hour, its quota: reuse a name, or wait for an unused \
-                             one's history to end",
-                            quotas.names
-                        ),
-                    )
-                } else {
-                    (
-                        "tenant names",
-                        format!(
-                            "this tenant's callers gave Redis state to {} lock and semaphore \
-                             names in the last hour, its quota",
-                            quotas.tenant_names
-                        ),
-                    )
-                };
+                let (what, detail) =
+                    which_quota(&entries, index, admission.leases.as_ref(), quotas);
                 let mut admission = admission;
                 admission.settled = true;
                 Err(Problem::new(ProblemKind::QuotaExceeded, detail)
@@ -388,4 +305,118 @@ pub async fn unless_revoked<T>(
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The per-lock slots a request takes before anything else: a place in a fair lock's queue
+/// (`--max-fair-queue`) and, when it waits, one of the lock's waiter slots on this instance
+/// (`--max-waiters-per-lock`), held until it is answered.
+async fn per_lock_slot(
+    state: &AppState,
+    caller: &Principal,
+    locks: &Locks,
+    ask: &Ask<'_>,
+) -> Result<Option<Slot>, Problem> {
+    let per_lock = state.limits.per_lock;
+    if ask.joins_queue && per_lock.fair_queue < u64::MAX {
+        let queued = locks.fair_queue_length(ask.name).await?;
+        if queued >= per_lock.fair_queue {
+            return Err(Problem::new(
+                ProblemKind::QueueFull,
+                format!(
+                    "{queued} tickets already stand in this fair lock's queue \
+                     (--max-fair-queue {})",
+                    per_lock.fair_queue
+                ),
+            )
+            .retry_after(Duration::from_secs(1)));
+        }
+    }
+    if ask.wait.is_zero() {
+        return Ok(None);
+    }
+    let key = format!("{}\u{0}{}", caller.tenant.as_str(), ask.name);
+    let slot = state
+        .lock_waiters
+        .take(&key, per_lock.waiters_per_lock)
+        .ok_or_else(|| {
+            Problem::new(
+                ProblemKind::TooManyWaiters,
+                format!(
+                    "{} requests already wait for this lock here \
+                     (--max-waiters-per-lock)",
+                    per_lock.waiters_per_lock
+                ),
+            )
+            .retry_after(Duration::from_secs(1))
+        })?;
+    Ok(Some(slot))
+}
+
+/// Which quota a full ledger entry is, and what to tell the caller about it.
+fn which_quota(
+    entries: &[Entry],
+    index: usize,
+    leases: Option<&Account>,
+    quotas: &crate::auth::Quotas,
+) -> (&'static str, String) {
+    let full = &entries[index].account;
+    if leases == Some(full) {
+        (
+            "live leases",
+            format!(
+                "this caller already has {} live leases, its quota",
+                quotas.leases
+            ),
+        )
+    } else if full.key.ends_with(":waiters") {
+        (
+            "waiting requests",
+            format!(
+                "this caller already has {} waiting requests, its quota",
+                quotas.waiters
+            ),
+        )
+    } else if index + 1 < entries.len() {
+        (
+            "names",
+            format!(
+                "this caller gave Redis state to {} lock and semaphore names in \
+                     the last hour, its quota: reuse a name, or wait for an unused \
+                     one's history to end",
+                quotas.names
+            ),
+        )
+    } else {
+        (
+            "tenant names",
+            format!(
+                "this tenant's callers gave Redis state to {} lock and semaphore \
+                     names in the last hour, its quota",
+                quotas.tenant_names
+            ),
+        )
+    }
+}
+
+/// The two name quotas' entries: the caller's and its tenant's, each holding the name until
+/// its lease could end and its history after that.
+fn name_entries(state: &AppState, caller: &Principal, ask: &Ask<'_>, now: u64) -> [Entry; 2] {
+    let quotas = &caller.quotas;
+    // The name keeps state until its lease ends and its history after that.
+    let name_until = now + millis(ask.wait + ask.ttl + HISTORY_LIFE);
+    let name = ask.name.as_str().to_owned();
+    [
+        Entry {
+            account: state.ledger.names(&caller.owner(), quotas.names),
+            member: name.clone(),
+            until_ms: name_until,
+        },
+        Entry {
+            account: state
+                .ledger
+                .tenant_names(caller.tenant.as_str(), quotas.tenant_names),
+            member: name,
+            until_ms: name_until,
+        },
+    ]
 }

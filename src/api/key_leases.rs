@@ -9,13 +9,17 @@ use axum::extract::State;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::extract::Path;
+use serde_json::json;
+
+use super::extract::{Path, Query};
+use super::keys::{audit_in, key_body, key_problem, visible_key};
 use crate::auth::keys::KeyRecord;
 use crate::auth::{AdminRole, Caller, Principal};
 use crate::locks::{LeaseId, LockName, Timestamp};
 use crate::operator::Operator;
 use crate::problem::{Problem, ProblemDetails};
 use crate::state::AppState;
+use crate::wire::KeyBody;
 use crate::wire::{KeyLeaseBody, KeyLeasesBody};
 
 /// A live lease of a key, as its quota account keeps it: `<name>\t<lease id>`.
@@ -63,7 +67,7 @@ pub async fn list(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<KeyLeasesBody>, Problem> {
-    let record = super::keys::visible_key(&state, &caller, &id).await?;
+    let record = visible_key(&state, &caller, &id).await?;
     let leases = leases_of(&state, &record).await?;
     Ok(Json(KeyLeasesBody {
         key_id: record.id.clone(),
@@ -124,4 +128,50 @@ pub(super) async fn end_leases(
         tracing::warn!(error = %e, "cannot clear a revoked key's quota account");
     }
     Ok(ended)
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/keys/{key_id}",
+    operation_id = "revokeKey",
+    tag = "admin",
+    params(("key_id" = String, Path, description = "The key's id"), RevokeQuery),
+    security(("admin_token" = []), ("api_key" = ["admin"])),
+    responses(
+        (status = 200, description = "Revoked: every instance refuses it within a second or two; its live leases ended (ended_leases) unless end_leases=false", body = KeyBody),
+        (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 401, description = "admin_token_required, token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 403, description = "admin_token_invalid, admin_disabled", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 404, description = "key_not_found", body = ProblemDetails, content_type = "application/problem+json"),
+    )
+)]
+/// `DELETE /v1/admin/keys/{key_id}`: the key stops working on every instance, and its
+/// leases end (unless `end_leases=false`).
+pub async fn revoke(
+    caller: Caller<AdminRole>,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<RevokeQuery>,
+) -> Result<Json<KeyBody>, Problem> {
+    visible_key(&state, &caller, &id).await?;
+    let record = state.access.keys.revoke(&id).await.map_err(key_problem)?;
+    let ended = if query.end_leases {
+        Some(end_leases(&state, &caller, &record).await?)
+    } else {
+        None
+    };
+    audit_in(
+        &state,
+        &caller,
+        &record.tenant,
+        "key_revoked",
+        &record.name,
+        "",
+        json!({"id": record.id, "tenant": record.tenant, "ended_leases": ended}),
+    )
+    .await;
+    Ok(Json(KeyBody {
+        ended_leases: ended,
+        ..key_body(&record)
+    }))
 }

@@ -215,52 +215,6 @@ pub async fn rotate(
     Ok(Json(secret_body(&record, &secret)))
 }
 
-#[utoipa::path(
-    delete,
-    path = "/v1/admin/keys/{key_id}",
-    operation_id = "revokeKey",
-    tag = "admin",
-    params(("key_id" = String, Path, description = "The key's id"), super::key_leases::RevokeQuery),
-    security(("admin_token" = []), ("api_key" = ["admin"])),
-    responses(
-        (status = 200, description = "Revoked: every instance refuses it within a second or two; its live leases ended (ended_leases) unless end_leases=false", body = KeyBody),
-        (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 401, description = "admin_token_required, token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 403, description = "admin_token_invalid, admin_disabled", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 404, description = "key_not_found", body = ProblemDetails, content_type = "application/problem+json"),
-    )
-)]
-/// `DELETE /v1/admin/keys/{key_id}`: the key stops working on every instance, and its
-/// leases end (unless `end_leases=false`).
-pub async fn revoke(
-    caller: Caller<AdminRole>,
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    Query(query): Query<super::key_leases::RevokeQuery>,
-) -> Result<Json<KeyBody>, Problem> {
-    visible_key(&state, &caller, &id).await?;
-    let record = state.access.keys.revoke(&id).await.map_err(key_problem)?;
-    let ended = if query.end_leases {
-        Some(super::key_leases::end_leases(&state, &caller, &record).await?)
-    } else {
-        None
-    };
-    audit_in(
-        &state,
-        &caller,
-        &record.tenant,
-        "key_revoked",
-        &record.name,
-        "",
-        json!({"id": record.id, "tenant": record.tenant, "ended_leases": ended}),
-    )
-    .await;
-    Ok(Json(KeyBody {
-        ended_leases: ended,
-        ..key_body(&record)
-    }))
-}
-
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
@@ -350,7 +304,7 @@ fn key_role(r: Role) -> KeyRole {
     }
 }
 
-fn key_body(record: &KeyRecord) -> KeyBody {
+pub(super) fn key_body(record: &KeyRecord) -> KeyBody {
     KeyBody {
         id: record.id.clone(),
         name: record.name.clone(),
@@ -423,7 +377,7 @@ fn within_ceilings(state: &AppState, caller: &Principal, q: &KeyQuotasBody) -> R
     Ok(())
 }
 
-fn key_problem(e: KeyError) -> Problem {
+pub(super) fn key_problem(e: KeyError) -> Problem {
     match e {
         KeyError::NameTaken(_) => Problem::new(ProblemKind::KeyNameTaken, e.to_string()),
         KeyError::NotFound => Problem::new(ProblemKind::KeyNotFound, "no API key with this id"),
@@ -439,7 +393,7 @@ fn key_problem(e: KeyError) -> Problem {
 
 /// Appends one entry, by `caller`, to the audit log, filed under `tenant`: what was acted on
 /// belongs there (an API key the admin token made for a tenant is that tenant's).
-async fn audit_in(
+pub(super) async fn audit_in(
     state: &AppState,
     caller: &Principal,
     tenant: &Tenant,

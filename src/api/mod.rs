@@ -75,7 +75,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::set_semaphore_limit))
         .routes(routes!(keys::create, keys::list))
         .routes(routes!(keys::rotate))
-        .routes(routes!(keys::revoke))
+        .routes(routes!(key_leases::revoke))
         .routes(routes!(key_leases::list))
         .routes(routes!(keys::audit_log))
         .routes(routes!(redis_status::status))

@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::keys::{CACHE_TTL, KeyRecord};
-
+/// How long an instance may keep answering from what it last read of a key.
+pub const CACHE_TTL: Duration = Duration::from_secs(1);
 /// Cached lookups kept at most; past it, stale ones go (then all, under a flood of bad keys).
 const CACHE_MAX: usize = 10_000;
 
@@ -19,19 +19,33 @@ pub(super) enum CacheKey {
 }
 
 #[derive(Debug, Clone)]
-struct Cached {
+struct Cached<R> {
     at: Instant,
-    record: Option<Arc<KeyRecord>>,
+    record: Option<Arc<R>>,
 }
 
-#[derive(Default)]
-pub(super) struct KeyCache {
-    entries: Mutex<HashMap<CacheKey, Cached>>,
+/// Generic over the record so that it need not know the store's types (`R` is a key's
+/// record; [`Identified`] gives its id).
+pub(super) struct KeyCache<R> {
+    entries: Mutex<HashMap<CacheKey, Cached<R>>>,
 }
 
-impl KeyCache {
+impl<R> Default for KeyCache<R> {
+    fn default() -> Self {
+        Self {
+            entries: Mutex::default(),
+        }
+    }
+}
+
+/// A cached record's key id.
+pub(super) trait Identified {
+    fn id(&self) -> &str;
+}
+
+impl<R: Identified> KeyCache<R> {
     /// What the lookup found when it is fresh enough (`Some(None)`: no such key).
-    pub(super) fn get(&self, key: &CacheKey) -> Option<Option<Arc<KeyRecord>>> {
+    pub(super) fn get(&self, key: &CacheKey) -> Option<Option<Arc<R>>> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries
             .get(key)
@@ -39,7 +53,7 @@ impl KeyCache {
             .map(|c| c.record.clone())
     }
 
-    pub(super) fn put(&self, key: CacheKey, record: Option<Arc<KeyRecord>>) {
+    pub(super) fn put(&self, key: CacheKey, record: Option<Arc<R>>) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if entries.len() >= CACHE_MAX {
             entries.retain(|_, c| c.at.elapsed() < CACHE_TTL);
@@ -55,7 +69,8 @@ impl KeyCache {
     pub(super) fn forget(&self, id: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|k, c| {
-            !matches!(k, CacheKey::Id(i) if i == id) && c.record.as_ref().is_none_or(|r| r.id != id)
+            !matches!(k, CacheKey::Id(i) if i == id)
+                && c.record.as_ref().is_none_or(|r| r.id() != id)
         });
     }
 }

@@ -23,13 +23,12 @@ use crate::redis::{Redis, wall_ms};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::key_cache::{CacheKey, KeyCache};
+pub use super::key_cache::CACHE_TTL;
+use super::key_cache::{CacheKey, Identified, KeyCache};
 use super::principal::{NamePatterns, Role};
 use crate::locks::{TokenDigest, own_key, random_secret};
 use crate::tenant::Tenant;
 
-/// How long an instance may keep answering from what it last read of a key.
-pub const CACHE_TTL: Duration = Duration::from_secs(1);
 /// What every API key starts with, so secret scanners can spot one.
 pub const KEY_PREFIX: &str = "lhk_";
 /// Longest key name.
@@ -76,6 +75,12 @@ pub struct KeyRecord {
     pub created_at_ms: u64,
     pub created_by: String,
     secrets: Vec<Secret>,
+}
+
+impl Identified for KeyRecord {
+    fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 impl KeyRecord {
@@ -150,7 +155,7 @@ struct Inner {
     names: String,
     by_digest: String,
     counts: String,
-    cache: KeyCache,
+    cache: KeyCache<KeyRecord>,
     any: Mutex<Option<(Instant, bool)>>,
 }
 

@@ -90,16 +90,3 @@ impl ServeArgs {
         Ok(())
     }
 }
-
-/// A prefix keeps to the lock-name alphabet, so it can neither carry a cluster hash tag nor
-/// a glob character into the subscriber's pattern.
-pub(super) fn parse_key_prefix(raw: &str) -> Result<String, String> {
-    if raw.len() > 64
-        || !raw
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
-    {
-        return Err("a key prefix has at most 64 ASCII letters, digits and . _ - :".into());
-    }
-    Ok(raw.to_owned())
-}

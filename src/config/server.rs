@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use clap::{Args, FromArgMatches as _, ValueEnum};
 
-use super::checks::parse_key_prefix;
 use crate::redis::AckRule;
 
 /// Where `serve` listens and `healthcheck` looks unless told otherwise (the client
@@ -428,4 +427,17 @@ impl ServeArgs {
             || !self.redis_sentinel.is_empty()
             || !self.redis_cluster.is_empty()
     }
+}
+
+/// A prefix keeps to the lock-name alphabet, so it can neither carry a cluster hash tag nor
+/// a glob character into the subscriber's pattern.
+fn parse_key_prefix(raw: &str) -> Result<String, String> {
+    if raw.len() > 64
+        || !raw
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+    {
+        return Err("a key prefix has at most 64 ASCII letters, digits and . _ - :".into());
+    }
+    Ok(raw.to_owned())
 }

@@ -7,7 +7,7 @@ use askama::Template;
 use axum::http::{HeaderValue, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::viewer::Nav;
+use super::nav::Nav;
 use crate::locks::LockError;
 use crate::problem::{Problem, ProblemKind};
 

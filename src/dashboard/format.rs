@@ -121,3 +121,17 @@ mod tests {
         assert_eq!(ttl_text(Some(7_500_000)), "2 h 5 min");
     }
 }
+
+/// What stays as it is in a query value: RFC 3986's unreserved characters, and `/` (the
+/// `next=` paths read better with it, and a query may carry it).
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// Percent-encodes a query parameter value.
+pub(super) fn encode_component(raw: &str) -> String {
+    percent_encoding::utf8_percent_encode(raw, QUERY_VALUE).to_string()
+}

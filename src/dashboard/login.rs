@@ -184,18 +184,6 @@ pub(super) async fn logout(
     Ok(response)
 }
 
-/// Percent-encodes a query parameter value.
-pub(super) fn encode_component(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[derive(Template)]
 #[template(path = "login.html")]
 pub struct LoginPage {

@@ -29,6 +29,7 @@ mod history;
 mod lock;
 mod lock_state;
 mod login;
+mod nav;
 mod overview;
 mod redis;
 mod redlock;

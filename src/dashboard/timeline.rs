@@ -126,38 +126,7 @@ pub(super) fn timeline(
     (window, window_ms): (&'static str, u64),
 ) -> Timeline {
     let from = now_ms.saturating_sub(window_ms);
-    let mut lives: BTreeMap<String, Life> = BTreeMap::new();
-    for e in events.iter().rev() {
-        let ids: Vec<String> = if e.kind == EventKind::ForceReleased {
-            e.removed_lease_ids()
-                .into_iter()
-                .map(str::to_owned)
-                .collect()
-        } else {
-            e.lease_id.iter().cloned().collect()
-        };
-        for id in ids {
-            let life = lives.entry(id.clone()).or_default();
-            if life.label.is_empty() {
-                life.label = e.holder.clone().unwrap_or_else(|| short(&id));
-            }
-            life.last = life.last.max(e.at_ms);
-            match &e.kind {
-                EventKind::Acquired | EventKind::Granted => {
-                    life.hold_from = Some(life.hold_from.map_or(e.at_ms, |h| h.min(e.at_ms)));
-                    if let Some(f) = e.details.get("fencing_token").and_then(|v| v.as_u64()) {
-                        life.fence = Some(f);
-                    }
-                }
-                EventKind::Queued => life.wait_from = Some(e.at_ms),
-                EventKind::Reentered => life.reentries.push(e.at_ms),
-                EventKind::Released | EventKind::Left => life.end = Some((e.at_ms, "released")),
-                EventKind::Expired => life.end = Some((e.at_ms, "expired")),
-                EventKind::ForceReleased => life.end = Some((e.at_ms, "force_released")),
-                _ => {}
-            }
-        }
-    }
+    let mut lives = lives_of(events);
     for w in waiting {
         let life = lives.entry(w.lease_id.clone()).or_default();
         life.label = w.label();
@@ -222,6 +191,43 @@ pub(super) fn timeline(
         from: Timestamp(from).rfc3339(),
         to: Timestamp(now_ms).rfc3339(),
     }
+}
+
+/// Each lease's life as the events tell it (oldest event first), by lease id.
+fn lives_of(events: &[LockEvent]) -> BTreeMap<String, Life> {
+    let mut lives: BTreeMap<String, Life> = BTreeMap::new();
+    for e in events.iter().rev() {
+        let ids: Vec<String> = if e.kind == EventKind::ForceReleased {
+            e.removed_lease_ids()
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        } else {
+            e.lease_id.iter().cloned().collect()
+        };
+        for id in ids {
+            let life = lives.entry(id.clone()).or_default();
+            if life.label.is_empty() {
+                life.label = e.holder.clone().unwrap_or_else(|| short(&id));
+            }
+            life.last = life.last.max(e.at_ms);
+            match &e.kind {
+                EventKind::Acquired | EventKind::Granted => {
+                    life.hold_from = Some(life.hold_from.map_or(e.at_ms, |h| h.min(e.at_ms)));
+                    if let Some(f) = e.details.get("fencing_token").and_then(|v| v.as_u64()) {
+                        life.fence = Some(f);
+                    }
+                }
+                EventKind::Queued => life.wait_from = Some(e.at_ms),
+                EventKind::Reentered => life.reentries.push(e.at_ms),
+                EventKind::Released | EventKind::Left => life.end = Some((e.at_ms, "released")),
+                EventKind::Expired => life.end = Some((e.at_ms, "expired")),
+                EventKind::ForceReleased => life.end = Some((e.at_ms, "force_released")),
+                _ => {}
+            }
+        }
+    }
+    lives
 }
 
 /// One lease's wait, hold and marks on its lane.

@@ -172,7 +172,13 @@ impl Sampled {
             "Per lock (only with --metrics-lock-names): requests waiting on every instance",
             s.lock_waiters.clone(),
         );
-        let r = &s.redis;
+        s.register_redis(registry);
+        s
+    }
+
+    /// The Redis topology's series (see [`RedisFigures`]).
+    fn register_redis(&self, registry: &mut Registry) {
+        let r = &self.redis;
         registry.register(
             "redis_master_known",
             "1 while this instance knows a Redis master to write to (0 in Sentinel mode during \
@@ -263,7 +269,6 @@ impl Sampled {
             "Time this instance knew no Redis master (Sentinel mode: failovers)",
             r.masterless.clone(),
         );
-        s
     }
 
     /// The Redis topology's figures at this scrape.

@@ -12,32 +12,25 @@ pub mod listener;
 mod router;
 mod settings;
 pub mod tls;
+mod wiring;
 
 pub use router::{Guards, Timeouts, app};
 pub use settings::ServerConfig;
+use wiring::Tasks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::AuditLog;
-use crate::auth::browser::BrowserPolicy;
-use crate::auth::{Access, AdminAuth, AnonymousPolicy, KeyStore, Sessions};
-use crate::events::{EventFeed, FeedRoute};
-use crate::limits::ledger::Ledger;
-use crate::limits::rate::RateLimits;
-use crate::locks::feed::sweeper::{self, Expiries};
-use crate::locks::wakeups::{Waiters, Wakeups};
+use crate::auth::KeyStore;
 use crate::locks::{LockError, Locks};
 use crate::metrics::Metrics;
 use crate::own_keys;
 use crate::redis::durability::{Durability, DurabilityError};
-use crate::redis::{ConnectError, Redis, Route, ShardedGates, Topics};
-use crate::state::{AppState, Shared};
+use crate::redis::{ConnectError, Redis};
 
 /// How long open connections may take to finish once shutdown begins. Waiting requests end
 /// at once (503); this bounds everything else.
@@ -97,11 +90,11 @@ pub async fn run(
     let loopback = local.ip().is_loopback();
     let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
     let conn = Redis::connect(&config.redis)?;
+    let mut tasks = Tasks::default();
     // In Sentinel mode the master is found by these, so they start before the first call.
-    let redis_tasks = conn.start(&shutdown);
+    tasks.extend(conn.start(&shutdown));
     check_durability(&conn, config.allow_eviction).await?;
-    let migration_task = migrate_own_keys(&conn, &config.locks.key_prefix, &shutdown).await?;
-
+    tasks.extend(migrate_own_keys(&conn, &config.locks.key_prefix, &shutdown).await?);
     let prefix = config.locks.key_prefix.clone();
     let keys = KeyStore::new(conn.clone(), &prefix);
     // Asked only where it matters: the answer is cached for a second, and a loopback server
@@ -114,133 +107,36 @@ pub async fn run(
     if exposed(local, &config, keys_exist) {
         return Err(ServerError::Exposed(local));
     }
-
-    // In Cluster mode each waited-for lock is subscribed on its own (sharded pub/sub has no
-    // patterns), instead of the unlock patterns below.
-    let sharded = conn
-        .capabilities()
-        .sharded_pubsub
-        .then(|| ShardedGates::new(crate::locks::wake_channels));
-    let waiters = Arc::new(match &sharded {
-        Some(gates) => Waiters::sharded(gates.clone()),
-        None => Waiters::default(),
-    });
-    let feed = EventFeed::default();
-    let (to_sweeper, expired) = tokio::sync::mpsc::channel(sweeper::EXPIRED_QUEUE);
-    let expiries = Expiries {
-        channel: sweeper::expired_channel(conn.db()),
-        to_sweeper,
-    };
-    let wakeups = Wakeups {
-        waiters: waiters.clone(),
-        keys: crate::locks::KeySpace::new(prefix.as_str()),
-    };
-    let feed_route = FeedRoute {
-        feed: feed.clone(),
-        base: prefix.clone(),
-    };
-    let mut gated = Vec::new();
-    if sharded.is_none() {
-        gated.push(wakeups.subscription());
-    }
-    gated.extend(feed_route.subscriptions());
-    let topics = Topics {
-        always: vec![expiries.channel.clone()],
-        always_what: "expiries",
-        gated,
-    };
-    let routes: Vec<Arc<dyn Route>> =
-        vec![Arc::new(wakeups), Arc::new(expiries), Arc::new(feed_route)];
-    let (subscriber, subscriber_task) =
-        conn.spawn_subscriber(topics, routes, sharded, shutdown.clone());
+    let heard = wiring::subscribe(&conn, &prefix, &shutdown, &mut tasks);
     let metrics = Arc::new(Metrics::new(config.metrics_lock_names));
     let locks = Locks::new(
         conn.clone(),
         &config.locks,
-        waiters,
+        heard.waiters.clone(),
         shutdown.clone(),
         metrics.clone(),
     );
     load_functions(&locks).await?;
-    // RedLock's nodes, each a lock domain of its own (see `crate::leases::redlock`).
-    let (redlock, redlock_tasks) = match &config.redlock {
-        Some(settings) => {
-            crate::config::check_redlock_nodes(&settings.nodes)?;
-            let observer: Arc<dyn crate::locks::Observer> = metrics.clone();
-            let main = conn.capabilities().one_server.then_some(&conn);
-            let (redlock, mut tasks) =
-                crate::leases::Redlock::start(settings, &config.locks, &observer, main, &shutdown)
-                    .await?;
-            // RedLock leases' expiries, recorded from the main Redis's due list.
-            tasks.push(redlock.spawn_sweeper(locks.clone()));
-            (Some(redlock), tasks)
-        }
-        None => (None, Vec::new()),
-    };
-    let clock_task = locks.spawn_clock_sync();
-    let publisher_task = locks.spawn_publisher();
-    let waitlist_task = locks.spawn_waitlist_writer();
-    let sweeper_task = locks.spawn_sweeper(expired);
-    let rates = Arc::new(RateLimits::with_tenants(
-        config.clients.rate_per_second,
-        config.clients.rate_burst,
-        config.tenant_caps.rate_per_second,
-        config.tenant_caps.rate_burst,
-    ));
-    let rates_task = rates.clone().spawn_cleanup(shutdown.clone());
-    let access = Access {
-        admin: AdminAuth::from_token(config.admin_token.as_deref()),
+    let redlock = wiring::redlock(&config, &conn, &locks, &metrics, &shutdown, &mut tasks).await?;
+    wiring::spawn_lock_tasks(&locks, heard.expired, &mut tasks);
+    let access = wiring::access(
+        &config,
         keys,
-        sessions: Sessions::new(conn.clone(), &prefix, tls.is_some()),
-        anonymous: AnonymousPolicy {
-            allow: config.allow_anonymous,
-            loopback,
-        },
-        rates,
-        limits: config.clients,
-        tenant_caps: config.tenant_caps,
-        private_dashboard: config.dashboard.private,
-        revocations: Arc::default(),
-    };
-    let access = Arc::new(access);
-    let revocation_task = access.clone().spawn_revocation_checks(shutdown.clone());
-    let budget = crate::limits::budget::Budget::new(conn.clone(), &prefix);
-    let budget_task = budget.spawn_flusher(shutdown.clone());
-    let state = AppState::new(Shared {
+        &conn,
+        (tls.is_some(), loopback),
+        &shutdown,
+        &mut tasks,
+    );
+    let parts = wiring::Parts {
         locks,
-        key_prefix: Arc::from(prefix.as_str()),
-        limits: config.limits,
         access,
-        ledger: Ledger::new(conn.clone(), &prefix),
-        budget: budget.clone(),
-        audit: AuditLog::new(conn, &prefix),
-        streams: Arc::default(),
-        lock_waiters: Arc::default(),
         metrics,
-        subscriber,
-        feed,
-        dashboard: config.dashboard,
-        shutdown: shutdown.clone(),
-        watches: Arc::new(Semaphore::new(config.limits.max_watches)),
         redlock,
-    });
-    let browser = match &config.allowed_hosts {
-        Some(hosts) => BrowserPolicy {
-            allowed_hosts: Some(hosts.clone()),
-        },
-        None if loopback => BrowserPolicy::loopback(),
-        None => BrowserPolicy::default(),
+        subscriber: heard.status,
+        feed: heard.feed,
     };
-    let guards = Guards {
-        browser: Arc::new(browser),
-        timeouts: Timeouts {
-            request: config.request_timeout,
-            body: config.body_timeout,
-            max_wait: config.limits.max_wait,
-        },
-    };
-    let app = app(state, guards);
-
+    let state = wiring::state(&config, &conn, parts, &shutdown, &mut tasks);
+    let app = app(state, wiring::guards(&config, loopback));
     let serve = listener::serve(listener, app, config.http, tls, shutdown.clone());
     tokio::select! {
         () = serve => {}
@@ -249,25 +145,7 @@ pub async fn run(
         }
     }
     shutdown.cancel();
-    if let Some(task) = migration_task {
-        let _ = task.await;
-    }
-    let _ = clock_task.await;
-    for task in redis_tasks {
-        let _ = task.await;
-    }
-    let _ = publisher_task.await;
-    let _ = waitlist_task.await;
-    let _ = sweeper_task.await;
-    let _ = rates_task.await;
-    let _ = revocation_task.await;
-    let _ = budget_task.await;
-    for task in redlock_tasks {
-        let _ = task.await;
-    }
-    if let Err(e) = subscriber_task.await {
-        tracing::warn!(error = %e, "the subscriber task failed");
-    }
+    tasks.join_all().await;
     Ok(())
 }
 

@@ -55,34 +55,7 @@ impl ServerConfig {
     /// was given), with `admin_token` (generated in embedded mode when none was given).
     pub fn from_args(args: &ServeArgs, redis_url: String, admin_token: Option<String>) -> Self {
         Self {
-            redis: RedisSettings {
-                url: redis_url,
-                ca_file: args.redis_ca_file.clone(),
-                timeout: Duration::from_millis(args.redis_timeout_ms),
-                sentinel: args
-                    .redis_master_name
-                    .as_ref()
-                    .map(|name| SentinelSettings {
-                        sentinels: args.redis_sentinel.clone(),
-                        master_name: name.clone(),
-                        sentinel_password: args.redis_sentinel_password.clone(),
-                        username: args.redis_username.clone(),
-                        password: args.redis_password.clone(),
-                        tls: args.redis_tls,
-                        db: args.redis_db,
-                    }),
-                cluster: (!args.redis_cluster.is_empty()).then(|| ClusterSettings {
-                    nodes: args.redis_cluster.clone(),
-                    username: args.redis_username.clone(),
-                    password: args.redis_password.clone(),
-                    tls: args.redis_tls,
-                }),
-                acks: AckSettings {
-                    rule: args.min_replica_acks,
-                    timeout: Duration::from_millis(args.replica_ack_timeout_ms),
-                    connections: args.replica_ack_connections.get(),
-                },
-            },
+            redis: redis_settings(args, redis_url),
             locks: LockSettings {
                 key_prefix: args.key_prefix.clone(),
                 tombstone_ms: args.tombstone_ms,
@@ -121,18 +94,7 @@ impl ServerConfig {
                     .map(|h| h.to_ascii_lowercase())
                     .collect()
             }),
-            clients: ClientLimits {
-                rate_per_second: args.rate_limit,
-                rate_burst: args.rate_burst,
-                leases: args.max_leases_per_client,
-                waiters: args.max_waiters_per_client,
-                names: args.max_names_per_client,
-                tenant_names: args.max_names_per_tenant,
-                state_bytes: args.max_state_bytes_per_client,
-                tenant_state_bytes: args.max_state_bytes_per_tenant,
-                streams: args.max_streams_per_client,
-                limit_loopback: args.limit_loopback_clients,
-            },
+            clients: client_limits(args),
             tenant_caps: crate::limits::TenantCaps {
                 keys: args.max_keys_per_tenant,
                 rate_per_second: args.rate_limit_per_tenant,
@@ -160,5 +122,53 @@ impl ServerConfig {
                 ca_file: args.redis_ca_file.clone(),
             }),
         }
+    }
+}
+
+/// How to reach Redis: the URL, or the Sentinels, or the Cluster's seed nodes; replica acks.
+fn redis_settings(args: &ServeArgs, url: String) -> RedisSettings {
+    RedisSettings {
+        url,
+        ca_file: args.redis_ca_file.clone(),
+        timeout: Duration::from_millis(args.redis_timeout_ms),
+        sentinel: args
+            .redis_master_name
+            .as_ref()
+            .map(|name| SentinelSettings {
+                sentinels: args.redis_sentinel.clone(),
+                master_name: name.clone(),
+                sentinel_password: args.redis_sentinel_password.clone(),
+                username: args.redis_username.clone(),
+                password: args.redis_password.clone(),
+                tls: args.redis_tls,
+                db: args.redis_db,
+            }),
+        cluster: (!args.redis_cluster.is_empty()).then(|| ClusterSettings {
+            nodes: args.redis_cluster.clone(),
+            username: args.redis_username.clone(),
+            password: args.redis_password.clone(),
+            tls: args.redis_tls,
+        }),
+        acks: AckSettings {
+            rule: args.min_replica_acks,
+            timeout: Duration::from_millis(args.replica_ack_timeout_ms),
+            connections: args.replica_ack_connections.get(),
+        },
+    }
+}
+
+/// What each client (an API key or an address) and each tenant may hold and ask.
+fn client_limits(args: &ServeArgs) -> ClientLimits {
+    ClientLimits {
+        rate_per_second: args.rate_limit,
+        rate_burst: args.rate_burst,
+        leases: args.max_leases_per_client,
+        waiters: args.max_waiters_per_client,
+        names: args.max_names_per_client,
+        tenant_names: args.max_names_per_tenant,
+        state_bytes: args.max_state_bytes_per_client,
+        tenant_state_bytes: args.max_state_bytes_per_tenant,
+        streams: args.max_streams_per_client,
+        limit_loopback: args.limit_loopback_clients,
     }
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::{Instant, sleep};
 
-use super::keeper::Leased;
 use super::later;
 use crate::cli::signals::Signals;
 use crate::client::{
@@ -191,18 +190,4 @@ async fn wait_in_line(
             Err(e) => return Err(Acquisition::Failed(e)),
         }
     }
-}
-
-/// One heartbeat, right after a long acquire.
-pub(super) async fn confirm(lease: &Leased<'_>, held: Held) -> Result<Held, ClientError> {
-    let sent = Instant::now();
-    let renewal = lease
-        .client
-        .heartbeat(lease.resource, lease.lock, lease.id, &lease.token)
-        .await?;
-    Ok(Held {
-        ttl: Duration::from_millis(renewal.body.ttl_ms),
-        renewed_at: sent,
-        ..held
-    })
 }

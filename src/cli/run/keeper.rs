@@ -165,3 +165,17 @@ impl Drop for Keeper {
         }
     }
 }
+
+/// One heartbeat, right after a long acquire.
+pub(super) async fn confirm(lease: &Leased<'_>, held: Held) -> Result<Held, ClientError> {
+    let sent = Instant::now();
+    let renewal = lease
+        .client
+        .heartbeat(lease.resource, lease.lock, lease.id, &lease.token)
+        .await?;
+    Ok(Held {
+        ttl: Duration::from_millis(renewal.body.ttl_ms),
+        renewed_at: sent,
+        ..held
+    })
+}

@@ -188,7 +188,7 @@ impl Job {
         let held = if held.renewed_at.elapsed() > held.ttl / 10 {
             // The answer took a while (the server waited for the lock), and all we know is
             // that the TTL started after we asked. Renew once to know the expiry tightly again.
-            match acquire::confirm(lease, held).await {
+            match keeper::confirm(lease, held).await {
                 Ok(held) => held,
                 Err(e) => {
                     say(format_args!(
