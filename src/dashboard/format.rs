@@ -99,6 +99,20 @@ pub(super) fn remaining_until(at: Timestamp) -> u64 {
     at.0.saturating_sub(wall_ms())
 }
 
+/// What stays as it is in a query value: RFC 3986's unreserved characters, and `/` (the
+/// `next=` paths read better with it, and a query may carry it).
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// Percent-encodes a query parameter value.
+pub(super) fn encode_component(raw: &str) -> String {
+    percent_encoding::utf8_percent_encode(raw, QUERY_VALUE).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,18 +134,4 @@ mod tests {
         assert_eq!(ttl_text(Some(250_000)), "4 min 10 s");
         assert_eq!(ttl_text(Some(7_500_000)), "2 h 5 min");
     }
-}
-
-/// What stays as it is in a query value: RFC 3986's unreserved characters, and `/` (the
-/// `next=` paths read better with it, and a query may carry it).
-const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~')
-    .remove(b'/');
-
-/// Percent-encodes a query parameter value.
-pub(super) fn encode_component(raw: &str) -> String {
-    percent_encoding::utf8_percent_encode(raw, QUERY_VALUE).to_string()
 }

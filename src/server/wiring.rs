@@ -212,7 +212,7 @@ pub(super) fn state(
         metrics: parts.metrics,
         subscriber: parts.subscriber,
         feed: parts.feed,
-        dashboard: config.dashboard.clone(),
+        dashboard: config.dashboard,
         shutdown: shutdown.clone(),
         watches: Arc::new(Semaphore::new(config.limits.max_watches)),
         redlock: parts.redlock,

@@ -164,7 +164,7 @@ impl<'a> Records<'a> {
         limit: usize,
     ) -> Result<Vec<(LockName, LeaseId)>, LockError> {
         let members: Vec<String> = redis::cmd("ZRANGE")
-            .arg(&self.locks.inner.keys.own("redlock"))
+            .arg(self.locks.inner.keys.own("redlock"))
             .arg(from)
             .arg(to)
             .arg("BYLEX")
@@ -195,7 +195,7 @@ impl<'a> Records<'a> {
     fn redlock_members(self, name: &LockName, id: LeaseId) -> (String, String) {
         let space = self.locks.inner.keys.prefix();
         let tenant = space
-            .strip_prefix(&self.locks.inner.settings.key_prefix.as_str())
+            .strip_prefix(self.locks.inner.settings.key_prefix.as_str())
             .unwrap_or("");
         (format!("{name}\t{id}"), format!("{tenant}{name}\t{id}"))
     }
