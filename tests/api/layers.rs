@@ -92,17 +92,23 @@ const LOCK_ROOMS: &[(&str, &[&str])] = &[
     ("observer", &["types"]),
     ("scripts", &["error", "types"]),
     ("wakeups", &["layout", "types"]),
-    // What a restart of Redis would lose, for the Redis page: a reading, no use case.
-    ("persistence", &[]),
+    // The Redis behind the domain, for probes and the Redis page: readings, no use case.
+    ("backend", &["error", "scripts"]),
     (
         "feed",
         &["error", "layout", "observer", "scripts", "types", "wakeups"],
     ),
+    // The handle every use case shares, and the one way a Lua function is called.
+    (
+        "handle",
+        &["error", "feed", "layout", "observer", "types", "wakeups"],
+    ),
+    ("calls", &["error", "handle", "scripts", "types"]),
     // The use cases sit on everything else; nothing sits on them.
     (
         "ops",
         &[
-            "error", "feed", "layout", "observer", "scripts", "types", "wakeups",
+            "calls", "error", "feed", "handle", "layout", "observer", "scripts", "types", "wakeups",
         ],
     ),
 ];

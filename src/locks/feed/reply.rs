@@ -136,3 +136,22 @@ impl Locks {
         self.publish(&event);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_goes_out_as_the_script_wrote_it_with_its_lock_first() {
+        let raw = r#"{"g":1,"ev":[{"type":"acquired","at_ms":5,"lease_id":"a\"b","d":{"x":[1,2]}},{"type":"expired","reason":"client_gone"}],"t":"x"}"#;
+        let carried: Carried<'_> = serde_json::from_str(raw).expect("parses");
+        let name = LockName::parse("n-0").expect("a name");
+        let first = serde_json::to_string(&carried.ev[0].published(&name)).expect("writes");
+        assert_eq!(
+            first,
+            r#"{"lock":"n-0","type":"acquired","at_ms":5,"lease_id":"a\"b","d":{"x":[1,2]}}"#
+        );
+        assert!(!carried.ev[0].rolls_back());
+        assert!(carried.ev[1].rolls_back());
+    }
+}
