@@ -48,17 +48,19 @@ const (
 	CodeTooManyWatches   = "too_many_watches"
 	CodeInternal         = "internal"
 	// API keys, tenants, browsers (401, 403, 404, 409, 422).
-	CodeAPIKeyRequired   = "api_key_required"
-	CodeAPIKeyInvalid    = "api_key_invalid"
-	CodeRoleMissing      = "role_missing"
-	CodeNameNotAllowed   = "name_not_allowed"
-	CodeTenantNotAllowed = "tenant_not_allowed"
-	CodeCrossOrigin      = "cross_origin"
-	CodeHostNotAllowed   = "host_not_allowed"
-	CodeKeyNotFound      = "key_not_found"
-	CodeKeyNameTaken     = "key_name_taken"
-	CodeReentryTooDeep   = "reentry_too_deep"
-	CodeReasonTooLong    = "reason_too_long"
+	CodeAPIKeyRequired    = "api_key_required"
+	CodeAPIKeyInvalid     = "api_key_invalid"
+	CodeRoleMissing       = "role_missing"
+	CodeNameNotAllowed    = "name_not_allowed"
+	CodeTenantNotAllowed  = "tenant_not_allowed"
+	CodeCrossOrigin       = "cross_origin"
+	CodeHostNotAllowed    = "host_not_allowed"
+	CodeKeyNotFound       = "key_not_found"
+	CodeKeyNameTaken      = "key_name_taken"
+	CodeTooManyKeys       = "too_many_keys"
+	CodeQuotaAboveCeiling = "quota_above_ceiling"
+	CodeReentryTooDeep    = "reentry_too_deep"
+	CodeReasonTooLong     = "reason_too_long"
 	// Limits (408, 429, 503, 504).
 	CodeBodyTimeout        = "body_timeout"
 	CodeRateLimited        = "rate_limited"
@@ -120,6 +122,8 @@ var problemCodes = []string{
 	CodeHostNotAllowed,
 	CodeKeyNotFound,
 	CodeKeyNameTaken,
+	CodeTooManyKeys,
+	CodeQuotaAboveCeiling,
 	CodeReentryTooDeep,
 	CodeReasonTooLong,
 	CodeBodyTimeout,

@@ -70,7 +70,7 @@ func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token st
 		c: c, place: p, id: g.LeaseID, token: token, kind: kind,
 		fence: g.FencingToken, permits: g.Permits, holder: g.Holder, members: g.Members,
 		lost: make(chan struct{}), keeperDone: make(chan struct{}), watchDone: make(chan struct{}),
-		ttl: ttl, count: count, renewedAt: sent, acked: g.acked,
+		ttl: ttl, count: count, renewedAt: sent, acked: g.acked.withMembers(g.Members),
 	}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	l.inner, l.stopInner = context.WithCancel(context.Background())
@@ -127,6 +127,15 @@ func (l *Lease) Validity() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return time.Duration(l.acked.ValidityMs) * time.Millisecond
+}
+
+// Degraded says why the last grant or heartbeat stands on its Redis primary alone
+// (DegradedNoReplica, DegradedNotReplicated; a multilease: its first such member's), so a
+// failover could lose it; "" when it does not.
+func (l *Lease) Degraded() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acked.Degraded
 }
 
 // Permits is the number of permits a semaphore lease holds (0 for locks).
@@ -255,7 +264,7 @@ func (l *Lease) heartbeatLoop() {
 					if l.place.levels() {
 						l.count = r.ReentryCount
 					}
-					l.acked = r.acked
+					l.acked = r.acked.withMembers(r.Members)
 					l.mu.Unlock()
 				}
 				break

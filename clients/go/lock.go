@@ -41,7 +41,8 @@ type LockOptions struct {
 	// Wait is how long to wait for the lock while others hold it; zero: do not wait. Waits
 	// longer than the server's --max-wait-ms are continued by the client.
 	Wait time.Duration
-	// Kind: KindReentrant (default), KindExclusive, KindFair, KindRead or KindWrite.
+	// Kind: KindReentrant (default), KindExclusive, KindFair, KindRead, KindWrite or
+	// KindRedlock (a server with --redlock-nodes).
 	Kind Kind
 	// Policy of a read/write lock: PolicyReadersFirst (default) or PolicyFIFO.
 	Policy Policy
@@ -111,7 +112,22 @@ type acked struct {
 	NodesAcked int `json:"nodes_acked"`
 	// ValidityMs: RedLock: how long it may be relied on from the answer on.
 	ValidityMs int64 `json:"validity_ms"`
+	// Degraded: set when it stands on its Redis primary alone (DegradedNoReplica,
+	// DegradedNotReplicated).
+	Degraded string `json:"degraded"`
 }
+
+// Why a grant or heartbeat stands on its Redis primary alone (Lease.Degraded): a failover
+// could lose it.
+const (
+	// DegradedNoReplica: the lock's shard has no replica a failover could promote
+	// (--min-replica-acks auto); no failover can lose it, a crash of the primary without
+	// persistence can.
+	DegradedNoReplica = "no_replica"
+	// DegradedNotReplicated: a heartbeat too few replicas acknowledged in time; extended on the
+	// primary, where the lease stands.
+	DegradedNotReplicated = "not_replicated"
+)
 
 type ticketJSON struct {
 	TicketID      string `json:"ticket_id"`
@@ -279,106 +295,21 @@ func (c *Client) leaveQueue(ctx context.Context, path, token string) {
 	_, _ = c.do(lctx, &request{method: http.MethodDelete, path: path, bearer: token, retry: true, window: 5 * time.Second})
 }
 
-// FenceCheck is the answer of CheckFence.
-type FenceCheck struct {
-	Lock         string `json:"lock"`
-	FencingToken int64  `json:"fencing_token"`
-	// Current: a lease holding the lock right now carries this token (true when the server
-	// read it; it may be false a moment later).
-	Current bool `json:"current"`
-	// FencingCounter is the highest token handed out so far on the lock.
-	FencingCounter int64 `json:"fencing_counter"`
-}
-
-// CheckFence asks whether fencingToken is the token of a lease holding lock name now: what
-// a resource that cannot store the largest token it has seen asks before applying a write.
-func (c *Client) CheckFence(ctx context.Context, name string, fencingToken int64) (*FenceCheck, error) {
-	resp, err := c.do(ctx, &request{method: http.MethodPost, path: lockPath(name) + "/fence/check",
-		body: map[string]int64{"fencing_token": fencingToken}, retry: true})
-	if err != nil {
-		return nil, err
-	}
-	var f FenceCheck
-	if err := decode(resp, &f); err != nil {
-		return nil, err
-	}
-	return &f, nil
-}
-
-// LockInfo is what InspectLock answers (a part of GET /v1/locks/{name}).
-type LockInfo struct {
-	Lock           string       `json:"lock"`
-	Held           bool         `json:"held"`
-	Kind           string       `json:"kind"`
-	Mode           string       `json:"mode"`
-	Holders        []HolderInfo `json:"holders"`
-	QueueLength    int          `json:"queue_length"`
-	FencingCounter int64        `json:"fencing_counter"`
-	RemainingMs    int64        `json:"remaining_ms"`
-	WaitingCount   int          `json:"waiting_count"`
-}
-
-// HolderInfo is one holder of a lock (or of a semaphore's permits).
-type HolderInfo struct {
-	LeaseID      string                 `json:"lease_id"` // empty for a Redisson client
-	Holder       string                 `json:"holder"`
-	Metadata     map[string]interface{} `json:"metadata"`
-	Kind         string                 `json:"kind"`
-	ReentryCount int                    `json:"reentry_count"`
-	ReadCount    int                    `json:"read_count"`
-	WriteCount   int                    `json:"write_count"`
-	Permits      int                    `json:"permits"`
-	FencingToken int64                  `json:"fencing_token"`
-}
-
-// InspectLock says who holds lock name and who waits (404 lock_not_found when it is free and
-// was never taken).
-func (c *Client) InspectLock(ctx context.Context, name string) (*LockInfo, error) {
-	resp, err := c.do(ctx, &request{method: http.MethodGet, path: lockPath(name), retry: true})
-	if err != nil {
-		return nil, err
-	}
-	var li LockInfo
-	if err := decode(resp, &li); err != nil {
-		return nil, err
-	}
-	return &li, nil
-}
-
-// SemaphoreInfo is what InspectSemaphore answers.
-type SemaphoreInfo struct {
-	Semaphore      string       `json:"semaphore"`
-	Limit          int          `json:"limit"`
-	Used           int          `json:"used"`
-	Available      int          `json:"available"`
-	FencingCounter int64        `json:"fencing_counter"`
-	Holders        []HolderInfo `json:"holders"`
-	WaitingCount   int          `json:"waiting_count"`
-}
-
-// InspectSemaphore says how many permits of semaphore name are out, and to whom.
-func (c *Client) InspectSemaphore(ctx context.Context, name string) (*SemaphoreInfo, error) {
-	resp, err := c.do(ctx, &request{method: http.MethodGet, path: semaphorePath(name), retry: true})
-	if err != nil {
-		return nil, err
-	}
-	var si SemaphoreInfo
-	if err := decode(resp, &si); err != nil {
-		return nil, err
-	}
-	return &si, nil
-}
-
 // ForceReleaseResult is the answer of ForceRelease.
 type ForceReleaseResult struct {
-	Lock     string       `json:"lock"`
-	Released bool         `json:"released"` // false when nobody held it
+	Lock string `json:"lock"`
+	// Released is false when nobody held it and it was in no lock-delay.
+	Released bool         `json:"released"`
 	Removed  []HolderInfo `json:"removed"`
+	// DelayLifted: nobody held it, but it was in its lock-delay; the delay was lifted and the
+	// name is free.
+	DelayLifted bool `json:"delay_lifted"`
 }
 
 // ForceRelease removes every holder of lock name (an operator's action: the client needs
-// the admin token or an admin key, WithAPIKey). Their holders learn it at once (their
-// leases' contexts are cancelled). Not retried: a 503 may or may not have acted.
+// the admin token or an admin key, WithAPIKey), or, when nobody holds it, lifts its
+// lock-delay. Their holders learn it at once (their leases' contexts are cancelled). Not
+// retried: a 503 may or may not have acted, and a retry could remove the next holder.
 func (c *Client) ForceRelease(ctx context.Context, name, reason string) (*ForceReleaseResult, error) {
 	var q url.Values
 	if reason != "" {

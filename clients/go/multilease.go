@@ -37,6 +37,22 @@ type Member struct {
 	// ReplicasAcked: Redis replicas that acknowledged this member's grant (0 when none are
 	// required).
 	ReplicasAcked int `json:"replicas_acked"`
+	// Degraded: set when this member's grant or renewal stands on its Redis primary alone.
+	Degraded string `json:"degraded,omitempty"`
+}
+
+// withMembers is what a grant or heartbeat says of the copies behind the whole lease: a
+// multilease's is its weakest member's (the fewest replicas, the first degraded member).
+func (a acked) withMembers(members []Member) acked {
+	for i, m := range members {
+		if i == 0 || m.ReplicasAcked < a.ReplicasAcked {
+			a.ReplicasAcked = m.ReplicasAcked
+		}
+		if a.Degraded == "" {
+			a.Degraded = m.Degraded
+		}
+	}
+	return a
 }
 
 type multiBody struct {

@@ -84,6 +84,8 @@ codes! {
     HostNotAllowed => "host_not_allowed",
     KeyNotFound => "key_not_found",
     KeyNameTaken => "key_name_taken",
+    TooManyKeys => "too_many_keys",
+    QuotaAboveCeiling => "quota_above_ceiling",
     ReentryTooDeep => "reentry_too_deep",
     ReasonTooLong => "reason_too_long",
     // Limits (408, 429, 503, 504).

@@ -138,7 +138,8 @@ class TicketExpired(ProblemError):
 
 class Conflict(ProblemError):
     """Another 409: the request conflicts with the lock's state (``mode_not_held``,
-    ``reentry_too_deep``, ``key_name_taken``, ``ticket_pending``, ...)."""
+    ``reentry_too_deep``, ``ticket_pending``, ...) or with the API keys (``key_name_taken``,
+    ``too_many_keys``)."""
 
 
 class KindConflict(Conflict):
@@ -177,7 +178,7 @@ class Unauthorized(ProblemError):
 
 class Forbidden(ProblemError):
     """403: the credential does not allow this (``name_not_allowed``, ``role_missing``,
-    ``token_mismatch``, ``admin_token_invalid``, ...)."""
+    ``token_mismatch``, ``admin_token_invalid``, ``quota_above_ceiling``, ...)."""
 
 
 class NotFound(ProblemError):
@@ -206,7 +207,7 @@ _BY_CODE: dict[str, type[ProblemError]] = {
     "not_reentrant": NotReentrant,
     "upgrade_refused": UpgradeRefused,
     "limit_mismatch": LimitMismatch,
-    **dict.fromkeys(["mode_not_held", "ticket_pending", "reentry_too_deep", "key_name_taken"], Conflict),
+    **dict.fromkeys(["mode_not_held", "ticket_pending", "reentry_too_deep", "key_name_taken", "too_many_keys"], Conflict),
     **dict.fromkeys(["lease_not_found", "lock_not_found", "key_not_found", "not_found"], NotFound),
     **dict.fromkeys(
         ["token_missing", "token_malformed", "admin_token_required", "api_key_required", "api_key_invalid"],
@@ -222,6 +223,7 @@ _BY_CODE: dict[str, type[ProblemError]] = {
             "tenant_not_allowed",
             "cross_origin",
             "host_not_allowed",
+            "quota_above_ceiling",
         ],
         Forbidden,
     ),
