@@ -323,15 +323,33 @@ impl Client {
         token: &LeaseToken,
         all: bool,
     ) -> Result<Reply<ReleaseBody>, ClientError> {
+        self.release_keyed(resource, lock, id, token, all, None)
+            .await
+    }
+
+    /// [`release`](Self::release) with an `Idempotency-Key` (a retry of it gets the first
+    /// answer).
+    pub(crate) async fn release_keyed(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+        all: bool,
+        key: Option<&str>,
+    ) -> Result<Reply<ReleaseBody>, ClientError> {
         let id = id.to_string();
         let mut url = self.endpoint(&resource.lease_path(lock, &id))?;
         if all && resource != Resource::Multilease {
             url.query_pairs_mut().append_pair("all", "true");
         }
-        let request = self
+        let mut request = self
             .request(reqwest::Method::DELETE, url)
             .bearer_auth(token.expose())
             .timeout(self.timeout);
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
         if resource == Resource::Multilease {
             let reply: Reply<MultiReleaseBody> = Self::send(request).await?;
             return Ok(Reply {
