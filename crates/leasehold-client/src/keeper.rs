@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use crate::upkeep::{Giveback, Upkeep};
 use crate::{
     Client, ClientError, Degraded, GrantBody, Lease, LeaseId, MultiMemberBody, RenewalBody,
-    Resource,
 };
 
 /// How a lease is kept.
@@ -185,7 +184,6 @@ impl Shared {
 /// cancelled task).
 pub struct KeptLease {
     client: Client,
-    resource: Resource,
     lease: Lease,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
@@ -206,26 +204,20 @@ impl std::fmt::Debug for KeptLease {
 impl Client {
     /// Keeps `lease` (what [`acquire`](Self::acquire), [`poll`](Self::poll),
     /// [`acquire_permits`](Self::acquire_permits) or [`acquire_multi`](Self::acquire_multi)
-    /// granted, on `resource`) until it is released: `sent` is when the request that granted
-    /// it was sent, which its TTL counts from. Call it inside a tokio runtime (it spawns the
-    /// renewals and the watch).
-    pub fn keep(&self, resource: Resource, lease: Lease, sent: Instant) -> KeptLease {
-        self.keep_with(resource, lease, sent, &KeepOptions::default())
+    /// granted) until it is released, renewing it from [`Lease::sent_at`]. Call it inside a
+    /// tokio runtime (it spawns the renewals and the watch).
+    pub fn keep(&self, lease: Lease) -> KeptLease {
+        self.keep_with(lease, &KeepOptions::default())
     }
 
     /// [`keep`](Self::keep) with options (a lease without its watch).
-    pub fn keep_with(
-        &self,
-        resource: Resource,
-        lease: Lease,
-        sent: Instant,
-        options: &KeepOptions,
-    ) -> KeptLease {
+    pub fn keep_with(&self, lease: Lease, options: &KeepOptions) -> KeptLease {
+        let resource = lease.resource;
         let (lost, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 renewal: Renewal::of_grant(&lease.grant),
-                renewed_at: sent,
+                renewed_at: Instant::from_std(lease.sent_at),
                 releasing: false,
             }),
             lost,
@@ -244,7 +236,6 @@ impl Client {
         }
         KeptLease {
             client: self.clone(),
-            resource,
             lease,
             shared,
             tasks,
@@ -314,7 +305,7 @@ impl KeptLease {
         }
         Giveback {
             client: self.client.clone(),
-            resource: self.resource,
+            resource: self.lease.resource,
             name: self.lease.grant.lock.clone(),
             id: self.lease.grant.lease_id,
             token: self.lease.token.clone(),

@@ -27,11 +27,10 @@ async fn kept(
     options: &AcquireOptions,
     keep: &KeepOptions,
 ) -> KeptLease {
-    let sent = Instant::now();
     let Acquired::Lease(lease) = client.acquire(lock, options).await.expect("granted").body else {
         panic!("queued");
     };
-    client.keep_with(Resource::Lock, lease, sent, keep)
+    client.keep_with(lease, keep)
 }
 
 async fn held(app: &TestApp, lock: &str) -> bool {
@@ -147,13 +146,13 @@ async fn a_kept_multilease_is_lost_with_a_member_and_released_whole() {
         ("km-1".to_owned(), None),
         ("km-2".to_owned(), Some(LockKind::Write)),
     ];
-    let sent = Instant::now();
     let multi = client
         .acquire_multi(&locks, &ttl(30_000))
         .await
         .expect("granted")
         .body;
-    let lease = client.keep(Resource::Multilease, multi, sent);
+    assert_eq!(multi.resource, Resource::Multilease);
+    let lease = client.keep(multi);
     assert_eq!(lease.members().len(), 2);
     assert!(lease.members().iter().all(|m| m.fencing_token > 0));
     super::admin_client(&app)

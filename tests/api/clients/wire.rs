@@ -11,7 +11,7 @@ use leasehold::client::{
     LockKind, Resource,
 };
 use leasehold::leases::redlock::RedlockSettings;
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{sleep, timeout};
 
 use super::{admin_client, client};
 use crate::helpers::{AppOptions, RedisServer, spawn_app, spawn_app_tweaked};
@@ -153,13 +153,12 @@ async fn a_kept_redlock_lease_carries_its_nodes_and_validity_on_every_renewal() 
         kind: Some(LockKind::Redlock),
         ..AcquireOptions::default()
     };
-    let sent = Instant::now();
     let Acquired::Lease(lease) = client.acquire("red", &options).await.expect("granted").body
     else {
         panic!("queued");
     };
     assert_eq!(lease.grant.nodes_acked, Some(3));
-    let lease = client.keep(Resource::Lock, lease, sent);
+    let lease = client.keep(lease);
     let status = client.lock_status("red").await.expect("status").body;
     assert_eq!(status.kind.as_deref(), Some("redlock"));
     // Renewed every 500 ms: wait (bounded) for the first renewal's answer.
