@@ -32,7 +32,7 @@ type serverDocument struct {
 
 // The client against the server's own tables (clients/PROTOCOL.md): it knows every problem
 // code the server can answer and no other, and covers each operation as clients/parity.json
-// says, with calls that exist.
+// says, with calls that exist (or says why it does not offer it).
 func TestParityWithServer(t *testing.T) {
 	resp, err := http.Get(serverURL(t) + "/openapi.json")
 	if err != nil {
@@ -80,6 +80,9 @@ func TestParityWithServer(t *testing.T) {
 	for op, by := range parity.Operations {
 		call := by["go"]
 		if call == nil {
+			if why := by["why_not"]; why == nil || *why == "" {
+				t.Errorf("%s: not offered by the Go client, and clients/parity.json says not why (why_not)", op)
+			}
 			continue
 		}
 		typ, method, _ := strings.Cut(*call, ".")

@@ -123,11 +123,19 @@ start_server main --min-ttl-ms 300 --max-wait-ms 2000
 # A server whose API keys the tests create (once one exists, every caller needs one), with the
 # default limits but for 2 streams (lease watches among them) per key.
 start_server keyed --min-ttl-ms 300 --max-streams-per-client 2
-echo "leasehold servers: $main_url (main), $keyed_url (keyed)" >&2
+# A server whose "kind": "redlock" goes to three Redis masters of its own.
+# shellcheck source=../redlock-nodes.sh
+. "$here/../redlock-nodes.sh"
+nodes_dir=$(mktemp -d -t leasehold-py-nodes.XXXXXX)
+dirs+=("$nodes_dir")
+start_redlock_nodes "$nodes_dir"
+start_server redlock --min-ttl-ms 300 --redlock-nodes "$redlock_nodes"
+echo "leasehold servers: $main_url (main), $keyed_url (keyed), $redlock_url (RedLock)" >&2
 
 # --- tests ---------------------------------------------------------------------------------
 export LEASEHOLD_TEST_URL="$main_url" LEASEHOLD_TEST_ADMIN_TOKEN="$main_token"
 export LEASEHOLD_TEST_KEYED_URL="$keyed_url" LEASEHOLD_TEST_KEYED_ADMIN_TOKEN="$keyed_token"
+export LEASEHOLD_TEST_REDLOCK_URL="$redlock_url"
 unset LEASEHOLD_API_KEY LEASEHOLD_SERVER
 "$py" -m pytest "$@" &
 pytest_pid=$!

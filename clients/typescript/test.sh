@@ -78,6 +78,13 @@ start_server main --max-wait-ms "$max_wait_ms"
 export LEASEHOLD_TEST_URL=$url LEASEHOLD_TEST_ADMIN_TOKEN=$token LEASEHOLD_TEST_MAX_WAIT_MS=$max_wait_ms
 start_server keys
 export LEASEHOLD_TEST_KEYS_URL=$url LEASEHOLD_TEST_KEYS_ADMIN_TOKEN=$token
+# A server whose "kind": "redlock" goes to three Redis masters of its own.
+# shellcheck source=../redlock-nodes.sh
+. "$here/../redlock-nodes.sh"
+mkdir -m 700 "$work/nodes"
+start_redlock_nodes "$work/nodes"
+start_server redlock --redlock-nodes "$redlock_nodes"
+export LEASEHOLD_TEST_REDLOCK_URL=$url
 # The tests' temporary files (packed packages, browser profiles) go where cleanup removes them.
 mkdir "$work/tmp"
 export TMPDIR=$work/tmp

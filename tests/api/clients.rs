@@ -1,15 +1,22 @@
 //! The Rust client held to the server's tables and to `clients/PROTOCOL.md`: its
 //! [`ProblemCode`] is exactly the codes the API can answer (read from the served OpenAPI
-//! document, which the server writes from its problem table), and its multileases and
-//! lock-delays behave as the protocol says, through the client, against a real server.
-//! (The Python, Go and TypeScript clients' parity tests read the same document.)
+//! document, which the server writes from its problem table), every operation of that
+//! document is a call of it or is not offered for a reason (`clients/parity.json`), and its
+//! multileases, lock-delays, kept leases (`keeper`) and the fields the server added
+//! (`wire`) behave as the protocol says, through the client, against a real server. (The
+//! Python, Go and TypeScript clients' parity tests read the same document.)
+
+mod keeper;
+mod wire;
 
 use std::time::Duration;
 
 use leasehold::client::{
-    AcquireOptions, Acquired, Client, ClientError, LockKind, ProblemCode, Resource,
+    AcquireOptions, Acquired, Client, ClientError, ClientOptions, KeptLease, LockKind, ProblemCode,
+    Resource,
 };
 use leasehold::problem::ProblemKind;
+use serde_json::Value;
 
 use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
 
@@ -17,10 +24,91 @@ fn client(app: &TestApp) -> Client {
     Client::new(app.url("").parse().expect("url")).expect("client")
 }
 
+/// A client that sends the admin token as its key (as an admin API key would be sent).
+fn admin_client(app: &TestApp) -> Client {
+    let options = ClientOptions {
+        api_key: Some(ADMIN_TOKEN.parse().expect("a key")),
+        ..ClientOptions::default()
+    };
+    Client::with_options(app.url("").parse().expect("url"), &options).expect("client")
+}
+
 fn problem(result: Result<impl std::fmt::Debug, ClientError>) -> leasehold::client::Problem {
     match result {
         Err(ClientError::Problem(p)) => p,
         other => panic!("expected a problem, got {other:?}"),
+    }
+}
+
+/// The calls `clients/parity.json` may name for the Rust client, as `Type.method`: the
+/// compiler checks that each exists.
+macro_rules! calls {
+    ($($ty:ident . $method:ident),+ $(,)?) => {{
+        $(let _ = $ty::$method;)+
+        [$(concat!(stringify!($ty), ".", stringify!($method))),+]
+    }};
+}
+
+#[tokio::test]
+async fn every_operation_of_the_document_is_a_call_of_the_rust_client_or_not_offered_for_a_reason()
+{
+    let calls = calls![
+        Client.acquire,
+        Client.poll,
+        Client.leave,
+        Client.heartbeat,
+        Client.release,
+        Client.watch,
+        Client.lease_status,
+        Client.lock_status,
+        Client.list,
+        Client.check_fence,
+        Client.acquire_permits,
+        Client.semaphore_status,
+        Client.acquire_multi,
+        Client.multilease_status,
+        Client.force_release,
+        Client.create_key,
+        Client.list_keys,
+        Client.rotate_key,
+        Client.revoke_key,
+        Client.list_key_leases,
+        Client.keep,
+        KeptLease.release,
+    ];
+    let app = spawn_app().await;
+    let doc = app.get("/openapi.json").await;
+    doc.assert_status(200);
+    let mut served: Vec<&str> = doc.body["paths"]
+        .as_object()
+        .expect("paths")
+        .values()
+        .flat_map(|item| item.as_object().expect("operations").values())
+        .filter_map(|op| op["operationId"].as_str())
+        .collect();
+    served.sort_unstable();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/parity.json");
+    let parity: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("parity.json")).expect("json");
+    let operations = parity["operations"].as_object().expect("operations");
+    let mut listed: Vec<&str> = operations.keys().map(String::as_str).collect();
+    listed.sort_unstable();
+    assert_eq!(
+        listed, served,
+        "clients/parity.json lists the server's operations"
+    );
+    for (operation, by) in operations {
+        match &by["rust"] {
+            Value::String(call) => assert!(
+                calls.contains(&call.as_str()),
+                "{operation}: the Rust client has no {call}"
+            ),
+            Value::Null => assert!(
+                by["why_not"].as_str().is_some_and(|why| !why.is_empty()),
+                "{operation}: not offered by the Rust client, and parity.json says not why"
+            ),
+            other => panic!("{operation}: {other}"),
+        }
     }
 }
 

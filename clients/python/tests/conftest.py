@@ -41,6 +41,12 @@ def keyed_admin_token() -> str:
     return _env("LEASEHOLD_TEST_KEYED_ADMIN_TOKEN")
 
 
+@pytest.fixture(scope="session")
+def redlock_url() -> str:
+    """A server with three RedLock nodes of its own (``kind="redlock"``)."""
+    return _env("LEASEHOLD_TEST_REDLOCK_URL")
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LEASEHOLD_API_KEY", raising=False)

@@ -224,8 +224,9 @@ export class Client {
   }
 
   /**
-   * Admin (the admin token or an admin key as `apiKey`): removes every holder of `name`;
-   * their holders see their leases lost. Never retried: a repeat could remove the next holder.
+   * Admin (the admin token or an admin key as `apiKey`): removes every holder of `name`
+   * (their holders see their leases lost), or lifts the lock-delay of a free lock
+   * (`delay_lifted`). Never retried: a repeat could remove the next holder.
    */
   async forceRelease(
     name: string,

@@ -3,7 +3,8 @@ import { LeaseLostError, ProblemError, lossError } from "./errors.js";
 import { randomKey, sleep, type Transport } from "./http.js";
 import { checkOptions } from "./options.js";
 import { hasLevels, leasePath, type Place } from "./place.js";
-import type { GrantBody, LockKind, MultileaseMember, ReleaseBody, RenewalBody, RwMode } from "./types.js";
+import type { Degraded, GrantBody, LockKind, MultileaseMember, ReleaseBody, RenewalBody, RwMode } from "./types.js";
+import { acked, type Acked } from "./acked.js";
 import { track, untrack } from "./exit.js";
 import { asLoss, lostEvent, watchLease } from "./watch.js";
 
@@ -111,7 +112,7 @@ export class Lease implements AsyncDisposable {
   private pendingLoss: LeaseLostError | undefined;
   private releaseChain: Promise<unknown> = Promise.resolve();
   private gaveBack = false;
-  private acked: { replicas: number | undefined; nodes: number | undefined; validity: number | undefined };
+  private acked: Acked;
 
   /** @internal Made by {@link Client.lock} and {@link Client.semaphore}. */
   constructor(init: LeaseInit) {
@@ -175,6 +176,11 @@ export class Lease implements AsyncDisposable {
   /** RedLock leases: how long, in ms, the last grant or renewal could be relied on when answered. */
   get validityMs(): number | undefined {
     return this.acked.validity;
+  }
+
+  /** Set when the last grant or renewal stands on its Redis primary alone (a failover could lose it). */
+  get degraded(): Degraded | undefined {
+    return this.acked.degraded;
   }
 
   /** The TTL in ms that each renewal restarts. */
@@ -482,17 +488,4 @@ export class Lease implements AsyncDisposable {
     clearTimeout(this.deadline);
     if (this.releaseOnSignal) untrack(this);
   }
-}
-
-/** What a grant or renewal says of the copies behind it. */
-function acked(body: RenewalBody | GrantBody): { replicas: number | undefined; nodes: number | undefined; validity: number | undefined } {
-  const members = body.members ?? [];
-  const replicas = members.length > 0
-    ? members.reduce<number | undefined>((least, m) => (typeof m.replicas_acked === "number" ? Math.min(least ?? Infinity, m.replicas_acked) : least), undefined)
-    : (body.replicas_acked ?? undefined);
-  return {
-    replicas,
-    nodes: "nodes_acked" in body ? (body.nodes_acked ?? undefined) : undefined,
-    validity: "validity_ms" in body ? (body.validity_ms ?? undefined) : undefined,
-  };
 }

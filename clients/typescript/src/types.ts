@@ -12,6 +12,16 @@ export type RwPolicy = "readers_first" | "fifo";
 /** Read/write leases: which hold a release gives back. */
 export type RwMode = "read" | "write";
 
+/**
+ * Why a grant or renewal stands on its Redis primary alone, so a failover could lose it:
+ * `no_replica` (the lock's shard has no replica a failover could promote) or `not_replicated`
+ * (too few replicas acknowledged a heartbeat in time). A newer server may name others.
+ */
+export type Degraded = "no_replica" | "not_replicated" | (string & {});
+
+/** What `GET /v1/locks/{name}` says a name is used as (`kind`). */
+export type LockViewKind = "reentrant" | "exclusive" | "fair" | "rw" | "redlock" | "semaphore" | "foreign" | (string & {});
+
 /** A JSON object kept with a lease (at most 4 KiB as JSON). */
 export type Metadata = Record<string, unknown>;
 
@@ -35,6 +45,8 @@ export interface GrantBody {
   nodes_acked?: number | null;
   /** RedLock grants: how long it may be relied on, in ms (TTL less elapsed and drift). */
   validity_ms?: number | null;
+  /** Present when the grant stands on its Redis primary alone. */
+  degraded?: Degraded | null;
   /** A multilease's locks, each with its own lease and fencing token. */
   members?: MultileaseMember[];
 }
@@ -49,6 +61,8 @@ export interface MultileaseMember {
   fencing_token: number;
   /** Redis replicas that acknowledged this member's grant (absent when none are required). */
   replicas_acked?: number | null;
+  /** Present when this member's grant or renewal stands on its Redis primary alone. */
+  degraded?: Degraded | null;
 }
 
 /** `GET /v1/multileases/{id}`: a multilease as anyone may see it (never its token). */
@@ -92,6 +106,8 @@ export interface RenewalBody {
   nodes_acked?: number | null;
   /** RedLock leases: how long the extension may be relied on, in ms. */
   validity_ms?: number | null;
+  /** Present when the extension stands on its Redis primary alone. */
+  degraded?: Degraded | null;
 }
 
 /** A release's answer. */
@@ -141,6 +157,17 @@ export interface LeaseInfo {
   acquired_at: string;
   expires_at: string;
   ended_at?: string | null;
+  /** The multilease this lease is a member of. */
+  multilease?: Membership | null;
+}
+
+/** A lease that is a member of a multilease: which, and its locks. */
+export interface Membership {
+  lease_id: string;
+  /** Its locks that the caller's key may see. */
+  locks: string[];
+  /** Its locks the caller's key may not see: counted, not named (absent when none). */
+  hidden_locks?: number;
 }
 
 export interface HolderInfo {
@@ -154,6 +181,8 @@ export interface HolderInfo {
   kind?: string | null;
   fencing_token?: number | null;
   acquired_at?: string | null;
+  /** The multilease this holder's lease is a member of. */
+  multilease?: Membership | null;
 }
 
 export interface QueuedInfo {
@@ -178,7 +207,8 @@ export interface WaiterInfo {
 export interface LockInfo {
   lock: string;
   held: boolean;
-  kind?: string | null;
+  /** What the name is used as; null when free. */
+  kind?: LockViewKind | null;
   mode?: RwMode | null;
   holders: HolderInfo[];
   queue: QueuedInfo[];
@@ -190,6 +220,10 @@ export interface LockInfo {
   held_for_ms?: number | null;
   waiting?: WaiterInfo[];
   waiting_count?: number;
+  /** The lock-delay (ms) its holder asked for, or the one the name is in now. */
+  lock_delay_ms?: number | null;
+  /** Nobody holds it, but it is in its lock-delay until then. */
+  delayed_until?: string | null;
 }
 
 export interface PermitHolderInfo {
@@ -216,7 +250,7 @@ export interface SemaphoreInfo {
 
 export interface LockSummary {
   name: string;
-  kind: string;
+  kind: LockViewKind;
   holders: number;
   holder?: string | null;
   queue_length?: number | null;
@@ -236,8 +270,11 @@ export interface LockList {
 /** `DELETE /v1/admin/locks/{name}`: what a force release removed. */
 export interface ForceReleaseBody {
   lock: string;
+  /** False when nobody held it and it was in no lock-delay. */
   released: boolean;
   removed: HolderInfo[];
+  /** Nobody held it, but it was in its lock-delay: the delay was lifted (absent otherwise). */
+  delay_lifted?: boolean;
 }
 
 /** Options every acquisition takes. */

@@ -17,6 +17,8 @@ export const MAX_WAIT_MS = Number(required("LEASEHOLD_TEST_MAX_WAIT_MS"));
 /** A second server, for API keys (once a key exists, anonymous callers are refused there). */
 export const KEYS_URL = required("LEASEHOLD_TEST_KEYS_URL");
 export const KEYS_ADMIN_TOKEN = required("LEASEHOLD_TEST_KEYS_ADMIN_TOKEN");
+/** A third server, whose `kind: "redlock"` goes to three Redis masters of its own. */
+export const REDLOCK_URL = required("LEASEHOLD_TEST_REDLOCK_URL");
 
 export function client(options: ClientOptions = {}, url = URL_): Client {
   return new Client(url, { apiKey: null, ...options });

@@ -76,6 +76,10 @@ pub enum ClientError {
     /// connection broke): the lease may well still hold; watch again.
     #[error("the lease watch ended without news")]
     WatchEnded,
+    /// The release of a kept lease that had been lost before ([`crate::KeptLease::release`]):
+    /// the work under it ran, at least in part, without the lock.
+    #[error(transparent)]
+    Lost(#[from] crate::LeaseLost),
 }
 
 impl ClientError {

@@ -1,10 +1,11 @@
-//! API keys through the admin API: create, list, rotate, revoke.
+//! API keys through the admin API: create, list, rotate, revoke, and what a key holds.
 
 use std::time::Duration;
 
 use crate::connection::millis;
 use crate::{
-    Client, ClientError, KeyBody, KeyCreateBody, KeyListBody, KeyRotateBody, KeySecretBody, Reply,
+    Client, ClientError, KeyBody, KeyCreateBody, KeyLeasesBody, KeyListBody, KeyRotateBody,
+    KeySecretBody, Reply,
 };
 
 impl Client {
@@ -50,7 +51,19 @@ impl Client {
         .await
     }
 
-    /// `DELETE /v1/admin/keys/{id}`: the key stops working everywhere.
+    /// `GET /v1/admin/keys/{id}/leases`: the key's live leases and fair tickets (what its
+    /// revocation would end).
+    pub async fn list_key_leases(&self, id: &str) -> Result<Reply<KeyLeasesBody>, ClientError> {
+        let url = self.endpoint(&["v1", "admin", "keys", id, "leases"])?;
+        Self::send(
+            self.request(reqwest::Method::GET, url)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `DELETE /v1/admin/keys/{id}`: the key stops working everywhere, and its live leases
+    /// end (their count is the answer's `ended_leases`).
     pub async fn revoke_key(&self, id: &str) -> Result<Reply<KeyBody>, ClientError> {
         let url = self.endpoint(&["v1", "admin", "keys", id])?;
         Self::send(

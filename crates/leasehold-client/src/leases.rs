@@ -1,7 +1,7 @@
 //! Leases: acquiring one (a lock, or a semaphore's permits), a fair lock's ticket polled and
 //! left, heartbeats, releases, and one lease's state.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::{RequestBuilder, StatusCode};
 use serde::Deserialize;
@@ -52,6 +52,11 @@ pub struct Lease {
     /// A multilease's members (each lock with its own fencing token); empty for a lease of
     /// one lock or semaphore.
     pub members: Vec<MultiMemberBody>,
+    /// Where it lives (its routes), as the call that granted it says.
+    pub resource: Resource,
+    /// When the request that granted it was sent: its TTL counts from no earlier, so it
+    /// surely holds until this plus the TTL ([`Client::keep`] renews from here).
+    pub sent_at: Instant,
 }
 
 /// A fair lock's place in line (202): poll it with [`Client::poll`] until it is granted.
@@ -94,7 +99,7 @@ impl Client {
             .request(reqwest::Method::POST, url)
             .json(&body)
             .timeout(self.timeout.saturating_add(options.wait));
-        Self::acquired(request, None).await
+        Self::acquired(request, Resource::Lock, None).await
     }
 
     /// `POST /v1/multileases?wait_ms=N`: every lock of `locks` (each with its kind, or the
@@ -126,6 +131,7 @@ impl Client {
             .request(reqwest::Method::POST, url)
             .json(&body)
             .timeout(self.timeout.saturating_add(options.wait));
+        let sent_at = Instant::now();
         let reply: Reply<MultiGrantBody> = Self::send(request).await?;
         let multi = reply.body;
         let token = multi.token.parse().map_err(|_| ClientError::Unexpected {
@@ -161,6 +167,8 @@ impl Client {
                 grant,
                 token,
                 members: multi.members,
+                resource: Resource::Multilease,
+                sent_at,
             },
             json: reply.json,
         })
@@ -183,7 +191,7 @@ impl Client {
             .request(reqwest::Method::POST, url)
             .bearer_auth(token.expose())
             .timeout(self.timeout.saturating_add(wait));
-        Self::acquired(request, Some(token)).await
+        Self::acquired(request, Resource::Lock, Some(token)).await
     }
 
     /// `DELETE /v1/locks/{lock}/tickets/{id}`: gives up the ticket's place.
@@ -222,7 +230,7 @@ impl Client {
             .request(reqwest::Method::POST, url)
             .json(&body)
             .timeout(self.timeout.saturating_add(options.wait));
-        match Self::acquired(request, None).await? {
+        match Self::acquired(request, Resource::Semaphore, None).await? {
             Reply {
                 body: Acquired::Lease(lease),
                 json,
@@ -234,12 +242,15 @@ impl Client {
         }
     }
 
-    /// Reads a grant (201/200) or a ticket (202); `known` is the token the caller already
-    /// has (a ticket's, when polling), for answers that do not repeat it.
+    /// Sends an acquire (or a ticket poll) and reads a grant (201/200) of a lease on
+    /// `resource`, or a ticket (202); `known` is the token the caller already has (a
+    /// ticket's, when polling), for answers that do not repeat it.
     async fn acquired(
         request: RequestBuilder,
+        resource: Resource,
         known: Option<&LeaseToken>,
     ) -> Result<Reply<Acquired>, ClientError> {
+        let sent_at = Instant::now();
         let reply: Reply<Value> = Self::send(request).await?;
         let unexpected = |what: &str| ClientError::Unexpected {
             status: StatusCode::OK,
@@ -261,6 +272,8 @@ impl Client {
                 grant,
                 token,
                 members: Vec::new(),
+                resource,
+                sent_at,
             })
         };
         Ok(Reply {
@@ -323,15 +336,33 @@ impl Client {
         token: &LeaseToken,
         all: bool,
     ) -> Result<Reply<ReleaseBody>, ClientError> {
+        self.release_keyed(resource, lock, id, token, all, None)
+            .await
+    }
+
+    /// [`release`](Self::release) with an `Idempotency-Key` (a retry of it gets the first
+    /// answer).
+    pub(crate) async fn release_keyed(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+        all: bool,
+        key: Option<&str>,
+    ) -> Result<Reply<ReleaseBody>, ClientError> {
         let id = id.to_string();
         let mut url = self.endpoint(&resource.lease_path(lock, &id))?;
         if all && resource != Resource::Multilease {
             url.query_pairs_mut().append_pair("all", "true");
         }
-        let request = self
+        let mut request = self
             .request(reqwest::Method::DELETE, url)
             .bearer_auth(token.expose())
             .timeout(self.timeout);
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
         if resource == Resource::Multilease {
             let reply: Reply<MultiReleaseBody> = Self::send(request).await?;
             return Ok(Reply {

@@ -18,24 +18,32 @@
 //! - `leases`: acquire (locks, permits, fair tickets), heartbeat, release, a lease's state;
 //! - `inspect`: lock and semaphore status, the live names, fence checks;
 //! - `keys`: API keys (admin);
-//! - `watch`: lease watches ([`Watch`]).
+//! - `admin`: force release (admin);
+//! - `watch`: lease watches ([`Watch`]);
+//! - `keeper` and `upkeep`: a lease kept as every official client keeps one ([`KeptLease`]:
+//!   renewed at a third of its TTL, watched, its loss a [`LossSignal`], released on every
+//!   way out), by the rules of `clients/PROTOCOL.md`.
 
+mod admin;
 mod codes;
 mod connection;
 mod error;
 mod inspect;
+mod keeper;
 mod keys;
 mod leases;
 mod secret;
 mod server_url;
+mod upkeep;
 mod watch;
 
 pub use leasehold_wire::{
-    AcquireBody, FenceCheckBody, FenceCheckReply, GrantBody, KeyBody, KeyCreateBody, KeyListBody,
-    KeyQuotasBody, KeyRole, KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, ListBody,
-    LiveBody, LockBody, LockKind, LostEvent, MultiAcquireBody, MultiGrantBody, MultiLeaseBody,
-    MultiLockBody, MultiMemberBody, MultiReleaseBody, MultiRenewalBody, PermitBody, ReleaseBody,
-    RenewalBody, SemaphoreBody, TicketBody,
+    AcquireBody, Degraded, FenceCheckBody, FenceCheckReply, ForceReleaseBody, GrantBody,
+    HolderBody, KeyBody, KeyCreateBody, KeyLeaseBody, KeyLeasesBody, KeyListBody, KeyQuotasBody,
+    KeyRole, KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, ListBody, LiveBody,
+    LockBody, LockKind, LostEvent, MembershipBody, MultiAcquireBody, MultiGrantBody,
+    MultiLeaseBody, MultiLockBody, MultiMemberBody, MultiReleaseBody, MultiRenewalBody, PermitBody,
+    ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
 };
 
 pub use self::codes::ProblemCode;
@@ -44,10 +52,11 @@ pub use self::connection::{
     install_crypto_provider,
 };
 pub use self::error::{ClientError, Problem};
+pub use self::keeper::{KeepOptions, KeptLease, LeaseLost, LossSignal, Renewal, UNRENEWABLE};
 pub use self::leases::{AcquireOptions, Acquired, Lease, PermitOptions, Ticket};
 pub use self::secret::{ApiKey, EmptyKey, EmptyToken, LeaseToken};
 pub use self::server_url::{InvalidServerUrl, ServerUrl};
-pub use self::watch::Watch;
+pub use self::watch::{WATCH_SILENCE, Watch};
 
 /// The README's example, compiled by the doctests (`cargo test --doc`).
 #[doc = include_str!("../README.md")]

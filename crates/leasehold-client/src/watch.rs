@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::time::Duration;
 
 use eventsource_stream::Eventsource as _;
 use futures_util::{Stream, StreamExt as _};
@@ -42,9 +43,26 @@ impl Client {
             });
         }
         Ok(Watch {
-            events: Box::pin(response.bytes_stream().eventsource()),
+            events: Box::pin(until_silent(response.bytes_stream()).eventsource()),
         })
     }
+}
+
+/// How long a watch may stay silent before it counts as broken: the server sends a
+/// keep-alive comment every 15 s, so three missed ones mean a dead connection (a proxy that
+/// dropped it without a word, a frozen peer), not a quiet lease (`clients/PROTOCOL.md`).
+pub const WATCH_SILENCE: Duration = Duration::from_secs(45);
+
+/// The stream's bytes until it ends, or until nothing came for [`WATCH_SILENCE`].
+fn until_silent<S>(bytes: S) -> impl Stream<Item = S::Item> + Send
+where
+    S: Stream + Send + 'static,
+    S::Item: Send,
+{
+    futures_util::stream::unfold(Box::pin(bytes), |mut bytes| async move {
+        let next = tokio::time::timeout(WATCH_SILENCE, bytes.next()).await;
+        next.ok().flatten().map(|chunk| (chunk, bytes))
+    })
 }
 
 /// An open lease watch.
@@ -62,7 +80,7 @@ impl fmt::Debug for Watch {
 
 impl Watch {
     /// Waits for the server to say the lease is lost. [`ClientError::WatchEnded`] when the
-    /// stream ends first (the lease may still hold).
+    /// stream ends first, or stays silent for [`WATCH_SILENCE`] (the lease may still hold).
     pub async fn lost(&mut self) -> Result<LostEvent, ClientError> {
         while let Some(event) = self.events.next().await {
             let Ok(event) = event else {

@@ -207,7 +207,9 @@ _BY_CODE: dict[str, type[ProblemError]] = {
     "not_reentrant": NotReentrant,
     "upgrade_refused": UpgradeRefused,
     "limit_mismatch": LimitMismatch,
-    **dict.fromkeys(["mode_not_held", "ticket_pending", "reentry_too_deep", "key_name_taken", "too_many_keys"], Conflict),
+    **dict.fromkeys(
+        ["mode_not_held", "ticket_pending", "reentry_too_deep", "key_name_taken", "too_many_keys"], Conflict
+    ),
     **dict.fromkeys(["lease_not_found", "lock_not_found", "key_not_found", "not_found"], NotFound),
     **dict.fromkeys(
         ["token_missing", "token_malformed", "admin_token_required", "api_key_required", "api_key_invalid"],

@@ -47,11 +47,12 @@ class Grant:
     replicas_acked: Optional[int] = None
     nodes_acked: Optional[int] = None
     validity_ms: Optional[int] = None
+    degraded: Optional[str] = None
 
     @classmethod
     def parse(cls, reply: Reply, token: Optional[str] = None) -> Grant:
         body = reply.body if isinstance(reply.body, dict) else {}
-        replicas, nodes, validity = acked(body)
+        replicas, nodes, validity, degraded = acked(body)
         # A multilease's grant has members instead of one lock, kind and fencing token.
         return cls(
             lease_id=str(body["lease_id"]),
@@ -70,6 +71,7 @@ class Grant:
             replicas_acked=replicas,
             nodes_acked=nodes,
             validity_ms=validity,
+            degraded=degraded,
         )
 
 
@@ -84,32 +86,42 @@ class Member:
     fencing_token: int
     #: Redis replicas that acknowledged this member's grant (None when none are required).
     replicas_acked: Optional[int] = None
+    #: Set when this member's grant stands on its Redis primary alone, so a failover could
+    #: lose it: ``no_replica`` (its shard has no replica a failover could promote) or
+    #: ``not_replicated`` (too few replicas acknowledged a heartbeat in time).
+    degraded: Optional[str] = None
 
     @classmethod
     def parse(cls, body: Mapping[str, Any]) -> Member:
         acked = body.get("replicas_acked")
+        degraded = body.get("degraded")
         return cls(
             lock=str(body["lock"]),
             kind=str(body.get("kind", "")),
             lease_id=str(body["lease_id"]),
             fencing_token=int(body["fencing_token"]),
             replicas_acked=int(acked) if isinstance(acked, int) else None,
+            degraded=degraded if isinstance(degraded, str) else None,
         )
 
 
-def acked(body: Mapping[str, Any]) -> tuple[Optional[int], Optional[int], Optional[int]]:
-    """(replicas_acked, nodes_acked, validity_ms) of a grant or renewal; a multilease's
-    replicas are its weakest member's."""
+def acked(body: Mapping[str, Any]) -> tuple[Optional[int], Optional[int], Optional[int], Optional[str]]:
+    """(replicas_acked, nodes_acked, validity_ms, degraded) of a grant or renewal; a
+    multilease's replicas and degraded mark are its weakest member's."""
 
     def number(value: Any) -> Optional[int]:
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
-    replicas = number(body.get("replicas_acked"))
+    def text(value: Any) -> Optional[str]:
+        return value if isinstance(value, str) else None
+
+    replicas, degraded = number(body.get("replicas_acked")), text(body.get("degraded"))
     members = [m for m in body.get("members") or [] if isinstance(m, Mapping)]
     counts = [n for n in (number(m.get("replicas_acked")) for m in members) if n is not None]
     if counts:
         replicas = min(counts)
-    return replicas, number(body.get("nodes_acked")), number(body.get("validity_ms"))
+    degraded = degraded or next((d for d in (text(m.get("degraded")) for m in members) if d), None)
+    return replicas, number(body.get("nodes_acked")), number(body.get("validity_ms")), degraded
 
 
 @dataclass

@@ -295,7 +295,9 @@ class AsyncClient:
         return await self._drive(core.fence_check(name, fencing_token, self._timeout))
 
     async def inspect_lock(self, name: str) -> dict[str, Any]:
-        """``GET /v1/locks/{name}``: holders, queue, waiters, fencing counter (JSON)."""
+        """``GET /v1/locks/{name}``: holders, queue, waiters, fencing counter (JSON). A
+        multilease member's holder has ``multilease``: its locks, and ``hidden_locks`` (those
+        the caller's key may not see, counted); ``kind`` is ``redlock`` for a RedLock lock."""
         return await self._get(f"/v1/locks/{core.segment(name)}")
 
     async def inspect_semaphore(self, name: str) -> dict[str, Any]:
@@ -311,9 +313,26 @@ class AsyncClient:
         """``GET /v1/multileases/{id}``: its locks, ``state``, and ``lost_member`` once lost."""
         return await self._get(core.Target(core.MULTILEASES, "").lease_path(lease_id))
 
+    async def list_locks(
+        self, prefix: str = "", *, cursor: Optional[str] = None, limit: Optional[int] = None
+    ) -> dict[str, Any]:
+        """``GET /v1/locks``: a page of the live locks and semaphores whose names start with
+        ``prefix`` (``locks``: name, kind, holders, ...), and ``next_cursor`` to pass as
+        ``cursor`` for the next page (``None`` after the last). ``limit``: about how many
+        names a page holds (the server's default is 100)."""
+        params: dict[str, Any] = {"prefix": prefix} if prefix else {}
+        if cursor is not None:
+            params["cursor"] = cursor
+        if limit is not None:
+            params["limit"] = int(limit)
+        call = core.Call("GET", "/v1/locks", timeout=self._timeout, params=params or None)
+        body: dict[str, Any] = await self._drive(core.simple(call, self._timeout))
+        return body
+
     async def force_release(self, name: str, reason: Optional[str] = None) -> dict[str, Any]:
-        """Admin: frees the lock ``name`` from every holder (needs the admin token or an admin
-        key as ``api_key``). Its holders are told their lease is lost. Never retried: a retry
+        """Admin: frees the lock ``name`` from every holder (``removed``), or, when nobody
+        holds it, lifts its lock-delay (``delay_lifted``); needs the admin token or an admin
+        key as ``api_key``. Its holders are told their lease is lost. Never retried: a retry
         could remove the next holder."""
         params = {"reason": reason} if reason else None
         call = core.Call("DELETE", f"/v1/admin/locks/{core.segment(name)}", timeout=self._timeout, params=params)

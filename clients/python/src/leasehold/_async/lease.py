@@ -50,10 +50,13 @@ class AsyncLease:
         #: A multilease's locks, each with its own lease and fencing token (else empty).
         self.members: list[core.Member] = grant.members
         #: Redis replicas that acknowledged the last grant or renewal (None when none are
-        #: required); RedLock nodes that did; how long (ms) a RedLock answer could be relied on.
+        #: required); RedLock nodes that did; how long (ms) a RedLock answer could be relied on;
+        #: why it stands on its Redis primary alone, if it does (``no_replica``,
+        #: ``not_replicated``). A multilease's: its weakest member's.
         self.replicas_acked: Optional[int] = grant.replicas_acked
         self.nodes_acked: Optional[int] = grant.nodes_acked
         self.validity_ms: Optional[int] = grant.validity_ms
+        self.degraded: Optional[str] = grant.degraded
         self.lost = rt.Event()
         self.lost_reason: Optional[str] = None
         self._watching = rt.Event()  # set once a watch stream is open (for tests)
@@ -211,7 +214,7 @@ class AsyncLease:
     def _renewed(self, body: dict[str, Any], sent_at: float) -> None:
         with self._mutex:
             self._renewal.renewed(int(body.get("ttl_ms", self.ttl_ms)), sent_at)
-            self.replicas_acked, self.nodes_acked, self.validity_ms = core.acked(body)
+            self.replicas_acked, self.nodes_acked, self.validity_ms, self.degraded = core.acked(body)
 
     async def _heartbeat_once(self, raise_errors: bool = False, timeout: Optional[float] = None) -> bool:
         """One heartbeat; True when the lease goes on (renewed, or a retryable failure)."""

@@ -1,0 +1,380 @@
+//! Keeping a lease as every official client does (`clients/PROTOCOL.md`, "Keeping a lease"
+//! and "Releasing"): a [`KeptLease`] renews itself at a third of its TTL, keeps its watch
+//! open, turns its loss into a signal ([`LossSignal`]), and is given back by
+//! [`KeptLease::release`] or, dropped without one, in the background. Its two loops (the
+//! renewals and the watch) are in `upkeep`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::upkeep::{Giveback, Upkeep};
+use crate::{
+    Client, ClientError, Degraded, GrantBody, Lease, LeaseId, MultiMemberBody, RenewalBody,
+};
+
+/// How a lease is kept.
+#[derive(Debug, Clone)]
+pub struct KeepOptions {
+    /// Keep the lease's watch open (the default), so a loss is known the moment the server
+    /// knows it. Off (for a proxy that cuts server-sent events), the next heartbeat finds it:
+    /// within a third of the TTL.
+    pub watch: bool,
+}
+
+impl Default for KeepOptions {
+    fn default() -> Self {
+        Self { watch: true }
+    }
+}
+
+/// A kept lease was lost: the work under it may no longer be protected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("lease {lease_id} on {lock:?} lost ({reason}): {detail}")]
+pub struct LeaseLost {
+    pub lease_id: LeaseId,
+    /// The lock's or semaphore's name; a multilease's locks, joined by commas.
+    pub lock: String,
+    /// The server's reason (`expired`, `force_released`, `evicted`, `released` by someone
+    /// else with its token, ...), `not_found` (the server no longer knows the lease), or
+    /// [`UNRENEWABLE`].
+    pub reason: String,
+    /// A multilease's: the lock whose end ended it.
+    pub member: Option<String>,
+    /// What happened, for people.
+    pub detail: String,
+}
+
+/// The reason of a lease this client gave up: no heartbeat succeeded until only the loss
+/// margin of its TTL was left, so the server might soon grant the lock to someone else.
+pub const UNRENEWABLE: &str = "unrenewable";
+
+/// What the last grant or renewal of a kept lease said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    /// The TTL the server answered; the next renewal is due a third of it after this one
+    /// was sent.
+    pub ttl: Duration,
+    /// When the lease runs out unless renewed, by the server's clock (RFC 3339).
+    pub expires_at: String,
+    /// Redis replicas that acknowledged it (a multilease's: its weakest member's); `None`
+    /// when the server requires none (`--min-replica-acks`).
+    pub replicas_acked: Option<u32>,
+    /// Set when it stands on its Redis primary alone (see [`Degraded`]).
+    pub degraded: Option<Degraded>,
+    /// RedLock leases: the nodes that granted or extended it.
+    pub nodes_acked: Option<u32>,
+    /// RedLock leases: how long it could be relied on from the answer on.
+    pub validity: Option<Duration>,
+    /// Renewals that succeeded since the grant.
+    pub renewals: u64,
+}
+
+impl Renewal {
+    fn of_grant(grant: &GrantBody) -> Self {
+        Self {
+            ttl: Duration::from_millis(grant.ttl_ms),
+            expires_at: grant.expires_at.clone(),
+            replicas_acked: grant.replicas_acked,
+            degraded: grant.degraded,
+            nodes_acked: grant.nodes_acked,
+            validity: grant.validity_ms.map(Duration::from_millis),
+            renewals: 0,
+        }
+    }
+}
+
+/// A kept lease's loss, for the work under it: clone it into every task that must stop with
+/// the lock.
+#[derive(Debug, Clone)]
+pub struct LossSignal(watch::Receiver<Option<LeaseLost>>);
+
+impl LossSignal {
+    /// Whether the lease has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.0.borrow().is_some()
+    }
+
+    /// Why it was lost, once it was.
+    pub fn lost_error(&self) -> Option<LeaseLost> {
+        self.0.borrow().clone()
+    }
+
+    /// Resolves when the lease is lost (at once if it already was); never after a release
+    /// of a lease that held until then. For `tokio::select!` beside the work.
+    pub async fn lost(&mut self) -> LeaseLost {
+        if let Ok(lost) = self.0.wait_for(Option::is_some).await
+            && let Some(lost) = lost.clone()
+        {
+            return lost;
+        }
+        std::future::pending().await
+    }
+}
+
+/// What the keeper's loops and the lease share.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    lost: watch::Sender<Option<LeaseLost>>,
+}
+
+struct State {
+    renewal: Renewal,
+    /// When the last grant or renewal that succeeded was sent: the lease holds until at
+    /// least this plus its TTL.
+    renewed_at: Instant,
+    /// Our release is under way: its `released` is no loss.
+    releasing: bool,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The TTL, and when the last renewal that succeeded was sent.
+    pub(crate) fn schedule(&self) -> (Duration, Instant) {
+        let state = self.state();
+        (state.renewal.ttl, state.renewed_at)
+    }
+
+    pub(crate) fn renewed(&self, sent: Instant, body: &RenewalBody) {
+        let mut state = self.state();
+        state.renewed_at = state.renewed_at.max(sent);
+        let renewals = state.renewal.renewals + 1;
+        state.renewal = Renewal {
+            ttl: Duration::from_millis(body.ttl_ms),
+            expires_at: body.expires_at.clone(),
+            replicas_acked: body.replicas_acked,
+            degraded: body.degraded,
+            nodes_acked: body.nodes_acked,
+            validity: body.validity_ms.map(Duration::from_millis),
+            renewals,
+        };
+    }
+
+    /// Records the loss (the first one counts), unless it is our own release's.
+    pub(crate) fn lose(&self, lost: LeaseLost) {
+        if self.state().releasing && lost.reason == "released" {
+            return;
+        }
+        self.lost.send_if_modified(|current| {
+            let first = current.is_none();
+            if first {
+                *current = Some(lost);
+            }
+            first
+        });
+    }
+
+    pub(crate) fn lost(&self) -> Option<LeaseLost> {
+        self.lost.borrow().clone()
+    }
+}
+
+/// A lease this client keeps (`clients/PROTOCOL.md`): renewed every third of its TTL
+/// (counted from when the last renewal that succeeded was sent; failures retried sooner,
+/// and the lease given up as [`UNRENEWABLE`] once only the loss margin is left), watched
+/// (the server's `lost` the moment it happens; the heartbeat's 410 without a watch), its
+/// loss a [`LossSignal`]. Give it back with [`release`](Self::release); one dropped without
+/// it is released in the background, on the tokio runtime it was dropped on (a panic, a
+/// cancelled task).
+pub struct KeptLease {
+    client: Client,
+    lease: Lease,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+    /// Released, or its release handed to the background.
+    done: bool,
+}
+
+impl std::fmt::Debug for KeptLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptLease")
+            .field("lease_id", &self.lease.grant.lease_id)
+            .field("lock", &self.lease.grant.lock)
+            .field("lost", &self.shared.lost())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Keeps `lease` (what [`acquire`](Self::acquire), [`poll`](Self::poll),
+    /// [`acquire_permits`](Self::acquire_permits) or [`acquire_multi`](Self::acquire_multi)
+    /// granted) until it is released, renewing it from [`Lease::sent_at`]. Call it inside a
+    /// tokio runtime (it spawns the renewals and the watch).
+    pub fn keep(&self, lease: Lease) -> KeptLease {
+        self.keep_with(lease, &KeepOptions::default())
+    }
+
+    /// [`keep`](Self::keep) with options (a lease without its watch).
+    pub fn keep_with(&self, lease: Lease, options: &KeepOptions) -> KeptLease {
+        let resource = lease.resource;
+        let (lost, _) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                renewal: Renewal::of_grant(&lease.grant),
+                renewed_at: Instant::from_std(lease.sent_at),
+                releasing: false,
+            }),
+            lost,
+        });
+        let upkeep = Upkeep {
+            client: self.clone(),
+            resource,
+            name: lease.grant.lock.clone(),
+            id: lease.grant.lease_id,
+            token: lease.token.clone(),
+            shared: shared.clone(),
+        };
+        let mut tasks = vec![tokio::spawn(upkeep.clone().renew())];
+        if options.watch {
+            tasks.push(tokio::spawn(upkeep.watch()));
+        }
+        KeptLease {
+            client: self.clone(),
+            lease,
+            shared,
+            tasks,
+            done: false,
+        }
+    }
+}
+
+impl KeptLease {
+    /// The grant, its token, and a multilease's members.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    pub fn id(&self) -> LeaseId {
+        self.lease.grant.lease_id
+    }
+
+    /// Pass it to what the lock protects. A multilease has one per lock: [`members`](Self::members).
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.grant.fencing_token
+    }
+
+    /// A multilease's locks, each with its own lease and fencing token; empty otherwise.
+    pub fn members(&self) -> &[MultiMemberBody] {
+        &self.lease.members
+    }
+
+    /// What the last grant or renewal said (TTL, replicas, RedLock nodes, degraded).
+    pub fn renewal(&self) -> Renewal {
+        self.shared.state().renewal.clone()
+    }
+
+    /// The loss signal, for the work under the lease.
+    pub fn signal(&self) -> LossSignal {
+        LossSignal(self.shared.lost.subscribe())
+    }
+
+    /// Resolves when the lease is lost (see [`LossSignal::lost`]).
+    pub async fn lost(&self) -> LeaseLost {
+        self.signal().lost().await
+    }
+
+    /// Why the lease was lost, once it was.
+    pub fn lost_error(&self) -> Option<LeaseLost> {
+        self.shared.lost()
+    }
+
+    /// Stops the renewals and the watch and gives the lease back (every level): retried
+    /// after a dropped connection or a 502, 503, 504 or 429 with the same `Idempotency-Key`
+    /// (none for a multilease, whose retry answers 410 `released`) within the client's
+    /// timeout. A lease that was lost is not sent back (nothing is left to give), unless it
+    /// was given up as [`UNRENEWABLE`] or is a multilease (the server then frees its other
+    /// locks at once). [`ClientError::Lost`] when the lease had been lost: the work ran, at
+    /// least in part, without the lock.
+    pub async fn release(mut self) -> Result<(), ClientError> {
+        self.done = true;
+        let giveback = self.stop();
+        giveback.send().await
+    }
+
+    /// Stops the loops (no heartbeat may race the release) and says what a release needs.
+    fn stop(&mut self) -> Giveback {
+        self.shared.state().releasing = true;
+        for task in &self.tasks {
+            task.abort();
+        }
+        Giveback {
+            client: self.client.clone(),
+            resource: self.lease.resource,
+            name: self.lease.grant.lock.clone(),
+            id: self.lease.grant.lease_id,
+            token: self.lease.token.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for KeptLease {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let giveback = self.stop();
+        // Outside a runtime nothing can be sent: the lease then ends with its TTL.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = giveback.send().await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renewal_keeps_what_the_server_said_of_the_copies_behind_the_lease() {
+        let grant: GrantBody = serde_json::from_value(serde_json::json!({
+            "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "l", "kind": "reentrant",
+            "holder": null, "fencing_token": 7, "reentry_count": 1, "ttl_ms": 3000,
+            "expires_at": "2026-01-01T00:00:03Z", "replicas_acked": 1,
+        }))
+        .expect("a grant");
+        let (lost, _) = watch::channel(None);
+        let shared = Shared {
+            state: Mutex::new(State {
+                renewal: Renewal::of_grant(&grant),
+                renewed_at: Instant::now(),
+                releasing: false,
+            }),
+            lost,
+        };
+        assert_eq!(shared.state().renewal.degraded, None);
+        let renewal: RenewalBody = serde_json::from_value(serde_json::json!({
+            "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "l", "fencing_token": 7,
+            "reentry_count": 1, "ttl_ms": 6000, "expires_at": "2026-01-01T00:00:07Z",
+            "replicas_acked": 0, "degraded": "not_replicated",
+        }))
+        .expect("a renewal");
+        shared.renewed(Instant::now(), &renewal);
+        let kept = shared.state().renewal.clone();
+        assert_eq!(kept.degraded, Some(Degraded::NotReplicated));
+        assert_eq!((kept.replicas_acked, kept.renewals), (Some(0), 1));
+        assert_eq!(kept.ttl, Duration::from_secs(6));
+        // A loss counts once, and our own release's `released` is none.
+        shared.state().releasing = true;
+        let loss = |reason: &str| LeaseLost {
+            lease_id: grant.lease_id,
+            lock: "l".into(),
+            reason: reason.into(),
+            member: None,
+            detail: String::new(),
+        };
+        shared.lose(loss("released"));
+        assert_eq!(shared.lost(), None);
+        shared.lose(loss("expired"));
+        shared.lose(loss("force_released"));
+        assert_eq!(shared.lost().map(|l| l.reason), Some("expired".to_owned()));
+    }
+}
