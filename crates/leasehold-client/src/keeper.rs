@@ -4,17 +4,15 @@
 //! [`KeptLease::release`] or, dropped without one, in the background. Its two loops (the
 //! renewals and the watch) are in `upkeep`.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::kept::{LeaseLost, LossSignal, Renewal, Shared, State};
 use crate::upkeep::{Giveback, Upkeep};
-use crate::{
-    Client, ClientError, Degraded, GrantBody, Lease, LeaseId, MultiMemberBody, RenewalBody,
-};
+use crate::{Client, ClientError, Lease, LeaseId, MultiMemberBody};
 
 /// How a lease is kept.
 #[derive(Debug, Clone)]
@@ -28,150 +26,6 @@ pub struct KeepOptions {
 impl Default for KeepOptions {
     fn default() -> Self {
         Self { watch: true }
-    }
-}
-
-/// A kept lease was lost: the work under it may no longer be protected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("lease {lease_id} on {lock:?} lost ({reason}): {detail}")]
-pub struct LeaseLost {
-    pub lease_id: LeaseId,
-    /// The lock's or semaphore's name; a multilease's locks, joined by commas.
-    pub lock: String,
-    /// The server's reason (`expired`, `force_released`, `evicted`, `released` by someone
-    /// else with its token, ...), `not_found` (the server no longer knows the lease), or
-    /// [`UNRENEWABLE`].
-    pub reason: String,
-    /// A multilease's: the lock whose end ended it.
-    pub member: Option<String>,
-    /// What happened, for people.
-    pub detail: String,
-}
-
-/// The reason of a lease this client gave up: no heartbeat succeeded until only the loss
-/// margin of its TTL was left, so the server might soon grant the lock to someone else.
-pub const UNRENEWABLE: &str = "unrenewable";
-
-/// What the last grant or renewal of a kept lease said.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Renewal {
-    /// The TTL the server answered; the next renewal is due a third of it after this one
-    /// was sent.
-    pub ttl: Duration,
-    /// When the lease runs out unless renewed, by the server's clock (RFC 3339).
-    pub expires_at: String,
-    /// Redis replicas that acknowledged it (a multilease's: its weakest member's); `None`
-    /// when the server requires none (`--min-replica-acks`).
-    pub replicas_acked: Option<u32>,
-    /// Set when it stands on its Redis primary alone (see [`Degraded`]).
-    pub degraded: Option<Degraded>,
-    /// RedLock leases: the nodes that granted or extended it.
-    pub nodes_acked: Option<u32>,
-    /// RedLock leases: how long it could be relied on from the answer on.
-    pub validity: Option<Duration>,
-    /// Renewals that succeeded since the grant.
-    pub renewals: u64,
-}
-
-impl Renewal {
-    fn of_grant(grant: &GrantBody) -> Self {
-        Self {
-            ttl: Duration::from_millis(grant.ttl_ms),
-            expires_at: grant.expires_at.clone(),
-            replicas_acked: grant.replicas_acked,
-            degraded: grant.degraded,
-            nodes_acked: grant.nodes_acked,
-            validity: grant.validity_ms.map(Duration::from_millis),
-            renewals: 0,
-        }
-    }
-}
-
-/// A kept lease's loss, for the work under it: clone it into every task that must stop with
-/// the lock.
-#[derive(Debug, Clone)]
-pub struct LossSignal(watch::Receiver<Option<LeaseLost>>);
-
-impl LossSignal {
-    /// Whether the lease has been lost.
-    pub fn is_lost(&self) -> bool {
-        self.0.borrow().is_some()
-    }
-
-    /// Why it was lost, once it was.
-    pub fn lost_error(&self) -> Option<LeaseLost> {
-        self.0.borrow().clone()
-    }
-
-    /// Resolves when the lease is lost (at once if it already was); never after a release
-    /// of a lease that held until then. For `tokio::select!` beside the work.
-    pub async fn lost(&mut self) -> LeaseLost {
-        if let Ok(lost) = self.0.wait_for(Option::is_some).await
-            && let Some(lost) = lost.clone()
-        {
-            return lost;
-        }
-        std::future::pending().await
-    }
-}
-
-/// What the keeper's loops and the lease share.
-pub(crate) struct Shared {
-    state: Mutex<State>,
-    lost: watch::Sender<Option<LeaseLost>>,
-}
-
-struct State {
-    renewal: Renewal,
-    /// When the last grant or renewal that succeeded was sent: the lease holds until at
-    /// least this plus its TTL.
-    renewed_at: Instant,
-    /// Our release is under way: its `released` is no loss.
-    releasing: bool,
-}
-
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The TTL, and when the last renewal that succeeded was sent.
-    pub(crate) fn schedule(&self) -> (Duration, Instant) {
-        let state = self.state();
-        (state.renewal.ttl, state.renewed_at)
-    }
-
-    pub(crate) fn renewed(&self, sent: Instant, body: &RenewalBody) {
-        let mut state = self.state();
-        state.renewed_at = state.renewed_at.max(sent);
-        let renewals = state.renewal.renewals + 1;
-        state.renewal = Renewal {
-            ttl: Duration::from_millis(body.ttl_ms),
-            expires_at: body.expires_at.clone(),
-            replicas_acked: body.replicas_acked,
-            degraded: body.degraded,
-            nodes_acked: body.nodes_acked,
-            validity: body.validity_ms.map(Duration::from_millis),
-            renewals,
-        };
-    }
-
-    /// Records the loss (the first one counts), unless it is our own release's.
-    pub(crate) fn lose(&self, lost: LeaseLost) {
-        if self.state().releasing && lost.reason == "released" {
-            return;
-        }
-        self.lost.send_if_modified(|current| {
-            let first = current.is_none();
-            if first {
-                *current = Some(lost);
-            }
-            first
-        });
-    }
-
-    pub(crate) fn lost(&self) -> Option<LeaseLost> {
-        self.lost.borrow().clone()
     }
 }
 
@@ -331,7 +185,10 @@ impl Drop for KeptLease {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::{Degraded, GrantBody, RenewalBody};
 
     #[test]
     fn a_renewal_keeps_what_the_server_said_of_the_copies_behind_the_lease() {

@@ -30,6 +30,7 @@ mod connection;
 mod error;
 mod inspect;
 mod keeper;
+mod kept;
 mod keys;
 mod leases;
 mod secret;
@@ -52,7 +53,8 @@ pub use self::connection::{
     install_crypto_provider,
 };
 pub use self::error::{ClientError, Problem};
-pub use self::keeper::{KeepOptions, KeptLease, LeaseLost, LossSignal, Renewal, UNRENEWABLE};
+pub use self::keeper::{KeepOptions, KeptLease};
+pub use self::kept::{LeaseLost, LossSignal, Renewal, UNRENEWABLE};
 pub use self::leases::{AcquireOptions, Acquired, Lease, PermitOptions, Ticket};
 pub use self::secret::{ApiKey, EmptyKey, EmptyToken, LeaseToken};
 pub use self::server_url::{InvalidServerUrl, ServerUrl};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
-use crate::keeper::{LeaseLost, Shared, UNRENEWABLE};
+use crate::kept::{LeaseLost, Shared, UNRENEWABLE};
 use crate::{Client, ClientError, LeaseId, LeaseToken, LostEvent, Problem, Resource};
 
 /// Longest pause between two attempts of a call that failed.
