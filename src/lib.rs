@@ -17,7 +17,7 @@
 //!   [`redis::Capabilities`], never its mode), connect/TLS, function loading, replica acks,
 //!   the process's one subscriber (routing messages to whoever registered), keyspace walks,
 //!   durability and memory, the embedded `redis-server` in its private data dir.
-//! - [`events`]: the in-process fan-out of lock events to event streams (what the subscriber
+//! - [`event_feed`]: the in-process fan-out of lock events to event streams (what the subscriber
 //!   hears on the events channels).
 //! - [`api`]: the `/v1` HTTP API (axum handlers, the OpenAPI document).
 //! - [`dashboard`]: the operators' HTML pages (askama templates in `templates/`, assets in
@@ -62,7 +62,7 @@ pub mod cli;
 pub mod config;
 pub mod crypto;
 pub mod dashboard;
-pub mod events;
+pub mod event_feed;
 pub mod leases;
 pub mod limits;
 pub mod locks;

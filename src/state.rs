@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::auth::{Access, Principal};
-use crate::events::EventFeed;
+use crate::event_feed::EventFeed;
 use crate::leases::Leases;
 use crate::limits::LockLimits;
 use crate::limits::ledger::Ledger;
@@ -55,8 +55,10 @@ pub struct Shared {
     pub audit: AuditLog,
     /// Event streams open per caller, on this instance.
     pub streams: Arc<Slots>,
-    /// Requests waiting per lock, on this instance.
-    pub lock_waiters: Arc<Slots>,
+    /// The slots of requests waiting per lock on this instance (`--max-waiters-per-lock`);
+    /// not [`crate::locks::wakeups::WaitRegistry`], which wakes them, nor the waiting lists
+    /// in Redis (`locks::feed::waitlist`), which show them.
+    pub wait_slots: Arc<Slots>,
     pub subscriber: Arc<SubscriberStatus>,
     pub metrics: Arc<Metrics>,
     /// Events of every lock, fanned out from the one subscription.

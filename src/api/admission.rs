@@ -336,7 +336,7 @@ async fn per_lock_slot(
     }
     let key = format!("{}\u{0}{}", caller.tenant.as_str(), ask.name);
     let slot = state
-        .lock_waiters
+        .wait_slots
         .take(&key, per_lock.waiters_per_lock)
         .ok_or_else(|| {
             Problem::new(

@@ -18,7 +18,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::backlog;
 use super::extract::Query;
 use crate::auth::{Caller, Principal, ReaderRole, Who};
-use crate::events::FeedMessage;
+use crate::event_feed::FeedMessage;
 use crate::limits::slots::Slot;
 use crate::locks::NamePrefix;
 use crate::problem::{Problem, ProblemDetails, ProblemKind};

@@ -204,7 +204,7 @@ pub enum Sort {
     #[strum(serialize = "held")]
     HeldFor,
     /// Most waiters first.
-    Waiters,
+    WaitRegistry,
 }
 
 impl Sort {
@@ -244,7 +244,7 @@ fn overview_rows(
     match sort {
         Sort::Name => {}
         Sort::HeldFor => rows.sort_by_key(|r| std::cmp::Reverse(r.held_for_ms)),
-        Sort::Waiters => rows.sort_by_key(|r| std::cmp::Reverse(r.waiters)),
+        Sort::WaitRegistry => rows.sort_by_key(|r| std::cmp::Reverse(r.waiters)),
     }
     rows
 }

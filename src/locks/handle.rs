@@ -13,7 +13,7 @@ use super::feed;
 use super::layout::KeySpace;
 use super::observer::Observer;
 use super::types::{LeaseId, LeaseState};
-use super::wakeups::Waiters;
+use super::wakeups::WaitRegistry;
 use crate::redis::Redis;
 
 /// Settings of the lock domain that do not change while the service runs.
@@ -48,7 +48,7 @@ pub(in crate::locks) struct Inner {
     pub(in crate::locks) conn: Redis,
     pub(in crate::locks) keys: KeySpace,
     pub(in crate::locks) events_channel: Arc<str>,
-    pub(in crate::locks) waiters: Arc<Waiters>,
+    pub(in crate::locks) waiters: Arc<WaitRegistry>,
     pub(in crate::locks) settings: LockSettings,
     pub(in crate::locks) shutdown: CancellationToken,
     pub(in crate::locks) observer: Arc<dyn Observer>,
@@ -69,7 +69,7 @@ impl Locks {
     pub fn new(
         conn: Redis,
         settings: &LockSettings,
-        waiters: Arc<Waiters>,
+        waiters: Arc<WaitRegistry>,
         shutdown: CancellationToken,
         observer: Arc<dyn Observer>,
     ) -> Self {

@@ -1,7 +1,7 @@
 //! A subscription the shared subscriber holds only while someone needs it, and for a while
 //! after (so that a need that comes and goes does not subscribe each time): the unlock
 //! patterns while requests wait ([`crate::locks::wakeups`]), the other tenants' events pattern
-//! while their streams are open (`crate::events`). Every PUBLISH on the Redis is matched
+//! while their streams are open (`crate::event_feed`). Every PUBLISH on the Redis is matched
 //! against every pattern subscribed, so neither is held for nothing.
 //!
 //! Those who need it hold a [`Claim`]; the subscription is never dropped while one exists.

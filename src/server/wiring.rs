@@ -14,13 +14,13 @@ use super::{ServerConfig, ServerError};
 use crate::audit::AuditLog;
 use crate::auth::browser::BrowserPolicy;
 use crate::auth::{Access, AdminAuth, AnonymousPolicy, KeyStore, Sessions};
-use crate::events::{EventFeed, FeedRoute};
+use crate::event_feed::{EventFeed, FeedRoute};
 use crate::leases::Redlock;
 use crate::limits::budget::Budget;
 use crate::limits::ledger::Ledger;
 use crate::limits::rate::RateLimits;
 use crate::locks::feed::sweeper::{self, Expiries};
-use crate::locks::wakeups::{Waiters, Wakeups};
+use crate::locks::wakeups::{WaitRegistry, Wakeups};
 use crate::locks::{KeySpace, Locks, Observer};
 use crate::metrics::Metrics;
 use crate::redis::{Redis, Route, ShardedGates, SubscriberStatus, Topics};
@@ -52,7 +52,7 @@ impl Tasks {
 /// What the subscriber feeds: the waiters it wakes, the live events it hears, the expiries
 /// it hands the sweeper, and its own status.
 pub(super) struct Heard {
-    pub waiters: Arc<Waiters>,
+    pub waiters: Arc<WaitRegistry>,
     pub feed: EventFeed,
     pub expired: Receiver<String>,
     pub status: Arc<SubscriberStatus>,
@@ -72,8 +72,8 @@ pub(super) fn subscribe(
         .sharded_pubsub
         .then(|| ShardedGates::new(crate::locks::wake_channels));
     let waiters = Arc::new(match &sharded {
-        Some(gates) => Waiters::sharded(gates.clone()),
-        None => Waiters::default(),
+        Some(gates) => WaitRegistry::sharded(gates.clone()),
+        None => WaitRegistry::default(),
     });
     let feed = EventFeed::default();
     let (to_sweeper, expired) = tokio::sync::mpsc::channel(sweeper::EXPIRED_QUEUE);
@@ -208,7 +208,7 @@ pub(super) fn state(
         budget,
         audit: AuditLog::new(conn.clone(), prefix),
         streams: Arc::default(),
-        lock_waiters: Arc::default(),
+        wait_slots: Arc::default(),
         metrics: parts.metrics,
         subscriber: parts.subscriber,
         feed: parts.feed,

@@ -1,4 +1,4 @@
-//! Waiters of every kind, recorded in Redis: every instance lists every waiting request (who,
+//! WaitRegistry of every kind, recorded in Redis: every instance lists every waiting request (who,
 //! since when, what it wants, on which instance), and a 409 says when a waiting writer is why.
 
 use std::time::{Duration, Instant};

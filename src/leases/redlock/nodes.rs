@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::locks::wakeups::{Waiters, Wakeups};
+use crate::locks::wakeups::{WaitRegistry, Wakeups};
 use crate::locks::{KeySpace, LockSettings, Locks, Observer};
 use crate::redis::{
     AckRule, AckSettings, ConnectError, Redis, RedisSettings, Route, SubscriberStatus, Topics,
@@ -112,7 +112,7 @@ pub(super) fn connect(
             node: crate::redis::connect::redacted(url),
             source,
         })?;
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(WaitRegistry::default());
         let wakeups = Wakeups {
             waiters: waiters.clone(),
             keys: KeySpace::new(lock_settings.key_prefix.as_str()),

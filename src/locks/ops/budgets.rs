@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::locks::observer::Unobserved;
 use crate::locks::types::{AcquireRequest, LeaseToken, LockName, PermitRequest, Ttl};
-use crate::locks::wakeups::Waiters;
+use crate::locks::wakeups::WaitRegistry;
 use crate::locks::{LockSettings, Locks};
 use crate::redis::{Redis, RedisSettings};
 
@@ -46,7 +46,7 @@ fn locks() -> Locks {
     Locks::new(
         redis,
         &settings,
-        Arc::new(Waiters::default()),
+        Arc::new(WaitRegistry::default()),
         CancellationToken::new(),
         Arc::new(Unobserved),
     )

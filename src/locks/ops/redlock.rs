@@ -12,7 +12,7 @@ use crate::locks::scripts::acquire::Op;
 use crate::locks::types::{
     AcquireRequest, Acquired, LeaseId, LeaseKind, LeaseToken, LockName, Ttl,
 };
-use crate::locks::wakeups::Waiters;
+use crate::locks::wakeups::WaitRegistry;
 use crate::locks::{Locks, ops::attempt::Target};
 
 /// One RedLock node's lock domain, as the RedLock layer uses it: [`Locks::redlock_node`].
@@ -63,7 +63,7 @@ impl<'a> RedlockNode<'a> {
     }
 
     /// This node's waiter registry (woken by this node's subscriber).
-    pub fn waiter_registry(self) -> &'a Arc<Waiters> {
+    pub fn waiter_registry(self) -> &'a Arc<WaitRegistry> {
         &self.locks.inner.waiters
     }
 

@@ -1,6 +1,6 @@
 //! Watching a lease until it ends, for its holder: no polling. A watch wakes on the lock's
 //! wake-ups through the process's one subscriber (a release, a force release, a reconnect:
-//! see [`crate::locks::wakeups::Waiters::watch`]) and on a timer at the lease's current expiry (an
+//! see [`crate::locks::wakeups::WaitRegistry::watch`]) and on a timer at the lease's current expiry (an
 //! expiry publishes nothing); each wake-up re-reads the lease (one read-only script call).
 //! A heartbeat moves the expiry: the timer then finds the lease still held and is re-armed at
 //! the new expiry.

@@ -1,4 +1,6 @@
-//! In-process registry of requests waiting for a lock, woken by the shared subscriber.
+//! In-process registry of requests waiting for a lock ([`WaitRegistry`]), woken by the
+//! shared subscriber. ("Waiters" elsewhere: the per-lock caps are `state.wait_slots`, the
+//! lists every instance can read are `feed::waitlist`, the quota is `Quotas::waiters`.)
 //!
 //! A waiter registers *before* its next attempt, so an unlock message that lands between a
 //! failed attempt and the wait still wakes it (the missed wake-up other clients suffer). Waking
@@ -10,7 +12,7 @@
 //! a process that listened all the time would receive, and Redis would deliver to every
 //! instance, one message per release of every lock even when nobody waits. A wait may rely
 //! on a message only if the subscription was on, without a break, from before its last
-//! attempt until it parks ([`Waiters::epoch`], [`Waiters::park`]); otherwise it arms the
+//! attempt until it parks ([`WaitRegistry::epoch`], [`WaitRegistry::park`]); otherwise it arms the
 //! subscription and tries again first. The subscription is dropped again once no request has
 //! relied on it for a while, and it cannot be dropped while one does (`crate::redis::gate`).
 //!
@@ -18,9 +20,9 @@
 //! waited-for lock's channels are subscribed on their own, with a gate per wake key
 //! ([`crate::redis::ShardedGates`]) under the same rules.
 //!
-//! Lease watches (`GET .../watch`) register apart from waiters ([`Waiters::watch`]): every
+//! Lease watches (`GET .../watch`) register apart from waiters ([`WaitRegistry::watch`]): every
 //! wake-up of a lock also wakes its watches, but a wake-up meant for one waiter
-//! ([`Waiters::wake_one`]) is never taken by a watch, and watches are not counted as waiting
+//! ([`WaitRegistry::wake_one`]) is never taken by a watch, and watches are not counted as waiting
 //! requests.
 
 use std::collections::HashMap;
@@ -38,7 +40,7 @@ use crate::redis::{Claim, Epoch, ShardedGates, SubscriptionGate};
 const ARM_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default)]
-pub struct Waiters {
+pub struct WaitRegistry {
     by_lock: Mutex<HashMap<Arc<str>, Slot>>,
     /// Lease watches, by lock key (never a fair waiter's own key). Locked after `by_lock`
     /// when both are.
@@ -49,10 +51,10 @@ pub struct Waiters {
     sharded: Option<Arc<ShardedGates>>,
 }
 
-/// What a request saw of the subscription before an attempt (see [`Waiters::park`]).
+/// What a request saw of the subscription before an attempt (see [`WaitRegistry::park`]).
 pub type WakeEpoch = Epoch;
 
-/// What a refused request does next (see [`Waiters::park`]).
+/// What a refused request does next (see [`WaitRegistry::park`]).
 #[derive(Debug)]
 pub enum Parking {
     /// Park: an unlock message reaches it (the claim keeps the subscription until it drops).
@@ -71,8 +73,8 @@ struct Slot {
     waiting: usize,
 }
 
-impl Waiters {
-    /// Waiters that listen per lock on sharded channels (Cluster mode).
+impl WaitRegistry {
+    /// WaitRegistry that listen per lock on sharded channels (Cluster mode).
     pub fn sharded(gates: Arc<ShardedGates>) -> Self {
         Self {
             sharded: Some(gates),
@@ -102,7 +104,7 @@ impl Waiters {
     }
 
     /// The subscription of `wake_key`'s messages as it is now: take it before an attempt,
-    /// and hand it to [`Waiters::park`] after the attempt was refused.
+    /// and hand it to [`WaitRegistry::park`] after the attempt was refused.
     pub fn epoch(&self, wake_key: &str) -> WakeEpoch {
         self.gate(wake_key).epoch()
     }
@@ -239,7 +241,7 @@ impl Waiters {
 /// One waiting request's place in the registry.
 #[derive(Debug)]
 pub struct Registration {
-    waiters: Arc<Waiters>,
+    waiters: Arc<WaitRegistry>,
     key: Arc<str>,
     notify: Arc<Notify>,
 }
@@ -265,7 +267,7 @@ impl Drop for Registration {
 /// One lease watch's place in the registry.
 #[derive(Debug)]
 pub struct WatchRegistration {
-    waiters: Arc<Waiters>,
+    waiters: Arc<WaitRegistry>,
     key: Arc<str>,
     notify: Arc<Notify>,
 }
@@ -293,7 +295,7 @@ impl Drop for WatchRegistration {
 /// on every lock of the deployment's key spaces, tenants' included (the patterns start with
 /// the deployment's prefix, and every tenant's keys with it).
 pub struct Wakeups {
-    pub waiters: Arc<Waiters>,
+    pub waiters: Arc<WaitRegistry>,
     /// The deployment's key space.
     pub keys: KeySpace,
 }
@@ -344,7 +346,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wake_before_the_wait_is_not_lost() {
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(WaitRegistry::default());
         let reg = waiters.register("jobs");
         let notified = reg.notified();
         waiters.wake("jobs");
@@ -355,7 +357,7 @@ mod tests {
 
     #[tokio::test]
     async fn wake_one_wakes_exactly_one_and_passes_it_on_when_that_one_left() {
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(WaitRegistry::default());
         let (a, b) = (waiters.register("jobs"), waiters.register("jobs"));
         let mut first = Box::pin(a.notified());
         let mut second = Box::pin(b.notified());
@@ -371,7 +373,7 @@ mod tests {
 
     #[tokio::test]
     async fn watches_wake_with_the_lock_but_never_take_a_waiters_wake_up() {
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(WaitRegistry::default());
         let watch = waiters.watch("jobs");
         let waiter = waiters.register("jobs");
         let mut watched = Box::pin(watch.notified());
@@ -400,7 +402,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_request_parks_on_a_message_only_if_it_was_listened_for_since_its_attempt() {
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(WaitRegistry::default());
         let unlocks = waiters.unlocks().clone();
         let soon = Instant::now() + Duration::from_millis(50);
         assert!(
@@ -453,7 +455,7 @@ mod tests {
 
     #[tokio::test]
     async fn registrations_are_counted_and_removed() {
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(WaitRegistry::default());
         let a = waiters.register("a");
         let b = waiters.register("a");
         assert_eq!(waiters.count(), 2);
