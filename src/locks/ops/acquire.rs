@@ -11,15 +11,15 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use tokio::time::Instant;
 
-use super::attempt::{Outcome, Target};
-use super::rollback::{InFlight, MayHold, Step};
+use super::answer::{Ended, Next, Tally, after_attempt};
+use super::attempt::{Target, attempt_in_turn};
+use super::rollback::{InFlight, Step};
 use crate::locks::Locks;
 use crate::locks::error::LockError;
 use crate::locks::observer::{AcquireOutcome, AcquireReport, Wake};
 use crate::locks::scripts::acquire::Op;
 use crate::locks::types::{
-    AcquireRequest, Acquired, Grant, LeaseId, LeaseKind, LeaseToken, LockName, PermitRequest,
-    Ticket, Ttl, request_nonce,
+    AcquireRequest, Acquired, Grant, LeaseId, LeaseKind, LeaseToken, LockName, PermitRequest, Ttl,
 };
 use crate::locks::wakeups::{Parking, Registration};
 
@@ -135,42 +135,24 @@ impl Locks {
         wait: Duration,
     ) -> impl Future<Output = Result<Acquired, LockError>> + Send + 'a {
         let deadline = Instant::now() + wait;
-        // A ticket issued by this request shows its token; a polled one's client has it.
-        let mut issues_ticket = op == Op::New;
-        let mut replayed_ticket = false;
+        let issues_ticket = op == Op::New;
         // Made here, not in the future: what the future captures it keeps for its whole run,
         // so anything moved from a capture into a local there would be kept twice.
-        let mut request = InFlight {
-            locks,
-            name,
-            resource: target.resource(),
-            op,
-            id,
-            token,
-            nonce: request_nonce(),
-            may_hold: MayHold::Nothing,
-            listed: None,
-        };
+        let mut request = InFlight::new(locks, name, target.resource(), op, (id, token));
         async move {
             // Used whole, through a reference: the future then owns the whole request (never
             // its fields apart), and drops it when it ends, seeing every change made here.
             let request = &mut request;
-            // The request owns them: its drop (the client gone) needs them.
-            let (locks, name) = (&request.locks, &request.name);
-            let mut report = Report::new(target.kind());
-            let mut arrived_ms = 0;
+            let mut tally = Tally::new(target.kind(), issues_ticket);
             let mut registration: Option<(LeaseId, Registration)> = None;
             loop {
+                // The request owns it: its drop (the client gone) needs it.
+                let locks = &request.locks;
                 // A poll of the ticket its client holds (not one this request issued).
-                let polls_clients_ticket = request.op == Op::Poll && !issues_ticket;
+                let polls_clients_ticket = request.op == Op::Poll && !tally.issues_ticket;
                 // Registered before the attempt, so a wake-up right after a refusal is not lost.
-                if !wait.is_zero()
-                    && registration
-                        .as_ref()
-                        .is_none_or(|(rid, _)| *rid != request.id)
-                {
-                    let wake_key = locks.wake_key(name, &target, request.id);
-                    registration = Some((request.id, locks.inner.waiters.register(&wake_key)));
+                if !wait.is_zero() {
+                    register(request, &target, &mut registration);
                 }
                 // Pinned in place: the wait below polls it through a reference, so a parked
                 // waiter keeps it once.
@@ -182,153 +164,39 @@ impl Locks {
                     .inner
                     .waiters
                     .epoch(registration.as_ref().map_or("", |(_, r)| r.key()));
-                let ticket_timeout = Duration::from_millis(locks.inner.settings.ticket_timeout_ms);
-                let liveness = deadline.saturating_duration_since(Instant::now()) + ticket_timeout;
-                // A first refusal puts the request on the waiting list (after the block below).
-                let mut enlist = false;
-                // In a block: the attempt's reply and the refusal it carries are done with once
-                // the retry time is known, and must not stay in the parked waiter's future.
-                let retry = {
-                    // The turn to call Redis first, then the attempt's future: in a burst, a
-                    // request waiting for its turn holds nothing but its place. Waiting for it
-                    // is boxed: its timer, inline, would grow every parked waiter's future.
-                    let turn = match locks.free_turn() {
-                        Some(turn) => Some(turn),
-                        None => Box::pin(locks.turn()).await,
+                let liveness = deadline.saturating_duration_since(Instant::now())
+                    + Duration::from_millis(locks.inner.settings.ticket_timeout_ms);
+                // Boxed: the turn's wait and the attempt's future (script arguments, the Redis
+                // call) live only while it runs; inline, every parked waiter would keep room
+                // for them. The answer is moved into `after_attempt`: nothing of it stays.
+                let attempt = Box::pin(attempt_in_turn(
+                    request,
+                    &target,
+                    liveness,
+                    tally.arrived_ms,
+                    polls_clients_ticket,
+                ))
+                .await;
+                let waits = (notified.is_some(), deadline, polls_clients_ticket);
+                // A first refusal puts the request on the waiting list.
+                let (retry, enlist) =
+                    match after_attempt(request, &mut target, &mut tally, attempt, waits) {
+                        Next::Answer(answer) => return answer,
+                        Next::Wait { retry, enlist } => (retry, enlist),
                     };
-                    let attempt = match turn {
-                        Some(turn) => {
-                            // Until the script answers, it may have granted (reentries are never
-                            // rolled back: the lease is the client's already).
-                            let reentry = request.op == Op::Reenter;
-                            request.may_hold = request
-                                .may_hold
-                                .after(Step::Sending { reentry }, polls_clients_ticket);
-                            // Boxed: the attempt's future (script arguments, the Redis call) is
-                            // large and lives only while it runs; inline, every parked waiter
-                            // would keep room for it.
-                            let attempt =
-                                locks.attempt(name, &target, request, liveness, arrived_ms, &turn);
-                            Box::pin(attempt).await
-                        }
-                        None => Err(LockError::Busy),
-                    };
-                    let outcome = match attempt {
-                        Ok(outcome) => {
-                            request.may_hold =
-                                request.may_hold.after(Step::Answered, polls_clients_ticket);
-                            outcome
-                        }
-                        Err(e) => {
-                            locks.observe_refusal(request.id, &e);
-                            let unavailable = e.unavailable();
-                            request.may_hold = request
-                                .may_hold
-                                .after(Step::Failed { unavailable }, polls_clients_ticket);
-                            let outcome = if e.unavailable() {
-                                AcquireOutcome::Failed
-                            } else {
-                                AcquireOutcome::Refused
-                            };
-                            locks.report(name, report.end(outcome));
-                            return Err(e);
-                        }
-                    };
-                    match outcome {
-                        Outcome::Granted(grant) => {
-                            locks
-                                .inner
-                                .observer
-                                .lease_live(grant.lease_id, Duration::from_millis(grant.ttl_ms));
-                            let outcome = if grant.new_lease {
-                                AcquireOutcome::Granted
-                            } else {
-                                AcquireOutcome::Reentered
-                            };
-                            report.kind = Some(grant.kind);
-                            locks.report(name, report.end(outcome));
-                            return Ok(Acquired::Granted(grant));
-                        }
-                        Outcome::Queued {
-                            ticket,
-                            token,
-                            position,
-                            retry,
-                            poll_by,
-                        } => {
-                            if ticket != request.id {
-                                // A retried Idempotency-Key: go on as the first request's ticket.
-                                request.id = ticket;
-                                issues_ticket = true;
-                                replayed_ticket = true;
-                            }
-                            if let Some(token) = token {
-                                request.token = token;
-                            }
-                            request.op = Op::Poll;
-                            if let Target::Lock(asked) = &mut target {
-                                // The ticket is the request now: its key's record holds the
-                                // queued answer, which a retry replays (and then polls the
-                                // ticket); a poll sent with the key would be another request
-                                // under it, and refused.
-                                asked.idempotency = None;
-                            }
-                            request.may_hold =
-                                request.may_hold.after(Step::InLine, polls_clients_ticket);
-                            if Instant::now() >= deadline || notified.is_none() {
-                                // The ticket keeps its place for the client to poll.
-                                request.may_hold = request
-                                    .may_hold
-                                    .after(Step::TicketHandedOut, polls_clients_ticket);
-                                locks.report(name, report.end(AcquireOutcome::Queued));
-                                return Ok(Acquired::Queued(Ticket {
-                                    lease_id: request.id,
-                                    token: issues_ticket.then(|| request.token.clone()),
-                                    position,
-                                    poll_by,
-                                    replayed: replayed_ticket,
-                                }));
-                            }
-                            retry
-                        }
-                        Outcome::Held {
-                            contention,
-                            arrived_ms: arrived,
-                        } => {
-                            arrived_ms = arrived;
-                            // A waiting writer stands in line (fifo policy) until it leaves.
-                            if target.kind().is_some_and(LeaseKind::stands_in_line) {
-                                request.may_hold =
-                                    request.may_hold.after(Step::InLine, polls_clients_ticket);
-                            }
-                            if Instant::now() >= deadline || notified.is_none() {
-                                let outcome = if notified.is_none() {
-                                    AcquireOutcome::Contended
-                                } else {
-                                    AcquireOutcome::TimedOut
-                                };
-                                locks.report(name, report.end(outcome));
-                                return Err(LockError::Held(contention));
-                            }
-                            enlist = request.listed.is_none();
-                            contention.retry_after
-                        }
-                    }
-                };
                 if enlist {
-                    locks.enlist(name, target.wanted(), request.id, deadline);
-                    request.listed = Some(request.id);
+                    request.enlist(target.wanted(), deadline);
                 }
                 // A wait relies on an unlock message only if this process has listened since
                 // before the attempt; if not, it listens now and tries again first (an unlock
                 // in between was not heard). Boxed: a parked waiter keeps no room for it.
                 let parking = tokio::select! {
-                    parking = Box::pin(locks.inner.waiters.park(
+                    parking = Box::pin(request.locks.inner.waiters.park(
                         registration.as_ref().map_or("", |(_, r)| r.key()),
                         epoch,
                         deadline,
                     )) => parking,
-                    () = locks.inner.shutdown.cancelled() => Parking::Unheard,
+                    () = request.locks.inner.shutdown.cancelled() => Parking::Unheard,
                 };
                 let _reliance = match parking {
                     Parking::Heard(reliance) => Some(reliance),
@@ -337,9 +205,8 @@ impl Locks {
                 };
                 // The holder's TTL (or the waiter ahead's deadline) running out wakes nobody
                 // through pub/sub: retry then as well.
-                let now = Instant::now();
                 let retry_at = retry.map_or(deadline, |d| {
-                    (now + d + Duration::from_millis(1)).min(deadline)
+                    (Instant::now() + d + Duration::from_millis(1)).min(deadline)
                 });
                 let Some(notified) = notified.as_mut().as_pin_mut() else {
                     unreachable!("a request that does not wait returned above")
@@ -347,15 +214,11 @@ impl Locks {
                 let wake = tokio::select! {
                     () = notified => Wake::Message,
                     () = tokio::time::sleep_until(retry_at) => Wake::Timer,
-                    () = locks.inner.shutdown.cancelled() => {
-                        // (Polling its client's ticket: the client polls again elsewhere, and
-                        // the ticket keeps its place.)
-                        request.may_hold = request.may_hold.after(Step::ShuttingDown, polls_clients_ticket);
-                        locks.report(name, report.end(AcquireOutcome::Failed));
-                        return Err(LockError::ShuttingDown);
+                    () = request.locks.inner.shutdown.cancelled() => {
+                        return shut_down(request, &tally, polls_clients_ticket);
                     }
                 };
-                report.woke = Some((Instant::now(), wake));
+                tally.woke = Some((Instant::now(), wake));
             }
         }
     }
@@ -370,7 +233,7 @@ impl Locks {
         }
     }
 
-    fn report(&self, name: &LockName, report: Ended) {
+    pub(super) fn report(&self, name: &LockName, report: Ended) {
         self.inner.observer.acquisition(AcquireReport {
             lock: name,
             kind: report.kind,
@@ -381,41 +244,35 @@ impl Locks {
     }
 }
 
-/// An acquire request as the observer hears of it when it ends.
-struct Report {
-    started: Instant,
-    /// What it asked for, until a grant names the lease's own kind.
-    kind: Option<LeaseKind>,
-    /// The last wake-up: when, and what woke it.
-    woke: Option<(Instant, Wake)>,
+/// Registers the request's wait for its wake key (again when its id changed: a replayed
+/// ticket's).
+fn register(
+    request: &InFlight,
+    target: &Target<'_>,
+    registration: &mut Option<(LeaseId, Registration)>,
+) {
+    if registration
+        .as_ref()
+        .is_none_or(|(id, _)| *id != request.id)
+    {
+        let wake_key = request.locks.wake_key(&request.name, target, request.id);
+        let registered = request.locks.inner.waiters.register(&wake_key);
+        *registration = Some((request.id, registered));
+    }
 }
 
-struct Ended {
-    kind: Option<LeaseKind>,
-    outcome: AcquireOutcome,
-    waited: Option<Duration>,
-    handoff: Option<(Wake, Duration)>,
-}
-
-impl Report {
-    fn new(kind: Option<LeaseKind>) -> Self {
-        Self {
-            started: Instant::now(),
-            kind,
-            woke: None,
-        }
-    }
-
-    fn end(&self, outcome: AcquireOutcome) -> Ended {
-        let granted = matches!(outcome, AcquireOutcome::Granted | AcquireOutcome::Reentered);
-        Ended {
-            kind: self.kind,
-            outcome,
-            waited: self.woke.map(|_| self.started.elapsed()),
-            handoff: self
-                .woke
-                .filter(|_| granted)
-                .map(|(at, wake)| (wake, at.elapsed())),
-        }
-    }
+/// The answer to a waiting request when this instance shuts down. (Polling its client's
+/// ticket: the client polls again elsewhere, and the ticket keeps its place.)
+fn shut_down(
+    request: &mut InFlight,
+    tally: &Tally,
+    polls_clients_ticket: bool,
+) -> Result<Acquired, LockError> {
+    request.may_hold = request
+        .may_hold
+        .after(Step::ShuttingDown, polls_clients_ticket);
+    request
+        .locks
+        .report(&request.name, tally.end(AcquireOutcome::Failed));
+    Err(LockError::ShuttingDown)
 }

@@ -18,7 +18,7 @@ use crate::locks::types::{
 use crate::locks::{EventKind, FencingToken, LeaseId, LockEvent, Locks};
 use crate::redis::Acked;
 
-use super::rollback::InFlight;
+use super::rollback::{InFlight, Step};
 
 /// What is being acquired.
 pub(super) enum Target<'a> {
@@ -118,12 +118,6 @@ impl Locks {
                 )
             }
         };
-        let unseal = |sealed: &Option<String>| {
-            sealed
-                .as_deref()
-                .filter(|s| !s.is_empty())
-                .and_then(|s| idempotency.and_then(|key| key.unseal(s)))
-        };
         // A grant too few replicas have is not answered: the error gives it back (see
         // `rollback`; a reentry's level is given back by the waiting loop).
         if let (AcquireReply::Acquired(_) | AcquireReply::Reentered(_), Some(a)) = (&reply, acked)
@@ -140,6 +134,26 @@ impl Locks {
         if let (AcquireReply::Acquired(_) | AcquireReply::Reentered(_), Some(a)) = (&reply, acked) {
             self.inner.conn.acks().answered(a.degraded());
         }
+        self.read_reply(name, reply, request, acked, idempotency)
+    }
+
+    /// What an acquire's reply (granted on enough replicas) means for the waiting loop; the
+    /// grant's or the ticket's event is published here.
+    fn read_reply(
+        &self,
+        name: &LockName,
+        reply: AcquireReply,
+        request: &InFlight,
+        acked: Option<Acked>,
+        idempotency: Option<&crate::locks::IdempotencyKey>,
+    ) -> Result<Outcome, LockError> {
+        let token = &request.token;
+        let unseal = |sealed: &Option<String>| {
+            sealed
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .and_then(|s| idempotency.and_then(|key| key.unseal(s)))
+        };
         match reply {
             AcquireReply::Acquired(g) => {
                 // A replayed new lease shows the first token (unsealed with the key); a ticket
@@ -323,4 +337,29 @@ pub(super) fn grant(
         replicas_acked: acked.map(|a| a.acked),
         degraded: acked.and_then(Acked::degraded),
     })
+}
+
+/// One attempt of the waiting loop: the turn to call Redis first, then the attempt, so that
+/// in a burst a request waiting for its turn holds nothing but its place. Until the script
+/// answers, the request may have been granted (reentries are never rolled back: the lease is
+/// the client's already).
+pub(super) async fn attempt_in_turn(
+    request: &mut InFlight,
+    target: &Target<'_>,
+    liveness: Duration,
+    arrived_ms: u64,
+    polls_clients_ticket: bool,
+) -> Result<Outcome, LockError> {
+    let Some(turn) = request.locks.turn().await else {
+        return Err(LockError::Busy);
+    };
+    let reentry = request.op == Op::Reenter;
+    request.may_hold = request
+        .may_hold
+        .after(Step::Sending { reentry }, polls_clients_ticket);
+    let request = &*request;
+    request
+        .locks
+        .attempt(&request.name, target, request, liveness, arrived_ms, &turn)
+        .await
 }

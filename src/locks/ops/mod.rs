@@ -3,6 +3,7 @@
 
 pub mod acquire;
 pub mod admin;
+mod answer;
 pub mod attempt;
 #[cfg(test)]
 mod budgets;

@@ -12,8 +12,11 @@
 //! one pure function, [`MayHold::after`], tested case by case below; the waiting loop only
 //! reports what happened.
 
+use tokio::time::Instant;
+
 use crate::locks::Locks;
 use crate::locks::error::LockError;
+use crate::locks::feed::waitlist::Wanted;
 use crate::locks::scripts::acquire::Op;
 use crate::locks::types::{LeaseId, LeaseToken, LockName, Resource};
 
@@ -102,6 +105,36 @@ pub(super) struct InFlight {
     /// The id this request is on its lock's waiting list as, if it is: it leaves the list
     /// when it ends, however it ends (the client gone too).
     pub(super) listed: Option<LeaseId>,
+}
+
+impl InFlight {
+    /// A request about to make its first attempt: holding nothing yet, on no waiting list.
+    pub(super) fn new(
+        locks: Locks,
+        name: LockName,
+        resource: Resource,
+        op: Op,
+        (id, token): (LeaseId, LeaseToken),
+    ) -> Self {
+        Self {
+            locks,
+            name,
+            resource,
+            op,
+            id,
+            token,
+            nonce: crate::locks::types::request_nonce(),
+            may_hold: MayHold::Nothing,
+            listed: None,
+        }
+    }
+
+    /// Puts the request on its lock's waiting list (until `deadline`); it leaves the list
+    /// when it ends, however it ends.
+    pub(super) fn enlist(&mut self, wanted: Wanted<'_>, deadline: Instant) {
+        self.locks.enlist(&self.name, wanted, self.id, deadline);
+        self.listed = Some(self.id);
+    }
 }
 
 impl Drop for InFlight {
