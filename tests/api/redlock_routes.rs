@@ -5,47 +5,16 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
-use leasehold::leases::redlock::RedlockSettings;
 use serde_json::{Value, json};
 
-use crate::helpers::{AppOptions, Lease, RedisServer, TestApp, spawn_app_tweaked};
-
-async fn with_nodes() -> (TestApp, Vec<RedisServer>) {
-    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let app = spawn_app_tweaked(AppOptions::default(), |config| {
-        config.redlock = Some(RedlockSettings {
-            nodes: urls,
-            ca_file: None,
-        });
-    })
-    .await;
-    (app, nodes)
-}
+use crate::helpers::{Lease, TestApp};
+use crate::matrix::kinds::{backlog, with_nodes};
 
 /// The events of `lock` the backlog holds now.
 async fn events_of(app: &TestApp, lock: &str) -> Vec<Value> {
-    let response = app
-        .http
-        .get(app.url("/v1/events?backlog=500"))
-        .send()
+    backlog(app)
         .await
-        .expect("request");
-    let mut stream = response.bytes_stream();
-    let mut text = String::new();
-    while let Ok(Some(Ok(chunk))) =
-        tokio::time::timeout(Duration::from_millis(300), stream.next()).await
-    {
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    text.lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .flat_map(|v| match v {
-            Value::Array(all) => all,
-            one => vec![one],
-        })
+        .into_iter()
         .filter(|e| e["lock"] == lock)
         .collect()
 }

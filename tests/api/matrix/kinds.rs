@@ -97,8 +97,8 @@ impl Kind {
     }
 }
 
-/// A server with three RedLock nodes beside its main Redis.
-async fn with_nodes() -> (TestApp, Vec<RedisServer>) {
+/// A server with three RedLock nodes beside its main Redis (`redlock_routes.rs` too).
+pub(crate) async fn with_nodes() -> (TestApp, Vec<RedisServer>) {
     let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let app = spawn_app_tweaked(AppOptions::default(), |config| {
@@ -139,7 +139,7 @@ async fn scrape(app: &TestApp) -> String {
 }
 
 /// The events `GET /v1/events?backlog=…` sends at once (read for 300 ms).
-async fn backlog(app: &TestApp) -> Vec<Value> {
+pub(crate) async fn backlog(app: &TestApp) -> Vec<Value> {
     let response = app
         .http
         .get(app.url("/v1/events?backlog=500"))
