@@ -71,6 +71,9 @@ pub enum Request {
         lease: String,
         ttl_ms: Option<u64>,
         semaphore: bool,
+        /// A multilease's heartbeat, recorded as this member's: one that finds another member
+        /// gone gives this one back before it answers 410.
+        multi: bool,
     },
     Release {
         lease: String,

@@ -235,6 +235,17 @@ fn lease_hold(
                 exp_ttl = *ttl_ms;
                 ub_exp = op.recv + ttl_ms * 1000;
             }
+            // A multilease's heartbeat that finds another member gone gives this one back
+            // before it answers 410: from the holder's point of view the hold ended when it
+            // was sent. One whose answer is unknown may have done the same, or renewed.
+            (Request::Heartbeat { multi: true, .. }, Outcome::Lost { .. }) => {
+                end = end.min(op.send);
+                ub_end = ub_end.min(op.recv);
+            }
+            (Request::Heartbeat { multi: true, .. }, Outcome::Failed { .. }) => {
+                end = end.min(op.send);
+                ub_exp = ub_exp.max(op.recv + exp_ttl * 1000);
+            }
             // An unknown reentry or heartbeat may have extended the lease.
             (
                 Request::Acquire { ttl_ms, .. } | Request::Heartbeat { ttl_ms, .. },

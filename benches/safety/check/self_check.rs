@@ -260,6 +260,21 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
             },
         ),
     ];
+    // Lease A (one level) renewed at 6-10 ms, answered 410; lease B granted at 8-9 ms, after
+    // the heartbeat was sent. A lone lease's heartbeat changes nothing when it finds the lease
+    // gone, so A held until the 410 came: an overlap. A multilease's heartbeat (`multi`) that
+    // finds another member gone gives A back first (found by the smoke tier, replicas-stalled
+    // acks 0: a member force-released, the next heartbeat 410 arriving 14 µs after B's grant).
+    let heartbeat_lost = |multi: bool| {
+        let mut ops = released_lost.clone();
+        ops[1].request = Request::Heartbeat {
+            lease: lease("a"),
+            ttl_ms: None,
+            semaphore: false,
+            multi,
+        };
+        check(&ops, &[], &[], 1_500).overlaps
+    };
     // A new lease answered with 2 levels: its grant ran twice.
     let granted_twice = vec![op(0, 0, 0, 1_000, acquire(None), granted("a", 2, 201))];
     let mut judged_histories = super::recovery::self_checks();
@@ -267,6 +282,14 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         (
             "a release of the last level answered 410: the hold ended when it was sent, no overlap",
             judged(&released_lost) == 0,
+        ),
+        (
+            "a lone lease's heartbeat answered 410 after another grant: an overlap",
+            heartbeat_lost(false) == 1,
+        ),
+        (
+            "a multilease's heartbeat answered 410 gave the member back: no overlap",
+            heartbeat_lost(true) == 0,
         ),
         (
             "a new lease granted with two levels: a semantic violation (its grant ran twice)",

@@ -319,6 +319,7 @@ impl Client {
                     lease: h.lease.clone(),
                     ttl_ms: None,
                     semaphore: h.semaphore,
+                    multi: false,
                 },
             )
             .await;

@@ -217,6 +217,7 @@ impl Client {
                     lease: h.lease.clone(),
                     ttl_ms: None,
                     semaphore: false,
+                    multi: true,
                 },
                 outcome,
                 echo,
