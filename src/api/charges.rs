@@ -81,7 +81,7 @@ pub async fn reserve(
             Sizes::NAME,
             now + millis(lasts + HISTORY_LIFE),
         ),
-        Charge::set(
+        Charge::new_record(
             format!("l:{pending}"),
             size.lease_bytes(),
             now + millis(lasts),
@@ -127,7 +127,7 @@ pub fn granted(
             account,
             vec![
                 Charge::del(format!("l:{pending}")),
-                Charge::set(format!("l:{id}"), size.lease_bytes(), until.0),
+                Charge::new_record(format!("l:{id}"), size.lease_bytes(), until.0),
             ],
         );
     }

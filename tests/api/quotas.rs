@@ -51,7 +51,7 @@ fn heaviest(i: usize) -> Value {
 }
 
 #[tokio::test]
-async fn one_key_at_its_default_quotas_cannot_fill_redis() {
+async fn one_key_at_its_default_quotas_cannot_fill_redis_through_two_instances() {
     let app = spawn_app_with(AppOptions {
         clients: defaults(),
         ..AppOptions::default()
@@ -63,11 +63,14 @@ async fn one_key_at_its_default_quotas_cannot_fill_redis() {
     let (_, attacker) = app
         .create_key(json!({"name": "attacker", "roles": ["client"]}))
         .await;
-    let attacker = app.with_key(&attacker);
+    // Two instances, each taking room ahead in the key's account (its advance): together
+    // they stay within the cap.
+    let twin = app.spawn_twin().await;
+    let attackers = [app.with_key(&attacker), twin.with_key(&attacker)];
     let before = used_memory(&app).await;
     let mut granted = 0;
     let refused = loop {
-        let reply = attacker
+        let reply = attackers[granted % 2]
             .acquire_permits(&format!("fill-{granted}"), 0, heaviest(granted))
             .await;
         if reply.status != 201 {
@@ -193,4 +196,42 @@ async fn the_budget_charges_at_least_what_redis_keeps() {
         }
     })
     .await;
+}
+
+/// A busy caller's acquires are admitted against this instance's advance in its account (a
+/// part of its own, 1/32 of the cap), which the next flush renews; the charges it covered
+/// reach Redis with that flush.
+#[tokio::test]
+async fn an_instance_holds_an_advance_in_a_busy_callers_account() {
+    let app = spawn_app_with(AppOptions {
+        clients: defaults(),
+        ..AppOptions::default()
+    })
+    .await;
+    let (id, secret) = app
+        .create_key(json!({"name": "busy", "roles": ["client"]}))
+        .await;
+    let key = app.with_key(&secret);
+    for i in 0..20 {
+        let lease = key.lease(&format!("b-{}", i % 4), json!({})).await;
+        key.release(&lease, true).await.assert_status(200);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let account: std::collections::HashMap<String, u64> = redis::cmd("HGETALL")
+        .arg(format!("leasehold:quota:{{key:{id}}}:bytes"))
+        .query_async(&mut app.redis.conn().await)
+        .await
+        .expect("HGETALL");
+    let advances: Vec<u64> = account
+        .iter()
+        .filter(|(member, _)| member.starts_with("r:"))
+        .map(|(_, size)| *size)
+        .collect();
+    assert_eq!(advances, vec![defaults().state_bytes / 32], "{account:?}");
+    // Every name's state and history arrived; no lease record is left.
+    for i in 0..4 {
+        assert!(account.contains_key(&format!("n:b-{i}")), "{account:?}");
+        assert!(account.contains_key(&format!("h:b-{i}")), "{account:?}");
+    }
+    assert!(!account.keys().any(|m| m.starts_with("l:")), "{account:?}");
 }

@@ -18,10 +18,17 @@
 //! past its cap (429 `quota_exceeded`, `quota: state bytes`). What a call adds afterwards
 //! (its history entry, a heartbeat's later end, a release's freed record) is gathered here
 //! and sent every [`FLUSH_EVERY`]: never refused, and never on the request's way.
+//!
+//! An acquire does not ask Redis either, as long as this instance holds an **advance** in the
+//! account that covers it ([`local`]): room taken ahead, a part of the account like the
+//! others (`r:<instance>`, 1/32 of the cap), renewed by each flush while the account has room
+//! for it. So a busy caller costs Redis one budget call per account per flush, not one per
+//! acquire, and the instances together still never take the account past its cap; near the
+//! cap (no room for an advance) every acquire asks Redis, as a quiet caller's does.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
 use tokio::task::JoinHandle;
@@ -29,39 +36,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::redis::{Redis, wall_ms};
 
+mod charge;
+mod local;
+
+pub use charge::{Charge, Kind, Sizes};
+pub use local::ADVANCE_LIFE;
+use local::Local;
+
 /// How often the gathered charges are sent.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
 /// History entries a name keeps at most (`HISTORY_LENGTH` in `lua/prelude.lua`, trimmed with
 /// `MAXLEN ~`, which keeps up to about a third more).
 pub const ENTRIES_KEPT: u64 = 400;
+/// Charges sent in one call at most (the function reads their sizes in one `HMGET`).
+const OPS_PER_CALL: usize = 1_000;
+/// An advance is this share of its account's cap.
+const ADVANCE_SHARE: u64 = 32;
 
-const SOURCE: &str = include_str!("../../lua/quota.lua");
-
-/// Estimated sizes (bytes), from `INFO memory` measured around each kind of write on Redis
-/// 7.0 (tests/api/quotas.rs holds them above what Redis measures).
-pub struct Sizes;
-
-impl Sizes {
-    /// A name's state (its lock hash, state hash, names index entry, history stream).
-    pub const NAME: u64 = 2_048;
-
-    /// A lease's record, with its holder label and metadata (JSON bytes).
-    pub fn lease(holder: usize, metadata: usize) -> u64 {
-        1_024 + 2 * holder as u64 + 2 * metadata as u64
-    }
-
-    /// A semaphore lease's permits (measured: about 120 to 150 bytes each, whatever the
-    /// holder label).
-    pub fn permits(permits: u64) -> u64 {
-        permits * 192
-    }
-
-    /// One history entry (JSON with the holder label, in a stream; measured: 400 to 1,000
-    /// bytes with a 200-character label, less where consecutive entries look alike).
-    pub fn entry(holder: usize) -> u64 {
-        448 + 2 * holder as u64
-    }
-}
+const SOURCE: &str = include_str!("../../../lua/quota.lua");
 
 /// One account and its cap (bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -77,97 +69,6 @@ impl Account {
     }
 }
 
-/// What a charge does to its member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Its size is `bytes`.
-    Set,
-    /// Its size grows by `bytes`, up to `most`.
-    Add,
-    /// Its end moves to `until_ms` (if it is there).
-    Touch,
-    /// It goes.
-    Del,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Set => "set",
-            Self::Add => "add",
-            Self::Touch => "touch",
-            Self::Del => "del",
-        }
-    }
-}
-
-/// One charge to one member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Charge {
-    pub kind: Kind,
-    pub member: String,
-    pub bytes: u64,
-    pub until_ms: u64,
-    pub most: u64,
-}
-
-impl Charge {
-    pub fn set(member: String, bytes: u64, until_ms: u64) -> Self {
-        Self {
-            kind: Kind::Set,
-            member,
-            bytes,
-            until_ms,
-            most: bytes,
-        }
-    }
-
-    pub fn add(member: String, bytes: u64, most: u64, until_ms: u64) -> Self {
-        Self {
-            kind: Kind::Add,
-            member,
-            bytes,
-            until_ms,
-            most,
-        }
-    }
-
-    pub fn touch(member: String, until_ms: u64) -> Self {
-        Self {
-            kind: Kind::Touch,
-            member,
-            bytes: 0,
-            until_ms,
-            most: 0,
-        }
-    }
-
-    pub fn del(member: String) -> Self {
-        Self {
-            kind: Kind::Del,
-            member,
-            bytes: 0,
-            until_ms: 0,
-            most: 0,
-        }
-    }
-
-    /// Folds `later` (for the same member) into this one: what sending both would do.
-    fn absorb(&mut self, later: Self) {
-        match (self.kind, later.kind) {
-            (Kind::Add, Kind::Add) => {
-                self.bytes = self.bytes.saturating_add(later.bytes).min(later.most);
-                self.most = later.most;
-                self.until_ms = self.until_ms.max(later.until_ms);
-            }
-            (Kind::Set | Kind::Add | Kind::Touch, Kind::Touch) => {
-                self.until_ms = self.until_ms.max(later.until_ms);
-            }
-            _ => *self = later,
-        }
-    }
-}
-
 /// The account was full: how long until its first part ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full {
@@ -175,14 +76,20 @@ pub struct Full {
     pub total: u64,
 }
 
+/// What Redis did with a call's ops: each op's member's size after it, or the account was
+/// full.
+type Applied = Result<Vec<u64>, Full>;
+
 /// The state budgets of the deployment; cheap to clone.
 #[derive(Clone)]
 pub struct Budget {
     conn: Redis,
     prefix: Arc<str>,
     library: Arc<(String, String)>,
-    /// Charges gathered since the last flush, by account.
-    gathered: Arc<Mutex<HashMap<Account, Vec<Charge>>>>,
+    /// This instance's advance's member in every account.
+    advance_member: Arc<str>,
+    /// Each active account as this instance sees it.
+    accounts: Arc<Mutex<HashMap<Account, Local>>>,
 }
 
 impl Budget {
@@ -198,7 +105,8 @@ impl Budget {
             conn,
             prefix: format!("{base}leasehold:quota:").into(),
             library: Arc::new((text, function)),
-            gathered: Arc::default(),
+            advance_member: format!("r:{}", uuid::Uuid::new_v4().simple()).into(),
+            accounts: Arc::default(),
         }
     }
 
@@ -215,9 +123,14 @@ impl Budget {
         self.account(&format!("tenant:{tenant}"), cap)
     }
 
+    fn locals(&self) -> std::sync::MutexGuard<'_, HashMap<Account, Local>> {
+        self.accounts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Applies `charges` to each account at once; when one of them would grow past its cap,
     /// none applies there and the answer says which account (by position) and how long until
-    /// its first part ends. Accounts without a cap (`u64::MAX`) are skipped.
+    /// its first part ends. Accounts without a cap (`u64::MAX`) are skipped. An account whose
+    /// advance here covers the charges takes them without a Redis call.
     pub async fn reserve(
         &self,
         accounts: &[Account],
@@ -227,19 +140,54 @@ impl Budget {
             if account.cap == u64::MAX {
                 continue;
             }
-            if let Err(full) = self.apply(account, charges, true).await? {
-                // The accounts before it took the charges: give them back.
-                for earlier in &accounts[..i] {
-                    let undo: Vec<Charge> = charges
-                        .iter()
-                        .map(|c| Charge::del(c.member.clone()))
-                        .collect();
-                    self.later(earlier, undo);
+            let now = Instant::now();
+            let asks_advance = {
+                let mut locals = self.locals();
+                let local = locals.entry(account.clone()).or_default();
+                if local.admit(charges, now) {
+                    continue;
                 }
-                return Ok(Err((i, full)));
+                local.wants_advance(now)
+            };
+            let advance = asks_advance.then(|| self.advance_op(account, 0));
+            let mut ops = charges.to_vec();
+            ops.extend(advance.clone());
+            match self.apply(account, &ops, true).await? {
+                Ok(sizes) => {
+                    let members = ops
+                        .iter()
+                        .map(|c| c.member.clone())
+                        .zip(sizes.iter().copied());
+                    let got = advance.map(|_| sizes.last().copied().unwrap_or(0));
+                    let mut locals = self.locals();
+                    let local = locals.entry(account.clone()).or_default();
+                    local.learned(members.take(charges.len()), got, now);
+                }
+                Err(full) => {
+                    // The accounts before it took the charges: give them back.
+                    for earlier in &accounts[..i] {
+                        let undo = charges.iter().map(|c| Charge::del(c.member.clone()));
+                        self.later(earlier, undo.collect());
+                    }
+                    return Ok(Err((i, full)));
+                }
             }
         }
         Ok(Ok(()))
+    }
+
+    /// This instance's advance in `account`: `spent` of it went to charges sent with it, and
+    /// it grows back to its share of the cap if there is room.
+    fn advance_op(&self, account: &Account, spent: u64) -> Charge {
+        let until = wall_ms() + u64::try_from(ADVANCE_LIFE.as_millis()).unwrap_or(u64::MAX);
+        Charge {
+            kind: Kind::Room,
+            member: self.advance_member.to_string(),
+            bytes: (account.cap / ADVANCE_SHARE).max(1),
+            until_ms: until,
+            most: spent,
+            fresh: false,
+        }
     }
 
     /// Gathers `charges` for `account`, sent with the next flush (never refused).
@@ -247,17 +195,13 @@ impl Budget {
         if account.cap == u64::MAX || charges.is_empty() {
             return;
         }
-        let mut gathered = self.gathered.lock().unwrap_or_else(PoisonError::into_inner);
-        let pending = gathered.entry(account.clone()).or_default();
-        for charge in charges {
-            match pending.iter_mut().find(|c| c.member == charge.member) {
-                Some(earlier) => earlier.absorb(charge),
-                None => pending.push(charge),
-            }
-        }
+        self.locals()
+            .entry(account.clone())
+            .or_default()
+            .gather(charges);
     }
 
-    /// The account's total now (bytes), as Redis has it.
+    /// The account's total now (bytes), as Redis has it (advances included).
     pub async fn total(&self, account: &Account) -> Result<u64, redis::RedisError> {
         let total: Option<u64> = redis::cmd("HGET")
             .arg(&account.key)
@@ -267,15 +211,66 @@ impl Budget {
         Ok(total.unwrap_or(0))
     }
 
-    /// Sends the gathered charges.
+    /// Sends the gathered charges, each account's with its advance renewed; an account with
+    /// nothing gathered is forgotten (its advance ends in Redis by itself).
     pub async fn flush(&self) {
-        let gathered =
-            std::mem::take(&mut *self.gathered.lock().unwrap_or_else(PoisonError::into_inner));
-        for (account, charges) in gathered {
-            if let Err(e) = self.apply(&account, &charges, false).await {
-                tracing::warn!(error = %e, "cannot charge a state budget (its parts end by themselves)");
+        let taken: Vec<(Account, Vec<Charge>, u64)> = {
+            let mut locals = self.locals();
+            locals.retain(|_, local| !local.is_idle());
+            locals
+                .iter_mut()
+                .map(|(account, local)| {
+                    let (charges, spent) = local.take();
+                    (account.clone(), charges, spent)
+                })
+                .collect()
+        };
+        for (account, charges, spent) in taken {
+            let reply = self.send(&account, charges, spent).await;
+            let now = Instant::now();
+            let mut locals = self.locals();
+            let Some(local) = locals.get_mut(&account) else {
+                continue;
+            };
+            match reply {
+                Ok((sizes, advance)) => local.flushed(sizes, advance, now),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot charge a state budget (its parts end by themselves)");
+                    local.lost_track();
+                }
             }
         }
+    }
+
+    /// Applies `charges` to `account` (at most [`OPS_PER_CALL`] a call), the last call with
+    /// the advance they `spent`: the members' sizes in Redis after, and the advance's.
+    async fn send(
+        &self,
+        account: &Account,
+        mut charges: Vec<Charge>,
+        spent: u64,
+    ) -> Result<(HashMap<String, u64>, u64), redis::RedisError> {
+        let mut sizes = HashMap::with_capacity(charges.len());
+        while charges.len() > OPS_PER_CALL {
+            let rest = charges.split_off(OPS_PER_CALL);
+            let applied = self.apply(account, &charges, false).await?;
+            sizes.extend(
+                charges
+                    .into_iter()
+                    .map(|c| c.member)
+                    .zip(applied.unwrap_or_default()),
+            );
+            charges = rest;
+        }
+        charges.push(self.advance_op(account, spent));
+        let applied = self
+            .apply(account, &charges, false)
+            .await?
+            .unwrap_or_default();
+        let advance = applied.last().copied().unwrap_or(0);
+        charges.pop();
+        sizes.extend(charges.into_iter().map(|c| c.member).zip(applied));
+        Ok((sizes, advance))
     }
 
     /// Sends the gathered charges every [`FLUSH_EVERY`] until `shutdown` (and once more then).
@@ -299,9 +294,9 @@ impl Budget {
     async fn apply(
         &self,
         account: &Account,
-        charges: &[Charge],
+        ops: &[Charge],
         check: bool,
-    ) -> Result<Result<(), Full>, redis::RedisError> {
+    ) -> Result<Applied, redis::RedisError> {
         let (text, function) = &*self.library;
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(function)
@@ -309,8 +304,9 @@ impl Budget {
             .arg(&account.key)
             .arg(format!("{}:ends", account.key))
             .arg(wall_ms())
-            .arg(if check { account.cap } else { 0 });
-        for c in charges {
+            .arg(account.cap)
+            .arg(u8::from(check));
+        for c in ops {
             cmd.arg(c.kind.as_str())
                 .arg(&c.member)
                 .arg(c.bytes)
@@ -330,32 +326,8 @@ impl Budget {
                 retry_after: Duration::from_millis((*wait).max(1)),
                 total: *total,
             }),
-            _ => Ok(()),
+            [_, _, sizes @ ..] => Ok(sizes.to_vec()),
+            _ => Ok(Vec::new()),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gathered_charges_fold_into_what_sending_them_all_would_do() {
-        let mut first = Charge::add("h:a".into(), 10, 25, 100);
-        first.absorb(Charge::add("h:a".into(), 10, 25, 200));
-        first.absorb(Charge::add("h:a".into(), 10, 25, 150));
-        assert_eq!(first, Charge::add("h:a".into(), 25, 25, 200));
-        let mut lease = Charge::set("l:x".into(), 1000, 100);
-        lease.absorb(Charge::touch("l:x".into(), 300));
-        assert_eq!(lease, Charge::set("l:x".into(), 1000, 300));
-        lease.absorb(Charge::del("l:x".into()));
-        assert_eq!(lease.kind, Kind::Del);
-    }
-
-    #[test]
-    fn sizes_grow_with_what_a_caller_chooses() {
-        assert!(Sizes::lease(200, 4096) > Sizes::lease(0, 0) + 8_000);
-        assert_eq!(Sizes::permits(1000), 192_000);
-        assert!(Sizes::entry(200) > Sizes::entry(0) + 300);
     }
 }
