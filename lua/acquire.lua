@@ -132,6 +132,7 @@ local function grant(count, ticket)
   local keep = ttl_n + TOMB
   create_held(id, kind, ttl, d(NOW + ttl_n), fence, nonce, holder, metadata, shared, nil,
     st.raw)
+  if kind == 'fair' then log_term(id, fence, holder, metadata) end
   keep_delay(delay, NOW + ttl_n, shared)
   set_state('fence', fence)
   if not shared and st.kind ~= family(kind) then set_state('kind', family(kind)) end
@@ -272,6 +273,7 @@ local function grant_free_fixed()
       set_state('kind', kind)
     end
     keep_delay(asked_delay(), NOW + ttl_n, false)
+    if kind == 'fair' then log_term(id, fence, label, meta) end
     local pexpire = renewal(NOW + ttl_n + TOMB, v[4])
     -- (The fixed fields and what was queued, in one HSET; the record as pack() makes it.)
     redis.call('HSET', STATE, 'lease', id, 'rec', 'held|' .. kind .. '|' .. ttl .. '|' .. NOW_S

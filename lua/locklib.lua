@@ -63,6 +63,22 @@ local function delay_left()
   return nil
 end
 
+-- An election's lock (`election/<name>`, see leases::election: a lock name cannot hold
+-- `/`) logs each term as it is granted, in {L}:leasehold:terms (capped and kept like the
+-- history): candidate id, term (the fencing token), holder label, metadata (its value), when.
+-- Observers read terms from it in the order Redis granted them, so none is skipped or seen
+-- out of order, whichever instance publishes first. Called for fair grants only: the usual
+-- lock pays nothing. `proclaimed`: a new value in the term of lease `id` (proclaim.lua),
+-- marked `p`.
+local function log_term(id, fence, holder, meta, proclaimed)
+  local at = string.find(L, 'election/', 1, true)
+  if not at or string.find(L, '/', at + 9, true) then return end
+  local key = STATE .. ':terms'
+  redis.call('XADD', key, 'MAXLEN', '~', HISTORY_LENGTH, '*', 'c', id, 't', fence,
+    'h', holder or '', 'm', meta or '', 'a', NOW_S, 'p', proclaimed and '1' or '')
+  redis.call('PEXPIRE', key, HISTORY_LIFE_MS)
+end
+
 -- A lease granted now that expires at `expires` (ms) asked for lock-delay `ms` (text, "" for
 -- none): the name refuses new leases until `expires` + `ms` unless it is released first.
 -- `shared`: a read/write lease, which may join holders that asked for a delay already.

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::audit::{self, AuditEntry, AuditLog};
 use crate::auth::Principal;
+use crate::leases::election::ElectionName;
 use crate::leases::{LeaseError, Leases};
 use crate::locks::{ForcedRelease, HeldAs, LeaseId, LimitChange, LockError, LockName, Resource};
 use crate::problem::{Problem, ProblemKind};
@@ -94,6 +95,28 @@ impl Operator<'_> {
         };
         self.record(action, name.as_str(), reason, audit::removed(&forced))
             .await;
+        Ok(forced)
+    }
+
+    /// Ends the current term of election `name` (its leader's lease): the next candidate
+    /// leads with a higher term. Recorded like a force release.
+    pub async fn end_term(
+        &self,
+        name: &ElectionName,
+        reason: &Reason,
+    ) -> Result<ForcedRelease, Problem> {
+        self.principal.check_name(name.name())?;
+        let forced = self
+            .leases
+            .end_term(name, &self.by, reason.as_str())
+            .await?;
+        self.record(
+            "end_term",
+            &name.lock().to_string(),
+            reason,
+            audit::removed(&forced),
+        )
+        .await;
         Ok(forced)
     }
 

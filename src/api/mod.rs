@@ -10,6 +10,7 @@ mod backlog;
 mod bodies;
 mod charges;
 mod contention;
+mod elections;
 mod events;
 mod eviction;
 mod extract;
@@ -69,6 +70,18 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(multileases::inspect, multileases::release))
         .routes(routes!(multileases::heartbeat))
         .routes(routes!(multileases::watch))
+        .routes(routes!(elections::candidates::campaign))
+        .routes(routes!(
+            elections::candidates::poll,
+            elections::candidates::resign
+        ))
+        .routes(routes!(elections::candidates::heartbeat))
+        .routes(routes!(elections::candidates::watch))
+        .routes(routes!(elections::candidates::proclaim))
+        .routes(routes!(elections::reads::inspect))
+        .routes(routes!(elections::reads::check_term))
+        .routes(routes!(elections::reads::end_term))
+        .routes(routes!(elections::observe::observe))
         .routes(routes!(events::stream))
         .routes(routes!(admin::force_release))
         .routes(routes!(admin::force_release_semaphore))

@@ -35,6 +35,7 @@ use crate::wire::{LockEventMessage, LostEvent};
         (name = "leases", description = "Acquire, heartbeat, release and inspect leases; fair-queue tickets"),
         (name = "multileases", description = "Several locks held as one lease, all or nothing (MultiLock)"),
         (name = "semaphores", description = "Semaphores with expirable permits"),
+        (name = "elections", description = "Leader election: one leader per name, a term that fences its writes, a line of candidates"),
         (name = "admin", description = "Operator actions, behind the admin token"),
         (name = "events", description = "The live feed of lock events (server-sent events)"),
         (name = "health", description = "Liveness, readiness, metrics, problem types"),
@@ -66,11 +67,10 @@ impl Modify for BearerSchemes {
     }
 }
 
-/// Answers many operations can give, documented once: 503 while Redis does not answer (or
-/// the instance stops), 500 on an internal error, 504 for a stuck request on every `/v1`
-/// operation; the answers of who may call (401, 403, 429) wherever an operation takes a
-/// credential; 408 where it takes a body; 403 for browser requests from other sites
-/// everywhere but the health checks. Applied to the finished document (see [`finish`]).
+/// Answers many operations can give, documented once (in the finished document, [`finish`]):
+/// on every `/v1` operation 503 (Redis does not answer, or the instance stops), 500, 504; 401,
+/// 403, 429 where it takes a credential; 408 where it takes a body; 403 for browser requests
+/// from other sites everywhere but the health checks.
 struct CommonResponses;
 
 impl Modify for CommonResponses {

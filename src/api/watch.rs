@@ -79,6 +79,17 @@ async fn watch(
     lease: HeldLease,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
     caller.check_name(&lease.name)?;
+    watch_named(state, caller, resource, lease).await
+}
+
+/// [`watch`] once the caller's name patterns allowed the name (an election's candidate:
+/// its election's name, not its lock's).
+pub(super) async fn watch_named(
+    state: AppState,
+    caller: &Principal,
+    resource: Resource,
+    lease: HeldLease,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
     let place = WatchPlace::take(&state, caller)?;
     let leases = state.leases_for(caller);
     state

@@ -11,6 +11,7 @@
 //! `RLock` interface over `RedissonLock`, `RedissonRedLock` and `RedissonMultiLock`, the
 //! transports see one set of calls whatever the lease's kind.
 
+pub mod election;
 mod error;
 mod listing;
 pub mod multi;
@@ -84,7 +85,7 @@ impl Leases {
     fn placement(resource: Resource, id: LeaseId) -> Placement {
         match Placement::of(id) {
             Placement::Redlock if resource == Resource::Lock => Placement::Redlock,
-            Placement::Redlock | Placement::Multi => Placement::Main,
+            Placement::Redlock | Placement::Multi | Placement::Election => Placement::Main,
             Placement::Main => Placement::Main,
         }
     }

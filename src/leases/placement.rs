@@ -19,13 +19,17 @@ pub enum Placement {
     Redlock,
     /// A multilease's record on the main Redis, whose members are main leases.
     Multi,
+    /// An election's candidate: a fair lock's ticket and lease on the main Redis, under the
+    /// election's own name (`elections::ElectionName::lock`).
+    Election,
 }
 
 impl Placement {
-    const FAMILIES: [(Self, u8); 3] = [
+    const FAMILIES: [(Self, u8); 4] = [
         (Self::Main, LeaseId::MAIN_FAMILY),
         (Self::Redlock, 9),
         (Self::Multi, 10),
+        (Self::Election, 11),
     ];
 
     /// The id family (UUID version nibble) of this store's leases.
@@ -59,7 +63,12 @@ mod tests {
     #[test]
     fn a_lease_id_says_where_its_lease_lives() {
         let token = LeaseToken::generate();
-        for placement in [Placement::Main, Placement::Redlock, Placement::Multi] {
+        for placement in [
+            Placement::Main,
+            Placement::Redlock,
+            Placement::Multi,
+            Placement::Election,
+        ] {
             let id = placement.lease_id(&token);
             assert_eq!(Placement::of(id), placement);
             assert!(token.proves(id));

@@ -186,6 +186,12 @@ impl LockKeys {
         format!("{{{}}}:leasehold:history", self.key)
     }
 
+    /// An election's lock: the capped stream of its terms, in the order they were granted
+    /// (`log_term` in `lua/locklib.lua`).
+    pub fn terms(&self) -> String {
+        format!("{{{}}}:leasehold:terms", self.key)
+    }
+
     /// Keys whose existence means the lock is held or waited for, or the semaphore has
     /// permits out: the lock hash (or permit counter), the fair queue, Redisson's zset of held
     /// permits (`{S}:timeout`). All share the lock's slot (`L` hashes as `{L}` does).
@@ -203,12 +209,13 @@ impl LockKeys {
     /// well in Cluster mode, so that while the slot moves a call runs only where all of them
     /// are (Redis answers `ASK` or `TRYAGAIN` otherwise) and never writes one on the importing
     /// node while the old one still holds it.
-    pub fn fixed_keys(&self) -> [String; 8] {
+    pub fn fixed_keys(&self) -> [String; 9] {
         let k = &self.key;
         [
             format!("redisson_lock_queue:{{{k}}}"),
             format!("redisson_lock_timeout:{{{k}}}"),
             format!("{{{k}}}:leasehold:history"),
+            format!("{{{k}}}:leasehold:terms"),
             format!("{{{k}}}:leasehold:writers"),
             format!("{{{k}}}:leasehold:writers:until"),
             format!("{{{k}}}:timeout"),

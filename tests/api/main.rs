@@ -14,6 +14,7 @@ mod cost;
 mod dashboard;
 mod deploy;
 mod docs;
+mod elections;
 mod errors;
 mod eviction;
 mod expiry;

@@ -17,6 +17,7 @@
 //! - `events`: a lease watch's `lost` and the event stream's messages.
 
 mod admin;
+mod election;
 mod events;
 mod keys;
 mod lease;
@@ -25,6 +26,10 @@ mod multi;
 mod semaphore;
 
 pub use self::admin::{AuditBody, AuditEntryBody, ForceReleaseBody, LimitBody, LimitChangeBody};
+pub use self::election::{
+    CampaignBody, CandidateBody, ElectionBody, InLineBody, LeaderBody, ObservedBody, ProclaimBody,
+    ResignedBody, TermCheckBody, TermCheckReply,
+};
 pub use self::events::{LockEventMessage, LostEvent};
 pub use self::keys::{
     KeyBody, KeyCreateBody, KeyLeaseBody, KeyLeasesBody, KeyListBody, KeyQuotasBody, KeyRole,

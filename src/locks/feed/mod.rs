@@ -10,4 +10,5 @@ pub mod publisher;
 pub(in crate::locks) mod queue;
 mod reply;
 pub mod sweeper;
+pub mod terms;
 pub mod waitlist;

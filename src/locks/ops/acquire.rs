@@ -61,14 +61,28 @@ impl Locks {
     pub fn acquire_member(
         &self,
         name: &LockName,
+        request: AcquireRequest,
+        token: LeaseToken,
+        ttl: Ttl,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Acquired, LockError>> + Send + use<> {
+        let id = token.lease_id();
+        self.acquire_as(name, request, token, id, ttl, wait)
+    }
+
+    /// [`Self::acquire`] for a new lease `id` proven by `token`, both made by the caller (a
+    /// multilease's member; an election's candidate, whose id says it is one).
+    pub fn acquire_as(
+        &self,
+        name: &LockName,
         mut request: AcquireRequest,
         token: LeaseToken,
+        id: LeaseId,
         ttl: Ttl,
         wait: Duration,
     ) -> impl Future<Output = Result<Acquired, LockError>> + Send + use<> {
         request.ttl = Some(ttl);
         request.kind = request.kind.or(Some(LeaseKind::Reentrant));
-        let id = token.lease_id();
         let target = Target::Lock(request);
         Self::acquire_waiting(self.clone(), name.clone(), Op::New, target, id, token, wait)
     }

@@ -12,6 +12,7 @@ pub mod eviction;
 pub mod inspect;
 pub mod lease;
 pub mod listing;
+pub mod proclaim;
 pub mod records;
 pub mod redlock;
 pub mod rollback;

@@ -69,6 +69,9 @@ operations! {
     // `grows`: it is written once a majority of the nodes granted, and a lease granted must
     // be indexed even by a full Redis (it holds a few bytes per lease).
     redlock: redlock::RedlockIndex<'static>;
+    // An election leader's new value (its metadata, a bigger one perhaps): refused by a full
+    // Redis, as an acquire is.
+    proclaim: proclaim::Proclaim<'static>, grows;
 }
 
 use serde::de::DeserializeOwned;

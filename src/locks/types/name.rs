@@ -47,6 +47,12 @@ impl LockName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A name of the server's own that no client can write (an election's lock,
+    /// `election/<name>`: lock names refuse `/`), made from names already parsed.
+    pub(crate) fn internal(name: String) -> Self {
+        Self(name)
+    }
 }
 
 impl fmt::Display for LockName {

@@ -162,6 +162,21 @@ impl Metadata {
         serde_json::to_string(&self.0).map_or(0, |s| s.len())
     }
 
+    /// The member key under which an election's candidate keeps its value.
+    pub const ELECTION_VALUE_KEY: &'static str = "value";
+
+    /// An election candidate's metadata: its value (checked by the election's route).
+    pub(crate) fn election_value(value: &str) -> Self {
+        let mut map = serde_json::Map::new();
+        map.insert(Self::ELECTION_VALUE_KEY.to_owned(), value.into());
+        Self(map)
+    }
+
+    /// One member of the object.
+    pub fn get(&self, key: &str) -> Option<&serde_json::Value> {
+        self.0.get(key)
+    }
+
     /// The member key under which a multilease's member lease keeps its [`Membership`]
     /// (beside the client's own members, which may not use it).
     pub const MEMBERSHIP_KEY: &'static str = "leasehold:multilease";

@@ -15,6 +15,8 @@ pub(super) struct Fixture {
     key_id: String,
     /// A multilease's path and token.
     multi: (String, String),
+    /// The leader of election `e<n>`: its path and token.
+    leader: (String, String),
 }
 
 impl Fixture {
@@ -28,6 +30,10 @@ impl Fixture {
 
     fn fair(&self) -> String {
         format!("f{}", self.n)
+    }
+
+    fn election(&self) -> String {
+        format!("e{}", self.n)
     }
 }
 
@@ -61,6 +67,19 @@ pub(super) async fn fixture(app: &TestApp, owner: &TestApp, n: usize) -> Fixture
         multi.header("location").expect("Location").to_owned(),
         multi.str("token"),
     );
+    let leader = owner
+        .send(
+            owner
+                .http
+                .post(owner.url(&format!("/v1/elections/e{n}/candidates")))
+                .json(&json!({"value": "matrix", "ttl_ms": 60_000})),
+        )
+        .await;
+    leader.assert_status(201);
+    let leader = (
+        leader.header("location").expect("Location").to_owned(),
+        leader.str("token"),
+    );
     Fixture {
         n,
         lease,
@@ -68,6 +87,7 @@ pub(super) async fn fixture(app: &TestApp, owner: &TestApp, n: usize) -> Fixture
         ticket,
         key_id,
         multi,
+        leader,
     }
 }
 
@@ -86,6 +106,7 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
     let (lock, sem, fair) = (fx.lock(), fx.sem(), fx.fair());
     let (lease, sem_lease, ticket) = (&fx.lease, &fx.sem_lease, &fx.ticket);
     let (multi, multi_token) = (&fx.multi.0, &fx.multi.1);
+    let (leader, leader_token) = (&fx.leader.0, &fx.leader.1);
     let (request, success, other_tenant) = match (method, template) {
         ("GET", "/v1/locks/{name}") => (http.get(url(format!("/v1/locks/{lock}"))), 200, 404),
         ("GET", "/v1/locks") => (http.get(url("/v1/locks".into())), 200, 200),
@@ -191,6 +212,66 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             404,
         ),
         ("GET", "/v1/events") => (http.get(url("/v1/events".into())), 200, 200),
+        // Another tenant's election of that name is its own: empty, but answered.
+        ("POST", "/v1/elections/{name}/candidates") => (
+            http.post(url(format!("/v1/elections/new{}/candidates", fx.n)))
+                .json(&json!({"value": "v"})),
+            201,
+            201,
+        ),
+        ("GET", "/v1/elections/{name}") => (
+            http.get(url(format!("/v1/elections/{}", fx.election()))),
+            200,
+            200,
+        ),
+        ("POST", "/v1/elections/{name}/fence/check") => (
+            http.post(url(format!("/v1/elections/{}/fence/check", fx.election())))
+                .json(&json!({"term": 1})),
+            200,
+            200,
+        ),
+        ("GET", "/v1/elections/{name}/observe") => (
+            http.get(url(format!("/v1/elections/{}/observe", fx.election()))),
+            200,
+            200,
+        ),
+        ("GET", "/v1/elections/{name}/candidates/{candidate_id}") => (
+            http.get(url(leader.clone())).bearer_auth(leader_token),
+            200,
+            404,
+        ),
+        ("DELETE", "/v1/elections/{name}/candidates/{candidate_id}") => (
+            http.delete(url(leader.clone())).bearer_auth(leader_token),
+            200,
+            404,
+        ),
+        ("POST", "/v1/elections/{name}/candidates/{candidate_id}/heartbeat") => (
+            http.post(url(format!("{leader}/heartbeat")))
+                .bearer_auth(leader_token),
+            200,
+            404,
+        ),
+        ("PUT", "/v1/elections/{name}/candidates/{candidate_id}/value") => (
+            http.put(url(format!("{leader}/value")))
+                .bearer_auth(leader_token)
+                .json(&json!({"value": "proclaimed"})),
+            200,
+            404,
+        ),
+        ("GET", "/v1/elections/{name}/candidates/{candidate_id}/watch") => (
+            http.get(url(format!("{leader}/watch")))
+                .bearer_auth(leader_token),
+            200,
+            404,
+        ),
+        ("DELETE", "/v1/admin/elections/{name}") => (
+            http.delete(url(format!(
+                "/v1/admin/elections/{}?reason=matrix",
+                fx.election()
+            ))),
+            200,
+            200,
+        ),
         ("DELETE", "/v1/admin/locks/{name}") => (
             http.delete(url(format!("/v1/admin/locks/{lock}?reason=matrix"))),
             200,
