@@ -1,6 +1,5 @@
 //! `/v1/locks`: the live locks, who holds a lock, and whether a fencing token is current.
 
-use crate::leases::election::ElectionName;
 use axum::Json;
 use axum::extract::State;
 
@@ -99,8 +98,6 @@ pub async fn list(
             .into_iter()
             .zip(waiting)
             .filter(|(entry, _)| caller.patterns.allows(entry.name().as_str()))
-            // An election runs on a lock of its own (`/v1/elections`), not one to list here.
-            .filter(|(entry, _)| ElectionName::of_lock(entry.name().as_str()).is_none())
             .map(|(entry, waiting)| LiveBody {
                 waiting,
                 ..bodies::live(entry.seen_by(&|name| caller.patterns.allows(name)))

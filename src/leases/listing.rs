@@ -84,6 +84,20 @@ impl Leases {
         cursor: ListCursor,
         page_size: usize,
     ) -> Result<LivePage, LeaseError> {
+        let mut page = self.live_anywhere(prefix, cursor, page_size).await?;
+        // An election runs on a lock of its own (`election/<name>`): it is listed with the
+        // elections, not the locks (a page may come out shorter; its cursor is the same).
+        page.entries
+            .retain(|e| super::election::ElectionName::of_lock(e.name().as_str()).is_none());
+        Ok(page)
+    }
+
+    async fn live_anywhere(
+        &self,
+        prefix: &NamePrefix,
+        cursor: ListCursor,
+        page_size: usize,
+    ) -> Result<LivePage, LeaseError> {
         let Some(redlock) = &self.redlock else {
             return Ok(self.locks.live(prefix, cursor, page_size).await?);
         };

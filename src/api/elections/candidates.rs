@@ -65,6 +65,7 @@ fn candidacy(
         (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "lock_delay: the last term ended without a resignation and asked for a delay", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost: a retry with an Idempotency-Key whose first answer's candidate is out by now", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name, invalid_body (value over 4096 bytes), invalid_ttl, invalid_holder, invalid_lock_delay, idempotency_key_reused", body = ProblemDetails, content_type = "application/problem+json"),
