@@ -109,19 +109,30 @@ pub async fn stream(
         });
     let hello = futures_util::stream::once(async { Ok(Event::default().comment("connected")) });
     let first = futures_util::stream::iter(first.into_iter().map(Ok));
-    // The stream ends at shutdown, and when the key or session it was opened with is revoked.
-    let watched = state.access.revocations.watch(&caller);
-    let ended = futures_util::future::select(
-        Box::pin(state.shutdown.clone().cancelled_owned()),
-        Box::pin(async move {
-            match watched {
-                Some(watched) => watched.revoked().await,
-                None => std::future::pending().await,
-            }
-        }),
-    );
-    let stream = hello.chain(first).chain(events).take_until(ended);
+    let stream = hello
+        .chain(first)
+        .chain(events)
+        .take_until(stream_end(&state, &caller));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// When a server-sent event stream ends: at shutdown, and when the key or session `caller`
+/// opened it with is revoked (`/v1/events`, lease watches, election observers alike).
+pub(super) fn stream_end(
+    state: &AppState,
+    caller: &Principal,
+) -> impl Future<Output = ()> + Send + use<> {
+    let watched = state.access.revocations.watch(caller);
+    let revoked = async move {
+        match watched {
+            Some(watched) => watched.revoked().await,
+            None => std::future::pending().await,
+        }
+    };
+    let shutdown = state.shutdown.clone().cancelled_owned();
+    async move {
+        futures_util::future::select(Box::pin(shutdown), Box::pin(revoked)).await;
+    }
 }
 
 /// One of the caller's server-sent event streams on this instance (`/v1/events` and lease

@@ -149,17 +149,9 @@ where
     .filter_map(std::future::ready)
     .map(Ok);
     let hello = futures_util::stream::once(async { Ok(Event::default().comment("watching")) });
-    let watched = state.access.revocations.watch(caller);
-    let ended = futures_util::future::select(
-        Box::pin(state.shutdown.clone().cancelled_owned()),
-        Box::pin(async move {
-            match watched {
-                Some(watched) => watched.revoked().await,
-                None => std::future::pending().await,
-            }
-        }),
-    );
-    let stream = hello.chain(lost).take_until(ended);
+    let stream = hello
+        .chain(lost)
+        .take_until(super::events::stream_end(state, caller));
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 

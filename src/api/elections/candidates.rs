@@ -17,6 +17,21 @@ use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::{CampaignBody, CandidateBody, ProclaimBody, ResignedBody, WaitQuery};
 
+/// 422 `invalid_body` for a value over [`Candidacy::VALUE_MAX`] bytes.
+fn check_value(value: &str) -> Result<(), Problem> {
+    if value.len() <= Candidacy::VALUE_MAX {
+        return Ok(());
+    }
+    Err(Problem::new(
+        ProblemKind::InvalidBody,
+        format!(
+            "value is text of at most {} bytes; this one has {}",
+            Candidacy::VALUE_MAX,
+            value.len()
+        ),
+    ))
+}
+
 /// The candidacy a campaign's body asks for.
 fn candidacy(
     state: &AppState,
@@ -24,16 +39,7 @@ fn candidacy(
     body: CampaignBody,
     idempotency: Option<IdempotencyKey>,
 ) -> Result<Candidacy, Problem> {
-    if body.value.len() > Candidacy::VALUE_MAX {
-        return Err(Problem::new(
-            ProblemKind::InvalidBody,
-            format!(
-                "value is text of at most {} bytes; this one has {}",
-                Candidacy::VALUE_MAX,
-                body.value.len()
-            ),
-        ));
-    }
+    check_value(&body.value)?;
     let ttl = match requested_ttl(state, caller, body.ttl_ms)? {
         Some(ttl) => ttl,
         None => default_ttl(state, caller)?,
@@ -360,16 +366,7 @@ pub async fn proclaim(
     JsonBody(body): JsonBody<ProclaimBody>,
 ) -> Result<Json<CandidateBody>, Problem> {
     caller.check_name(&held.name)?;
-    if body.value.len() > Candidacy::VALUE_MAX {
-        return Err(Problem::new(
-            ProblemKind::InvalidBody,
-            format!(
-                "value is text of at most {} bytes; this one has {}",
-                Candidacy::VALUE_MAX,
-                body.value.len()
-            ),
-        ));
-    }
+    check_value(&body.value)?;
     let name = ElectionName::new(held.name);
     let leases = state.leases_for(&caller);
     let proclaimed = leases

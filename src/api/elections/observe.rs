@@ -156,16 +156,9 @@ pub async fn observe(
     .flatten();
     let hello = futures_util::stream::once(async { Ok(Event::default().comment("connected")) });
     let first = futures_util::stream::iter(first.into_iter().map(Ok));
-    let watched = state.access.revocations.watch(&caller);
-    let ended = futures_util::future::select(
-        Box::pin(state.shutdown.clone().cancelled_owned()),
-        Box::pin(async move {
-            match watched {
-                Some(watched) => watched.revoked().await,
-                None => std::future::pending().await,
-            }
-        }),
-    );
-    let stream = hello.chain(first).chain(changes).take_until(ended);
+    let stream = hello
+        .chain(first)
+        .chain(changes)
+        .take_until(crate::api::events::stream_end(&state, &caller));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
