@@ -26,6 +26,8 @@ REPLACEMENTS = {
     "AsyncClient": "Client",
     "AsyncLease": "Lease",
     "AsyncLeaseContext": "LeaseContext",
+    "AsyncTerm": "Term",
+    "AsyncCampaign": "Campaign",
     "AsyncBaseTransport": "BaseTransport",
     "aclose": "close",
     "aread": "read",

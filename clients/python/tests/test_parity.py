@@ -32,6 +32,7 @@ def test_parity_with_the_server(raw: httpx.Client) -> None:
     types = {
         "Client": (leasehold.Client, leasehold.AsyncClient),
         "Lease": (leasehold.Lease, leasehold.AsyncLease),
+        "Term": (leasehold.Term, leasehold.AsyncTerm),
     }
     for operation, by in parity.items():
         call = by["python"]

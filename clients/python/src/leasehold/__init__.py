@@ -9,11 +9,14 @@
 The lease is renewed while the block runs, watched for loss (``lease.lost`` is set the moment
 it is lost, and the block then ends in :class:`LeaseLost`), and released however the block
 ends. :class:`AsyncClient` does the same for asyncio (``async with client.lock(...)``).
+``client.campaign(name, value=...)`` leads an election the same way (a :class:`Term`), and
+``client.observe(name)`` follows who leads.
 """
 
 from ._async.client import AsyncClient
+from ._async.election import AsyncCampaign, AsyncTerm
 from ._async.lease import AsyncLease, AsyncLeaseContext
-from ._core import FenceCheck, Member
+from ._core import ElectionEvent, FenceCheck, Member
 from ._errors import (
     PROBLEM_CODES,
     Conflict,
@@ -37,6 +40,7 @@ from ._errors import (
     UpgradeRefused,
 )
 from ._sync.client import Client
+from ._sync.election import Campaign, Term
 from ._sync.lease import Lease, LeaseContext
 from ._version import __version__
 
@@ -48,6 +52,11 @@ __all__ = [
     "AsyncClient",
     "AsyncLease",
     "AsyncLeaseContext",
+    "Term",
+    "Campaign",
+    "AsyncTerm",
+    "AsyncCampaign",
+    "ElectionEvent",
     "FenceCheck",
     "Member",
     "PROBLEM_CODES",

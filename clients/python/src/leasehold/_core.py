@@ -40,16 +40,19 @@ from ._errors import (
     make_problem,
 )
 from ._wire import (
+    ELECTIONS,
     LOCKS,
     MULTILEASES,
     SEMAPHORES,
     AcquireState,
+    ElectionEvent,
     FenceCheck,
     Grant,
     Member,
     Target,
     Ticket,
     acked,
+    campaign_body,
     lock_body,
     multilease_request,
     segment,
@@ -233,7 +236,8 @@ def acquire(
     to ``wait_s`` in all (``None``: without limit): re-asks when the server's own maximum
     wait is shorter, follows a fair lock's ticket until its turn, and retries what may be
     retried with one ``Idempotency-Key``. Raises :class:`LockHeld` (or ``NoPermits``) when the
-    wait ran out, or the problem the server answered."""
+    wait ran out, or the problem the server answered. An election's campaign is one too: its
+    202 is a place in line, polled until it leads; a place lost is reported, never re-taken."""
     deadline = math.inf if wait_s is None else now() + max(0.0, wait_s)
     state.reentry = reentry_token is not None
     key = new_key()
@@ -262,10 +266,9 @@ def acquire(
             grant = Grant.parse(reply, reentry_token)
             state.grant = grant
             return grant
-        if reply.status == 202 and target.resource == LOCKS:
+        if reply.status == 202 and target.waits_in_line:
             queue_first = False
-            queued = reply.body if isinstance(reply.body, dict) else {}
-            ticket = Ticket(str(queued["ticket_id"]), str(queued["token"]), queued.get("position"))
+            ticket = _ticket(reply.body)
             state.ticket = ticket
             granted = yield from _wait_in_line(target, ticket, deadline, timeout, state)
             if granted is not None:
@@ -289,13 +292,16 @@ def _wait_in_line(
     timeout: float,
     state: AcquireState,
 ) -> Plan[Optional[Grant]]:
-    path = f"{target.base}/tickets/{segment(ticket.ticket_id)}"
+    path = target.ticket_path(ticket.ticket_id)
+    # A fair lock's ticket is polled with POST; an election's candidate with GET (its 200
+    # says it leads, as a ticket's 201 does).
+    method, granted = ("GET", (200, 201)) if target.resource == ELECTIONS else ("POST", (201,))
     while True:
 
         def build() -> Call:
             wait_ms = _wait_ms(deadline)
             return Call(
-                "POST",
+                method,
                 path,
                 timeout=wait_ms / 1000 + timeout,
                 params={"wait_ms": wait_ms} if wait_ms else None,
@@ -303,7 +309,7 @@ def _wait_in_line(
             )
 
         reply = yield from request(build, max(deadline, now()) + timeout)
-        if reply.status == 201:
+        if reply.status in granted:
             grant = Grant.parse(reply, ticket.token)
             state.grant = grant
             state.ticket = None
@@ -317,7 +323,7 @@ def _wait_in_line(
                 raise LockHeld(
                     409,
                     "lock_held",
-                    f"still queued for the fair lock (position {ticket.position}) when the wait ran out",
+                    f"still in line (position {ticket.position}) when the wait ran out; left the line",
                     title="The lock is held by another lease",
                     problem={
                         "type": "/problems/lock_held",
@@ -328,7 +334,7 @@ def _wait_in_line(
                 )
             continue
         problem = reply.problem()
-        if isinstance(problem, TicketExpired) and now() < deadline:
+        if isinstance(problem, TicketExpired) and now() < deadline and target.resource == LOCKS:
             state.ticket = None
             return None
         state.ticket = None
@@ -336,11 +342,12 @@ def _wait_in_line(
 
 
 def leave(target: Target, ticket: Ticket, timeout: float) -> Plan[None]:
-    """Gives a fair lock's place in line up. A ticket granted meanwhile is a lease: the leave
-    answers 410 then, and the lease is released."""
-    path = f"{target.base}/tickets/{segment(ticket.ticket_id)}"
+    """Gives a place in line up. A fair lock's ticket granted meanwhile is a lease: the leave
+    answers 410 then, and the lease is released. An election's candidate leaves the line, or
+    resigns if its turn came meanwhile, with the same call."""
+    path = target.ticket_path(ticket.ticket_id)
     reply = yield from request(lambda: Call("DELETE", path, timeout=timeout, token=ticket.token), now() + timeout)
-    if reply.status == 410:
+    if reply.status == 410 and target.resource == LOCKS:
         try:
             yield from release(target, ticket.ticket_id, ticket.token, timeout, all_levels=True)
         except LeaseLost:
@@ -421,9 +428,15 @@ def _replay_and_give_back(target: Target, call: Call, reentry: bool, timeout: fl
             yield from _give_back(target, Grant.parse(outcome, call.token), reentry, timeout)
         except LeaseLost:
             pass
-    elif outcome.status == 202 and target.resource == LOCKS and isinstance(outcome.body, dict):
-        body = outcome.body
-        yield from leave(target, Ticket(str(body["ticket_id"]), str(body["token"]), body.get("position")), timeout)
+    elif outcome.status == 202 and target.waits_in_line and isinstance(outcome.body, dict):
+        yield from leave(target, _ticket(outcome.body), timeout)
+
+
+def _ticket(body: Any) -> Ticket:
+    """A fair lock's ticket, or an election's candidate in line, from its 202."""
+    queued = body if isinstance(body, dict) else {}
+    place = queued.get("ticket_id") or queued["candidate_id"]
+    return Ticket(str(place), str(queued["token"]), queued.get("position"))
 
 
 def simple(call: Call, give_up_after: float, retry: bool = True) -> Plan[Any]:

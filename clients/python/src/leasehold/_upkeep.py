@@ -115,11 +115,13 @@ def judge_watch_problem(problem: ProblemError) -> tuple[str, float]:
 
 
 class SSEParser:
-    """Server-sent events, line by line: returns (event, data) when an event is complete."""
+    """Server-sent events, line by line: returns (event, data) when an event is complete.
+    ``last_id`` is the last ``id:`` the stream sent (what ``Last-Event-ID`` resumes from)."""
 
     def __init__(self) -> None:
         self._event = ""
         self._data: list[str] = []
+        self.last_id: Optional[str] = None
 
     def feed(self, line: str) -> Optional[tuple[str, str]]:
         line = line.rstrip("\r\n")
@@ -138,6 +140,8 @@ class SSEParser:
             self._event = value
         elif name == "data":
             self._data.append(value)
+        elif name == "id" and "\0" not in value:
+            self.last_id = value
         return None
 
 

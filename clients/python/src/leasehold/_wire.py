@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 LOCKS = "locks"
 SEMAPHORES = "semaphores"
 MULTILEASES = "multileases"
+ELECTIONS = "elections"
 
 
 def segment(name: str) -> str:
@@ -53,14 +54,16 @@ class Grant:
     def parse(cls, reply: Reply, token: Optional[str] = None) -> Grant:
         body = reply.body if isinstance(reply.body, dict) else {}
         replicas, nodes, validity, degraded = acked(body)
-        # A multilease's grant has members instead of one lock, kind and fencing token.
+        # A multilease's grant has members instead of one lock, kind and fencing token; an
+        # election's candidate has its candidate_id and term instead of a lease_id and token.
+        election = "candidate_id" in body and "lease_id" not in body
         return cls(
-            lease_id=str(body["lease_id"]),
+            lease_id=str(body["candidate_id"] if election else body["lease_id"]),
             token=body.get("token") or token,
             lock=str(body.get("lock", "")),
-            kind=str(body.get("kind", "")),
+            kind="election" if election else str(body.get("kind", "")),
             holder=body.get("holder"),
-            fencing_token=int(body.get("fencing_token", 0)),
+            fencing_token=int(body.get("term" if election else "fencing_token", 0)),
             reentry_count=int(body.get("reentry_count", 1)),
             ttl_ms=int(body["ttl_ms"]),
             expires_at=body.get("expires_at"),
@@ -160,11 +163,11 @@ class AcquireState:
 @dataclass(frozen=True)
 class Target:
     """Where a lease lives on the server, decided once when it is acquired: a lock, a
-    semaphore, or several locks as one (a multilease). Another kind of lease (an election,
-    next) is one more resource here, and the branches on ``resource`` say what it can do."""
+    semaphore, several locks as one (a multilease), or an election's candidate (its term
+    once it leads). The branches on ``resource`` say what each can do."""
 
     resource: str
-    #: The lock's or semaphore's name; a multilease's locks, joined by commas.
+    #: The lock's, semaphore's or election's name; a multilease's locks, joined by commas.
     name: str
 
     @property
@@ -176,10 +179,24 @@ class Target:
         """Where it is acquired (POST), and its leases' ids go under."""
         if self.resource == MULTILEASES:
             return "/v1/multileases"
+        if self.resource == ELECTIONS:
+            return f"{self.base}/candidates"
         return f"{self.base}/leases"
 
     def lease_path(self, lease_id: str) -> str:
         return f"{self.collection}/{segment(lease_id)}"
+
+    def ticket_path(self, ticket_id: str) -> str:
+        """A place in line: a fair lock's ticket (polled with POST), an election's candidate
+        (polled with GET: the same URL as its term's)."""
+        if self.resource == ELECTIONS:
+            return self.lease_path(ticket_id)
+        return f"{self.base}/tickets/{segment(ticket_id)}"
+
+    @property
+    def waits_in_line(self) -> bool:
+        """A 202 to its acquire is a place in line (a fair lock's ticket, a candidate)."""
+        return self.resource in (LOCKS, ELECTIONS)
 
 
 def lock_body(
@@ -226,6 +243,55 @@ def multilease_request(
     body = lock_body(ttl_ms, holder, None, None, metadata, lock_delay_ms)
     body["locks"] = asked
     return Target(MULTILEASES, ",".join(lock["name"] for lock in asked)), body
+
+
+def campaign_body(
+    value: str, ttl_ms: Optional[int], holder: Optional[str], lock_delay_ms: Optional[int]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"value": str(value)}
+    if ttl_ms is not None:
+        body["ttl_ms"] = int(ttl_ms)
+    if holder is not None:
+        body["holder"] = holder
+    if lock_delay_ms:
+        body["lock_delay_ms"] = int(lock_delay_ms)
+    return body
+
+
+@dataclass(frozen=True)
+class ElectionEvent:
+    """One change an election's observer is told (``client.observe``): ``kind`` is
+    ``leader`` (a new term, or a new value in the same term: ``value``, ``holder``,
+    ``since``), ``vacant`` (nobody leads; ``term`` is the last one) or ``resync`` (the server
+    no longer reaches back to where a resumed stream left off: terms may have been missed).
+    ``id`` is its place in the election's terms log (sent back as ``Last-Event-ID``)."""
+
+    kind: str
+    term: int
+    value: Optional[str] = None
+    holder: Optional[str] = None
+    since: Optional[str] = None
+    candidate_id: Optional[str] = None
+    id: Optional[str] = None
+
+    @classmethod
+    def parse(cls, kind: str, data: str, event_id: Optional[str]) -> ElectionEvent:
+        import json
+
+        try:
+            body = json.loads(data) if data else {}
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        return cls(
+            kind=kind,
+            term=int(body.get("term") or 0),
+            value=body.get("value"),
+            holder=body.get("holder"),
+            since=body.get("since"),
+            candidate_id=body.get("candidate_id"),
+            id=event_id,
+        )
 
 
 def semaphore_body(

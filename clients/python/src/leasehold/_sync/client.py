@@ -9,7 +9,7 @@ give back) is in ``_core``, free of I/O; this drives its plans with HTTP calls.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional, TypeVar, Union
 
 import httpx
@@ -17,6 +17,8 @@ import httpx
 from .. import _sync_runtime as rt
 from .. import _core as core
 from .._version import __version__
+from . import election
+from .election import Campaign, Term
 from .lease import Lease, LeaseContext
 
 log = logging.getLogger("leasehold")
@@ -155,7 +157,7 @@ class Client:
 
     def _new_lease(self, target: core.Target, body: dict[str, Any], wait_ms: Optional[int]) -> Lease:
         grant = self._take(target, body, wait_ms)
-        lease = Lease(self, target, grant)
+        lease = (Term if target.resource == core.ELECTIONS else Lease)(self, target, grant)
         try:
             lease._start()
         except BaseException:
@@ -287,6 +289,62 @@ class Client:
         ``lock_delay_ms`` applies to every lock."""
         target, body = core.multilease_request(locks, ttl_ms, holder or core.default_holder(), metadata, lock_delay_ms)
         return LeaseContext(self, target, body, wait_ms, None)
+
+    # --- elections ---
+
+    def campaign(
+        self,
+        name: str,
+        value: str,
+        *,
+        ttl_ms: Optional[int] = 30000,
+        wait_ms: Optional[int] = None,
+        holder: Optional[str] = None,
+        lock_delay_ms: Optional[int] = None,
+    ) -> Campaign:
+        """``with client.campaign("scheduler", value=addr) as term:`` runs the block while
+        this client leads the election ``name``, publishing ``value`` to observers. Entering
+        waits in line (first come, first served; the place is kept by polling) until this
+        candidate leads, for ``wait_ms`` at most (``None``: without limit; then
+        :class:`LockHeld`, and the line is left). In the block, the term is heartbeat every
+        TTL/3 and watched: ``term.number`` is the term (a fencing token), ``term.lost`` is set
+        the moment the term is lost, and the block then ends in :class:`LeaseLost`; a lost
+        term is never campaigned for again behind the caller's back. The block's end resigns
+        (the next candidate leads at once), however it ends. ``lock_delay_ms``: should the
+        term end other than by a resignation, nobody leads for that long."""
+        body = core.campaign_body(value, ttl_ms, holder or core.default_holder(), lock_delay_ms)
+        return Campaign(self, core.Target(core.ELECTIONS, name), body, wait_ms, None)
+
+    def observe(self, name: str, *, last_event_id: Optional[str] = None) -> Iterator[core.ElectionEvent]:
+        """``for event in client.observe("scheduler"):`` the election's state now, then every
+        change, in order: :class:`ElectionEvent` ``leader`` (a new term or a new value) and
+        ``vacant`` (nobody leads). Never ends by itself: a dropped connection is opened again
+        with ``Last-Event-ID`` (the last event's ``id``, or ``last_event_id`` to start
+        from), so no term is skipped; ``resync`` says the server's log no longer reached back
+        that far. Stop iterating (close the iterator) to close the stream."""
+        return election.observe(self, name, last_event_id)
+
+    def leader(self, name: str) -> dict[str, Any]:
+        """``GET /v1/elections/{name}``: ``leader`` (``candidate_id``, ``term``, ``value``,
+        ``holder``, ``since``, ``expires_at``; ``None`` when nobody leads), ``term`` (the last
+        handed out) and ``candidates`` (the first in line)."""
+        return self._get(f"/v1/elections/{core.segment(name)}")
+
+    def check_term(self, name: str, term: int) -> dict[str, Any]:
+        """Whether ``term`` is the election's current leader's (``current``), and the last term
+        handed out (``last_term``); stale as soon as it is answered, as a fence check is."""
+        path = f"/v1/elections/{core.segment(name)}/fence/check"
+        call = core.Call("POST", path, timeout=self._timeout, json={"term": int(term)})
+        body: dict[str, Any] = self._drive(core.simple(call, self._timeout))
+        return body
+
+    def end_term(self, name: str, reason: Optional[str] = None) -> dict[str, Any]:
+        """Admin: ends the election's current term (its leader is told it lost it; the next
+        candidate leads with a higher term). Never retried, as :meth:`force_release`."""
+        params = {"reason": reason} if reason else None
+        path = f"/v1/admin/elections/{core.segment(name)}"
+        call = core.Call("DELETE", path, timeout=self._timeout, params=params)
+        return self._drive(core.simple(call, self._timeout, retry=False))
 
     # --- reads and admin ---
 
