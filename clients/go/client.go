@@ -314,5 +314,6 @@ func (v valuesOnly) Value(key interface{}) interface{} { return v.parent.Value(k
 
 func lockPath(name string) string      { return "/v1/locks/" + url.PathEscape(name) }
 func semaphorePath(name string) string { return "/v1/semaphores/" + url.PathEscape(name) }
+func electionPath(name string) string  { return "/v1/elections/" + url.PathEscape(name) }
 
 var errClosed = errors.New("leasehold: the lease is over")

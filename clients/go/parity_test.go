@@ -76,6 +76,7 @@ func TestParityWithServer(t *testing.T) {
 	types := map[string]reflect.Type{
 		"Client": reflect.TypeOf(&leasehold.Client{}),
 		"Lease":  reflect.TypeOf(&leasehold.Lease{}),
+		"Term":   reflect.TypeOf(&leasehold.Term{}),
 	}
 	for op, by := range parity.Operations {
 		call := by["go"]

@@ -53,6 +53,10 @@ func buildReadme(t *testing.T) string {
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client) error {\n" + b + "return err\n}\n"
 		case strings.HasPrefix(b, "lease, err := c.Multilease("):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client, work func(context.Context) error) error {\n" + b + "}\n"
+		case strings.HasPrefix(b, "term, err := c.Campaign("):
+			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client, addr string, lead func(context.Context, int64) error) error {\n" + b + "}\n"
+		case strings.HasPrefix(b, "events, err := c.Observe("):
+			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client) error {\n" + b + "}\n"
 		case strings.HasPrefix(b, "var p *leasehold.Problem"):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(err error) {\n" + b + "}\n"
 		default:
