@@ -2,7 +2,9 @@ import "./polyfill.js";
 import { LeaseLostError, LockHeldError } from "./errors.js";
 import { Transport, randomKey, type Query, type Reply, type RetryOptions } from "./http.js";
 import { Lease, inspect } from "./lease.js";
+import { Term, campaign, observeElection } from "./election.js";
 import {
+  CAMPAIGN_OPTIONS,
   CLIENT_OPTIONS,
   LOCK_OPTIONS,
   MULTILEASE_OPTIONS,
@@ -13,6 +15,10 @@ import {
 import { leasePath, lockPlace, multileasePlace, semaphorePlace, type Place } from "./place.js";
 import type {
   AcquireOptions,
+  CampaignOptions,
+  ElectionEvent,
+  ElectionInfo,
+  TermCheck,
   FenceCheck,
   ForceReleaseBody,
   GrantBody,
@@ -236,6 +242,58 @@ export class Client {
     const reply = await this.transport.request<ForceReleaseBody>({
       method: "DELETE",
       path: `/v1/admin/locks/${enc(name)}`,
+      query: { reason: options.reason },
+      retry: false,
+      signal: options.signal,
+    });
+    return reply.body;
+  }
+
+  /**
+   * Stands in the election `name` and waits in line (first come, first served; the place is
+   * kept by polling) until it leads, for `waitMs` at most (default: without limit; then a
+   * `LockHeldError`, the line left). The {@link Term} is kept as a lease is: `term.number` is
+   * the term (a fencing token), `term.signal` aborts the moment it is lost, and
+   * `await using term = await client.campaign(...)` resigns at the block's end.
+   */
+  campaign(name: string, options: CampaignOptions): Promise<Term> {
+    checkOptions(options, CAMPAIGN_OPTIONS, "client.campaign()");
+    if (typeof options.value !== "string") return Promise.reject(new TypeError("client.campaign(): value is text"));
+    return campaign({ transport: this.transport, releaseOnSignal: this.releaseOnSignal }, name, options);
+  }
+
+  /**
+   * `for await (const event of client.observe(name))`: the election's state now, then every
+   * change in order (`leader`, `vacant`); a dropped connection is opened again with
+   * `Last-Event-ID`, so no term is skipped. Ends when `signal` aborts, or the loop is left.
+   */
+  observe(
+    name: string,
+    options: { signal?: AbortSignal | undefined; lastEventId?: string | undefined } = {},
+  ): AsyncIterable<ElectionEvent> {
+    checkOptions(options, ["signal", "lastEventId"], "client.observe()");
+    return observeElection(this.transport, name, options);
+  }
+
+  /** `GET /v1/elections/{name}`: its leader (`null` when nobody leads), last term and line. */
+  leader(name: string, signal?: AbortSignal): Promise<ElectionInfo> {
+    return this.get<ElectionInfo>("GET", `/v1/elections/${enc(name)}`, signal);
+  }
+
+  /** Whether `term` is the election's current leader's (stale as soon as answered, as a fence check). */
+  checkTerm(name: string, term: number, signal?: AbortSignal): Promise<TermCheck> {
+    return this.get<TermCheck>("POST", `/v1/elections/${enc(name)}/fence/check`, signal, undefined, { term });
+  }
+
+  /** Admin: ends the election's current term (its leader is told; the next candidate leads). Never retried. */
+  async endTerm(
+    name: string,
+    options: { reason?: string | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<ForceReleaseBody> {
+    checkOptions(options, ["reason", "signal"], "client.endTerm()");
+    const reply = await this.transport.request<ForceReleaseBody>({
+      method: "DELETE",
+      path: `/v1/admin/elections/${enc(name)}`,
       query: { reason: options.reason },
       retry: false,
       signal: options.signal,

@@ -41,6 +41,8 @@ export interface Call {
   accept?: readonly number[];
   /** The HTTP timeout of one attempt beyond its server-side `wait_ms` (default: the client's). */
   timeoutMs?: number | undefined;
+  /** More request headers (an observe stream's `Last-Event-ID`). */
+  headers?: Record<string, string> | undefined;
 }
 
 export interface Reply<T> {
@@ -154,6 +156,7 @@ export class Transport {
     if (this.options.apiKey !== undefined) headers["leasehold-key"] = this.options.apiKey;
     if (call.token !== undefined) headers["authorization"] = `Bearer ${call.token}`;
     if (call.idempotencyKey !== undefined) headers["idempotency-key"] = call.idempotencyKey;
+    Object.assign(headers, call.headers);
     const init: RequestInit = { method: call.method, headers, signal };
     if (call.body !== undefined) {
       headers["content-type"] = "application/json";

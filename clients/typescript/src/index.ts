@@ -12,6 +12,7 @@
 import "./polyfill.js";
 
 export { Client, DEFAULT_SERVER, type ClientOptions } from "./client.js";
+export { Term } from "./election.js";
 export { Lease, type LeaseState, type ReenterOptions, type ReleaseOptions, type ReleaseResult } from "./lease.js";
 export {
   AuthError,

@@ -78,7 +78,7 @@ export class Lease implements AsyncDisposable {
    * writes carrying a smaller one than it has seen (or asks {@link Client.checkFence}).
    */
   readonly fencingToken: number;
-  /** `reentrant`, `exclusive`, `fair`, `read`, `write`, `redlock`, `semaphore` or `multilease`. */
+  /** `reentrant`, `exclusive`, `fair`, `read`, `write`, `redlock`, `semaphore`, `multilease` or `election`. */
   readonly kind: string;
   /**
    * A multilease's locks, each with its own lease and fencing token (pass each lock's token
@@ -95,9 +95,11 @@ export class Lease implements AsyncDisposable {
    */
   readonly signal: AbortSignal;
 
-  private readonly transport: Transport;
+  /** @internal */
+  protected readonly transport: Transport;
   private readonly place: Place;
-  private readonly path: string;
+  /** @internal */
+  protected readonly path: string;
   private readonly lossController = new AbortController();
   private readonly stopper = new AbortController();
   private readonly releaseOnSignal: boolean;
@@ -311,8 +313,9 @@ export class Lease implements AsyncDisposable {
           path: this.path,
           query: hasLevels(this.place) ? { all: all ? true : undefined, mode: options.mode } : undefined,
           token: this.token,
-          // A multilease's release keeps no key: a retry of one that went through answers 410 released.
-          idempotencyKey: this.place.kind === "multilease" ? undefined : key,
+          // A multilease's release and a resignation keep no key: a retry of one that went
+          // through answers 410 released.
+          idempotencyKey: this.place.kind === "multilease" || this.place.kind === "election" ? undefined : key,
           retry: true,
           signal: options.signal,
         })
@@ -368,7 +371,7 @@ export class Lease implements AsyncDisposable {
   }
 
   /** Rethrows an error of a call made with the lease, after marking the lease lost if it says so. */
-  private noticeLoss(error: unknown): never {
+  protected noticeLoss(error: unknown): never {
     if (error instanceof LeaseLostError) this.lose(error);
     throw error;
   }

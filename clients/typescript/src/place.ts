@@ -1,14 +1,13 @@
 /**
  * Where a lease lives on the server, decided once when it is acquired: the collection it is
- * acquired in (and its lease ids go under) and the kind of lease, which says what it can do.
- * Another kind of lease (an election, next) is one more kind here and the arms that the
- * compiler then points to.
+ * acquired in (and its lease ids go under) and the kind of lease, which says what it can do:
+ * a lock, a semaphore's permits, a multilease, or an election's term (a {@link Term}).
  */
-export type PlaceKind = "lock" | "semaphore" | "multilease";
+export type PlaceKind = "lock" | "semaphore" | "multilease" | "election";
 
 export interface Place {
   readonly kind: PlaceKind;
-  /** The lock's or semaphore's name; a multilease's locks, joined by commas. */
+  /** The lock's, semaphore's or election's name; a multilease's locks, joined by commas. */
   readonly name: string;
   /** Where it is acquired (POST) and its leases' ids go under. */
   readonly collection: string;
@@ -26,6 +25,10 @@ export function semaphorePlace(name: string): Place {
 
 export function multileasePlace(locks: readonly string[]): Place {
   return { kind: "multilease", name: locks.join(","), collection: "/v1/multileases" };
+}
+
+export function electionPlace(name: string): Place {
+  return { kind: "election", name, collection: `/v1/elections/${enc(name)}/candidates` };
 }
 
 /** The lease's own path: heartbeat, release, watch and inspect hang off it. */

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { Client, ERROR_CLASSES, Lease, PROBLEM_CODES, ProblemError } from "leasehold";
+import { Client, ERROR_CLASSES, Lease, PROBLEM_CODES, ProblemError, Term } from "leasehold";
 import { URL_ } from "./support.js";
 
 const parityFile = fileURLToPath(new URL("../../../parity.json", import.meta.url));
@@ -27,7 +27,7 @@ test("parity with the server: problem codes and operations", async () => {
     (item) => Object.values(item).map((op) => op.operationId),
   );
   assert.deepEqual(Object.keys(parity.operations).sort(), operations.sort(), "clients/parity.json lists the server's operations");
-  const types: Record<string, object> = { Client: Client.prototype, Lease: Lease.prototype };
+  const types: Record<string, object> = { Client: Client.prototype, Lease: Lease.prototype, Term: Term.prototype };
   for (const [operation, by] of Object.entries(parity.operations)) {
     const call = by["typescript"];
     if (call === null || call === undefined) {
