@@ -373,9 +373,9 @@ def release(
             params["all"] = "true"
         if mode is not None:
             params["mode"] = mode
-    # A multilease's release keeps no key: a retry of one that went through answers 410
-    # released, which is taken as done below.
-    key = None if target.resource == MULTILEASES else new_key()
+    # A multilease's release and a resignation keep no key: a retry of one that went through
+    # answers 410 released, which is taken as done below.
+    key = None if target.resource in (MULTILEASES, ELECTIONS) else new_key()
     reply = yield from request(
         lambda: Call(
             "DELETE",
