@@ -18,6 +18,9 @@ pub enum Family {
     /// RedLock leases (`"kind": "redlock"`), on the run's RedLock nodes (the
     /// redlock-node-kill fault's runs only).
     Redlock,
+    /// Elections (`/v1/elections/{name}`): each candidate that leads is recorded as a lease
+    /// of the election's name, its term as the fence (see `workload/election.rs`).
+    Election,
 }
 
 impl Family {
@@ -29,6 +32,7 @@ impl Family {
             "rw" => Self::Rw,
             "semaphore" => Self::Semaphore,
             "redlock" => Self::Redlock,
+            "election" => Self::Election,
             _ => return None,
         })
     }
@@ -41,6 +45,7 @@ impl Family {
             Self::Rw => "rw",
             Self::Semaphore => "sem",
             Self::Redlock => "rl",
+            Self::Election => "el",
         }
     }
 }
@@ -105,6 +110,19 @@ pub enum Request {
     RedissonUnlock {
         holder: String,
     },
+    /// `PUT /v1/elections/{name}/candidates/{id}/value`: the leader's new value.
+    Proclaim {
+        lease: String,
+        value: String,
+    },
+    /// An event an election's observer was told (`GET /v1/elections/{name}/observe`), on the
+    /// stream `observer` kept (resumed with `Last-Event-ID` after each drop; a new stream
+    /// when it connected afresh).
+    Observe {
+        observer: usize,
+        stream: u64,
+        resumed_from: Option<String>,
+    },
     /// A fenced read-modify-write (exclusive holds) or fenced read (read holds) on the
     /// harness's resource for the name.
     Resource {
@@ -165,6 +183,18 @@ pub enum Outcome {
     RedissonDone {
         ok: bool,
     },
+    /// A proclamation taken: the value is the term's now.
+    Proclaimed {
+        term: u64,
+    },
+    /// What an observer was told: `event` (`leader`, `vacant`, `resync`), its SSE `id`, the
+    /// term and the value.
+    Seen {
+        event: String,
+        id: Option<String>,
+        term: u64,
+        value: Option<String>,
+    },
     /// The resource accepted the fenced operation; for writes, the value written.
     ResourceOk {
         wrote: Option<u64>,
@@ -218,7 +248,8 @@ impl Op {
             (
                 Request::Heartbeat { lease, .. }
                 | Request::Release { lease, .. }
-                | Request::Resource { lease, .. },
+                | Request::Resource { lease, .. }
+                | Request::Proclaim { lease, .. },
                 _,
             ) => Some(lease),
             (Request::Poll { ticket, .. } | Request::Leave { ticket }, _) => Some(ticket),

@@ -68,9 +68,9 @@ struct Args {
     /// Concurrent clients.
     #[arg(long, default_value_t = 16)]
     clients: usize,
-    /// Lock families the clients use: reentrant, exclusive, fair, rw, semaphore (and
+    /// Lock families the clients use: reentrant, exclusive, fair, rw, semaphore, election (and
     /// redlock, only where RedLock nodes run: the redlock-node-kill fault adds it).
-    #[arg(long, default_value = "reentrant,exclusive,fair,rw,semaphore")]
+    #[arg(long, default_value = "reentrant,exclusive,fair,rw,semaphore,election")]
     kinds: String,
     /// Faults to run (comma-separated names, or "all"): none, redis-crash-aof-always,
     /// redis-crash-aof-everysec, redis-crash-no-persistence, redis-freeze, holder-pause,
@@ -423,6 +423,7 @@ async fn run_fault(
     ));
     let clients: Vec<_> = (0..plan.clients)
         .map(|id| tokio::spawn(Client::new(id, args.seed, shared.clone()).run()))
+        .chain(workload::spawn_observers(&shared, args.seed))
         .collect();
     let started = Instant::now();
     loop {
@@ -496,18 +497,18 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
     );
     let _ = writeln!(
         md,
-        "| fault | what | ops | acquisitions | grants | overlapping holds | overlaps across data loss | fence regressions | lost updates | longest unavailability | waiters answered late | parked while free | names not served again | semantic | result |"
+        "| fault | what | ops | acquisitions | grants | overlapping holds | overlaps across data loss | fence regressions | lost updates | longest unavailability | waiters answered late | parked while free | names not served again | semantic | election terms (observer events: skipped, out of order; granted after leaving) | result |"
     );
     let _ = writeln!(
         md,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for o in outcomes {
         match (&o.report, &o.skipped) {
             (Some(r), _) => {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} | {} | {} ({:.0} s) |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ms | {} | {} | {} | {} | {} ({}: {}, {}; {}) | {} ({:.0} s) |",
                     run_name(o.fault, o.acks),
                     o.fault.describe(),
                     r.ops,
@@ -522,6 +523,11 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
                     r.parked_while_free,
                     r.not_served_again,
                     r.semantic,
+                    r.election_terms,
+                    r.observed_events,
+                    r.observer_skips,
+                    r.observer_disorder,
+                    r.granted_after_leaving,
                     if r.failed() { "VIOLATIONS" } else { "ok" },
                     o.seconds
                 );
@@ -529,7 +535,7 @@ fn faults_md(args: &Args, outcomes: &[Outcome]) -> String {
             (None, why) => {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | – | – | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
+                    "| {} | {} | – | – | – | – | – | – | – | – | – | – | – | – | – | skipped: {} |",
                     run_name(o.fault, o.acks),
                     o.fault.describe(),
                     why.as_deref().unwrap_or("?")

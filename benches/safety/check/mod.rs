@@ -18,11 +18,17 @@
 //!    (free by *upper* bounds of every hold) for a good part of it; after a failover, every
 //!    name is served again (granted or renewed) within 10 s of the promotion.
 //!
+//! 5. **Elections** (`elections.rs`): every observer is told every term in order (a resumed
+//!    stream fills its gap), and no candidate is granted after it left. Two leaders at once
+//!    and terms that do not grow are found by 1. and 2.: each candidate that leads is a lease
+//!    of the election's name, its term the fence.
+//!
 //! Faults that lose Redis data (a restart without persistence, or an AOF missing its last
 //! second) cannot keep mutual exclusion across the loss: overlaps between a hold granted
 //! before the loss and one granted after it are reported as expected, not as failures. Fences
 //! must stay monotonic even then.
 
+mod elections;
 mod exclusion;
 mod fencing;
 mod holds;
@@ -37,6 +43,7 @@ use std::fmt::Write as _;
 
 use crate::history::{Op, Request};
 
+use self::elections::elections;
 use self::exclusion::mutual_exclusion;
 use self::fencing::fencing;
 use self::holds::derive_holds;
@@ -102,6 +109,16 @@ pub struct Report {
     /// Answers that named another lock, lease or holder than asked (see `replies`).
     pub mismatched_replies: usize,
     pub longest_unavailable_us: u64,
+    /// Election terms granted, and the events their observers were told.
+    pub election_terms: usize,
+    pub observed_events: usize,
+    /// Terms an observer stream was not told (or `resync`s with no data loss to explain them).
+    pub observer_skips: usize,
+    /// Terms an observer stream was told after a larger one.
+    pub observer_disorder: usize,
+    pub observer_resyncs: usize,
+    /// Candidates granted after they left the line, resigned or were told they were out.
+    pub granted_after_leaving: usize,
     /// What was injected, e.g. "redis-freeze x3".
     pub faults: String,
     pub violations: Vec<Violation>,
@@ -187,6 +204,8 @@ pub fn check(
     liveness(ops, &holds, windows, ttl_max_ms, &mut report);
     served_again(ops, windows, &mut report);
     semantics(ops, &across_loss, &mut report);
+    let loss_between = |a: u64, b: u64| losses.iter().any(|&(from, to)| from < b && a < to);
+    elections(ops, &loss_between, &mut report);
     replies(ops, &mut report);
     report
 }
@@ -204,7 +223,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, not served again {}, server errors {}, semantic {}, replies for other requests {}; longest unavailability {} ms => {}",
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, not served again {}, server errors {}, semantic {}, replies for other requests {}; election terms {}, observer events {} (terms skipped {}, out of order {}, resyncs {}), granted after leaving {}; longest unavailability {} ms => {}",
         if report.faults.is_empty() {
             "nothing"
         } else {
@@ -227,6 +246,12 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         report.server_errors,
         report.semantic,
         report.mismatched_replies,
+        report.election_terms,
+        report.observed_events,
+        report.observer_skips,
+        report.observer_disorder,
+        report.observer_resyncs,
+        report.granted_after_leaving,
         report.longest_unavailable_us / 1000,
         if report.failed() { "VIOLATIONS" } else { "ok" }
     );

@@ -10,8 +10,9 @@ use super::{Report, Violation};
 use crate::history::{Op, Request};
 
 pub(super) fn replies(ops: &[Op], report: &mut Report) {
-    // New lease and ticket ids -> the op that was answered with it.
-    let mut issued: HashMap<&str, usize> = HashMap::new();
+    // New lease and ticket ids -> the op that was answered with it (and its Idempotency-Key:
+    // a retry with the same key is answered the same id, as it must be).
+    let mut issued: HashMap<&str, (usize, Option<&str>)> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
         let Some(echo) = &op.echo else { continue };
         let mut wrong = Vec::new();
@@ -50,13 +51,18 @@ pub(super) fn replies(ops: &[Op], report: &mut Report) {
             } | Request::AcquirePermits { .. }
         ) && let Some(id) = &echo.lease
         {
+            let key = match &op.request {
+                Request::Acquire { idempotency, .. } => idempotency.as_deref(),
+                _ => None,
+            };
             match issued.get(id.as_str()) {
-                Some(&j) => {
+                Some(&(_, Some(first))) if key == Some(first) => {}
+                Some(&(j, _)) => {
                     wrong.push(format!("lease {id}, already answered to #{}", ops[j].seq));
                     other = Some(j);
                 }
                 None => {
-                    issued.insert(id, i);
+                    issued.insert(id, (i, key));
                 }
             }
         }

@@ -98,6 +98,13 @@ pub(super) fn semantics(
                             && f.recv > prev.send
                     })
             }
+            // A campaign asked again answers the candidate's standing now: it may have come
+            // to lead since, or be out (never a second candidate: see `replies`).
+            (
+                Outcome::Queued { ticket },
+                Outcome::Granted { lease, .. } | Outcome::Queued { ticket: lease },
+            ) if op.family == Family::Election => ticket == lease,
+            (Outcome::Queued { .. }, Outcome::Lost { .. }) if op.family == Family::Election => true,
             // A failed first try may have happened or not; anything goes for the retry.
             (Outcome::Failed { .. }, _) | (_, Outcome::Failed { .. }) => true,
             // A refusal changed nothing and is not kept: the retry runs again, as of now.

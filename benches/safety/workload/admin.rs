@@ -23,7 +23,10 @@ impl Client {
         let names = self.shared.plan.names(family);
         let name = names[self.rng.random_range(0..names.len())].clone();
         let semaphore = family == Family::Semaphore;
-        let path = if semaphore {
+        let path = if family == Family::Election {
+            // Ends the term: recorded as a force release of the name, which it is.
+            format!("/v1/admin/elections/{name}?reason=harness")
+        } else if semaphore {
             format!("/v1/admin/semaphores/{name}?reason=harness")
         } else {
             format!("/v1/admin/locks/{name}?reason=harness")

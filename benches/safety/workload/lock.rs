@@ -150,7 +150,7 @@ impl Client {
         self.resource_op(h, exclusive).await;
     }
 
-    async fn resource_op(&mut self, h: &Held, exclusive: bool) {
+    pub(super) async fn resource_op(&mut self, h: &Held, exclusive: bool) {
         let send = self.now();
         let resources = self.shared.resources.clone();
         let outcome = if exclusive {

@@ -13,11 +13,15 @@
 //! `--fault holder-pause`) breaks that rule on purpose.
 
 mod admin;
+mod election;
 mod lock;
 mod multi;
+mod observer;
 mod redisson;
 mod semaphore;
 mod ticket;
+
+pub use observer::spawn_observers;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -263,7 +267,13 @@ impl Client {
             let stray = self.rng.random_bool(0.05);
             // (Not on a RedLock name: a plain lock of that name lives on the main Redis, another
             // lock altogether.)
-            if stray && !matches!(family, Family::Reentrant | Family::Redlock) {
+            // (Nor on an election's: its lock is `election/<name>`, another name.)
+            if stray
+                && !matches!(
+                    family,
+                    Family::Reentrant | Family::Redlock | Family::Election
+                )
+            {
                 let kind = "reentrant";
                 self.lock_session(name, family, kind).await;
                 continue;
@@ -277,6 +287,7 @@ impl Client {
                 Family::Exclusive => self.lock_session(name, family, "exclusive").await,
                 Family::Fair => self.lock_session(name, family, "fair").await,
                 Family::Redlock => self.lock_session(name, family, "redlock").await,
+                Family::Election => self.election_session(name).await,
                 Family::Rw => {
                     let kind = if self.rng.random_bool(0.6) {
                         "read"
@@ -304,10 +315,41 @@ impl Client {
         timeout: Duration,
         request: Request,
     ) -> Op {
+        self.call_read(
+            name,
+            family,
+            method,
+            path,
+            body,
+            token,
+            idempotency,
+            timeout,
+            request,
+            outcome_of,
+        )
+        .await
+    }
+
+    /// [`Self::call`], with the answer read by `read` (an election's answers say other things
+    /// than a lock's: see `election.rs`).
+    #[allow(clippy::too_many_arguments)]
+    async fn call_read(
+        &mut self,
+        name: &str,
+        family: Family,
+        method: reqwest::Method,
+        path: String,
+        body: Option<Value>,
+        token: Option<&str>,
+        idempotency: Option<&str>,
+        timeout: Duration,
+        request: Request,
+        read: fn(&Result<Answer, String>) -> Outcome,
+    ) -> Op {
         let (instance, send, answer) = self
             .send(method, path, body, token, idempotency, timeout)
             .await;
-        let outcome = outcome_of(&answer);
+        let outcome = read(&answer);
         self.last_token = answer
             .as_ref()
             .ok()
@@ -322,9 +364,15 @@ impl Client {
                         .find_map(|k| a.body[*k].as_str())
                         .map(str::to_owned)
                 };
+                // (An election's admin answer names its lock, `election/<name>`.)
+                let lock = text(&["election", "lock", "semaphore"]).map(|l| {
+                    l.strip_prefix("election/")
+                        .filter(|_| family == Family::Election)
+                        .map_or(l.clone(), str::to_owned)
+                });
                 Echo {
-                    lock: text(&["lock", "semaphore"]),
-                    lease: text(&["lease_id", "ticket_id"]),
+                    lock,
+                    lease: text(&["lease_id", "ticket_id", "candidate_id"]),
                     holder: text(&["holder"]),
                 }
             });

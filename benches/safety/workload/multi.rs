@@ -25,7 +25,7 @@ fn kind_of(family: Family, read: bool) -> Option<&'static str> {
         Family::Exclusive => Some("exclusive"),
         Family::Fair => Some("fair"),
         Family::Rw => Some(if read { "read" } else { "write" }),
-        Family::Semaphore | Family::Redlock => None,
+        Family::Semaphore | Family::Redlock | Family::Election => None,
     }
 }
 
