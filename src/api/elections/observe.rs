@@ -22,6 +22,7 @@ use crate::event_feed::FeedMessage;
 use crate::leases::Leases;
 use crate::leases::election::ElectionName;
 use crate::leases::election::observe::{Change, Observed};
+use crate::locks::EventKind;
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 use crate::wire::ObservedBody;
@@ -65,6 +66,16 @@ fn message(change: Change) -> Option<Event> {
         Some(id) => event.id(id),
         None => event,
     })
+}
+
+/// Whether an event of the election's lock may start or end a term, or change its value:
+/// a heartbeat, or a candidate joining or leaving the line, does neither, and each observer's
+/// look costs two Redis reads (a thousand observers, two thousand reads per heartbeat).
+fn may_change_leader(kind: &EventKind) -> bool {
+    !matches!(
+        kind,
+        EventKind::Renewed | EventKind::Reentered | EventKind::Queued | EventKind::Left
+    )
 }
 
 /// What changed since `observed` was last told: its messages (a failed read tells nothing
@@ -138,7 +149,8 @@ pub async fn observe(
         |(mut rx, mut observed, leases, name, lock, slot)| async move {
             loop {
                 match rx.recv().await {
-                    Ok(FeedMessage::Event { event, .. }) if event.lock == lock => {}
+                    Ok(FeedMessage::Event { event, .. })
+                        if event.lock == lock && may_change_leader(&event.kind) => {}
                     Ok(FeedMessage::Event { .. }) => continue,
                     // Events may have been missed: the log says what happened all the same.
                     Ok(FeedMessage::Resync) | Err(RecvError::Lagged(_)) => {}
