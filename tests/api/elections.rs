@@ -137,6 +137,44 @@ async fn a_leader_that_stops_heartbeating_is_replaced_after_its_ttl() {
     heartbeat(&app, &a).await.assert_status(410);
 }
 
+/// A leader's heartbeat names its term: a candidate that does not lead in that term (Redis
+/// lost its grant and put it back in line) is told it is out, never led into a new term it
+/// would take for the old one; and it stops holding the line.
+#[tokio::test]
+async fn a_heartbeat_naming_a_term_the_candidate_does_not_lead_in_answers_410() {
+    let app = spawn_app().await;
+    let first = campaign(&app, "cron", json!({"value": "a", "ttl_ms": 5000}), 0).await;
+    first.assert_status(201);
+    let term = first.body["term"].as_u64().expect("a term");
+    let a = Candidate::from_reply(&first);
+    let path = format!("{}/heartbeat?term={term}", a.location);
+    with_token(&app, reqwest::Method::POST, &path, &a.token)
+        .await
+        .assert_status(200);
+    let second = campaign(&app, "cron", json!({"value": "b", "ttl_ms": 5000}), 0).await;
+    second.assert_status(202);
+    let b = Candidate::from_reply(&second);
+    // In line, though it says it leads in a term: out, and out of the line.
+    let path = format!("{}/heartbeat?term={term}", b.location);
+    with_token(&app, reqwest::Method::POST, &path, &b.token)
+        .await
+        .assert_problem(410, "lease_lost");
+    poll(&app, &b, 0).await.assert_status(410);
+    // The leader, naming another term than its own: let go, and told so.
+    let path = format!("{}/heartbeat?term={}", a.location, term + 1);
+    with_token(&app, reqwest::Method::POST, &path, &a.token)
+        .await
+        .assert_problem(410, "lease_lost");
+    let third = campaign(&app, "cron", json!({"value": "c", "ttl_ms": 5000}), 0).await;
+    third.assert_status(201);
+    assert!(third.body["term"].as_u64().expect("a term") > term);
+    let c = Candidate::from_reply(&third);
+    let path = format!("{}/heartbeat?term=x", c.location);
+    with_token(&app, reqwest::Method::POST, &path, &c.token)
+        .await
+        .assert_problem(400, "invalid_query");
+}
+
 #[tokio::test]
 async fn an_admin_ends_a_term_and_the_next_candidate_leads_with_a_higher_one() {
     let app = spawn_app().await;

@@ -330,7 +330,11 @@ impl Client {
 
     /// A heartbeat of the term; false once it is over.
     async fn renew(&mut self, h: &mut Held) -> bool {
-        let path = format!("/v1/elections/{}/candidates/{}/heartbeat", h.name, h.lease);
+        // With its term: a term Redis lost is answered 410, not renewed as another.
+        let path = format!(
+            "/v1/elections/{}/candidates/{}/heartbeat?term={}",
+            h.name, h.lease, h.fence
+        );
         let request = Request::Heartbeat {
             lease: h.lease.clone(),
             ttl_ms: None,

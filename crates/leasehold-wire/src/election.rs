@@ -27,6 +27,20 @@ pub struct CampaignBody {
     pub lock_delay_ms: Option<u64>,
 }
 
+/// `POST /v1/elections/{name}/candidates/{id}/heartbeat`'s query.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatQuery {
+    /// The term the caller leads in. When it is no longer this candidate's (Redis lost the
+    /// grant: a crash, a failover), the answer is 410 `lease_lost` and the candidate leaves
+    /// the line, instead of leading in a new term the caller would take for the old one.
+    /// Leaders send it; a candidate in line does not (its heartbeat may make it lead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<u64>,
+}
+
 /// `PUT /v1/elections/{name}/candidates/{id}/value`: the leader's new value.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

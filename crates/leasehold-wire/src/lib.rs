@@ -27,8 +27,8 @@ mod semaphore;
 
 pub use self::admin::{AuditBody, AuditEntryBody, ForceReleaseBody, LimitBody, LimitChangeBody};
 pub use self::election::{
-    CampaignBody, CandidateBody, ElectionBody, InLineBody, LeaderBody, ObservedBody, ProclaimBody,
-    ResignedBody, TermCheckBody, TermCheckReply,
+    CampaignBody, CandidateBody, ElectionBody, HeartbeatQuery, InLineBody, LeaderBody,
+    ObservedBody, ProclaimBody, ResignedBody, TermCheckBody, TermCheckReply,
 };
 pub use self::events::{LockEventMessage, LostEvent};
 pub use self::keys::{

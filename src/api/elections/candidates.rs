@@ -15,7 +15,9 @@ use crate::leases::election::{Candidacy, ElectionName, Leader, Standing};
 use crate::locks::{HolderLabel, IdempotencyKey, LockDelay};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
-use crate::wire::{CampaignBody, CandidateBody, ProclaimBody, ResignedBody, WaitQuery};
+use crate::wire::{
+    CampaignBody, CandidateBody, HeartbeatQuery, ProclaimBody, ResignedBody, WaitQuery,
+};
 
 /// 422 `invalid_body` for a value over [`Candidacy::VALUE_MAX`] bytes.
 fn check_value(value: &str) -> Result<(), Problem> {
@@ -229,30 +231,32 @@ fn mark_again(standing: Standing) -> Standing {
     path = "/v1/elections/{name}/candidates/{candidate_id}/heartbeat",
     operation_id = "heartbeatCandidate",
     tag = "elections",
-    params(("name" = String, Path), ("candidate_id" = String, Path, format = Uuid)),
+    params(("name" = String, Path), ("candidate_id" = String, Path, format = Uuid), HeartbeatQuery),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "The leader's term goes on for its TTL (or the candidate just came to lead)", body = CandidateBody),
+        (status = 200, description = "The leader's term goes on for its TTL (or the candidate just came to lead, when no `term` was sent)", body = CandidateBody),
         (status = 202, description = "The candidate's place in line is kept", body = CandidateBody),
         (status = 401, description = "token_missing, token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found; not_found", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 410, description = "lease_lost, ticket_expired: the candidate is out; never renewed", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 410, description = "lease_lost, ticket_expired: the candidate is out (or, with `term`, that term is over); never renewed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
-/// `POST /v1/elections/{name}/candidates/{id}/heartbeat` (bearer token): keeps a leader's term
-/// or a waiting candidate's place.
+/// `POST /v1/elections/{name}/candidates/{id}/heartbeat[?term=N]` (bearer token): keeps a
+/// leader's term or a waiting candidate's place.
 pub async fn heartbeat(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
     held: HeldLease,
+    Query(query): Query<HeartbeatQuery>,
 ) -> Result<Response, Problem> {
     caller.check_name(&held.name)?;
     let name = ElectionName::new(held.name);
     let leases = state.leases_for(&caller);
     let standing = leases
-        .heartbeat_candidate(&name, held.id, held.token)
+        .heartbeat_candidate(&name, held.id, held.token, query.term)
         .await?;
     let standing = mark_again(standing);
     let (value, leader) = shown(&state, &caller, &name, &standing).await?;

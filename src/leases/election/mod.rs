@@ -20,8 +20,8 @@ use std::time::Duration;
 use super::{LeaseError, Leases, Placement};
 use crate::locks::{
     AcquireRequest, Acquired, FencingToken, ForcedRelease, HolderLabel, IdempotencyKey, LeaseId,
-    LeaseKind, LeaseToken, LockDelay, LockError, LockName, LockView, Metadata, Resource, Timestamp,
-    Ttl,
+    LeaseKind, LeaseState, LeaseToken, LockDelay, LockError, LockName, LockView, Metadata,
+    Resource, Timestamp, Ttl,
 };
 
 /// An election's name: the syntax of a lock's name.
@@ -240,11 +240,17 @@ impl Leases {
     }
 
     /// Keeps a leader's term (its TTL starts again) or a waiting candidate's place.
+    ///
+    /// `held`: the term the caller leads in, when it believes it leads. A candidate found in
+    /// line then lost that term (Redis lost its grant and put it back in line: a crash, a
+    /// failover): it leaves the line and is told it is out, rather than led into a new term
+    /// it would take for the old one.
     pub async fn heartbeat_candidate(
         &self,
         name: &ElectionName,
         id: LeaseId,
         token: LeaseToken,
+        held: Option<u64>,
     ) -> Result<Standing, LeaseError> {
         let lock = name.lock();
         match self
@@ -252,6 +258,18 @@ impl Leases {
             .renew(Resource::Lock, &lock, id, &token, None)
             .await
         {
+            // Another term than the caller's (it cannot know it leads in this one): it is
+            // let go, and the caller told its own term is over.
+            Ok(renewal) if held.is_some_and(|t| t != renewal.fencing_token.0) => {
+                self.locks
+                    .release(Resource::Lock, &lock, id, &token, true, None, None)
+                    .await?;
+                Err(LockError::LeaseLost(LeaseState::Expired).into())
+            }
+            Err(LockError::TicketPending) if held.is_some() => {
+                self.locks.leave(&lock, id, &token).await?;
+                Err(LockError::LeaseLost(LeaseState::Expired).into())
+            }
             Ok(renewal) => Ok(Standing::Leads {
                 candidate_id: id,
                 token: None,
