@@ -3,7 +3,8 @@
 //! sees (waits, handoffs, script calls, heartbeat slack) to [`Metrics`] as its
 //! [`Observer`](crate::locks::observer::Observer) ([`leases`]); the HTTP layer records requests
 //! ([`http`]) and serves `GET /metrics`; what is read at scrape time is [`operator`]'s (Redis,
-//! the census, the process). Label sets are [`labels`]'. Nothing here knows HTTP or Redis.
+//! the census, the process) and [`elections`]' (read from the elections' terms logs). Label
+//! sets are [`labels`]'. Nothing here knows HTTP or Redis.
 //!
 //! Several stateless instances share one Redis, so every number is **process-local**: what
 //! this instance did or saw. Sum over instances for the service's totals; the book's metrics
@@ -12,11 +13,13 @@
 //! Label values are bounded: kinds, outcomes, script names and route templates. Lock names
 //! appear (as `lock` on acquisitions) only when `--metrics-lock-names` asks for them.
 
+mod elections;
 mod http;
 mod labels;
 mod leases;
 mod operator;
 
+pub use elections::{ELECTIONS_SAMPLED, ElectionMetrics, HISTORY_READ};
 pub use operator::CENSUS_BUDGET;
 
 use std::collections::HashMap;
@@ -62,6 +65,8 @@ pub struct Metrics {
     http_duration: Family<RouteLabels, Histogram>,
     /// Read at scrape time: Redis, the subscriber, the census of live locks, the process.
     pub sampled: operator::Sampled,
+    /// Read at scrape time: the live elections' terms and lines.
+    pub elections: ElectionMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -108,7 +113,9 @@ impl Metrics {
             http_duration: Family::new_with_constructor(short_buckets),
             registry: Registry::default(),
             sampled: operator::Sampled::register(&mut registry),
+            elections: ElectionMetrics::new(lock_names, crate::locks::wall_ms()),
         };
+        m.elections.register(&mut registry);
         m.register_series(&mut registry);
         m.start_from_zero();
         Self { registry, ..m }
