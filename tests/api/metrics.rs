@@ -365,7 +365,7 @@ async fn requests_the_front_door_refuses_are_counted_too() {
 
 #[tokio::test]
 async fn election_metrics_count_terms_leaderless_time_and_the_line() {
-    use crate::dashboard::elections::{call, stand};
+    use crate::dashboard::elections::{call, stand, until_journaled};
     let app = spawn_app_with(AppOptions {
         metrics_lock_names: true,
         ..AppOptions::default()
@@ -382,6 +382,7 @@ async fn election_metrics_count_terms_leaderless_time_and_the_line() {
     .await
     .assert_status(201);
     let next = stand(&app, "scheduler", "node-b", "b").await;
+    until_journaled(&app, "scheduler").await;
     let of = [("election", "scheduler")];
     let text = scrape(&app).await;
     assert_eq!(

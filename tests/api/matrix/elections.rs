@@ -9,6 +9,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::kinds::{backlog, sample, scrape};
+use crate::dashboard::elections::until_journaled;
 use crate::helpers::{Reply, TestApp, spawn_app};
 
 async fn campaign(app: &TestApp, name: &str, holder: &str, key: Option<&str>) -> Reply {
@@ -56,6 +57,7 @@ async fn an_election_goes_through_every_route() {
         .assert_problem(429, "quota_exceeded");
 
     // The metric counted one term; the line's gauge shows the candidate waiting.
+    until_journaled(&caller, "k-election").await;
     let after = scrape(&caller).await;
     assert_eq!(
         terms_started(&after) - terms_started(&before),
@@ -121,7 +123,16 @@ async fn an_election_goes_through_every_route() {
         .await;
     polled.assert_status(200);
     assert!(polled.u64("term") > first_term, "{}", polled.body);
-    let _ = leader_path;
+    let leader_token = first.str("token");
+    caller
+        .send(
+            caller
+                .http
+                .post(caller.url(&format!("{leader_path}/heartbeat")))
+                .bearer_auth(&leader_token),
+        )
+        .await
+        .assert_status(410);
     let audit = app
         .admin(Method::GET, "/v1/admin/audit?limit=500", None)
         .await;
