@@ -1,7 +1,9 @@
 // Leasehold dashboard: live updates over server-sent events (plain EventSource, no library).
 // - A region marked data-live re-reads itself from the page's own URL whenever an event of a
 //   lock it may show arrives (debounced), and every few seconds for the TTL countdown.
-// - The events page's #feed lists each event as it arrives (text only, never HTML).
+//   An election's page listens to its observe stream, whose messages are named (data-event-names).
+// - The events page's #feed lists each event as it arrives (text only, never HTML); an
+//   election's events (its lock is election/<name>) are shown as the election's.
 (function () {
   "use strict";
 
@@ -17,11 +19,15 @@
     var source = new EventSource(url);
     source.onopen = function () { element.dataset.connected = "1"; showStatus(true); };
     source.onerror = function () { delete element.dataset.connected; showStatus(false); };
-    source.onmessage = function (message) {
+    function onMessage(message) {
       var event;
       try { event = JSON.parse(message.data); } catch (e) { return; }
       onEvent(event);
-    };
+    }
+    source.onmessage = onMessage;
+    (element.dataset.eventNames || "").split(" ").forEach(function (name) {
+      if (name) source.addEventListener(name, onMessage);
+    });
     source.addEventListener("resync", onResync);
     return source;
   }
@@ -80,17 +86,39 @@
     })).join(" ");
   }
 
+  // An election runs on a lock named election/<name>: its events read as the election's.
+  var ELECTION = "election/";
+  var TERM_EVENTS = { acquired: "new term", granted: "new term", released: "resigned",
+                      expired: "term expired", force_released: "term ended", queued: "candidate in line",
+                      left: "candidate left", renewed: "heartbeat" };
+
+  function subject(lock) {
+    if (lock.indexOf(ELECTION) === 0) {
+      var name = lock.slice(ELECTION.length);
+      return { href: "/elections/" + encodeURIComponent(name), text: "election " + name, election: true };
+    }
+    return { href: "/locks/" + encodeURIComponent(lock), text: lock, election: false };
+  }
+
   function feed(body) {
     listen(body.dataset.events, function (event) {
       var row = document.createElement("tr");
       row.className = "ev-" + String(event.type);
       var at = new Date(event.at_ms).toISOString();
       cell(row, at.slice(11, 23), "at").title = at;
+      var about = subject(String(event.lock));
       var lock = document.createElement("a");
-      lock.href = "/locks/" + encodeURIComponent(String(event.lock));
-      lock.textContent = String(event.lock);
+      lock.href = about.href;
+      lock.textContent = about.text;
       cell(row, "").appendChild(lock);
-      cell(row, event.type);
+      if (about.election) {
+        row.classList.add("election");
+        var what = TERM_EVENTS[String(event.type)] || String(event.type);
+        if (what === "new term" && event.fencing_token !== undefined) what += " " + event.fencing_token;
+        cell(row, what);
+      } else {
+        cell(row, event.type);
+      }
       // A lease id is a UUID: its first block tells leases apart on one page; the whole id
       // is its tooltip.
       var id = event.lease_id ? String(event.lease_id) : "";

@@ -5,8 +5,9 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::{Caller, ReaderRole};
+use crate::leases::Leases;
 use crate::locks::wall_ms;
-use crate::metrics::{CENSUS_BUDGET, CONTENT_TYPE};
+use crate::metrics::{CENSUS_BUDGET, CONTENT_TYPE, ELECTIONS_SAMPLED, HISTORY_READ};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
 
@@ -52,6 +53,10 @@ pub async fn scrape(caller: Caller<ReaderRole>, State(state): State<AppState>) -
     } else {
         None
     };
+    // The caller is the deployment's: its key space's elections.
+    if redis_up {
+        sample_elections(&state, &state.leases_for(&caller)).await;
+    }
     state.metrics.sampled.record(
         redis_up,
         state.subscriber.is_connected(),
@@ -72,6 +77,47 @@ pub async fn scrape(caller: Caller<ReaderRole>, State(state): State<AppState>) -
         Err(e) => {
             tracing::error!(error = %e, "cannot encode the metrics");
             Problem::new(ProblemKind::Internal, "internal error").into_response()
+        }
+    }
+}
+
+/// The live elections' lines and the terms started since the last scrape, for the election
+/// metrics (read here: the metrics know no lease store). A failed read leaves them as they
+/// were.
+async fn sample_elections(state: &AppState, leases: &Leases) {
+    let metrics = &state.metrics.elections;
+    let listed = match leases.elections(ELECTIONS_SAMPLED, metrics.known()).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list the elections for the metrics");
+            return;
+        }
+    };
+    metrics.set_waiting(
+        listed
+            .elections
+            .iter()
+            .map(|e| (e.name.as_str(), e.view.candidates_waiting)),
+    );
+    for election in &listed.elections {
+        let name = &election.name;
+        let after = metrics.read_after(name.as_str());
+        let read = async {
+            let terms = leases
+                .terms(name, Some(after.as_deref().unwrap_or("0-0")))
+                .await?;
+            let history = if terms.entries.iter().any(|t| !t.proclaimed) {
+                leases.history(&name.lock(), HISTORY_READ).await?
+            } else {
+                Vec::new()
+            };
+            Ok::<_, crate::leases::LeaseError>((terms, history))
+        };
+        match read.await {
+            Ok((terms, history)) => metrics.observed(name.as_str(), &terms.entries, &history),
+            Err(e) => {
+                tracing::warn!(election = %name, error = %e, "could not read an election's terms for the metrics");
+            }
         }
     }
 }

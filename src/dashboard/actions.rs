@@ -1,5 +1,5 @@
-//! The admin's forms on the lock page: force release and evict, as `DELETE /v1/admin/...`
-//! does them (one owner: [`crate::operator`]). Signed-in admins only, with the CSRF token, a
+//! The admin's forms on the lock page (force release, evict) and an election's page (end the
+//! term), as `DELETE /v1/admin/...` does them (one owner: [`crate::operator`]). Signed-in admins only, with the CSRF token, a
 //! same-origin check and a confirmation ([`admin_form`]); recorded as done by the dashboard
 //! admin (or the key signed in with). GET never changes anything.
 
@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::error::{PageError, PageResult};
 use super::lock::lock_name;
 use super::viewer::{admin_form, done_by};
+use crate::leases::election::ElectionName;
 use crate::locks::LeaseId;
 use crate::operator::{Aim, Reason};
 use crate::problem::ProblemKind;
@@ -112,4 +113,42 @@ fn form_reason(state: &AppState, raw: &str) -> Result<Reason, PageError> {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     Ok(state.reason(&line)?)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct EndTermForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /elections/{name}/end-term`: ends the current term, as
+/// `DELETE /v1/admin/elections/{name}` does (audited as `end_term`): the next candidate in
+/// line leads with a higher term.
+pub(super) async fn end_term(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(raw): Path<String>,
+    Form(form): Form<EndTermForm>,
+) -> PageResult {
+    let principal = admin_form(
+        &state,
+        &headers,
+        &uri,
+        &form.csrf,
+        &form.confirm,
+        "end the term",
+    )
+    .await?;
+    let name = ElectionName::new(lock_name(&raw)?);
+    let reason = form_reason(&state, &form.reason)?;
+    let forced = state
+        .operator(&principal, done_by(&principal))
+        .end_term(&name, &reason)
+        .await?;
+    Ok(Redirect::to(&format!("/elections/{name}?ended={}", forced.removed.len())).into_response())
 }

@@ -5,10 +5,14 @@
 //! - [`overview`] `GET /`: live locks and semaphores, filtered by name prefix, sortable.
 //! - [`lock`] `GET /locks/{name}`: holders, fair queue, waiters, read/write holds, the
 //!   [`timeline`] and the [`history`]; [`lock_state`] turns the lock's view into its rows.
-//! - [`events`] `GET /events`: the live event feed.
+//! - [`elections`] `GET /elections`: the live elections; `GET /elections/{name}`: an
+//!   election's leader, line of candidates and history of terms, live from its observe stream.
+//! - [`events`] `GET /events`: the live event feed (an election's lock events shown as the
+//!   election's).
 //! - [`login`] `GET|POST /login`, `POST /logout`: a session (signed in with the admin token or
 //!   an API key); sign-in attempts are rate-limited per address.
-//! - [`actions`] `POST /locks/{name}/force-release`, `POST /locks/{name}/evict`: adapters
+//! - [`actions`] `POST /locks/{name}/force-release`, `POST /locks/{name}/evict`,
+//!   `POST /elections/{name}/end-term`: adapters
 //!   over [`crate::operator`], signed in with the admin role only, with a CSRF token, a
 //!   same-origin check and a confirmation; GET never changes anything.
 //!
@@ -22,6 +26,7 @@
 //! (scripts and styles from this server only, no inline code).
 
 mod actions;
+mod elections;
 mod error;
 mod events;
 mod format;
@@ -61,6 +66,9 @@ pub fn router() -> Router<AppState> {
         .route("/locks/{name}", get(lock::lock_page))
         .route("/locks/{name}/force-release", post(actions::force_release))
         .route("/locks/{name}/evict", post(actions::evict))
+        .route("/elections", get(elections::elections_page))
+        .route("/elections/{name}", get(elections::election_page))
+        .route("/elections/{name}/end-term", post(actions::end_term))
         .route("/events", get(events::events_page))
         .route("/redis", get(redis::redis_page))
         .route("/login", get(login::login_form).post(login::login))

@@ -1,8 +1,10 @@
 //! Prometheus metrics of one Leasehold process, in an explicit [`Registry`] (no global recorder,
 //! so several servers in one test process stay apart). The lock domain reports what only it
 //! sees (waits, handoffs, script calls, heartbeat slack) to [`Metrics`] as its
-//! [`Observer`]; the HTTP layer records requests and serves `GET /metrics`. Nothing here knows
-//! HTTP or Redis.
+//! [`Observer`](crate::locks::observer::Observer) ([`leases`]); the HTTP layer records requests
+//! ([`http`]) and serves `GET /metrics`; what is read at scrape time is [`operator`]'s (Redis,
+//! the census, the process) and [`elections`]' (read from the elections' terms logs). Label
+//! sets are [`labels`]'. Nothing here knows HTTP or Redis.
 //!
 //! Several stateless instances share one Redis, so every number is **process-local**: what
 //! this instance did or saw. Sum over instances for the service's totals; the book's metrics
@@ -11,120 +13,33 @@
 //! Label values are bounded: kinds, outcomes, script names and route templates. Lock names
 //! appear (as `lock` on acquisitions) only when `--metrics-lock-names` asks for them.
 
+mod elections;
+mod http;
+mod labels;
+mod leases;
 mod operator;
 
+pub use elections::{ELECTIONS_SAMPLED, ElectionMetrics, HISTORY_READ};
 pub use operator::CENSUS_BUDGET;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::locks::observer::{AcquireReport, Observer};
+use self::labels::{
+    AcquireLabels, HandoffLabels, HttpLabels, KindLabels, Label, LateLabels, NodeCallLabels,
+    NodeLabels, RouteLabels, ScriptLabels, WaitLabels,
+};
 use crate::locks::{LeaseId, LeaseKind};
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// A lease kind as a label value (`other` for a reentry refused before its kind was known).
-fn kind_label(kind: Option<LeaseKind>) -> &'static str {
-    kind.map_or("other", LeaseKind::as_str)
-}
-
-/// A label value from a fixed set of names (outcomes, wake-ups).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Label(&'static str);
-
-impl EncodeLabelValue for Label {
-    fn encode(
-        &self,
-        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
-    ) -> Result<(), std::fmt::Error> {
-        self.0.encode(encoder)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct AcquireLabels {
-    kind: &'static str,
-    outcome: Label,
-    /// Only with `--metrics-lock-names`.
-    lock: Option<String>,
-}
-
-impl EncodeLabelSet for AcquireLabels {
-    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        use prometheus_client::encoding::EncodeLabel as _;
-        ("kind", self.kind).encode(encoder.encode_label())?;
-        ("outcome", self.outcome).encode(encoder.encode_label())?;
-        if let Some(lock) = &self.lock {
-            ("lock", lock.as_str()).encode(encoder.encode_label())?;
-        }
-        Ok(())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct KindLabels {
-    kind: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct WaitLabels {
-    kind: &'static str,
-    outcome: Label,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct HandoffLabels {
-    kind: &'static str,
-    wake: Label,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct LateLabels {
-    /// `renewed`: came with less than a third of the TTL left; `expired`: came after it ran out.
-    outcome: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ScriptLabels {
-    script: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct NodeCallLabels {
-    /// A RedLock node's URL, its credentials taken out (one series per configured node).
-    node: String,
-    script: &'static str,
-    outcome: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct NodeLabels {
-    node: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct HttpLabels {
-    method: &'static str,
-    /// The route template (`/v1/locks/{name}`), never the concrete path; `unmatched` for 404s
-    /// of the fallback.
-    route: String,
-    status: u16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct RouteLabels {
-    method: &'static str,
-    route: String,
-}
 
 /// Every metric of the process. Cheap to share behind an `Arc`.
 pub struct Metrics {
@@ -150,6 +65,8 @@ pub struct Metrics {
     http_duration: Family<RouteLabels, Histogram>,
     /// Read at scrape time: Redis, the subscriber, the census of live locks, the process.
     pub sampled: operator::Sampled,
+    /// Read at scrape time: the live elections' terms and lines.
+    pub elections: ElectionMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -196,7 +113,9 @@ impl Metrics {
             http_duration: Family::new_with_constructor(short_buckets),
             registry: Registry::default(),
             sampled: operator::Sampled::register(&mut registry),
+            elections: ElectionMetrics::new(lock_names, crate::locks::wall_ms()),
         };
+        m.elections.register(&mut registry);
         m.register_series(&mut registry);
         m.start_from_zero();
         Self { registry, ..m }
@@ -319,38 +238,6 @@ impl Metrics {
         self.lock_names
     }
 
-    /// A lease was granted or renewed here: it counts as active until `ttl` from now.
-    fn track(&self, id: LeaseId, ttl: Duration) {
-        if let Ok(mut tracked) = self.tracked.lock() {
-            tracked.insert(id, Instant::now() + ttl);
-        }
-    }
-
-    /// A lease ended here (released, force-released, found lost).
-    fn untrack(&self, id: LeaseId) {
-        if let Ok(mut tracked) = self.tracked.lock() {
-            tracked.remove(&id);
-        }
-    }
-
-    /// One HTTP request answered.
-    pub fn http_request(&self, method: &str, route: &str, status: u16, took: Duration) {
-        let method = method_label(method);
-        self.http_requests
-            .get_or_create(&HttpLabels {
-                method,
-                route: route.to_owned(),
-                status,
-            })
-            .inc();
-        self.http_duration
-            .get_or_create(&RouteLabels {
-                method,
-                route: route.to_owned(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
     /// The text exposition, after reading the values that are sampled rather than counted:
     /// `waiting` requests now and the subscriber's `reconnects` so far.
     pub fn encode(&self, waiting: usize, reconnects: u64) -> Result<String, std::fmt::Error> {
@@ -368,116 +255,4 @@ impl Metrics {
         self.sampled.encode_process(&mut out)?;
         Ok(out)
     }
-
-    /// Drops leases past their known expiry and sets the gauge.
-    fn sample_active(&self) {
-        let Ok(mut tracked) = self.tracked.lock() else {
-            return;
-        };
-        let now = Instant::now();
-        tracked.retain(|_, expires| *expires > now);
-        self.active
-            .set(i64::try_from(tracked.len()).unwrap_or(i64::MAX));
-    }
-}
-
-impl Observer for Metrics {
-    fn script_call(&self, script: &'static str, took: Duration, ok: bool) {
-        let labels = ScriptLabels { script };
-        self.script_duration
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
-        if !ok {
-            self.script_errors.get_or_create(&labels).inc();
-        }
-    }
-
-    fn node_call(&self, node: &str, script: &'static str, took: Duration, ok: bool) {
-        self.node_calls
-            .get_or_create(&NodeCallLabels {
-                node: node.to_owned(),
-                script,
-                outcome: if ok { "ok" } else { "error" },
-            })
-            .inc();
-        self.node_call_duration
-            .get_or_create(&NodeLabels {
-                node: node.to_owned(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
-    fn acquisition(&self, report: AcquireReport<'_>) {
-        let kind = kind_label(report.kind);
-        let outcome = Label(report.outcome.as_str());
-        self.acquisitions
-            .get_or_create(&AcquireLabels {
-                kind,
-                outcome,
-                lock: self.lock_names.then(|| report.lock.as_str().to_owned()),
-            })
-            .inc();
-        if let Some(waited) = report.waited {
-            self.wait
-                .get_or_create(&WaitLabels { kind, outcome })
-                .observe(waited.as_secs_f64());
-        }
-        if let Some((wake, after)) = report.handoff {
-            self.handoff
-                .get_or_create(&HandoffLabels {
-                    kind,
-                    wake: Label(wake.as_str()),
-                })
-                .observe(after.as_secs_f64());
-        }
-    }
-
-    fn lease_live(&self, lease: LeaseId, ttl: Duration) {
-        self.track(lease, ttl);
-    }
-
-    fn lease_ended(&self, lease: LeaseId) {
-        self.untrack(lease);
-    }
-
-    fn lease_expired(&self, lease: LeaseId) {
-        self.untrack(lease);
-        self.expirations.inc();
-    }
-
-    fn released(&self, lease: LeaseId, kind: Option<LeaseKind>, held: Option<Duration>) {
-        self.untrack(lease);
-        if let Some(held) = held {
-            self.hold
-                .get_or_create(&KindLabels {
-                    kind: kind_label(kind),
-                })
-                .observe(held.as_secs_f64());
-        }
-    }
-
-    fn heartbeat(&self, slack: Duration, ttl: Duration) {
-        self.heartbeat_slack.observe(slack.as_secs_f64());
-        if slack * 3 < ttl {
-            self.late_heartbeats
-                .get_or_create(&LateLabels { outcome: "renewed" })
-                .inc();
-        }
-    }
-
-    fn heartbeat_too_late(&self) {
-        self.late_heartbeats
-            .get_or_create(&LateLabels { outcome: "expired" })
-            .inc();
-    }
-}
-
-/// Standard methods by name; anything else is `other`, so a client cannot mint label values.
-fn method_label(method: &str) -> &'static str {
-    [
-        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT",
-    ]
-    .into_iter()
-    .find(|m| *m == method)
-    .unwrap_or("other")
 }

@@ -5,6 +5,7 @@ mod admin;
 mod backlog;
 mod binary;
 mod browser;
+mod browser_elections;
 mod browser_first_look;
 mod cli;
 mod clients;

@@ -362,3 +362,78 @@ async fn requests_the_front_door_refuses_are_counted_too() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn election_metrics_count_terms_leaderless_time_and_the_line() {
+    use crate::dashboard::elections::{call, stand, until_journaled};
+    let app = spawn_app_with(AppOptions {
+        metrics_lock_names: true,
+        ..AppOptions::default()
+    })
+    .await;
+    // A leader that asked for a lock-delay, and a candidate in line.
+    app.send(
+        app.http
+            .post(app.url("/v1/elections/scheduler/candidates"))
+            .json(
+                &json!({"value": "a", "holder": "node-a", "ttl_ms": 60_000, "lock_delay_ms": 700}),
+            ),
+    )
+    .await
+    .assert_status(201);
+    let next = stand(&app, "scheduler", "node-b", "b").await;
+    until_journaled(&app, "scheduler").await;
+    let of = [("election", "scheduler")];
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(&text, "leasehold_election_terms_started_total", &of),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "leasehold_election_candidates_waiting", &of),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "leasehold_election_leaderless_seconds_total", &of),
+        0.0
+    );
+
+    // An admin ends the term: nobody leads for the lock-delay, then the next candidate does.
+    app.admin(
+        reqwest::Method::DELETE,
+        "/v1/admin/elections/scheduler?reason=metrics",
+        None,
+    )
+    .await
+    .assert_status(200);
+    let polled = call(
+        &app,
+        reqwest::Method::GET,
+        &format!("{}?wait_ms=5000", next.location),
+        &next,
+    )
+    .await;
+    polled.assert_status(200);
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(&text, "leasehold_election_terms_started_total", &of),
+        2.0,
+        "{text}"
+    );
+    let leaderless = sample(&text, "leasehold_election_leaderless_seconds_total", &of);
+    assert!(
+        (0.6..5.0).contains(&leaderless),
+        "nobody led for the lock-delay: {leaderless}"
+    );
+    assert_eq!(
+        sample(&text, "leasehold_election_candidates_waiting", &of),
+        0.0
+    );
+    // Scraped again: nothing counted twice.
+    let again = scrape(&app).await;
+    assert_eq!(
+        sample(&again, "leasehold_election_terms_started_total", &of),
+        2.0
+    );
+}

@@ -13,6 +13,7 @@
 //! force release (which ends the term: the next candidate leads with a higher one), its
 //! history and events (under the election's lock name).
 
+pub mod listing;
 pub mod observe;
 
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! The dashboard's pages rendered against real Redis state, sign-in, CSRF refusals, force
 //! release from the browser's forms, escaping of hostile input, and the `/v1/events` feed.
 
+pub(crate) mod elections;
 mod events;
 mod pages;
 mod session;

@@ -112,7 +112,7 @@ pub(crate) async fn with_nodes() -> (TestApp, Vec<RedisServer>) {
 }
 
 /// The sum of the samples of `name` whose labels include every one of `labels`.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(super) fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     text.lines()
         .filter(|line| !line.starts_with('#'))
         .filter_map(|line| {
@@ -127,7 +127,7 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-async fn scrape(app: &TestApp) -> String {
+pub(super) async fn scrape(app: &TestApp) -> String {
     let response = app
         .http
         .get(app.url("/metrics"))

@@ -4,6 +4,7 @@
 //! a route with neither a scope nor a place in the public list, or without a probe below,
 //! fails the test, so a new route cannot be forgotten.
 
+mod elections;
 pub(crate) mod kinds;
 mod probes;
 mod routes;

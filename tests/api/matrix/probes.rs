@@ -345,6 +345,21 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
         ("GET", "/") => (http.get(url("/".into())), 200, 200),
         ("GET", "/locks/{name}") => (http.get(url(format!("/locks/{lock}"))), 200, 404),
         ("GET", "/events") => (http.get(url("/events".into())), 200, 200),
+        ("GET", "/elections") => (http.get(url("/elections".into())), 200, 200),
+        // Another tenant's election of that name is its own: nobody stood there.
+        ("GET", "/elections/{name}") => (
+            http.get(url(format!("/elections/{}", fx.election()))),
+            200,
+            404,
+        ),
+        ("POST", "/elections/{name}/end-term") => (
+            http.post(url(format!("/elections/{}/end-term", fx.election())))
+                .header("origin", view.url(""))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("confirm=yes"),
+            401,
+            401,
+        ),
         ("POST", "/locks/{name}/force-release") => (
             http.post(url(format!("/locks/{fair}/force-release")))
                 .header("origin", view.url(""))
