@@ -266,7 +266,7 @@ fn pause(attempt: u32, error: Option<&ClientError>) -> Duration {
 }
 
 /// 100 ms, doubling, at most [`MAX_PAUSE`].
-fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(100)
         .saturating_mul(1 << attempt.min(5))
         .min(MAX_PAUSE)
