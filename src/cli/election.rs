@@ -105,6 +105,7 @@ fn human_line(name: &str, observation: &Observation) -> String {
                 .map(|since| format!(" since {since}"))
                 .unwrap_or_default(),
         ),
+        Change::Vacant { term: 0 } => "nobody leads yet".to_owned(),
         Change::Vacant { term } => format!("term {term} over: nobody leads"),
         Change::Resync => format!(
             "some terms may have been missed; `leasehold leader {name}` shows who leads now"
