@@ -68,10 +68,23 @@ impl Client {
     /// `POST /v1/elections/{name}/candidates?wait_ms=N`: stands a candidate, once. It leads
     /// ([`Standing::Leads`], 201), or, when someone else still leads after `options.wait`,
     /// keeps its place in line ([`Standing::InLine`], 202) while it polls or heartbeats.
+    /// It carries a fresh `Idempotency-Key`; [`Client::campaign`] sends its retries with one
+    /// key, so a lost answer never stands a second candidate.
     pub async fn stand(
         &self,
         name: &str,
         options: &CampaignOptions,
+    ) -> Result<Reply<Standing>, ClientError> {
+        self.stand_keyed(name, options, &campaign_key()).await
+    }
+
+    /// [`stand`](Self::stand) with the `Idempotency-Key` of a campaign call (every retry of
+    /// it gets the first answer: the same candidate).
+    pub(crate) async fn stand_keyed(
+        &self,
+        name: &str,
+        options: &CampaignOptions,
+        key: &str,
     ) -> Result<Reply<Standing>, ClientError> {
         let wait = options.wait.unwrap_or(Duration::ZERO);
         let mut url = self.endpoint(&["v1", "elections", name, "candidates"])?;
@@ -85,6 +98,7 @@ impl Client {
         };
         let request = self
             .request(reqwest::Method::POST, url)
+            .header("idempotency-key", key)
             .json(&body)
             .timeout(self.timeout.saturating_add(wait));
         let sent_at = Instant::now();
@@ -208,6 +222,17 @@ impl Client {
         )
         .await
     }
+}
+
+/// A fresh `Idempotency-Key` for one campaign call: 128 random bits.
+pub(crate) fn campaign_key() -> String {
+    use std::hash::{BuildHasher as _, RandomState};
+    let now = Instant::now();
+    let (high, low) = (
+        RandomState::new().hash_one(now),
+        RandomState::new().hash_one(now),
+    );
+    format!("campaign.{high:016x}{low:016x}")
 }
 
 /// A candidate's answer as a [`Standing`]; `known` is the token the caller has already (a

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
 
+use crate::elections::campaign_key;
+use crate::upkeep::{is_retryable, pause};
 use crate::{
     CampaignOptions, CandidateBody, Client, ClientError, KeptLease, LeaseId, LeaseLost, LeaseToken,
     LossSignal, ProblemCode, Renewal, Reply, Resource, Standing,
@@ -29,9 +31,11 @@ pub struct Term {
 impl Client {
     /// Stands a candidate in election `name` and waits in line until it leads (or until
     /// `options.wait`, if given, runs out: then it leaves the line and answers
-    /// [`ClientError::NotElected`]); then keeps its term. A campaign refused by a lock-delay
-    /// asks again when it is over. Dropping the future while in line leaves the line in the
-    /// background. Call it inside a tokio runtime.
+    /// [`ClientError::NotElected`]); then keeps its term. The campaign request carries an
+    /// `Idempotency-Key`, and it and the polls are sent again after a dropped connection, a
+    /// 502, 503, 504 or a 429 `rate_limited` (for up to the client's timeout); a campaign
+    /// refused by a lock-delay asks again when it is over. Dropping the future while in line
+    /// leaves the line in the background. Call it inside a tokio runtime.
     pub async fn campaign(
         &self,
         name: &str,
@@ -39,13 +43,14 @@ impl Client {
     ) -> Result<Term, ClientError> {
         let deadline = options.wait.map(|wait| Instant::now() + wait);
         let chunk = options.poll_wait();
-        let left = |now: Instant| deadline.map_or(chunk, |d| d.saturating_duration_since(now));
+        let left = move || deadline.map_or(chunk, |d| d.saturating_duration_since(Instant::now()));
         let mut standing = loop {
             let ask = CampaignOptions {
-                wait: Some(left(Instant::now()).min(chunk)),
+                wait: Some(left().min(chunk)),
                 ..options.clone()
             };
-            match self.stand(name, &ask).await {
+            let key = campaign_key();
+            match retried(self, || self.stand_keyed(name, &ask, &key)).await {
                 Ok(reply) => break reply.body,
                 Err(ClientError::Problem(p)) if p.kind() == Some(ProblemCode::LockDelay) => {
                     let pause = p.retry_after_ms.map_or(DELAY_PAUSE, Duration::from_millis);
@@ -70,29 +75,48 @@ impl Client {
                 token: waiting.token.clone(),
                 left: false,
             });
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 place.leave().await;
                 return Err(ClientError::NotElected {
                     election: name.to_owned(),
                     leader: waiting.candidate.leader.map(Box::new),
                 });
             }
-            let wait = left(now).min(chunk);
-            standing = self
-                .poll_candidate(name, place.id, &place.token, wait)
-                .await?
-                .body;
+            let wait = left().min(chunk);
+            let poll = || self.poll_candidate(name, place.id, &place.token, wait);
+            standing = retried(self, poll).await?.body;
         };
         if let Some(place) = &mut place {
             place.left = true; // it leads: the term is kept from here
         }
-        let value = options.value.clone();
         Ok(Term {
             client: self.clone(),
             kept: self.keep_with(lease, &options.keep),
-            value: Mutex::new(value),
+            value: Mutex::new(options.value.clone()),
         })
+    }
+}
+
+/// `call`, sent again after a failure that cannot have acted twice (`clients/PROTOCOL.md`,
+/// "Retries"), for up to the client's timeout after the first attempt.
+async fn retried<T, F, Fut>(client: &Client, mut call: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
+    let give_up = Instant::now() + client.timeout;
+    let mut attempt = 0;
+    loop {
+        let error = match call().await {
+            Ok(answer) => return Ok(answer),
+            Err(e) => e,
+        };
+        let wait = pause(attempt, Some(&error));
+        if !is_retryable(&error) || Instant::now() + wait >= give_up {
+            return Err(error);
+        }
+        sleep(wait).await;
+        attempt += 1;
     }
 }
 
