@@ -52,6 +52,9 @@ async fn run(command: Command) -> ExitCode {
         Command::Keys(command) => cli::keys::run(command).await,
         Command::Ls(args) => cli::ls(args).await,
         Command::Hold(args) => cli::run::hold(args).await,
+        Command::Elect(args) => cli::run::elect(args).await,
+        Command::Leader(args) => cli::election::leader(args).await,
+        Command::Observe(args) => cli::election::observe(args).await,
         Command::Completions(args) => cli::completions(&args),
     }
 }

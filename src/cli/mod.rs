@@ -1,7 +1,9 @@
 //! What each subcommand does. The client subcommands speak the wire format only: [`run`]
 //! holds a lock while a command runs (and `hold` until Ctrl-C or around an interactive shell);
 //! `acquire`, `heartbeat`, `release` and `status` let a shell script hold one across steps;
-//! `ls` lists the live locks; [`keys`] manages API keys; `completions` prints a shell's
+//! `ls` lists the live locks; `elect` (in [`run`]) runs a command while it leads an election,
+//! [`election`] says who leads (`leader`) and follows each change (`observe`); [`keys`] manages
+//! API keys; `completions` prints a shell's
 //! completion script; [`healthcheck`] asks a local server whether it answers. [`serve`] holds
 //! the parts of starting a server that need none of it (main.rs assembles the rest).
 //!
@@ -10,6 +12,7 @@
 //! detail and code, with a non-zero exit (see `leasehold acquire --help`). `status` and `ls`
 //! print tables for people, and the server's JSON with `--json`.
 
+pub mod election;
 pub mod healthcheck;
 pub mod keys;
 pub mod run;

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::client::{LeaseBody, LiveBody, LockBody, SemaphoreBody};
+use crate::client::{ElectionBody, LeaseBody, LiveBody, LockBody, SemaphoreBody};
 
 /// Columns padded to their widest cell, two spaces apart.
 fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -104,6 +104,51 @@ pub fn lock(lock: &LockBody) -> String {
             })
             .collect();
         out.push_str(&render(&["#", "WAITER", "TICKET", "SINCE"], &rows));
+    }
+    out
+}
+
+/// An election: its leader (or none), the last term, and the line (`leasehold leader`).
+pub fn election(election: &ElectionBody) -> String {
+    let mut out = match &election.leader {
+        Some(leader) => {
+            let mut out = format!(
+                "election {}: led, term {}\n",
+                election.election, leader.term
+            );
+            let row = vec![
+                or_dash(leader.holder.as_deref()),
+                or_dash(leader.value.as_deref()),
+                or_dash(leader.candidate_id),
+                or_dash(leader.since.as_deref()),
+                or_dash(leader.expires_at.as_deref()),
+            ];
+            out.push_str(&render(
+                &["LEADER", "VALUE", "CANDIDATE", "SINCE", "EXPIRES"],
+                &[row],
+            ));
+            out
+        }
+        None => format!(
+            "election {}: nobody leads; last term {}\n",
+            election.election, election.term
+        ),
+    };
+    if election.candidates_waiting > 0 {
+        let _ = writeln!(out, "{} waiting in line:", election.candidates_waiting);
+        let rows: Vec<Vec<String>> = election
+            .candidates
+            .iter()
+            .map(|c| {
+                vec![
+                    c.position.to_string(),
+                    or_dash(c.holder.as_deref()),
+                    or_dash(c.candidate_id),
+                    or_dash(c.since.as_deref()),
+                ]
+            })
+            .collect();
+        out.push_str(&render(&["#", "CANDIDATE", "ID", "SINCE"], &rows));
     }
     out
 }

@@ -1,6 +1,7 @@
 //! The command line: `leasehold serve` and `healthcheck` (the server's flags, `server.rs`),
 //! the lease subcommands (`run`, `hold`, `acquire`, `heartbeat`, `release`, `status`, `ls`:
-//! `client.rs`) and `keys` (`keys.rs`). Every server flag reads a `LEASEHOLD_*` variable too;
+//! `client.rs`), the election subcommands (`elect`, `leader`, `observe`: `election.rs`) and
+//! `keys` (`keys.rs`). Every server flag reads a `LEASEHOLD_*` variable too;
 //! the client subcommands read one where a script or a shell profile would set it once.
 //!
 //! The types are re-exported here: the rest of the crate names them `config::ServeArgs`,
@@ -8,6 +9,7 @@
 
 mod checks;
 mod client;
+mod election;
 mod keys;
 mod server;
 #[cfg(test)]
@@ -20,6 +22,7 @@ pub use self::client::{
     AcquireArgs, HoldArgs, KindArg, LeaseArgs, LeaseRequestArgs, LsArgs, RunArgs, ServerArgs,
     StatusArgs,
 };
+pub use self::election::{ElectArgs, LeaderArgs, ObserveArgs};
 pub use self::keys::{KeyCreateArgs, KeyListArgs, KeyRevokeArgs, KeyRotateArgs, KeysCommand};
 pub use self::server::{
     DEFAULT_LISTEN, HealthcheckArgs, LogFormat, MIN_ADMIN_TOKEN_CHARS, ServeArgs,
@@ -66,6 +69,16 @@ pub enum Command {
     /// shell runs (--shell); heartbeats, and says when the lease is lost.
     #[command(after_help = HOLD_EXIT_CODES)]
     Hold(HoldArgs),
+    /// Run a command while leading an election: wait in line, run it with LEASEHOLD_TERM
+    /// while this candidate leads, stop it if the lead is lost, resign when it exits.
+    #[command(after_help = ELECT_EXIT_CODES)]
+    Elect(ElectArgs),
+    /// Show who leads an election, as a table (--json: the server's JSON).
+    #[command(after_help = LEADER_EXIT_CODES)]
+    Leader(LeaderArgs),
+    /// Print each change of an election's leader as a line (--json: JSON lines) until Ctrl-C,
+    /// resuming across dropped connections without missing a term.
+    Observe(ObserveArgs),
     /// Print a shell completion script, e.g. `leasehold completions bash > \
     /// /etc/bash_completion.d/leasehold`.
     Completions(CompletionsArgs),
@@ -83,6 +96,25 @@ Exit codes:
   128+N               signal N (INT, TERM, HUP) arrived while waiting for the lock
 
 While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
+
+const ELECT_EXIT_CODES: &str = "\
+Exit codes:
+  the command's own   when it ran and exited (128+N when a signal N killed it)
+  1                   the candidate could not stand or keep its term (server unreachable or
+                      refusing, or the lead was lost while the command ran and it still exited 0)
+  2                   invalid command line
+  75                  someone else still led when --wait ran out (--conflict-exit-code)
+  126, 127            the command could not be executed, or was not found
+  128+N               signal N (INT, TERM, HUP) arrived while waiting in line
+
+While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
+
+const LEADER_EXIT_CODES: &str = "\
+Exit codes:
+  0    someone leads
+  1    the server refused (its problem detail and code on stderr) or did not answer
+  2    invalid command line
+  3    nobody leads now";
 
 const HOLD_EXIT_CODES: &str = "\
 Exit codes:

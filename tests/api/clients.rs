@@ -2,10 +2,11 @@
 //! [`ProblemCode`] is exactly the codes the API can answer (read from the served OpenAPI
 //! document, which the server writes from its problem table), every operation of that
 //! document is a call of it or is not offered for a reason (`clients/parity.json`), and its
-//! multileases, lock-delays, kept leases (`keeper`) and the fields the server added
+//! multileases, lock-delays, kept leases (`keeper`), elections (`elections`) and the fields the server added
 //! (`wire`) behave as the protocol says, through the client, against a real server. (The
 //! Python, Go and TypeScript clients' parity tests read the same document.)
 
+mod elections;
 mod keeper;
 mod wire;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use leasehold::client::{
     AcquireOptions, Acquired, Client, ClientError, ClientOptions, KeptLease, LockKind, ProblemCode,
-    Resource,
+    Resource, Term,
 };
 use leasehold::problem::ProblemKind;
 use serde_json::Value;
@@ -75,6 +76,18 @@ async fn every_operation_of_the_document_is_a_call_of_the_rust_client_or_not_off
         Client.list_key_leases,
         Client.keep,
         KeptLease.release,
+        Client.campaign,
+        Client.stand,
+        Client.poll_candidate,
+        Client.resign,
+        Client.proclaim,
+        Client.election,
+        Client.leader,
+        Client.check_term,
+        Client.observe,
+        Client.end_term,
+        Term.proclaim,
+        Term.resign,
     ];
     let app = spawn_app().await;
     let doc = app.get("/openapi.json").await;

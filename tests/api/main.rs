@@ -15,6 +15,7 @@ mod cost;
 mod dashboard;
 mod deploy;
 mod docs;
+mod elect_cli;
 mod elections;
 mod errors;
 mod eviction;

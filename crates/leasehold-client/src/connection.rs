@@ -17,7 +17,8 @@ use crate::server_url::ServerUrl;
 /// The header the API key travels in.
 pub const KEY_HEADER: &str = "leasehold-key";
 
-/// Which routes a lease lives under: `/v1/locks` or `/v1/semaphores`.
+/// Which routes a lease lives under: `/v1/locks`, `/v1/semaphores`, `/v1/multileases` or, for
+/// a candidate of an election, `/v1/elections`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resource {
     Lock,
@@ -25,6 +26,9 @@ pub enum Resource {
     /// Several locks held as one lease (`/v1/multileases/{id}`): the lock name is not part
     /// of its routes.
     Multilease,
+    /// A candidate of an election (`/v1/elections/{name}/candidates/{id}`): kept, watched and
+    /// resigned as a lease is renewed, watched and released; its term is its fencing token.
+    Election,
 }
 
 impl Resource {
@@ -34,6 +38,7 @@ impl Resource {
             Self::Lock => vec!["v1", "locks", lock, "leases", id],
             Self::Semaphore => vec!["v1", "semaphores", lock, "leases", id],
             Self::Multilease => vec!["v1", "multileases", id],
+            Self::Election => vec!["v1", "elections", lock, "candidates", id],
         }
     }
 }

@@ -76,6 +76,14 @@ pub enum ClientError {
     /// connection broke): the lease may well still hold; watch again.
     #[error("the lease watch ended without news")]
     WatchEnded,
+    /// A campaign's wait ran out while someone else led ([`crate::Client::campaign`]): it
+    /// left the line.
+    #[error("still in line for election {election} when the wait ran out")]
+    NotElected {
+        election: String,
+        /// Who led then, as the last answer said.
+        leader: Option<Box<crate::LeaderBody>>,
+    },
     /// The release of a kept lease that had been lost before ([`crate::KeptLease::release`]):
     /// the work under it ran, at least in part, without the lock.
     #[error(transparent)]

@@ -299,6 +299,9 @@ impl Client {
             .request(reqwest::Method::POST, url)
             .bearer_auth(token.expose())
             .timeout(self.timeout);
+        if resource == Resource::Election {
+            return crate::elections::renewal(lock, Self::send(request).await?);
+        }
         if resource == Resource::Multilease {
             let reply: Reply<MultiRenewalBody> = Self::send(request).await?;
             let body = reply.body;
@@ -353,7 +356,8 @@ impl Client {
     ) -> Result<Reply<ReleaseBody>, ClientError> {
         let id = id.to_string();
         let mut url = self.endpoint(&resource.lease_path(lock, &id))?;
-        if all && resource != Resource::Multilease {
+        // A multilease and a candidate have no levels: all of it goes.
+        if all && matches!(resource, Resource::Lock | Resource::Semaphore) {
             url.query_pairs_mut().append_pair("all", "true");
         }
         let mut request = self
@@ -362,6 +366,9 @@ impl Client {
             .timeout(self.timeout);
         if let Some(key) = key {
             request = request.header("idempotency-key", key);
+        }
+        if resource == Resource::Election {
+            return Ok(crate::elections::resigned(Self::send(request).await?));
         }
         if resource == Resource::Multilease {
             let reply: Reply<MultiReleaseBody> = Self::send(request).await?;

@@ -22,29 +22,40 @@
 //! - `watch`: lease watches ([`Watch`]);
 //! - `keeper` and `upkeep`: a lease kept as every official client keeps one ([`KeptLease`]:
 //!   renewed at a third of its TTL, watched, its loss a [`LossSignal`], released on every
-//!   way out), by the rules of `clients/PROTOCOL.md`.
+//!   way out), by the rules of `clients/PROTOCOL.md`;
+//! - `elections`: a candidate's calls (stand, poll, proclaim, resign), the election, the
+//!   leader, a term's check, an admin's end of a term;
+//! - `term`: a kept campaign ([`Term`], from [`Client::campaign`]): a candidate's term is a
+//!   lease on [`Resource::Election`], kept by the same loops as any other;
+//! - `observe`: an election's changes as a [`futures_util::Stream`] ([`Observations`]),
+//!   resumed after a dropped connection.
 
 mod admin;
 mod codes;
 mod connection;
+mod elections;
 mod error;
 mod inspect;
 mod keeper;
 mod kept;
 mod keys;
 mod leases;
+mod observe;
 mod secret;
 mod server_url;
+mod term;
 mod upkeep;
 mod watch;
 
 pub use leasehold_wire::{
-    AcquireBody, Degraded, FenceCheckBody, FenceCheckReply, ForceReleaseBody, GrantBody,
-    HolderBody, KeyBody, KeyCreateBody, KeyLeaseBody, KeyLeasesBody, KeyListBody, KeyQuotasBody,
-    KeyRole, KeyRotateBody, KeySecretBody, LeaseBody, LeaseId, LeaseState, ListBody, LiveBody,
-    LockBody, LockKind, LostEvent, MembershipBody, MultiAcquireBody, MultiGrantBody,
-    MultiLeaseBody, MultiLockBody, MultiMemberBody, MultiReleaseBody, MultiRenewalBody, PermitBody,
-    ReleaseBody, RenewalBody, SemaphoreBody, TicketBody,
+    AcquireBody, CampaignBody, CandidateBody, Degraded, ElectionBody, FenceCheckBody,
+    FenceCheckReply, ForceReleaseBody, GrantBody, HolderBody, InLineBody, KeyBody, KeyCreateBody,
+    KeyLeaseBody, KeyLeasesBody, KeyListBody, KeyQuotasBody, KeyRole, KeyRotateBody, KeySecretBody,
+    LeaderBody, LeaseBody, LeaseId, LeaseState, ListBody, LiveBody, LockBody, LockKind, LostEvent,
+    MembershipBody, MultiAcquireBody, MultiGrantBody, MultiLeaseBody, MultiLockBody,
+    MultiMemberBody, MultiReleaseBody, MultiRenewalBody, ObservedBody, PermitBody, ProclaimBody,
+    ReleaseBody, RenewalBody, ResignedBody, SemaphoreBody, TermCheckBody, TermCheckReply,
+    TicketBody,
 };
 
 pub use self::codes::ProblemCode;
@@ -52,12 +63,15 @@ pub use self::connection::{
     Client, ClientOptions, DEFAULT_TIMEOUT, KEY_HEADER, Reply, Resource, http_builder,
     install_crypto_provider,
 };
+pub use self::elections::{CampaignOptions, Standing, Waiting};
 pub use self::error::{ClientError, Problem};
 pub use self::keeper::{KeepOptions, KeptLease};
 pub use self::kept::{LeaseLost, LossSignal, Renewal, UNRENEWABLE};
 pub use self::leases::{AcquireOptions, Acquired, Lease, PermitOptions, Ticket};
+pub use self::observe::{Change, Observation, Observations};
 pub use self::secret::{ApiKey, EmptyKey, EmptyToken, LeaseToken};
 pub use self::server_url::{InvalidServerUrl, ServerUrl};
+pub use self::term::Term;
 pub use self::watch::{WATCH_SILENCE, Watch};
 
 /// The README's example, compiled by the doctests (`cargo test --doc`).

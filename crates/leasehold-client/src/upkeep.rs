@@ -244,7 +244,7 @@ fn lost_by(name: &str, id: LeaseId, problem: Problem) -> LeaseLost {
 
 /// A call that may succeed if sent again unchanged, and that cannot act twice when it is
 /// (`clients/PROTOCOL.md`, "Retries"): no answer, a 502, 503 or 504, a 429 `rate_limited`.
-fn is_retryable(error: &ClientError) -> bool {
+pub(crate) fn is_retryable(error: &ClientError) -> bool {
     match error {
         ClientError::Transport(_) => true,
         ClientError::Problem(p) => {
@@ -257,7 +257,7 @@ fn is_retryable(error: &ClientError) -> bool {
 
 /// The pause before attempt `attempt + 1`: a backoff, or the server's `Retry-After` when it
 /// said one.
-fn pause(attempt: u32, error: Option<&ClientError>) -> Duration {
+pub(crate) fn pause(attempt: u32, error: Option<&ClientError>) -> Duration {
     let asked = error
         .and_then(ClientError::problem)
         .and_then(|p| p.retry_after_ms)
@@ -266,7 +266,7 @@ fn pause(attempt: u32, error: Option<&ClientError>) -> Duration {
 }
 
 /// 100 ms, doubling, at most [`MAX_PAUSE`].
-fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(100)
         .saturating_mul(1 << attempt.min(5))
         .min(MAX_PAUSE)

@@ -54,7 +54,7 @@ impl Client {
 pub const WATCH_SILENCE: Duration = Duration::from_secs(45);
 
 /// The stream's bytes until it ends, or until nothing came for [`WATCH_SILENCE`].
-fn until_silent<S>(bytes: S) -> impl Stream<Item = S::Item> + Send
+pub(crate) fn until_silent<S>(bytes: S) -> impl Stream<Item = S::Item> + Send
 where
     S: Stream + Send + 'static,
     S::Item: Send,

@@ -1,7 +1,7 @@
 //! Taking the lease: one ask (a lock, or a semaphore's permits) waiting server-side, asked
 //! again while the server's own wait limit is shorter than `--wait`, a fair lock's ticket
-//! polled until its turn, and a signal giving up on all of it. Also the one renewal that
-//! re-learns the expiry after a long acquire.
+//! polled until its turn, an election's candidate polled in line until it leads, and a
+//! signal giving up on all of it.
 
 use std::time::Duration;
 
@@ -11,8 +11,8 @@ use tokio::time::{Instant, sleep};
 use super::later;
 use crate::cli::signals::Signals;
 use crate::client::{
-    AcquireOptions, Acquired, Client, ClientError, Lease, LockKind, PermitOptions, Problem, Reply,
-    Resource, Ticket,
+    AcquireOptions, Acquired, CampaignOptions, Client, ClientError, Lease, LockKind, PermitOptions,
+    Problem, Reply, Resource, Standing, Ticket, Waiting,
 };
 
 /// Pause before asking again when the server answered 409 before our `--wait` was over (its
@@ -42,6 +42,25 @@ pub(super) enum Ask {
     Permits(PermitOptions),
     /// Several locks (each with its kind) as one multilease.
     Multi(Vec<(String, Option<LockKind>)>, AcquireOptions),
+    /// A term of an election (`elect`): its wait is the job's `--wait`, not the options'.
+    Campaign(CampaignOptions, Duration),
+}
+
+/// What one ask got: a lease, or a place in line (a fair lock's ticket, an election's
+/// candidate) to poll until its turn.
+enum Got {
+    Lease(Lease),
+    Ticket(Ticket),
+    Candidate(Waiting),
+}
+
+impl From<Acquired> for Got {
+    fn from(acquired: Acquired) -> Self {
+        match acquired {
+            Acquired::Lease(lease) => Self::Lease(lease),
+            Acquired::Queued(ticket) => Self::Ticket(ticket),
+        }
+    }
 }
 
 impl Ask {
@@ -51,6 +70,7 @@ impl Ask {
             Self::Lock(_) => Resource::Lock,
             Self::Permits(_) => Resource::Semaphore,
             Self::Multi(..) => Resource::Multilease,
+            Self::Campaign(..) => Resource::Election,
         }
     }
 
@@ -58,45 +78,47 @@ impl Ask {
         match self {
             Self::Lock(options) | Self::Multi(_, options) => options.wait,
             Self::Permits(options) => options.wait,
+            Self::Campaign(_, wait) => *wait,
         }
     }
 
     /// One request, waiting server-side up to `wait`.
-    async fn send(
-        &self,
-        client: &Client,
-        name: &str,
-        wait: Duration,
-    ) -> Result<Reply<Acquired>, ClientError> {
+    async fn send(&self, client: &Client, name: &str, wait: Duration) -> Result<Got, ClientError> {
         match self {
             Self::Lock(options) => {
                 let options = AcquireOptions {
                     wait,
                     ..options.clone()
                 };
-                client.acquire(name, &options).await
+                Ok(client.acquire(name, &options).await?.body.into())
+            }
+            Self::Campaign(options, _) => {
+                let options = CampaignOptions {
+                    wait: Some(wait.min(options.poll_wait())),
+                    ..options.clone()
+                };
+                Ok(match client.stand(name, &options).await?.body {
+                    Standing::Leads(lease) => Got::Lease(lease),
+                    Standing::InLine(waiting) => Got::Candidate(waiting),
+                })
             }
             Self::Multi(locks, options) => {
                 let options = AcquireOptions {
                     wait,
                     ..options.clone()
                 };
-                let reply = client.acquire_multi(locks, &options).await?;
-                Ok(Reply {
-                    body: Acquired::Lease(reply.body),
-                    json: reply.json,
-                })
+                Ok(Got::Lease(
+                    client.acquire_multi(locks, &options).await?.body,
+                ))
             }
             Self::Permits(options) => {
                 let options = PermitOptions {
                     wait,
                     ..options.clone()
                 };
-                let reply = client.acquire_permits(name, &options).await?;
-                Ok(Reply {
-                    body: Acquired::Lease(reply.body),
-                    json: reply.json,
-                })
+                Ok(Got::Lease(
+                    client.acquire_permits(name, &options).await?.body,
+                ))
             }
         }
     }
@@ -120,16 +142,20 @@ pub(super) async fn acquire(
             signal = signals.recv() => return Acquisition::Interrupted(signal),
         };
         match result {
-            Ok(reply) => {
-                let lease = match reply.body {
-                    Acquired::Lease(lease) => lease,
+            Ok(got) => {
+                let waited = match got {
+                    Got::Lease(lease) => Ok(lease),
                     // A fair lock's place in line: poll it until its turn or the deadline.
-                    Acquired::Queued(ticket) => {
-                        match wait_in_line(client, lock, ticket, deadline, signals).await {
-                            Ok(lease) => lease,
-                            Err(outcome) => return outcome,
-                        }
+                    Got::Ticket(ticket) => {
+                        wait_in_line(client, lock, ticket, deadline, signals).await
                     }
+                    Got::Candidate(waiting) => {
+                        wait_for_lead(client, lock, waiting, ask, deadline, signals).await
+                    }
+                };
+                let lease = match waited {
+                    Ok(lease) => lease,
+                    Err(outcome) => return outcome,
                 };
                 return Acquisition::Held(Box::new(Held {
                     ttl: Duration::from_millis(lease.grant.ttl_ms),
@@ -187,6 +213,51 @@ async fn wait_in_line(
                 }));
             }
             Ok(_) => {}
+            Err(e) => return Err(Acquisition::Failed(e)),
+        }
+    }
+}
+
+/// Polls an election's candidate until it leads, leaving the line at the deadline (then
+/// someone else counts as leading, as a busy lock) or on a signal.
+async fn wait_for_lead(
+    client: &Client,
+    name: &str,
+    waiting: Waiting,
+    ask: &Ask,
+    deadline: Instant,
+    signals: &mut Signals,
+) -> Result<Lease, Acquisition> {
+    let chunk = match ask {
+        Ask::Campaign(options, _) => options.poll_wait(),
+        _ => Duration::from_secs(10),
+    };
+    let (id, token) = (waiting.id(), waiting.token);
+    loop {
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .min(chunk);
+        let polled = tokio::select! {
+            polled = client.poll_candidate(name, id, &token, wait) => polled,
+            signal = signals.recv() => {
+                let _ = client.resign(name, id, &token).await;
+                return Err(Acquisition::Interrupted(signal));
+            }
+        };
+        match polled.map(|reply| reply.body) {
+            Ok(Standing::Leads(lease)) => return Ok(lease),
+            Ok(Standing::InLine(_)) if Instant::now() >= deadline => {
+                let _ = client.resign(name, id, &token).await;
+                return Err(Acquisition::Busy(Problem {
+                    status: 409,
+                    code: "lock_held".into(),
+                    detail: "still in line for the election when the wait ran out".into(),
+                    retry_after_ms: None,
+                    reason: None,
+                    extra: serde_json::Map::new(),
+                }));
+            }
+            Ok(Standing::InLine(_)) => {}
             Err(e) => return Err(Acquisition::Failed(e)),
         }
     }

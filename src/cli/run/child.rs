@@ -1,6 +1,6 @@
 //! What runs under the lease: a command in a process group of its own (`run`), an interactive
-//! shell in ours (`hold --shell`), or nothing (`hold`). Starts it with the lease in its
-//! environment, sends it signals ([`Target`]), and turns how it ended into a shell's exit code.
+//! shell in ours (`hold --shell`), or nothing (`hold`). Starts it with the lease (or the
+//! term, under `elect`) in its environment, sends it signals ([`Target`]), and turns how it ended into a shell's exit code.
 
 use std::ffi::OsString;
 use std::io;
@@ -14,7 +14,7 @@ use tokio::process::{Child, Command};
 
 use super::say;
 use crate::cli::EXIT_FAILURE;
-use crate::client::Lease;
+use crate::client::{Lease, Resource};
 use crate::parent_death;
 
 /// Exit code when the command was found but could not be executed (as shells use it).
@@ -68,14 +68,22 @@ impl Mode {
             Self::Shell => (shell(), &[], false),
         };
         let configure = |command: &mut Command| {
-            command
-                .args(args)
-                .env("LEASEHOLD_LOCK", &lease.grant.lock)
-                .env("LEASEHOLD_LEASE_ID", lease.grant.lease_id.to_string())
-                .env(
-                    "LEASEHOLD_FENCING_TOKEN",
-                    lease.grant.fencing_token.to_string(),
-                );
+            command.args(args);
+            if lease.resource == Resource::Election {
+                // A term: the election, the candidate, and the term (its fencing token).
+                command
+                    .env("LEASEHOLD_ELECTION", &lease.grant.lock)
+                    .env("LEASEHOLD_CANDIDATE_ID", lease.grant.lease_id.to_string())
+                    .env("LEASEHOLD_TERM", lease.grant.fencing_token.to_string());
+            } else {
+                command
+                    .env("LEASEHOLD_LOCK", &lease.grant.lock)
+                    .env("LEASEHOLD_LEASE_ID", lease.grant.lease_id.to_string())
+                    .env(
+                        "LEASEHOLD_FENCING_TOKEN",
+                        lease.grant.fencing_token.to_string(),
+                    );
+            }
             if !lease.members.is_empty() {
                 // A multilease: each lock's own token (LEASEHOLD_FENCING_TOKEN is the highest).
                 let tokens: Vec<String> = lease

@@ -1,6 +1,8 @@
 //! `leasehold run NAME -- COMMAND [ARGS..]`: hold a lock (or semaphore permits, or with
 //! `--lock A --lock B` several locks as one multilease) for exactly as long as a command runs; `leasehold hold NAME [--shell]`: until Ctrl-C, or around an
-//! interactive shell.
+//! interactive shell; `leasehold elect NAME --value V -- COMMAND`: wait in line in an
+//! election, and run the command for exactly as long as this candidate leads (a term is a
+//! lease on the election's routes: everything below applies to it unchanged).
 //!
 //! The command starts only once the lease is ours, in its own process group. While it runs we
 //! heartbeat every TTL/3, keep a lease watch open (`GET .../watch`: the server says `lost` the
@@ -42,8 +44,9 @@ use self::keeper::{Keeper, Leased};
 use self::supervisor::{Supervisor, safety_margin};
 use super::signals::{self, Signals};
 use super::{EXIT_FAILURE, Holder, acquire_options, clip, describe, permit_options};
+use crate::client::CampaignOptions;
 use crate::client::Client;
-use crate::config::{HoldArgs, LeaseRequestArgs, RunArgs, ServerArgs};
+use crate::config::{ElectArgs, HoldArgs, LeaseRequestArgs, RunArgs, ServerArgs};
 
 /// Anything further away than this is "never" (and keeps `Instant` arithmetic from overflowing
 /// on `--wait 1000years`).
@@ -59,6 +62,9 @@ struct Job {
     lease: LeaseRequestArgs,
     kill_grace: Duration,
     mode: Mode,
+    /// `elect`: the value this candidate publishes; the job then holds a term of the election
+    /// `name`, not a lease.
+    campaign: Option<String>,
 }
 
 pub async fn run(args: RunArgs) -> ExitCode {
@@ -93,7 +99,44 @@ pub async fn hold(args: HoldArgs) -> ExitCode {
     .await
 }
 
+pub async fn elect(args: ElectArgs) -> ExitCode {
+    let _ = SPEAKER.set("elect");
+    // The lease flags an election shares with a lock; the rest do not apply to it.
+    let lease = LeaseRequestArgs {
+        ttl: args.ttl,
+        wait: args.wait.unwrap_or(NEVER),
+        kind: None,
+        lock_delay: args.lock_delay,
+        semaphore: None,
+        permits: None,
+        holder: args.holder,
+        conflict_exit_code: args.conflict_exit_code,
+        quiet: args.quiet,
+    };
+    let job = Job::connect(&args.server).map(|client| Job {
+        client,
+        name: args.name,
+        locks: Vec::new(),
+        lease,
+        kill_grace: args.kill_grace,
+        mode: Mode::Command(args.command),
+        campaign: Some(args.value),
+    });
+    match job {
+        Ok(job) => ExitCode::from(job.run().await),
+        Err(code) => code,
+    }
+}
+
 impl Job {
+    /// The client of `server`, or the exit code of a failure to make one (said on stderr).
+    fn connect(server: &ServerArgs) -> Result<Client, ExitCode> {
+        super::client(server).map_err(|e| {
+            say(describe(&e));
+            ExitCode::from(EXIT_FAILURE)
+        })
+    }
+
     /// Connects to the server and runs the job: its exit code.
     async fn launch(
         server: &ServerArgs,
@@ -103,12 +146,9 @@ impl Job {
         kill_grace: Duration,
         mode: Mode,
     ) -> ExitCode {
-        let client = match super::client(server) {
+        let client = match Self::connect(server) {
             Ok(client) => client,
-            Err(e) => {
-                say(describe(&e));
-                return ExitCode::from(EXIT_FAILURE);
-            }
+            Err(code) => return code,
         };
         let job = Self {
             client,
@@ -117,6 +157,7 @@ impl Job {
             lease,
             kill_grace,
             mode,
+            campaign: None,
         };
         ExitCode::from(job.run().await)
     }
@@ -140,6 +181,16 @@ impl Job {
         let client = &self.client;
         let holder = self.holder();
         let ask = match self.lease.semaphore {
+            _ if self.campaign.is_some() => Ask::Campaign(
+                CampaignOptions {
+                    value: self.campaign.clone().unwrap_or_default(),
+                    ttl: self.lease.ttl,
+                    holder: Some(self.lease.holder.clone().unwrap_or(holder.label.clone())),
+                    lock_delay: self.lease.lock_delay,
+                    ..CampaignOptions::default()
+                },
+                self.lease.wait,
+            ),
             Some(limit) => Ask::Permits(permit_options(&self.lease, limit, &holder)),
             None if !self.locks.is_empty() => {
                 let options = acquire_options(&self.lease, &holder);
