@@ -133,7 +133,7 @@ impl Locks {
         let more = names.len() == read;
         let names: Vec<LockName> = names
             .iter()
-            .filter_map(|n| LockName::parse(n).ok())
+            .filter_map(|n| LockName::stored(n))
             .collect();
         let mut entries = self.inspect_live(&names).await?;
         entries.sort_by(|a, b| a.name().as_str().cmp(b.name().as_str()));

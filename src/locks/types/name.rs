@@ -53,6 +53,19 @@ impl LockName {
     pub(crate) fn internal(name: String) -> Self {
         Self(name)
     }
+
+    /// A name read back from Redis (the lock index): a client's, or one of the server's own
+    /// (two parsed names joined by `/`). Without the second, an election's lock would never
+    /// be listed, nor forgotten from the index once dead.
+    pub(crate) fn stored(raw: &str) -> Option<Self> {
+        if let Ok(name) = Self::parse(raw) {
+            return Some(name);
+        }
+        let (kind, name) = raw.split_once('/')?;
+        Self::parse(kind).ok()?;
+        Self::parse(name).ok()?;
+        Some(Self::internal(raw.to_owned()))
+    }
 }
 
 impl fmt::Display for LockName {
@@ -70,6 +83,18 @@ mod tests {
         assert!(LockName::parse("orders:42.v2_x-y").is_ok());
         for bad in ["", "a{b}", "a}b", "a/b", "a b", "é", &"x".repeat(201)] {
             assert!(LockName::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn stored_names_are_a_clients_or_the_servers_own() {
+        assert_eq!(
+            LockName::stored("election/cron").map(|n| n.0),
+            Some("election/cron".to_owned())
+        );
+        assert!(LockName::stored("orders").is_some());
+        for bad in ["a/b/c", "/x", "x/", "a{b}/c", ""] {
+            assert!(LockName::stored(bad).is_none(), "{bad:?} was accepted");
         }
     }
 }
