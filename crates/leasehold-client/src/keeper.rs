@@ -82,6 +82,7 @@ impl Client {
             name: lease.grant.lock.clone(),
             id: lease.grant.lease_id,
             token: lease.token.clone(),
+            fence: lease.grant.fencing_token,
             shared: shared.clone(),
         };
         let mut tasks = vec![tokio::spawn(upkeep.clone().renew())];

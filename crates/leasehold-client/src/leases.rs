@@ -291,10 +291,28 @@ impl Client {
         id: LeaseId,
         token: &LeaseToken,
     ) -> Result<Reply<RenewalBody>, ClientError> {
+        self.heartbeat_term(resource, lock, id, token, None).await
+    }
+
+    /// [`Self::heartbeat`] of a lease held as `term` (an election's leader: its term is its
+    /// fencing token): the server answers 410 when the candidate no longer leads in that
+    /// term (Redis lost its grant and put it back in line), rather than leading it into a
+    /// new term this caller would take for its own.
+    pub async fn heartbeat_term(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+        term: Option<u64>,
+    ) -> Result<Reply<RenewalBody>, ClientError> {
         let id = id.to_string();
         let mut path = resource.lease_path(lock, &id);
         path.push("heartbeat");
-        let url = self.endpoint(&path)?;
+        let mut url = self.endpoint(&path)?;
+        if let (Resource::Election, Some(term)) = (resource, term) {
+            url.query_pairs_mut().append_pair("term", &term.to_string());
+        }
         let request = self
             .request(reqwest::Method::POST, url)
             .bearer_auth(token.expose())

@@ -26,6 +26,9 @@ pub(crate) struct Upkeep {
     pub(crate) name: String,
     pub(crate) id: LeaseId,
     pub(crate) token: LeaseToken,
+    /// The fencing token the lease was granted with: an election's term, sent with each
+    /// heartbeat of one.
+    pub(crate) fence: u64,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -51,9 +54,13 @@ impl Upkeep {
         loop {
             let sent = Instant::now();
             let until = loss_at.min(sent + (ttl / 3).max(MIN_ATTEMPT));
-            let beat = self
-                .client
-                .heartbeat(self.resource, &self.name, self.id, &self.token);
+            let beat = self.client.heartbeat_term(
+                self.resource,
+                &self.name,
+                self.id,
+                &self.token,
+                Some(self.fence),
+            );
             match timeout_at(until, beat).await {
                 Ok(Ok(reply)) => {
                     self.shared.renewed(sent, &reply.body);

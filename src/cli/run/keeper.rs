@@ -28,6 +28,8 @@ pub(super) struct Leased<'a> {
     pub(super) lock: &'a str,
     pub(super) id: LeaseId,
     pub(super) token: LeaseToken,
+    /// The fencing token it was granted with (an election's term, sent with its heartbeats).
+    pub(super) fence: u64,
 }
 
 impl Leased<'_> {
@@ -79,7 +81,7 @@ impl Keeper {
         let timeout = (held.ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(10));
         let client = lease.client.clone().with_timeout(timeout);
         let (resource, lock, id) = (lease.resource, lease.lock.to_owned(), lease.id);
-        let token = lease.token.clone();
+        let (token, fence) = (lease.token.clone(), lease.fence);
         let mut ttl = held.ttl;
         let mut next_heartbeat = held.renewed_at + ttl / 3;
         let (tx, news) = mpsc::channel(4);
@@ -95,7 +97,8 @@ impl Keeper {
             loop {
                 sleep_until(next_heartbeat).await;
                 let sent = Instant::now();
-                let news = match client.heartbeat(resource, &lock, id, &token).await {
+                let beat = client.heartbeat_term(resource, &lock, id, &token, Some(fence));
+                let news = match beat.await {
                     Ok(renewal) => {
                         ttl = Duration::from_millis(renewal.body.ttl_ms);
                         next_heartbeat = sent + ttl / 3;
@@ -171,7 +174,13 @@ pub(super) async fn confirm(lease: &Leased<'_>, held: Held) -> Result<Held, Clie
     let sent = Instant::now();
     let renewal = lease
         .client
-        .heartbeat(lease.resource, lease.lock, lease.id, &lease.token)
+        .heartbeat_term(
+            lease.resource,
+            lease.lock,
+            lease.id,
+            &lease.token,
+            Some(lease.fence),
+        )
         .await?;
     Ok(Held {
         ttl: Duration::from_millis(renewal.body.ttl_ms),

@@ -230,6 +230,7 @@ impl Job {
             lock: &self.name,
             id: held.lease.grant.lease_id,
             token: held.lease.token.clone(),
+            fence: held.lease.grant.fencing_token,
         };
         self.guard(&lease, held, &mut signals).await
     }

@@ -131,10 +131,7 @@ impl Locks {
             .query_async(&mut self.inner.conn.clone())
             .await?;
         let more = names.len() == read;
-        let names: Vec<LockName> = names
-            .iter()
-            .filter_map(|n| LockName::stored(n))
-            .collect();
+        let names: Vec<LockName> = names.iter().filter_map(|n| LockName::stored(n)).collect();
         let mut entries = self.inspect_live(&names).await?;
         entries.sort_by(|a, b| a.name().as_str().cmp(b.name().as_str()));
         // Past a full page, the rest is the next page's: its cursor is the page's last name.
