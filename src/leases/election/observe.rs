@@ -110,6 +110,12 @@ impl Observed {
         if terms.gap {
             told.push(Change::Gap);
         }
+        if self.term == 0 {
+            // Resumed: the term of the entry it resumed after, as the log has it. (Not the
+            // election's term now: a term granted after the log was read would be taken as
+            // told, and skipped when the log gives it; the harness's reply-lost runs saw it.)
+            self.term = terms.after_term.unwrap_or(0);
+        }
         for entry in &terms.entries {
             self.last_id = Some(entry.id.clone());
             // A new value in the term it was told of: told once (a proclamation run twice is
@@ -129,8 +135,9 @@ impl Observed {
             self.value = entry.value.clone();
             told.push(Change::leader(entry));
         }
-        if self.term == 0 {
-            // Resumed: the term it last heard of, as the election counts it.
+        if self.term == 0 && terms.gap {
+            // Resumed where the log no longer reaches: it starts again from the election's
+            // term (after its `resync`).
             self.term = now.term;
         }
         // A term read in the view but not yet in the log comes with its own wake-up: only
@@ -214,6 +221,7 @@ mod tests {
         Terms {
             entries,
             gap: false,
+            after_term: None,
         }
     }
 
@@ -311,11 +319,30 @@ mod tests {
             Terms {
                 entries: vec![entry("9-0", 90)],
                 gap: true,
+                after_term: None,
             },
             &view(Some(90), 90),
         );
         assert_eq!(kinds(&told), ["gap", "leader 90"]);
         assert!(Observed::resuming("nonsense").is_none());
         assert!(Observed::resuming("1-x").is_none());
+    }
+
+    /// A resumed observer whose first look read the log before a grant and the election
+    /// after it: the new term is told when the log gives it, not taken as told already.
+    #[test]
+    fn a_resumed_observer_is_told_a_term_granted_between_its_two_reads() {
+        let mut resumed = Observed::resuming("1-0").expect("an id");
+        let first = resumed.changes(
+            Terms {
+                entries: vec![],
+                gap: false,
+                after_term: Some(10),
+            },
+            &view(Some(20), 20),
+        );
+        assert!(first.is_empty(), "{first:?}");
+        let next = resumed.changes(terms(vec![entry("2-0", 20)]), &view(Some(20), 20));
+        assert_eq!(kinds(&next), ["leader 20"]);
     }
 }

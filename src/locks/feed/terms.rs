@@ -22,6 +22,10 @@ pub struct Terms {
     pub entries: Vec<TermEntry>,
     /// Terms after the one asked for may be missing (trimmed from the log).
     pub gap: bool,
+    /// The term of the entry asked to read after, when it is still in the log: where a
+    /// resumed observer stands (not the election's term now, which may be ahead of the log
+    /// as read: a term granted between the two reads would be taken as told).
+    pub after_term: Option<u64>,
 }
 
 /// Most terms one read returns.
@@ -78,6 +82,7 @@ impl Locks {
             return Ok(Terms {
                 entries: last.iter().filter_map(|(id, f)| entry(id, f)).collect(),
                 gap: false,
+                after_term: None,
             });
         };
         // The entry of `after` itself (to know it is still there), then the rest.
@@ -90,6 +95,11 @@ impl Locks {
             .query_async(&mut conn)
             .await?;
         let gap = read.first().is_none_or(|(id, _)| id != after);
+        let after_term = read
+            .first()
+            .filter(|(id, _)| id == after)
+            .and_then(|(id, f)| entry(id, f))
+            .map(|e| e.term);
         Ok(Terms {
             entries: read
                 .iter()
@@ -97,6 +107,7 @@ impl Locks {
                 .filter_map(|(id, f)| entry(id, f))
                 .collect(),
             gap,
+            after_term,
         })
     }
 }
