@@ -6,8 +6,9 @@
 //!   candidate was granted between the first and the last term a stream was told of is among
 //!   those it was told: a stream that skips one, or a resumed stream that does not fill its
 //!   gap, shows here. A `resync` (the server saying terms may be missing) counts as a skip
-//!   unless Redis lost data (the terms log with it); after one, the stream's order starts
-//!   again.
+//!   unless Redis lost data (the terms log with it) or a failover was under way (a master
+//!   being cut off may have shown a term it could not replicate); after one, the stream's
+//!   order starts again.
 //! - **No candidate is granted after it left.** Once a candidate left the line, resigned or
 //!   was told it is out (410), no answer grants it the lead.
 
@@ -36,8 +37,14 @@ fn granted_terms(ops: &[Op]) -> HashMap<&str, BTreeMap<u64, usize>> {
     terms
 }
 
-pub(super) fn elections(ops: &[Op], data_loss: &dyn Fn(u64, u64) -> bool, report: &mut Report) {
-    observers(ops, data_loss, report);
+pub(super) fn elections(
+    ops: &[Op],
+    data_loss: &dyn Fn(u64, u64) -> bool,
+    after_failover: &dyn Fn(u64) -> bool,
+    report: &mut Report,
+) {
+    let resync_excused = |at: u64| data_loss(0, at) || after_failover(at);
+    observers(ops, data_loss, &resync_excused, report);
     granted_after_leaving(ops, report);
 }
 
@@ -48,7 +55,12 @@ struct Stretch {
     told: BTreeSet<u64>,
 }
 
-fn observers(ops: &[Op], data_loss: &dyn Fn(u64, u64) -> bool, report: &mut Report) {
+fn observers(
+    ops: &[Op],
+    data_loss: &dyn Fn(u64, u64) -> bool,
+    resync_excused: &dyn Fn(u64) -> bool,
+    report: &mut Report,
+) {
     let granted = granted_terms(ops);
     report.election_terms = granted.values().map(BTreeMap::len).sum();
     // (name, observer, stream) -> stretches split by resyncs.
@@ -69,7 +81,7 @@ fn observers(ops: &[Op], data_loss: &dyn Fn(u64, u64) -> bool, report: &mut Repo
             .or_insert_with(|| vec![Stretch::default()]);
         if event == "resync" {
             report.observer_resyncs += 1;
-            if !data_loss(0, op.recv) {
+            if !resync_excused(op.recv) {
                 report.observer_skips += 1;
                 report.violations.push(Violation {
                     what: "observer told to resync",
@@ -252,7 +264,7 @@ pub fn self_checks() -> Vec<(&'static str, bool)> {
             ));
         }
         let mut report = Report::default();
-        elections(&ops, &|_, _| false, &mut report);
+        elections(&ops, &|_, _| false, &|_| false, &mut report);
         report
     };
     let left_then_granted = {
@@ -287,7 +299,7 @@ pub fn self_checks() -> Vec<(&'static str, bool)> {
             granted("d", 4),
         ));
         let mut report = Report::default();
-        elections(&ops, &|_, _| false, &mut report);
+        elections(&ops, &|_, _| false, &|_| false, &mut report);
         report
     };
     vec![
