@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -287,4 +289,81 @@ func (b *cutBody) Read(p []byte) (int, error) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	return n, err
+}
+
+// heartbeatRecorder keeps the query of every heartbeat sent.
+type heartbeatRecorder struct {
+	mu      sync.Mutex
+	queries []string
+}
+
+func (h *heartbeatRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/heartbeat") {
+		h.mu.Lock()
+		h.queries = append(h.queries, r.URL.RawQuery)
+		h.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (h *heartbeatRecorder) seen() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.queries...)
+}
+
+func TestTermHeartbeatsNameTheirTerm(t *testing.T) {
+	ctx, name := testCtx(t), lockName(t)
+	rec := &heartbeatRecorder{}
+	c := newClient(t, leasehold.WithHTTPClient(&http.Client{Transport: rec}), leasehold.WithoutWatch())
+	term, err := c.Campaign(ctx, name, leasehold.CampaignValue("a"), leasehold.CampaignTTL(900*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kept across several heartbeats, each naming the term, the term unchanged.
+	want := "term=" + strconv.FormatInt(term.Number(), 10)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rec.seen()) < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	seen := rec.seen()
+	if len(seen) < 3 {
+		t.Fatalf("heartbeats %v", seen)
+	}
+	for _, q := range seen {
+		if q != want {
+			t.Fatalf("heartbeat query %q, want %q", q, want)
+		}
+	}
+	if term.Err() != nil {
+		t.Fatalf("lost: %v", term.Err())
+	}
+	if e, err := c.Leader(ctx, name); err != nil || e.Leader == nil || e.Leader.Term != term.Number() {
+		t.Fatalf("leader %+v, %v", e, err)
+	}
+	// A heartbeat naming another term lets the candidate go (410): the client's next
+	// heartbeat, naming its own, is answered 410 too, and that is the loss.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, serverURL(t)+"/v1/elections/"+url.PathEscape(name)+
+		"/candidates/"+url.PathEscape(term.CandidateID())+"/heartbeat?term="+strconv.FormatInt(term.Number()+1, 10), nil)
+	req.Header.Set("Authorization", "Bearer "+term.Lease().Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGone {
+		t.Fatalf("heartbeat with another term: %d", resp.StatusCode)
+	}
+	select {
+	case <-term.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not told of the loss")
+	}
+	var lost *leasehold.LostError
+	if !errors.As(term.Err(), &lost) || lost.Problem == nil || lost.Problem.Status != http.StatusGone {
+		t.Fatalf("err %v", term.Err())
+	}
+	if err := term.Resign(ctx); !errors.As(err, &lost) {
+		t.Fatalf("resign after the loss: %v", err)
+	}
 }

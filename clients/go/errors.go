@@ -195,6 +195,10 @@ const (
 	ReasonUnrenewable = "unrenewable"
 	// ReasonNotFound: the server no longer knows the lease (404 lease_not_found).
 	ReasonNotFound = "not_found"
+	// ReasonTermChanged: an election term's heartbeat answered a term other than the one
+	// held (a server that ignored ?term=: Redis lost the grant and the candidate leads again
+	// in a new term). The held term is over; Resign gives the new one up.
+	ReasonTermChanged = "term_changed"
 )
 
 // LostError says a lease was lost while it was held: Lease.Err returns it, Release returns it

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -221,6 +222,7 @@ type renewalJSON struct {
 	TTLms        int64    `json:"ttl_ms"`
 	ReentryCount int      `json:"reentry_count"`
 	Members      []Member `json:"members"` // a multilease's
+	Term         int64    `json:"term"`    // an election term's
 	acked
 }
 
@@ -230,6 +232,12 @@ type renewalJSON struct {
 func (l *Lease) heartbeatLoop() {
 	defer close(l.keeperDone)
 	path := l.leasePath() + "/heartbeat"
+	var query url.Values
+	if l.place.shape == shapeElection {
+		// A leader names its term: should Redis have lost the grant and put the candidate
+		// back in line, the server answers 410 instead of leading it into a new term.
+		query = url.Values{"term": {strconv.FormatInt(l.fence, 10)}}
+	}
 	for {
 		l.mu.Lock()
 		ttl, last := l.ttl, l.renewedAt
@@ -245,7 +253,7 @@ func (l *Lease) heartbeatLoop() {
 		var lastErr error
 		for attempt := 0; ; attempt++ {
 			hctx, cancel := context.WithDeadline(l.inner, lossAt)
-			resp, err := l.c.do(hctx, &request{method: http.MethodPost, path: path, bearer: l.token, retry: true, window: ttl})
+			resp, err := l.c.do(hctx, &request{method: http.MethodPost, path: path, query: query, bearer: l.token, retry: true, window: ttl})
 			cancel()
 			if l.inner.Err() != nil {
 				return
@@ -253,6 +261,12 @@ func (l *Lease) heartbeatLoop() {
 			if err == nil {
 				var r renewalJSON
 				if json.Unmarshal(resp.body, &r) == nil {
+					if l.place.shape == shapeElection && r.Term != 0 && r.Term != l.fence {
+						// Never adopt a new term silently: the held one is over.
+						l.markLost(&LostError{Reason: ReasonTermChanged,
+							Cause: fmt.Errorf("the heartbeat of term %d answered term %d", l.fence, r.Term)})
+						return
+					}
 					l.mu.Lock()
 					// A reentry meanwhile may have renewed it later; keep the later time.
 					if resp.sent.After(l.renewedAt) {
@@ -335,7 +349,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	var err error
 	// A lost multilease is released all the same: the server then gives its other locks back
 	// at once, instead of at the end of their TTL.
-	if lost == nil || lost.Reason == ReasonUnrenewable || l.place.shape == shapeMultilease {
+	// So is a term whose heartbeat answered another term: the candidate leads that one now.
+	if lost == nil || lost.Reason == ReasonUnrenewable || lost.Reason == ReasonTermChanged || l.place.shape == shapeMultilease {
 		rctx, cancel := detached(ctx, l.c.reqTimeout)
 		// A multilease's release takes no key: sent again, it answers 410 released, as
 		// the first one did (see below).

@@ -210,3 +210,39 @@ def test_the_async_client_campaigns_observes_and_loses(url: str, admin: leasehol
             assert [(e.kind, e.value) for e in events] == [("vacant", None), ("leader", "a"), ("leader", "a2")]
 
     asyncio.run(main())
+
+
+def test_a_leaders_heartbeats_name_its_term_and_another_term_is_the_loss(
+    url: str, raw: httpx.Client, name: str
+) -> None:
+    from leasehold import _core as core
+
+    call = core.heartbeat_call(core.Target(core.ELECTIONS, name), "c1", "tok", 1.0, term=7)
+    assert call.params == {"term": 7} and call.path.endswith("/candidates/c1/heartbeat")
+    assert core.heartbeat_call(core.Target(core.LOCKS, name), "l1", "tok", 1.0).params is None
+
+    heartbeats: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> None:
+        if request.url.path.endswith("/heartbeat"):
+            heartbeats.append(request)
+
+    with leasehold.Client(url, watch=False) as client:
+        client._http.event_hooks["request"].append(record)
+        with pytest.raises(leasehold.LeaseLost) as raised:
+            with client.campaign(name, value="a", ttl_ms=900) as term:
+                # Kept across several heartbeats, each naming the term, the term unchanged.
+                wait_until(lambda: len(heartbeats) >= 3, what="three heartbeats")
+                assert all(r.url.params.get("term") == str(term.number) for r in heartbeats)
+                assert not term.lost.is_set()
+                assert client.leader(name)["leader"]["term"] == term.number
+                # A heartbeat naming another term lets the candidate go (410): the client's
+                # next heartbeat, naming its own, is answered 410 too, and that is the loss.
+                r = raw.post(
+                    f"/v1/elections/{name}/candidates/{term.candidate_id}/heartbeat",
+                    params={"term": term.number + 1},
+                    headers={"authorization": f"Bearer {term._token}"},
+                )
+                assert r.status_code == 410
+                wait_until(term.lost.is_set, what="the loss")
+        assert raised.value.code == "lease_lost"

@@ -236,11 +236,13 @@ export class Lease implements AsyncDisposable {
     const reply = await this.transport.request<RenewalBody>({
       method: "POST",
       path: `${this.path}/heartbeat`,
+      query: this.heartbeatQuery(),
       body: options.ttlMs === undefined ? undefined : { ttl_ms: options.ttlMs },
       token: this.token,
       retry: true,
       signal: options.signal,
     }).catch((error: unknown) => this.noticeLoss(error));
+    this.keptTerm(reply.body);
     this.renewed(sentAt, reply.body);
   }
 
@@ -376,6 +378,30 @@ export class Lease implements AsyncDisposable {
     throw error;
   }
 
+  /**
+   * A leader's heartbeat names its term (`?term=N`): should Redis have lost the grant and put
+   * the candidate back in line, the server answers 410 instead of leading it into a new term
+   * this client would take for the old one.
+   */
+  private heartbeatQuery(): { term: number } | undefined {
+    return this.place.kind === "election" ? { term: this.fencingToken } : undefined;
+  }
+
+  /**
+   * Never adopts a new term silently: a heartbeat of a term that answers another is the loss
+   * of the held one (`term_changed`, thrown), and the new one is given up.
+   */
+  private keptTerm(body: RenewalBody): void {
+    if (this.place.kind !== "election" || body.term === undefined || body.term === this.fencingToken) return;
+    const loss = lossError("term_changed", `the heartbeat of term ${this.fencingToken} answered term ${body.term}`, {
+      lease_id: this.leaseId,
+      lock: this.name,
+    });
+    this.lose(loss);
+    void this.transport.request({ method: "DELETE", path: this.path, token: this.token, retry: false }).catch(() => {});
+    throw loss;
+  }
+
   private renewed(sentAt: number, body: RenewalBody | GrantBody): void {
     if (this.current !== "held") return;
     if (body.reentry_count !== undefined) this.levels = body.reentry_count;
@@ -445,11 +471,13 @@ export class Lease implements AsyncDisposable {
         const reply = await this.transport.request<RenewalBody>({
           method: "POST",
           path: `${this.path}/heartbeat`,
+          query: this.heartbeatQuery(),
           token: this.token,
           retry: false, // retried by this loop, until the deadline
           signal: stop,
           timeoutMs: Math.min(Math.max(this.ttl / 2, 500), this.transport.options.timeoutMs),
         });
+        this.keptTerm(reply.body);
         this.renewed(sentAt, reply.body);
         failures = 0;
       } catch (error) {

@@ -108,6 +108,8 @@ export interface RenewalBody {
   validity_ms?: number | null;
   /** Present when the extension stands on its Redis primary alone. */
   degraded?: Degraded | null;
+  /** An election term's: the term it keeps (never another than the one held). */
+  term?: number;
 }
 
 /** A release's answer. */

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { type ElectionEvent, InvalidRequestError, LeaseLostError, LockHeldError, Term } from "leasehold";
-import { aborted, admin, client, unique, until, within } from "./support.js";
+import { aborted, admin, client, unique, until, URL_, within } from "./support.js";
 
 test("a campaign leads at once, and resigns at the end of its block", async () => {
   const c = client();
@@ -68,7 +68,7 @@ test("a term whose TTL runs out is lost", async () => {
   // Heartbeats that never arrive (a partition): the term is given up before its TTL ends.
   const c = client({
     fetch: (input, init) =>
-      String(input).endsWith("/heartbeat") ? Promise.reject(new TypeError("refused by the test")) : fetch(input, init),
+      new URL(String(input)).pathname.endsWith("/heartbeat") ? Promise.reject(new TypeError("refused by the test")) : fetch(input, init),
     retry: { attempts: 1 },
   });
   const name = unique("ttl");
@@ -77,6 +77,35 @@ test("a term whose TTL runs out is lost", async () => {
   assert.equal(term.lostError?.reason, "unrenewable");
   await new Promise((resolve) => setTimeout(resolve, 1000));
   assert.equal((await client().leader(name)).leader, null);
+});
+
+test("a leader's heartbeats name its term, and a heartbeat naming another lets it go: the loss", async () => {
+  const heartbeats: URL[] = [];
+  const c = client({
+    fetch: (input, init) => {
+      if (String(input).includes("/heartbeat")) heartbeats.push(new URL(String(input)));
+      return fetch(input, init);
+    },
+  });
+  const name = unique("term");
+  const term = await c.campaign(name, { value: "a", ttlMs: 1000, watch: false });
+  // Kept across several heartbeats, each naming the term, the term unchanged.
+  await until("three heartbeats", () => heartbeats.length >= 3);
+  for (const url of heartbeats) assert.equal(url.searchParams.get("term"), String(term.number));
+  await term.renew();
+  assert.equal(heartbeats.at(-1)?.searchParams.get("term"), String(term.number));
+  assert.equal(term.signal.aborted, false);
+  assert.equal((await c.leader(name)).leader?.term, term.number);
+  // Another term lets the candidate go (410): the client's next heartbeat, naming its own, is
+  // answered 410 too, and that is the loss.
+  const answer = await fetch(`${URL_}/v1/elections/${name}/candidates/${term.candidateId}/heartbeat?term=${term.number + 1}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${term.token}` },
+  });
+  assert.equal(answer.status, 410);
+  await within(3000, aborted(term.signal), "the loss signal");
+  assert.ok(term.signal.reason instanceof LeaseLostError);
+  await assert.rejects(term.resign(), LeaseLostError);
 });
 
 test("a value over 4096 bytes is a typed refusal", async () => {

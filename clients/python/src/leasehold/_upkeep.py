@@ -79,10 +79,14 @@ class Renewal:
         return at - (self.until - self.ttl) > self.ttl / 10
 
 
-def heartbeat_call(target: Target, lease_id: str, token: str, timeout: float) -> Call:
+def heartbeat_call(target: Target, lease_id: str, token: str, timeout: float, term: Optional[int] = None) -> Call:
+    """A lease's heartbeat. A leader's names its ``term`` (``?term=N``): should Redis have lost
+    the grant and put the candidate back in line, the server answers 410 instead of leading it
+    into a new term the client would take for the old one."""
     from ._core import Call
 
-    return Call("POST", f"{target.lease_path(lease_id)}/heartbeat", timeout=timeout, token=token)
+    params = None if term is None else {"term": int(term)}
+    return Call("POST", f"{target.lease_path(lease_id)}/heartbeat", timeout=timeout, params=params, token=token)
 
 
 def watch_path(target: Target, lease_id: str) -> str:

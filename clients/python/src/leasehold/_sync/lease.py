@@ -134,7 +134,8 @@ class Lease:
         # back at once (and answers 410), instead of at the end of their TTL.
         give_back = self._target.resource == core.MULTILEASES
         try:
-            if self._loss is None or self.lost_reason == "unrenewable" or give_back:
+            # A term whose heartbeat answered another term: the candidate leads that one now.
+            if self._loss is None or self.lost_reason in ("unrenewable", "term_changed") or give_back:
                 call = core.release(self._target, self.lease_id, self._token, self._client._timeout, all_levels=True)
                 rt.shield(self._client._drive(call))
         except LeaseLost as e:
@@ -222,9 +223,26 @@ class Lease:
         if timeout is None:
             with self._mutex:
                 timeout = self._renewal.request_timeout
-        outcome = self._client._send(core.heartbeat_call(self._target, self.lease_id, self._token, timeout))
+        term = self.fencing_token if self._target.resource == core.ELECTIONS else None
+        outcome = self._client._send(
+            core.heartbeat_call(self._target, self.lease_id, self._token, timeout, term=term)
+        )
         if isinstance(outcome, core.Reply) and outcome.status == 200:
-            self._renewed(outcome.body if isinstance(outcome.body, dict) else {}, outcome.sent_at)
+            body = outcome.body if isinstance(outcome.body, dict) else {}
+            answered = body.get("term")
+            if term is not None and isinstance(answered, int) and answered != term:
+                # Never adopt a new term silently: the held one is over (release resigns the new).
+                error = lost(
+                    "term_changed",
+                    f"the heartbeat of term {term} answered term {answered}",
+                    self.lease_id,
+                    self.name,
+                )
+                if raise_errors:
+                    raise error
+                self._lose(error)
+                return False
+            self._renewed(body, outcome.sent_at)
             return True
         if isinstance(outcome, core.Reply):
             problem = outcome.problem()
