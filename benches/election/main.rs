@@ -134,6 +134,12 @@ async fn handoff(http: &reqwest::Client, base: &str, rounds: u64) -> anyhow::Res
             .collect()
     };
     let (to_leader, to_observer) = (after(&t.granted), after(&t.observed));
+    let missed: Vec<usize> = order
+        .iter()
+        .enumerate()
+        .filter(|(_, term)| !t.observed.contains_key(term))
+        .map(|(i, _)| i)
+        .collect();
     println!("election handoff (resign 200 -> next leader), 4 candidates in line");
     println!(
         "  terms:                 {} ({:.0}/s)",
@@ -147,5 +153,8 @@ async fn handoff(http: &reqwest::Client, base: &str, rounds: u64) -> anyhow::Res
         t.observed.len(),
         order.len()
     );
+    if !missed.is_empty() {
+        println!("  terms the observer was not told (their places in order): {missed:?}");
+    }
     Ok(())
 }

@@ -115,10 +115,9 @@ fn observers(
             continue;
         };
         current.events.push(i);
-        // A leader's term, or a vacancy after term T (T was told, or is where it started).
-        if event == "leader" || *term > 0 {
-            current.told.insert(*term);
-        }
+        // A leader's term, or a vacancy after term T (T was told, or is where it started;
+        // 0: the election had no term yet, so every term after must be told).
+        current.told.insert(*term);
     }
     for ((name, observer, _), stretches) in &streams {
         let Some(terms) = granted.get(name) else {

@@ -4,7 +4,7 @@
 //! each look at the election tells it only what changed since.
 
 use super::{ElectionView, Leader};
-use crate::locks::feed::terms::{TermEntry, Terms};
+use crate::locks::feed::terms::{LOG_START, TermEntry, Terms};
 use crate::locks::{LeaseId, Timestamp};
 
 /// A change an observer is told of.
@@ -156,7 +156,10 @@ impl Observed {
     fn first(&mut self, terms: Terms, now: &ElectionView) -> Vec<Change> {
         self.started = true;
         let last = terms.entries.last();
-        self.last_id = last.map(|e| e.id.clone());
+        // An election with no term yet: the next read starts at the log's beginning, so
+        // the first terms are each told (reading "its last term only" would skip all but
+        // the last of them).
+        self.last_id = Some(last.map_or_else(|| LOG_START.to_owned(), |e| e.id.clone()));
         self.term = now.term.max(last.map_or(0, |e| e.term));
         match &now.leader {
             Some(leader) => {
@@ -326,6 +329,21 @@ mod tests {
         assert_eq!(kinds(&told), ["gap", "leader 90"]);
         assert!(Observed::resuming("nonsense").is_none());
         assert!(Observed::resuming("1-x").is_none());
+    }
+
+    /// An observer that came before the first term is told every term from the first, not
+    /// only the last of those granted before its next look (the election bench showed it).
+    #[test]
+    fn an_observer_of_an_election_with_no_term_yet_is_told_each_first_term() {
+        let mut seen = Observed::default();
+        let first = seen.changes(terms(vec![]), &view(None, 0));
+        assert_eq!(kinds(&first), ["vacant 0"]);
+        assert_eq!(seen.after(), Some(LOG_START));
+        let next = seen.changes(
+            terms(vec![entry("1-0", 10), entry("2-0", 20), entry("3-0", 30)]),
+            &view(Some(30), 30),
+        );
+        assert_eq!(kinds(&next), ["leader 10", "leader 20", "leader 30"]);
     }
 
     /// A resumed observer whose first look read the log before a grant and the election

@@ -28,6 +28,10 @@ pub struct Terms {
     pub after_term: Option<u64>,
 }
 
+/// Where an observer of an election with no term yet stands: before every entry (a stream
+/// id no entry has).
+pub const LOG_START: &str = "0-0";
+
 /// Most terms one read returns.
 pub const TERMS_READ_MAX: usize = 300;
 
@@ -85,6 +89,23 @@ impl Locks {
                 after_term: None,
             });
         };
+        // From the log's beginning ("0-0": no term was there to stand after): no entry to
+        // find again, nothing can be missing but what the log trimmed.
+        if after == LOG_START {
+            let read: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+                .arg(&key)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(count.min(TERMS_READ_MAX))
+                .query_async(&mut conn)
+                .await?;
+            return Ok(Terms {
+                entries: read.iter().filter_map(|(id, f)| entry(id, f)).collect(),
+                gap: false,
+                after_term: None,
+            });
+        }
         // The entry of `after` itself (to know it is still there), then the rest.
         let read: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
             .arg(&key)
