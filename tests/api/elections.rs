@@ -217,6 +217,15 @@ async fn bad_campaigns_and_strangers_get_clear_problems() {
     campaign(&app, "e", json!({"value": "v", "ttl_ms": 0}), 0)
         .await
         .assert_problem(422, "invalid_ttl");
+    let url = app.url("/v1/elections/e/candidates?wait_ms=soon");
+    app.send(app.http.post(url).json(&json!({"value": "v"})))
+        .await
+        .assert_problem(400, "invalid_query");
+    // A wait over the server's maximum is cut to it, and the answer says by how much.
+    let cut = campaign(&app, "cut", json!({"value": "v"}), 1_000_000_000).await;
+    cut.assert_status(201);
+    let allowed = cut.body["wait_ms"].as_u64().expect("the wait allowed");
+    assert!(allowed < 1_000_000_000, "{allowed}");
     let leader = Candidate::from_reply(&campaign(&app, "e", json!({"value": "v"}), 0).await);
     let stranger = Candidate {
         token: Candidate::from_reply(&campaign(&app, "other", json!({"value": "v"}), 0).await)
