@@ -68,7 +68,8 @@ def header(w, rows, command):
       f"({start.get('cpu', '?')}), {start.get('memory_gb', '?')} GiB, Linux {start.get('kernel', '?')}. "
       + load + "Every system runs here on loopback, started and stopped by the command, on the same "
       "cores as its clients; the clients' own CPU is shown beside each figure so that a "
-      f"client-bound figure can be told apart. Each loop runs {start.get('seconds', 0):g} s, once: "
+      f"client-bound figure can be told apart. Each uncontended loop runs {start.get('seconds', 0):g} s "
+      f"and each contended one {2 * start.get('seconds', 0):g} s, once: "
       "figures from one run on a shared 2-core machine move by tens of percent from run to run "
       "(CPU per cycle too, with other work in the caches), so read ratios, not digits; "
       "BENCHMARKS.md §1–4 has Leasehold's own figures from its longer, repeated rounds. Consul "
@@ -148,7 +149,9 @@ def fifo(w, rows):
       "live waiter queued before it; fair locks only); etcd's lock key create revisions (a grant "
       "whose key is younger than one granted after it); PostgreSQL's `pg_locks` and "
       "`pg_stat_activity`, read by each holder (a session whose lock call started before the "
-      "holder's still waiting on the key).\n")
+      "holder's, by the statements' start times, still waiting on the key; a session that lost "
+      "its core between its statement's start and its place in the lock queue counts too, so "
+      "this count is an upper bound).\n")
     w("| system | claims FIFO | clients | grants | inversions as the clients saw them | inversions in the system's own order |")
     w("|---|---|---|---|---|---|")
     for r in rows_of(rows, "contended"):
@@ -230,14 +233,16 @@ def reading_uncontended(w, rows):
              and r["peer"] in ("python-redis-lock", "node-redisson", "pg-advisory", "etcd-lock")
              and r["cycles_per_s"] > lh["cycles_per_s"]]
     if ahead:
-        w(" Where a peer wins: from a Python client at 16 clients, " + ", ".join(
-            f"{name_of(r)} makes {ratio(r['cycles_per_s'], lh['cycles_per_s'])} Leasehold's cycles/s"
-            for r in ahead) + ".")
+        w(" Where a peer wins: against Leasehold driven by the Python client at 16 clients, " + ", ".join(
+            f"{name_of(r)} makes {ratio(r['cycles_per_s'], lh['cycles_per_s'])} its cycles/s "
+            f"(its client: {us(r.get('client_cpu_us_per_cycle'))} µs per cycle against "
+            f"{us(lh.get('client_cpu_us_per_cycle'))})" for r in ahead) + ".")
     light = find(rows, "leasehold-light", "uncontended", 16)
     beyond = [r for r in ahead if light and r["cycles_per_s"] > light["cycles_per_s"]]
     if beyond:
-        w(" " + " and ".join(f"{name_of(r)} ({ratio(r['cycles_per_s'], light['cycles_per_s'])})" for r in beyond)
-          + " also beat Leasehold driven by its own light Rust client, the cheapest client it has.")
+        w(" Driven by its own light Rust client, the cheapest client it has, Leasehold is still "
+          "behind " + " and ".join(f"{name_of(r)} ({ratio(r['cycles_per_s'], light['cycles_per_s'])} "
+                                   "its cycles/s)" for r in beyond) + ".")
     one = [r for r in rows_of(rows, "uncontended") if r["connections"] == 1 and r.get("acquire_ms")]
     if one:
         w(" Acquire p50 with one client, one call at a time: " + ", ".join(
@@ -305,7 +310,8 @@ def reading_fifo(w, rows):
         w("PostgreSQL documents no order for advisory locks; its lock manager queues a waiter behind "
           "the ones already waiting for a conflicting lock, " + (
               "and in this run no grant passed over an earlier waiter. " if pg[0][0] == 0 else
-              f"yet {pg[0][0]:,} of {pg[0][1]:,} grants passed over an earlier waiter. "))
+              f"and {pg[0][0]:,} of {pg[0][1]:,} grants went to a session whose lock call started "
+              "after that of one still waiting (an upper bound: see above). "))
     w(
       "Leasehold's non-fair kinds, redis-py and node-redisson make no claim, and the clients' "
       "counts say how far from arrival order their grants fall. Where a system's own order shows "
