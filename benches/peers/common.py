@@ -14,6 +14,7 @@ import argparse
 import http.client
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -64,6 +65,12 @@ class Http:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+def exit_on_term():
+    """SIGTERM (run.sh's cleanup) as an exception, so that subprocess.run stops the child it
+    started (node, the scenarios binary) instead of leaving it running."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def pct(samples):

@@ -14,6 +14,7 @@ import common
 
 
 def main():
+    common.exit_on_term()
     p = argparse.ArgumentParser()
     p.add_argument("--bench", required=True, help="the built scenarios binary")
     p.add_argument("--url", required=True)

@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main():
+    common.exit_on_term()
     p = argparse.ArgumentParser()
     p.add_argument("--socket", required=True, help="Redis's Unix socket")
     p.add_argument("--node-modules", required=True, help="where node-redisson is installed")

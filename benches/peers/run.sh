@@ -47,6 +47,7 @@ work=$(mktemp -d)
 pgdir=$(mktemp -d)
 pids=()
 pg_pid=""
+current=""  # the measurement running, if any (see measure)
 # stop <pid> [signal]: asks it to stop, gives it 5 s, then kills it (an etcd member that lost
 # its quorum does not always stop when asked).
 stop() {
@@ -63,6 +64,7 @@ stop() {
 forget() { local keep=() p; for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; pids=("${keep[@]}"); }
 cleanup() {
   local pid
+  [ -z "$current" ] || stop "$current"
   for pid in "${pids[@]}"; do stop "$pid"; done
   # PostgreSQL's fast shutdown (SIGINT to the postmaster): its sessions are ours and done.
   [ -z "$pg_pid" ] || stop "$pg_pid" INT
@@ -72,8 +74,22 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 record() { tee -a "$jsonl" >&2; }
+# measure <file> <command...>: one measurement into <file>, in the background and waited for:
+# bash runs a trap only once a foreground command has ended, and not at all if that command
+# handled the Ctrl-C itself (Python and Node do), where `wait` returns at once for the trap.
+# Started in the background, the command does not see the Ctrl-C; cleanup stops it by PID.
+measure() {
+  local file=$1 status=0; shift
+  "$@" > "$file" &
+  current=$!
+  wait "$current" || status=$?
+  current=""
+  return "$status"
+}
 # run <command...>: one measurement, recorded; a failure is recorded as a note, not the end.
-run() { "$@" | record || note "failed: ${*##*/}"; }
+run() {
+  if measure "$work/result.json" "$@"; then record < "$work/result.json"; else note "failed: ${*##*/}"; fi
+}
 note() { "$py" -c 'import json,sys; print(json.dumps({"note": sys.argv[1]}))' "$1" | record; }
 # wait_until <seconds> <command...>: polls every 0.1 s, fails after the bound.
 wait_until() {
@@ -208,8 +224,9 @@ start_member() { etcd_member "m$1" "${cports[$1]}" "${pports[$1]}" "$cluster"; m
 for i in 0 1 2; do start_member "$i"; done
 for i in 0 1 2; do wait_until 30 curl -sf "http://127.0.0.1:${cports[$i]}/health"; done
 for round in 1 2 3; do
-  result=$("$py" "$here/etcd_failover.py" --endpoints "$endpoints" --pids "$(IFS=,; echo "${mpids[*]}")" --round "$round") \
-    || { note "failed: etcd failover round $round"; break; }
+  measure "$work/failover.json" "$py" "$here/etcd_failover.py" --endpoints "$endpoints" \
+    --pids "$(IFS=,; echo "${mpids[*]}")" --round "$round" || { note "failed: etcd failover round $round"; break; }
+  result=$(cat "$work/failover.json")
   echo "$result" | record
   killed=$(echo "$result" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["killed"])')
   wait "${mpids[$killed]}" 2>/dev/null || true
