@@ -593,6 +593,13 @@ def main():
             w(f"| {name} | {num(r['cycles_per_s'])} | {ms(r['acquire_ms']['p50'])} / {ms(r['acquire_ms']['p99'])} |")
     w("")
 
+    # The cross-system lock benchmark: its own run (benches/peers/run.sh), which writes
+    # benches/peers.md.
+    peers_md = Path(__file__).with_name("peers.md")
+    if peers_md.exists():
+        w(peers_md.read_text().rstrip())
+        w("")
+
     # Replica acknowledgements and failover: their own run (benches/replicas.sh), which
     # writes benches/replicas.md.
     replicas = Path(__file__).with_name("replicas.md")
