@@ -38,7 +38,8 @@ async fn main() -> anyhow::Result<()> {
     let http = leasehold::client::http_builder()
         .pool_max_idle_per_host(64)
         .build()?;
-    handoff(&http, &server.base, env_u64("ROUNDS", 300)).await?;
+    let observed = env_u64("OBSERVER", 1) == 1;
+    handoff(&http, &server.base, env_u64("ROUNDS", 300), observed).await?;
     stopped_leader::takeovers(
         &server.base,
         LEADER_ENV,
@@ -60,14 +61,29 @@ struct Terms {
 }
 
 /// 1. Resign → next leader, over `rounds` terms between 4 candidates in line.
-async fn handoff(http: &reqwest::Client, base: &str, rounds: u64) -> anyhow::Result<()> {
+async fn handoff(
+    http: &reqwest::Client,
+    base: &str,
+    rounds: u64,
+    observed: bool,
+) -> anyhow::Result<()> {
     let terms = Arc::new(Mutex::new(Terms::default()));
     // Connected (told the state: a vacancy) before the first campaign, so it sees every term.
-    let mut events = fanout::subscribe(http, base, "handoff").await?;
-    events.next_event().await;
+    // (OBSERVER=0: none, to see what the handoff costs without one.)
+    let name = if observed { "handoff" } else { "unobserved" };
+    let mut events = match observed {
+        true => Some(fanout::subscribe(http, base, name).await?),
+        false => None,
+    };
+    if let Some(events) = events.as_mut() {
+        events.next_event().await;
+    }
     let observer = {
         let terms = terms.clone();
         tokio::spawn(async move {
+            let Some(mut events) = events else {
+                return anyhow::Ok(());
+            };
             while let Some((term, _)) = events.next_leader().await {
                 let at = Instant::now();
                 terms
@@ -101,7 +117,7 @@ async fn handoff(http: &reqwest::Client, base: &str, rounds: u64) -> anyhow::Res
                 terms.lock().expect("terms").granted.insert(term, at);
                 let id = body["candidate_id"].as_str().unwrap_or_default();
                 let resigned = http
-                    .delete(format!("{base}/v1/elections/handoff/candidates/{id}"))
+                    .delete(format!("{base}/v1/elections/{name}/candidates/{id}"))
                     .bearer_auth(body["token"].as_str().unwrap_or_default())
                     .send()
                     .await?;
@@ -140,7 +156,14 @@ async fn handoff(http: &reqwest::Client, base: &str, rounds: u64) -> anyhow::Res
         .filter(|(_, term)| !t.observed.contains_key(term))
         .map(|(i, _)| i)
         .collect();
-    println!("election handoff (resign 200 -> next leader), 4 candidates in line");
+    println!(
+        "election handoff (resign 200 -> next leader), 4 candidates in line, {}",
+        if observed {
+            "1 observer"
+        } else {
+            "no observer"
+        }
+    );
     println!(
         "  terms:                 {} ({:.0}/s)",
         order.len(),
