@@ -104,7 +104,7 @@ async fn handoff(
             while terms.lock().expect("terms").granted.len() < rounds as usize {
                 let reply = http
                     .post(format!(
-                        "{base}/v1/elections/handoff/candidates?wait_ms=30000"
+                        "{base}/v1/elections/{name}/candidates?wait_ms=30000"
                     ))
                     .json(&json!({"value": format!("c{c}"), "ttl_ms": 10_000}))
                     .send()

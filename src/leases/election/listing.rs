@@ -1,11 +1,11 @@
 //! The live elections of a key space (a leader, or candidates in line), for the dashboard's
 //! elections view and the election metrics, and an election's history of terms.
 //!
-//! There is no index of elections to list them from: the lock listing (`Locks::live`) reads
-//! client lock names only, and an election's lock name (`election/<name>`) is none. So the
-//! elections listed are those named among the key space's recent events (the events journal:
-//! a campaign, a grant, a heartbeat, a resignation, a candidate in line), and those the caller
-//! names besides (the metrics: every election they saw before), each read as it is now.
+//! The elections listed are those the lock index holds under `election/` (the first
+//! `limit` of them: the index lists names in order), those named among the key space's
+//! recent events (the events journal: a campaign, a grant, a heartbeat, a resignation, a
+//! candidate in line), and those the caller names besides (the metrics: every election they
+//! saw before), each read as it is now.
 
 use std::collections::BTreeSet;
 
@@ -13,7 +13,8 @@ use super::{ElectionName, ElectionView};
 use crate::leases::{LeaseError, Leases};
 use crate::locks::LockName;
 use crate::locks::feed::journal::READ_MAX;
-use crate::locks::feed::terms::{TERMS_READ_MAX, TermEntry};
+use crate::locks::feed::terms::{LOG_START, TERMS_READ_MAX, TermEntry};
+use crate::locks::{ListCursor, NamePrefix};
 
 /// A live election, as [`Leases::elections`] lists it.
 #[derive(Debug, Clone)]
@@ -38,10 +39,17 @@ impl Leases {
         also: impl IntoIterator<Item = String>,
     ) -> Result<Elections, LeaseError> {
         let recent = self.locks.events_after(None, READ_MAX).await?;
+        let prefix = NamePrefix::internal(ElectionName::LOCK_PREFIX);
+        let indexed = self
+            .locks
+            .live(&prefix, ListCursor::default(), limit.saturating_add(1))
+            .await?;
         let names: BTreeSet<String> = recent
             .events
             .iter()
-            .filter_map(|(_, e)| ElectionName::of_lock(&e.lock).map(str::to_owned))
+            .map(|(_, e)| e.lock.as_str())
+            .chain(indexed.entries.iter().map(|e| e.name().as_str()))
+            .filter_map(|lock| ElectionName::of_lock(lock).map(str::to_owned))
             .chain(also)
             .collect();
         let mut listed = Elections::default();
@@ -73,7 +81,7 @@ impl Leases {
         // From the log's start: every entry it keeps (it keeps at most TERMS_READ_MAX).
         let read = self
             .locks
-            .terms_after(&name.lock(), Some("0-0"), TERMS_READ_MAX)
+            .terms_after(&name.lock(), Some(LOG_START), TERMS_READ_MAX)
             .await?;
         Ok(read.entries.into_iter().rev().take(count).collect())
     }

@@ -32,6 +32,11 @@ impl NamePrefix {
         LockName::parse(raw).map(|name| Self(name.as_str().to_owned()))
     }
 
+    /// The start of the server's own names (`election/`): no client can ask for it.
+    pub(crate) fn internal(prefix: &str) -> Self {
+        Self(prefix.to_owned())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
