@@ -269,7 +269,15 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             } else {
                 return vec![(f, None)];
             };
-            values.iter().map(|&a| (f, Some(a))).collect::<Vec<_>>()
+            // `auto` is `1` while every shard keeps its replica: a Cluster fault that fails
+            // nothing over runs once for both (CI's time goes to the faults that differ).
+            let same_as_one =
+                f.cluster_mode() && !f.fails_over() && values.contains(&Acks::Count(1));
+            values
+                .iter()
+                .filter(|&&a| !(same_as_one && a == Acks::Auto))
+                .map(|&a| (f, Some(a)))
+                .collect::<Vec<_>>()
         })
         .collect();
     let mut outcomes = Vec::new();
