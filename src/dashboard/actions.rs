@@ -17,6 +17,8 @@ use crate::operator::{Aim, Reason};
 use crate::problem::ProblemKind;
 use crate::state::AppState;
 
+/// An operator's confirmed action (force release, end of a term): CSRF token, reason,
+/// confirmation.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ForceReleaseForm {
     #[serde(default)]
@@ -115,16 +117,6 @@ fn form_reason(state: &AppState, raw: &str) -> Result<Reason, PageError> {
     Ok(state.reason(&line)?)
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub(super) struct EndTermForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    confirm: String,
-}
-
 /// `POST /elections/{name}/end-term`: ends the current term, as
 /// `DELETE /v1/admin/elections/{name}` does (audited as `end_term`): the next candidate in
 /// line leads with a higher term.
@@ -133,7 +125,7 @@ pub(super) async fn end_term(
     headers: HeaderMap,
     uri: Uri,
     Path(raw): Path<String>,
-    Form(form): Form<EndTermForm>,
+    Form(form): Form<ForceReleaseForm>,
 ) -> PageResult {
     let principal = admin_form(
         &state,
