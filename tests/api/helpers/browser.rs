@@ -26,6 +26,9 @@ pub struct Driver {
 }
 
 impl Driver {
+    /// Starts chromedriver, again (at most three times) when it exits before it says its
+    /// port: under CI's load it has been seen to exit at once, once in hundreds of starts,
+    /// which is chromedriver's trouble, not the test's.
     pub fn start() -> Self {
         let launcher = tempfile::Builder::new()
             .prefix("lh-chromium")
@@ -34,31 +37,53 @@ impl Driver {
         let script = launcher.path().join("chromium");
         std::fs::write(&script, guarded_launch(CHROMIUM)).expect("write the launcher");
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let mut failures = Vec::new();
+        for attempt in 1..=3 {
+            match Self::launch(&launcher, attempt) {
+                Ok((child, port)) => {
+                    return Self {
+                        child,
+                        port,
+                        launcher,
+                    };
+                }
+                Err(failure) => failures.push(failure),
+            }
+        }
+        panic!("chromedriver never said its port:\n{}", failures.join("\n"));
+    }
+
+    /// One chromedriver on a port it picks; its stderr goes to a file beside the launcher so
+    /// that a start that fails says why.
+    fn launch(launcher: &tempfile::TempDir, attempt: u32) -> Result<(Child, u16), String> {
+        let log = launcher.path().join(format!("chromedriver-{attempt}.stderr"));
+        let stderr = std::fs::File::create(&log).expect("chromedriver's stderr file");
         let mut command = children::guarded(CHROMEDRIVER);
         command
             .arg("--port=0")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         let mut child = children::spawn(command)
             .expect("chromedriver is installed (bash .ci/test installs chromium chromium-driver)");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
+        let mut said = Vec::new();
         let port = loop {
-            let line = lines
-                .next()
-                .expect("chromedriver printed its port")
-                .expect("chromedriver output");
+            let Some(Ok(line)) = lines.next() else {
+                let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+                let errors = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(format!(
+                    "attempt {attempt}: {status}; stdout: {said:?}; stderr: {errors:?}"
+                ));
+            };
             if let Some(rest) = line.split("started successfully on port ").nth(1) {
                 break rest.trim_end_matches('.').parse().expect("a port number");
             }
+            said.push(line);
         };
         // Keep draining its output so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines.by_ref() {});
-        Self {
-            child,
-            port,
-            launcher,
-        }
+        Ok((child, port))
     }
 
     /// The program chromedriver is to start as Chromium.
