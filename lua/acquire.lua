@@ -486,6 +486,8 @@ if op ~= 'reenter' then
       if not ticket then
         -- (With this request's nonce: the call run again finds its ticket by it.)
         queue_ticket()
+        -- One more waits: the holder's watches hear of it (`contended`).
+        redis.call(PUBLISH, watch_channel(), '0')
       end
     end
     flush_state(NOW + tonumber(liveness) + TOMB + tonumber(ttl), st.sexp)

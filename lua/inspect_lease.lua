@@ -3,7 +3,9 @@
 -- nothing. KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1) lease_id: lease id
 -- Returns: JSON {found, state, kind, holder, metadata, fencing_token, ttl_ms, created_ms,
---   expires_ms, ended_ms, reentry_count, read_count, write_count, position, pttl, now_ms}
+--   expires_ms, ended_ms, reentry_count, read_count, write_count, position, pttl, now_ms,
+--   revocation (its record's JSON, as text: see revoke.lua), waiters (while held: how many
+--   wait for the lock)}
 lock_begin(KEYS, ARGV)
 local id = A(1)
 local rec = load(id, true)
@@ -12,7 +14,7 @@ if not rec then
   if not ended or ended.kind == 'semaphore' then return '{"found":false}' end
   return encode({found = true, state = ended.state, kind = ended.kind, holder = ended.holder,
     fencing_token = ended.fence, created_ms = ended.since, ended_ms = ended.ended,
-    reentry_count = 0, pttl = redis.call('PTTL', L), now_ms = NOW})
+    reentry_count = 0, pttl = redis.call('PTTL', L), now_ms = NOW, revocation = revocation_of(id)})
 end
 if rec.kind == 'semaphore' then return '{"found":false}' end
 local h = holder_id(id)
@@ -39,10 +41,12 @@ elseif state == 'queued' then
   end
 end
 local fence, expires = tonumber(rec.fence), tonumber(rec.expires)
+local waiters
+if state == 'held' then waiters = waiting_count(redis.call('LLEN', queue_key())) end
 return encode({found = true, state = state, kind = rec.kind, holder = rec.holder,
   metadata = rec.meta, fencing_token = (fence ~= 0) and fence or nil,
   ttl_ms = tonumber(rec.ttl), created_ms = tonumber(rec.since),
   expires_ms = (expires ~= 0) and expires or nil, ended_ms = ended,
   reentry_count = reads + writes, read_count = is_rw(rec.kind) and reads or nil,
   write_count = is_rw(rec.kind) and writes or nil, position = position,
-  pttl = redis.call('PTTL', L), now_ms = NOW})
+  pttl = redis.call('PTTL', L), now_ms = NOW, revocation = revocation_of(id), waiters = waiters})

@@ -57,6 +57,49 @@ local function history_key() return STATE .. ':history' end
 -- Numbers as text (JSON, Redis arguments): `..` would print large ones in exponent form.
 local function d(n) return string.format('%d', n) end
 
+-- The lock's pending revocations, {L}:leasehold:revoke (hash: lease id -> JSON {reason, by,
+-- at_ms, deadline_ms}; see revoke.lua), and the channel that wakes only the lock's lease
+-- watches (a revocation, a late heartbeat, a change in who waits), never its waiters.
+local function revoke_key() return STATE .. ':revoke' end
+local function watch_channel() return 'leasehold:watch:' .. tag() end
+
+-- Lease `id`'s pending revocation (its JSON) and deadline (ms), or nil.
+local function revocation_of(id)
+  local rv = redis.call('HGET', revoke_key(), id)
+  if not rv then return nil end
+  return rv, tonumber(string.match(rv, '"deadline_ms":(%d+)'))
+end
+
+-- The TTL (text) a heartbeat of lease `id` may give it: `ttl`, cut so that it ends by its
+-- revocation's deadline, if it has one (never below 1 ms: past the deadline, the lease is
+-- left to run out); and the revocation's JSON, to tell the holder.
+local function ttl_within_revocation(id, ttl)
+  local rv, deadline = revocation_of(id)
+  if not deadline then return ttl, nil end
+  local left = deadline - NOW
+  if left < tonumber(ttl) then ttl = d(math.max(left, 1)) end
+  return ttl, rv
+end
+
+-- How many requests wait for the name now, on any instance: the entries of its waiting list
+-- ({L}:leasehold:waiting, see locks::feed::waitlist) not past their deadline, and `queued`
+-- (a fair lock's queued tickets, which that list leaves out).
+local function waiting_count(queued)
+  local n = queued or 0
+  for _, e in ipairs(redis.call('HVALS', STATE .. ':waiting')) do
+    local until_ms = tonumber(string.match(e, '"until_ms":(%d+)'))
+    if until_ms and until_ms > NOW then n = n + 1 end
+  end
+  return n
+end
+
+-- A heartbeat that came with less than half its TTL left may end an `expiring` warning its
+-- watch gave (the watch's slack is at most half the TTL): it wakes the lease's watches. An
+-- on-time heartbeat publishes nothing.
+local function late_heartbeat(slack, old_ttl)
+  if slack * 2 <= (tonumber(old_ttl) or 0) then redis.call(PUBLISH, watch_channel(), '0') end
+end
+
 -- Sets the per-call values; returns false when the deadline has passed (change nothing).
 -- (Text becomes a number with `+ 0`: tonumber() converts it twice.)
 local function begin(keys, argv)

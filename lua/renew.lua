@@ -16,12 +16,15 @@ local events = {}
 local reads, writes = check_held(id, rec, st.hexp, events)
 if not reads then return string.sub(writes, 1, -2) .. ev(events) .. '}' end
 if ttl == '0' then ttl = rec.ttl end
+local revocation
+ttl, revocation = ttl_within_revocation(id, ttl)
 if is_rw(rec.kind) then
   refresh_rw(holder_id(id), ttl, reads, writes)
 else
   redis.call('PEXPIRE', L, ttl)
 end
 local slack = (tonumber(rec.expires) or NOW) - NOW
+late_heartbeat(slack, rec.ttl)
 local ttl_n = tonumber(ttl)
 lease_extended(rec, ttl_n, writes, st.q)
 rec.ttl, rec.expires = ttl, d(NOW + ttl_n)
@@ -34,4 +37,5 @@ append_history(entry, st.hexp)
 events[#events + 1] = entry
 return '{"status":"renewed","reentry_count":' .. d(reads + writes) .. ',"ttl_ms":' .. ttl
   .. ',"now_ms":' .. NOW_S .. ',"fencing_token":' .. rec.fence .. ',"slack_ms":' .. d(slack)
-  .. ',"holder":' .. jsn(rec.holder) .. ev(events) .. '}'
+  .. ',"holder":' .. jsn(rec.holder) .. (revocation and (',"revocation":' .. revocation) or '')
+  .. ev(events) .. '}'

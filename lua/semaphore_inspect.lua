@@ -3,7 +3,8 @@
 -- nothing. KEYS, ARGV[1..2]: see prelude.lua. Then:
 -- A(1) lease_id: a lease id to describe as well ("" for none)
 -- Returns: JSON {known, limit, used, fence, now_ms, holders = [{lease_id?, holder, metadata,
---   permits, fencing_token, created_ms, expires_ms}], lease?}
+--   permits, fencing_token, created_ms, expires_ms}], lease?}; the lease has `revocation`
+--   (its record's JSON, as text: see revoke.lua) and, while held, `waiters`
 semaphore_begin(KEYS, ARGV)
 local want = A(1)
 local described, st = load(want, true)
@@ -45,12 +46,14 @@ if want ~= '' then
     result.lease = {state = s, holder = described.holder, metadata = described.meta,
       fencing_token = tonumber(described.fence), ttl_ms = tonumber(described.ttl),
       created_ms = tonumber(described.since), expires_ms = expires, ended_ms = ended,
-      permits = tonumber(described.permits)}
+      permits = tonumber(described.permits), revocation = revocation_of(want)}
+    if s == 'held' then result.lease.waiters = waiting_count() end
   elseif not described then
     local e = find_ended(want)
     if e and e.kind == 'semaphore' then
       result.lease = {state = e.state, holder = e.holder, fencing_token = e.fence,
-        created_ms = e.since, ended_ms = e.ended, permits = e.permits}
+        created_ms = e.since, ended_ms = e.ended, permits = e.permits,
+        revocation = revocation_of(want)}
     end
   end
 end

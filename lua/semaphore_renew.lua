@@ -15,6 +15,8 @@ local events = {}
 local ok, refusal = check_permits(id, rec, st.hexp, events)
 if not ok then return string.sub(refusal, 1, -2) .. ev(events) .. '}' end
 if ttl == '0' then ttl = rec.ttl end
+local revocation
+ttl, revocation = ttl_within_revocation(id, ttl)
 local expiry = d(NOW + tonumber(ttl))
 local args = {}
 for _, pid in ipairs(permit_ids(id, tonumber(rec.permits))) do
@@ -24,6 +26,7 @@ end
 chunked('ZADD', TIMEOUT, {'XX'}, args)
 redis.call('ZADD', HOLDERS, 'XX', expiry, id)
 local slack = (tonumber(rec.expires) or NOW) - NOW
+late_heartbeat(slack, rec.ttl)
 rec.ttl, rec.expires = ttl, expiry
 save(rec)
 local entry = '{"type":"renewed","lease_id":"' .. id .. '","holder":' .. jsn(rec.holder)
@@ -33,4 +36,5 @@ events[#events + 1] = entry
 flush_state()
 return '{"status":"renewed","reentry_count":' .. rec.permits .. ',"ttl_ms":' .. ttl
   .. ',"now_ms":' .. NOW_S .. ',"fencing_token":' .. rec.fence .. ',"slack_ms":' .. d(slack)
-  .. ',"holder":' .. jsn(rec.holder) .. ev(events) .. '}'
+  .. ',"holder":' .. jsn(rec.holder) .. (revocation and (',"revocation":' .. revocation) or '')
+  .. ev(events) .. '}'

@@ -70,6 +70,8 @@ pub struct Shared {
     pub watches: Arc<Semaphore>,
     /// RedLock's nodes, when `--redlock-nodes` was given.
     pub redlock: Option<crate::leases::Redlock>,
+    /// The deadlines of the revocations this instance took.
+    pub revocations: crate::leases::revocation::Deadlines,
 }
 
 impl Shared {

@@ -165,6 +165,7 @@ pub(super) fn renewal(name: &LockName, renewed: Renewed) -> RenewalBody {
         degraded: r.degraded.map(degraded),
         nodes_acked: quorum.map(|q| q.nodes_acked),
         validity_ms: quorum.map(|q| millis(q.validity)),
+        revocation: r.revocation.as_ref().map(super::watch::revocation_body),
     }
 }
 

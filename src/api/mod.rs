@@ -24,6 +24,7 @@ mod multileases;
 mod openapi;
 mod problem_codes;
 mod redis_status;
+mod revoke;
 mod semaphores;
 mod watch;
 
@@ -93,7 +94,10 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(keys::audit_log))
         .routes(routes!(redis_status::status))
         .routes(routes!(eviction::evict_lock_lease))
-        .routes(routes!(eviction::evict_semaphore_lease));
+        .routes(routes!(eviction::evict_semaphore_lease))
+        .routes(routes!(revoke::revoke_lock))
+        .routes(routes!(revoke::revoke_semaphore))
+        .routes(routes!(revoke::revoke_leader));
     // (Their answers carry lease tokens and live state: the front door marks every `/v1/`
     // answer `Cache-Control: no-store`, see server::front_door.)
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())

@@ -17,7 +17,7 @@ use utoipa::openapi::{OpenApi, Ref, RefOr, Required, Schema};
 use crate::locks::LockName;
 use crate::problem::ProblemDetails;
 use crate::state::ApiLimits;
-use crate::wire::{LockEventMessage, LostEvent};
+use crate::wire::{LockEventMessage, LostEvent, WatchSignal};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -28,7 +28,7 @@ use crate::wire::{LockEventMessage, LostEvent};
             API key in the `Leasehold-Key` header (its roles are the scopes each operation names); a \
             loopback server with no key lets anonymous callers in.",
     ),
-    components(schemas(ProblemDetails, LostEvent, LockEventMessage)),
+    components(schemas(ProblemDetails, LostEvent, LockEventMessage, WatchSignal)),
     modifiers(&BearerSchemes),
     tags(
         (name = "locks", description = "The live locks, who holds a lock, fence checks"),

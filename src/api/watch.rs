@@ -1,40 +1,88 @@
-//! `GET /v1/{locks|semaphores}/{name}/leases/{lease_id}/watch`: the lease's holder learns the
-//! moment its lease ends, as one server-sent event `lost` with the reason, instead of at its
-//! next heartbeat. Until then the stream carries keep-alive comments only; it ends after
-//! `lost`, and when the server shuts down. Each open watch takes one of the instance's
-//! `--max-watches` places.
+//! `GET /v1/{locks|semaphores}/{name}/leases/{lease_id}/watch`: the lease's holder hears what
+//! it needs to act on while the lease stands (`expiring`, `renewed`, `degraded`, `recovered`,
+//! `contended`, `revocation_requested`: see [`crate::locks::ops::signals`]) and the moment it
+//! ends (`lost`, with the reason), instead of at its next heartbeat. Every event has an `id:`
+//! (a count within the stream); a watch opened again with `Last-Event-ID` goes on counting
+//! from there and first tells whatever still stands (a revocation, the slack, the waiters),
+//! so a reconnect misses nothing that still matters; a lease that ended meanwhile answers 410
+//! with its reason. The stream ends after `lost`, and when the server shuts down. Each open
+//! watch takes one of the instance's `--max-watches` places.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
+use serde::Deserialize;
 
 use super::bodies;
 use super::events::stream_slot;
-use super::extract::HeldLease;
+use super::extract::{HeldLease, Query};
 use crate::auth::{Caller, ClientRole, Principal};
+use crate::leases::Telling;
 use crate::limits::slots::Slot;
-use crate::locks::{LeaseEnd, Resource};
+use crate::locks::ops::signals::Signal;
+use crate::locks::{LeaseEnd, LeaseId, Resource, Revocation};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
-use crate::wire::LostEvent;
+use crate::wire::{LostEvent, RevocationBody, WatchSignal};
+
+/// A watch's query: when `expiring` is told.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WatchQuery {
+    /// Tell `expiring` once less than this is left with no heartbeat since (ms; default a
+    /// third of the lease's TTL, at most half of it). The acquire answer's watch link
+    /// carries the `expiring_slack_ms` the acquire asked for.
+    #[param(minimum = 1)]
+    pub expiring_slack_ms: Option<u64>,
+}
+
+/// How a watch tells: its slack, and the id its first event follows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WatchOptions {
+    pub slack: Option<Duration>,
+    pub after: u64,
+}
+
+impl WatchOptions {
+    pub fn new(query: &WatchQuery, headers: &HeaderMap) -> Result<Self, Problem> {
+        let slack = match query.expiring_slack_ms {
+            Some(0) => {
+                return Err(Problem::new(
+                    ProblemKind::InvalidQuery,
+                    "expiring_slack_ms must be at least 1 (leave it out for a third of the TTL)",
+                ));
+            }
+            ms => ms.map(Duration::from_millis),
+        };
+        // An id this server did not give (not a count) starts the count again.
+        let after = headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        Ok(Self { slack, after })
+    }
+}
 
 #[utoipa::path(
     get,
     path = "/v1/locks/{name}/leases/{lease_id}/watch",
     operation_id = "watchLockLease",
     tag = "leases",
-    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), WatchQuery, ("Last-Event-ID" = Option<String>, Header, description = "Resume: the count goes on after this id, and what still stands is told first")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds, then one `event: lost` whose data is a LostEvent (JSON), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events, each with an `id:`: while the lease holds, `expiring`, `renewed`, `degraded`, `recovered`, `contended` and `revocation_requested` (data: a WatchSignal, JSON); then one `event: lost` (data: a LostEvent) and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "ticket_pending: the token is a queued ticket's", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost (reason: expired, released, force_released, left): it ended before the watch began", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_query: expiring_slack_ms is 0 or not a number", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -42,9 +90,12 @@ use crate::wire::LostEvent;
 pub async fn watch_lock_lease(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
+    Query(query): Query<WatchQuery>,
+    headers: HeaderMap,
     lease: HeldLease,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
-    watch(state, &caller, Resource::Lock, lease).await
+    let options = WatchOptions::new(&query, &headers)?;
+    watch(state, &caller, Resource::Lock, lease, options).await
 }
 
 #[utoipa::path(
@@ -52,14 +103,15 @@ pub async fn watch_lock_lease(
     path = "/v1/semaphores/{name}/leases/{lease_id}/watch",
     operation_id = "watchSemaphoreLease",
     tag = "semaphores",
-    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id")),
+    params(("name" = String, Path), ("lease_id" = String, Path, format = Uuid, description = "The lease's id"), WatchQuery, ("Last-Event-ID" = Option<String>, Header, description = "Resume: the count goes on after this id, and what still stands is told first")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "Server-sent events: nothing but keep-alive comments while the lease holds its permits, then one `event: lost` whose data is a LostEvent (JSON), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events, each with an `id:`: while the lease holds its permits, `expiring`, `renewed`, `degraded`, `recovered`, `contended` and `revocation_requested` (data: a WatchSignal, JSON); then one `event: lost` (data: a LostEvent) and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this lease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such lease (or it ended long ago); not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost (reason: expired, released, force_released): it ended before the watch began", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_query: expiring_slack_ms is 0 or not a number", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -67,9 +119,12 @@ pub async fn watch_lock_lease(
 pub async fn watch_semaphore_lease(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
+    Query(query): Query<WatchQuery>,
+    headers: HeaderMap,
     lease: HeldLease,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
-    watch(state, &caller, Resource::Semaphore, lease).await
+    let options = WatchOptions::new(&query, &headers)?;
+    watch(state, &caller, Resource::Semaphore, lease, options).await
 }
 
 async fn watch(
@@ -77,9 +132,10 @@ async fn watch(
     caller: &Principal,
     resource: Resource,
     lease: HeldLease,
+    options: WatchOptions,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
     caller.check_name(&lease.name)?;
-    watch_named(state, caller, resource, lease).await
+    watch_named(state, caller, resource, lease, options).await
 }
 
 /// [`watch`] once the caller's name patterns allowed the name (an election's candidate:
@@ -89,19 +145,126 @@ pub(super) async fn watch_named(
     caller: &Principal,
     resource: Resource,
     lease: HeldLease,
+    options: WatchOptions,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
     let place = WatchPlace::take(&state, caller)?;
     let leases = state.leases_for(caller);
     state
         .access
         .charge(caller, leases.cost_of(resource, lease.id))?;
-    let ended = leases
-        .watch(resource, &lease.name, lease.id, &lease.token)
+    let telling = leases
+        .watch_telling(resource, &lease.name, lease.id, &lease.token, options.slack)
         .await?;
-    let (id, lock) = (lease.id, lease.name.to_string());
-    Ok(lost_stream(&state, caller, place, async move {
-        ended.await.ok().map(|end| lost_event(id, lock, end))
-    }))
+    let told = Told {
+        id: lease.id,
+        lock: lease.name.to_string(),
+        count: options.after,
+    };
+    Ok(signal_stream(&state, caller, place, telling, told))
+}
+
+/// Who a watch's events are about, and how many it has sent (its events' ids).
+struct Told {
+    id: LeaseId,
+    lock: String,
+    count: u64,
+}
+
+impl Told {
+    fn next_id(&mut self) -> String {
+        self.count += 1;
+        self.count.to_string()
+    }
+
+    fn signal(&mut self, signal: &Signal) -> Event {
+        let mut body = WatchSignal {
+            lease_id: bodies::lease_id(self.id),
+            lock: self.lock.clone(),
+            remaining_ms: None,
+            valid_until: None,
+            since: None,
+            waiters: None,
+            revocation: None,
+        };
+        match signal {
+            Signal::Expiring {
+                remaining_ms,
+                valid_until,
+            } => {
+                body.remaining_ms = Some(*remaining_ms);
+                body.valid_until = Some(valid_until.rfc3339());
+            }
+            Signal::Renewed { valid_until } | Signal::Recovered { valid_until } => {
+                body.valid_until = Some(valid_until.rfc3339());
+            }
+            Signal::Degraded { since, valid_until } => {
+                body.since = Some(since.rfc3339());
+                body.valid_until = Some(valid_until.rfc3339());
+            }
+            Signal::Contended { waiters } => body.waiters = Some(*waiters),
+            Signal::RevocationRequested(revocation) => {
+                body.revocation = Some(revocation_body(revocation));
+            }
+        }
+        let data = serde_json::to_string(&body).unwrap_or_default();
+        Event::default()
+            .event(signal.name())
+            .id(self.next_id())
+            .data(data)
+    }
+
+    fn lost(&mut self, end: LeaseEnd) -> Event {
+        lost_event(self.id, self.lock.clone(), end).id(self.next_id())
+    }
+}
+
+/// A revocation as the API shows it.
+pub fn revocation_body(revocation: &Revocation) -> RevocationBody {
+    RevocationBody {
+        reason: revocation.reason.clone(),
+        requested_by: revocation.by.clone(),
+        requested_at: revocation.requested_at.rfc3339(),
+        deadline: revocation.deadline.rfc3339(),
+    }
+}
+
+/// A telling watch's stream: a `watching` comment, its signals as they come, then `lost`
+/// (none when the end could not be read) and the end; it also ends at shutdown, and when
+/// the key or session `caller` opened it with is revoked (as `/v1/events` does).
+fn signal_stream(
+    state: &AppState,
+    caller: &Principal,
+    place: WatchPlace,
+    telling: Telling,
+    told: Told,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<>> {
+    let Telling { signals, ended } = telling;
+    let events = futures_util::stream::unfold(
+        (Some((signals, ended, place)), told),
+        |(live, mut told)| async move {
+            let (mut signals, mut ended, place) = live?;
+            tokio::select! {
+                biased;
+                Some(signal) = signals.recv() => {
+                    let event = told.signal(&signal);
+                    Some((Some(event), (Some((signals, ended, place)), told)))
+                }
+                end = &mut ended => {
+                    // (Signals sent before the end came first: `biased`.)
+                    drop(place);
+                    let event = end.ok().map(|end| told.lost(end));
+                    Some((event, (None, told)))
+                }
+            }
+        },
+    )
+    .filter_map(std::future::ready)
+    .map(Ok);
+    let hello = futures_util::stream::once(async { Ok(Event::default().comment("watching")) });
+    let stream = hello
+        .chain(events)
+        .take_until(super::events::stream_end(state, caller));
+    Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
 /// A lease watch's places: one of the caller's event streams (as `/v1/events` is) and one of
@@ -155,11 +318,11 @@ where
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-pub(super) fn lost_event(id: crate::locks::LeaseId, lock: String, end: LeaseEnd) -> Event {
+pub(super) fn lost_event(id: LeaseId, lock: String, end: LeaseEnd) -> Event {
     let body = LostEvent {
         lease_id: bodies::lease_id(id),
         lock,
-        reason: end.state.as_str().to_owned(),
+        reason: end.reason().to_owned(),
         ended_at: end.ended_at.map(|t| t.rfc3339()),
     };
     let data = serde_json::to_string(&body).unwrap_or_default();

@@ -32,6 +32,14 @@ impl LeaseError {
             _ => None,
         }
     }
+
+    /// The lease does not hold its lock (any more): unknown there, or lost.
+    pub fn is_gone(&self) -> bool {
+        matches!(
+            self.as_lock(),
+            Some(LockError::UnknownLease | LockError::LeaseLost(_))
+        )
+    }
 }
 
 impl From<redis::RedisError> for LeaseError {

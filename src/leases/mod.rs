@@ -18,6 +18,7 @@ pub mod multi;
 mod on_nodes;
 mod placement;
 pub mod redlock;
+pub mod revocation;
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -37,6 +38,16 @@ use crate::locks::{
 
 /// A lease's end, awaited (see [`Leases::watch`]).
 pub type LeaseEnding = Pin<Box<dyn Future<Output = Result<LeaseEnd, LockError>> + Send>>;
+
+/// Signals told and not yet sent on, at most (the watch waits for its stream beyond that).
+const SIGNALS_QUEUED: usize = 8;
+
+/// A watch that tells its holder: the signals as they come, and the end (which must be
+/// polled for the signals to come).
+pub struct Telling {
+    pub signals: tokio::sync::mpsc::Receiver<crate::locks::ops::signals::Signal>,
+    pub ended: LeaseEnding,
+}
 
 /// A grant, and for a lease held by a majority of stores, how many acknowledged it.
 #[derive(Debug)]
@@ -217,6 +228,30 @@ impl Leases {
                 Ok(Box::pin(watch.ended()))
             }
         }
+    }
+
+    /// As [`Self::watch`], telling the holder on the way (see
+    /// [`crate::locks::ops::signals`]): a RedLock lease tells only its end.
+    pub async fn watch_telling(
+        &self,
+        resource: Resource,
+        name: &LockName,
+        id: LeaseId,
+        token: &LeaseToken,
+        slack: Option<std::time::Duration>,
+    ) -> Result<Telling, LeaseError> {
+        let (tx, signals) = tokio::sync::mpsc::channel(SIGNALS_QUEUED);
+        let ended: LeaseEnding = match Self::placement(resource, id) {
+            Placement::Redlock => {
+                let watch = self.nodes()?.watch(name, id, token).await?;
+                Box::pin(watch.ended())
+            }
+            _ => {
+                let watch = self.locks.watch(resource, name, id, token).await?;
+                Box::pin(watch.ended_telling(slack, tx))
+            }
+        };
+        Ok(Telling { signals, ended })
     }
 
     /// `name` as every store holds it: the main Redis's view, with the leases a majority of

@@ -10,6 +10,9 @@
 //! | `redisson_lock__channel:{L}` | channel | Redisson's unlock message `0`; `..:{L}:<holder>` wakes one fair waiter |
 //! | `redisson_rwlock:{L}` | channel | Redisson's read/write unlock message |
 //! | `{L}:leasehold` | hash | `fence` (last fencing token); the record of the lease holding an exclusive lock (`lease`, `kind`, `rec`, `holder`, `meta`); `r:`/`h:`/`m:<id>` records of shared leases and queued tickets (`y:<id>`: a queued ticket's lock-delay); `limit` for semaphores; expires after its last lease (not for semaphores) |
+//! | `{L}:leasehold:revoke` | hash | pending revocations: lease id -> JSON {reason, by, at_ms, deadline_ms} (`lua/revoke.lua`); expires the tombstone time after its latest deadline |
+//! | `{L}:leasehold:waiting` | hash | who waits for the name, one field per waiting request (see `feed::waitlist`) |
+//! | `leasehold:watch:{L}` | channel | wakes the lock's lease watches only: a revocation, a late heartbeat, a change in who waits |
 //! | `{L}:leasehold:idem:<sha256>` | hash | an `Idempotency-Key`'s first answer |
 //! | `{L}:leasehold:delay` | string | the lock-delay (ms) its lease asked for; expires that long after the lease (PEXPIREAT), so the name refuses new leases that long after a lease ends other than by a release (see `lua/locklib.lua`) |
 //! | `{L}:leasehold:writers` (+`:until`) | zset | waiting writers by arrival (fifo read/write policy) |
@@ -35,6 +38,10 @@ use super::types::{LeaseId, LockName};
 const UNLOCK_CHANNEL: &str = "redisson_lock__channel:";
 const RW_CHANNEL: &str = "redisson_rwlock:";
 const SEMAPHORE_CHANNEL: &str = "redisson_sc:";
+/// Leasehold's own channel of a lock's lease watches (`leasehold:watch:{L}`): a revocation, a
+/// late heartbeat, a change in who waits. Its messages wake the lock's watches, never its
+/// waiters.
+const WATCH_CHANNEL: &str = "leasehold:watch:";
 /// Each key space's events channel, after its prefix.
 pub(super) const EVENTS_CHANNEL: &str = "leasehold:events";
 
@@ -43,6 +50,8 @@ pub(super) const EVENTS_CHANNEL: &str = "leasehold:events";
 pub enum Wakes {
     One,
     All,
+    /// The lock's lease watches only.
+    Watches,
 }
 
 /// The hash tag of every key of Leasehold's own (API keys, sessions, the audit log, each key
@@ -122,7 +131,7 @@ impl KeySpace {
 
     /// Patterns matching every channel that can wake a waiter under this prefix.
     pub fn wake_patterns(&self) -> Vec<String> {
-        [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL]
+        [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL, WATCH_CHANNEL]
             .iter()
             .map(|channel| format!("{channel}{{{}*", self.prefix))
             .collect()
@@ -142,6 +151,8 @@ impl KeySpace {
             (rest, Wakes::One)
         } else if let Some(rest) = channel.strip_prefix(RW_CHANNEL) {
             (rest, Wakes::All)
+        } else if let Some(rest) = channel.strip_prefix(WATCH_CHANNEL) {
+            (rest, Wakes::Watches)
         } else {
             (channel.strip_prefix(SEMAPHORE_CHANNEL)?, Wakes::All)
         };
@@ -154,16 +165,21 @@ impl KeySpace {
     }
 }
 
+/// The watch channel of the lock whose hash tag (`{L}`, braces included) is `tag`.
+pub fn watch_channel(tag: &str) -> String {
+    format!("{WATCH_CHANNEL}{tag}")
+}
+
 /// The channels whose messages wake the waiters of `wake_key` (see
 /// [`KeySpace::wake_of_channel`]): a lock's three (RLock, read/write, semaphore: a name is
-/// one kind at a time, but a waiter does not know which it will find), or a fair waiter's
-/// own. All carry the hash tag of the lock, so they share its slot.
+/// one kind at a time, but a waiter does not know which it will find) and its watches', or
+/// a fair waiter's own. All carry the hash tag of the lock, so they share its slot.
 pub fn wake_channels(wake_key: &str) -> Vec<String> {
     if wake_key.contains('}') {
         // `L}:<holder>`: the fair waiter's own channel.
         return vec![format!("{UNLOCK_CHANNEL}{{{wake_key}")];
     }
-    [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL]
+    [UNLOCK_CHANNEL, RW_CHANNEL, SEMAPHORE_CHANNEL, WATCH_CHANNEL]
         .iter()
         .map(|channel| format!("{channel}{{{wake_key}}}"))
         .collect()
@@ -268,7 +284,7 @@ mod tests {
                 assert_eq!(space.wake_key_of_channel(&channel), Some(key), "{channel}");
             }
         }
-        assert_eq!(wake_channels("app:jobs").len(), 3);
+        assert_eq!(wake_channels("app:jobs").len(), 4);
     }
 
     #[test]
@@ -306,6 +322,10 @@ mod tests {
         assert_eq!(
             space.wake_of_channel("redisson_sc:{jobs}"),
             Some(("jobs", Wakes::All))
+        );
+        assert_eq!(
+            space.wake_of_channel("leasehold:watch:{jobs}"),
+            Some(("jobs", Wakes::Watches))
         );
     }
 }

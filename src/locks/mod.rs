@@ -45,6 +45,7 @@ pub use self::layout::{KeySpace, OWN_TAG, own_key, wake_channels};
 pub use self::observer::Observer;
 pub use self::ops::census::Census;
 pub use self::ops::listing::{ListCursor, LiveEntry, LivePage, NamePrefix};
+pub use self::ops::revoke::Revoked;
 pub use self::ops::tenure::held_for;
 pub use self::ops::watch::{LeaseEnd, LeaseWatch};
 pub use self::types::{
@@ -52,7 +53,7 @@ pub use self::types::{
     HeldAs, HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
     LeaseToken, LeaseView, LimitChange, LockDelay, LockEvent, LockName, LockView, MemberGrant,
     MemberView, Membership, Metadata, MultiGrant, MultiMember, MultiRenewal, MultiRequest,
-    MultiView, PermitHolderView, PermitRequest, QueuedView, Release, Renewal, Resource, RwMode,
-    RwPolicy, SemaphoreView, Ticket, Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
+    MultiView, PermitHolderView, PermitRequest, QueuedView, Release, Renewal, Resource, Revocation,
+    RwMode, RwPolicy, SemaphoreView, Ticket, Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
 };
 pub use crate::redis::{MemoryState, RedisMemory, RedisStatus};

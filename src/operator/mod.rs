@@ -4,7 +4,11 @@
 //! dashboard's forms are thin adapters over it, so the two cannot drift apart. It acts
 //! through the leases layer, so a name's RedLock leases are removed on every RedLock node.
 
+mod revoke;
+
 use serde_json::json;
+
+pub use self::revoke::{MAX_GRACE_MS, RevokedLease};
 
 use crate::audit::{self, AuditEntry, AuditLog};
 use crate::auth::Principal;

@@ -36,6 +36,7 @@ pub mod durability;
 pub mod embedded;
 pub mod functions;
 pub mod gate;
+pub mod health;
 pub mod memory;
 pub mod replication;
 pub mod scan;
@@ -57,6 +58,7 @@ pub use cluster::sharded::ShardedGates;
 pub use cluster::{Cluster, ClusterSettings};
 pub use connect::{ConnectError, RedisSettings};
 pub use gate::{Claim, Epoch, SubscriptionGate};
+pub use health::{Health, Reach};
 pub use memory::{MemoryState, RedisMemory};
 pub use replication::{Replication, ReplicationView};
 pub use sentinel::{Follower, SentinelSettings};
@@ -77,6 +79,8 @@ pub struct Redis {
     db: i64,
     /// How long a call may take (`--redis-timeout-ms`).
     timeout: std::time::Duration,
+    /// Whether Redis answers now, probed while a lease watch asks.
+    health: Arc<Health>,
 }
 
 /// How calls reach the master.
@@ -157,6 +161,7 @@ impl Redis {
             replication: Arc::default(),
             db,
             timeout: settings.timeout,
+            health: Arc::default(),
         })
     }
 
@@ -170,7 +175,13 @@ impl Redis {
             Link::Standalone { .. } => {}
         }
         tasks.push(replication::spawn(self.clone(), shutdown.clone()));
+        tasks.push(health::spawn(self.clone(), shutdown.clone()));
         tasks
+    }
+
+    /// Whether Redis answers now (probed while someone subscribes).
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
     }
 
     /// The database the keys live in (0 but for a `redis://host/N` URL).

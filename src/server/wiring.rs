@@ -216,6 +216,7 @@ pub(super) fn state(
         shutdown: shutdown.clone(),
         watches: Arc::new(Semaphore::new(config.limits.max_watches)),
         redlock: parts.redlock,
+        revocations: crate::leases::revocation::Deadlines::new(shutdown.clone()),
     })
 }
 

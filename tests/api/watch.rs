@@ -10,10 +10,13 @@ use crate::helpers::{ADMIN_TOKEN, AppOptions, Lease, spawn_app, spawn_app_with};
 
 const SOON: Duration = Duration::from_secs(10);
 
-/// Reads the watch's `lost` event (skipping the comment that opens the stream).
+/// Reads the watch's `lost` event (skipping the signals before it: `contended` when someone
+/// waits, `expiring` before an expiry).
 async fn lost(watch: &mut crate::helpers::Watch) -> Value {
-    let event = watch.next(SOON).await.expect("a lost event before the end");
-    assert_eq!(event.event, "lost", "{event:?}");
+    let event = watch
+        .until("lost", SOON)
+        .await
+        .expect("a lost event before the end");
     let body: Value = serde_json::from_str(&event.data).expect("JSON data");
     assert!(
         watch.next(SOON).await.is_none(),
@@ -71,7 +74,11 @@ async fn a_fair_lock_release_with_waiters_still_reaches_the_watch() {
 async fn heartbeats_keep_the_watch_quiet_and_expiry_ends_it() {
     let app = spawn_app().await;
     let lease = app.lease("expiring", json!({"ttl_ms": 800})).await;
-    let mut watch = app.watch(&lease).await;
+    // (A slack of 1 ms: this watch is about heartbeats, not the warning before an expiry.)
+    let mut watch = app
+        .watch_with(&lease, &lease.token, "?expiring_slack_ms=1", None)
+        .await
+        .expect("watch");
     // Heartbeats move the expiry past the first one: the watch re-arms and stays quiet.
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(400)).await;

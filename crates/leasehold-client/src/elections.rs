@@ -309,6 +309,7 @@ pub(crate) fn renewal(
             degraded: None,
             nodes_acked: None,
             validity_ms: None,
+            revocation: None,
         },
         json: reply.json,
     })

@@ -340,6 +340,7 @@ impl Client {
                     degraded: body.members.iter().find_map(|m| m.degraded),
                     nodes_acked: None,
                     validity_ms: None,
+                    revocation: None,
                 },
                 json: reply.json,
             });

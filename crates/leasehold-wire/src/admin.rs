@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::HolderBody;
+use crate::{HolderBody, LeaseId, RevocationBody};
 
 /// What an admin force release removed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,4 +64,43 @@ pub struct AuditEntryBody {
 pub struct AuditBody {
     /// Newest first.
     pub entries: Vec<AuditEntryBody>,
+}
+
+/// `POST /v1/admin/{locks|semaphores|elections}/{name}/revoke`: ask the holder(s) to let go.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RevokeBody {
+    /// How long the holder has to release (ms, at most an hour); then the lease is
+    /// force-released (with its lock-delay, if it asked for one) and its holder told `lost`
+    /// with reason `revoked`.
+    #[cfg_attr(feature = "openapi", schema(maximum = 3_600_000))]
+    pub grace_ms: u64,
+    /// Why: told to the holder, and kept in the history and the audit log.
+    #[serde(default)]
+    pub reason: String,
+    /// Only this lease (default: every lease holding the name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<LeaseId>,
+}
+
+/// What a revocation asked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RevokedBody {
+    pub lock: String,
+    pub leases: Vec<RevokedLeaseBody>,
+}
+
+/// One lease asked to let go.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RevokedLeaseBody {
+    pub lease_id: LeaseId,
+    pub holder: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub revocation: RevocationBody,
+    /// It was asked already: the earlier deadline and reason stand (a revocation is never
+    /// put off).
+    pub again: bool,
 }

@@ -350,6 +350,10 @@ pub struct RenewalBody {
     /// RedLock leases: how long the extension is safe to rely on, in ms (see `GrantBody`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validity_ms: Option<u64>,
+    /// An admin asked the holder to let go: release before `deadline`. The lease was
+    /// extended no further than it (`ttl_ms` says how far); then it is force-released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<crate::RevocationBody>,
 }
 
 /// A release: `released` is true when this lease holds nothing any more (no level left; the

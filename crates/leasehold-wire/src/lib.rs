@@ -25,12 +25,15 @@ mod lock;
 mod multi;
 mod semaphore;
 
-pub use self::admin::{AuditBody, AuditEntryBody, ForceReleaseBody, LimitBody, LimitChangeBody};
+pub use self::admin::{
+    AuditBody, AuditEntryBody, ForceReleaseBody, LimitBody, LimitChangeBody, RevokeBody,
+    RevokedBody, RevokedLeaseBody,
+};
 pub use self::election::{
     CampaignBody, CandidateBody, ElectionBody, HeartbeatQuery, InLineBody, LeaderBody,
     ObservedBody, ProclaimBody, ResignedBody, TermCheckBody, TermCheckReply,
 };
-pub use self::events::{LockEventMessage, LostEvent};
+pub use self::events::{LockEventMessage, LostEvent, RevocationBody, WatchSignal};
 pub use self::keys::{
     KeyBody, KeyCreateBody, KeyLeaseBody, KeyLeasesBody, KeyListBody, KeyQuotasBody, KeyRole,
     KeyRotateBody, KeySecretBody, NamePattern,

@@ -307,15 +307,16 @@ pub async fn resign(
     path = "/v1/elections/{name}/candidates/{candidate_id}/watch",
     operation_id = "watchCandidate",
     tag = "elections",
-    params(("name" = String, Path), ("candidate_id" = String, Path, format = Uuid)),
+    params(("name" = String, Path), ("candidate_id" = String, Path, format = Uuid), crate::api::watch::WatchQuery, ("Last-Event-ID" = Option<String>, Header, description = "Resume: the count goes on after this id, and what still stands is told first")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "Server-sent events: keep-alive comments while the candidate leads, then one `event: lost` (a LostEvent: its term ended, with the reason; `lock` is the election's lock, `election/<name>`), and the end", body = crate::wire::LostEvent, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events, each with an `id:`, as a lock lease's watch: while the candidate leads, `expiring`, `renewed`, `degraded`, `recovered`, `contended` (candidates in line) and `revocation_requested` (data: a WatchSignal); then one `event: lost` (a LostEvent: its term ended, with the reason; `lock` is the election's lock, `election/<name>`), and the end", body = crate::wire::LostEvent, content_type = "text/event-stream"),
         (status = 401, description = "token_missing, token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found; not_found", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 409, description = "ticket_pending: the candidate is still in line", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost: its term ended before the watch began", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_query: expiring_slack_ms is 0 or not a number", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 422, description = "invalid_lock_name", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
@@ -324,6 +325,8 @@ pub async fn resign(
 pub async fn watch(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
+    crate::api::extract::Query(query): crate::api::extract::Query<crate::api::watch::WatchQuery>,
+    headers: axum::http::HeaderMap,
     held: HeldLease,
 ) -> Result<
     axum::response::sse::Sse<
@@ -337,7 +340,9 @@ pub async fn watch(
         id: held.id,
         token: held.token,
     };
-    crate::api::watch::watch_named(state, &caller, crate::locks::Resource::Lock, lease).await
+    let options = crate::api::watch::WatchOptions::new(&query, &headers)?;
+    crate::api::watch::watch_named(state, &caller, crate::locks::Resource::Lock, lease, options)
+        .await
 }
 
 #[utoipa::path(

@@ -237,6 +237,7 @@ impl Leases {
                     LeaseEnd {
                         state: multilease_end(end.state),
                         ended_at: end.ended_at,
+                        revoked: end.revoked,
                     },
                     name,
                 )

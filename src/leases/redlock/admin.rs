@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use super::Redlock;
 use super::vote::{Vote, ask_all, granted, same_error};
 use crate::leases::LeaseError;
-use crate::locks::{ForcedRelease, HolderView, LeaseId, LockError, LockName, Resource};
+use crate::locks::{ForcedRelease, HolderView, LeaseId, LockError, LockName, Resource, Revoked};
 
 /// What an action on every node did.
 #[derive(Debug)]
@@ -52,6 +52,40 @@ impl Redlock {
             Ok(acted) if acted.nodes_acked == 0 => Err(LockError::UnknownLease.into()),
             answer => answer,
         }
+    }
+
+    /// Asks the holder of RedLock lease `id` of `name` to let go within `grace_ms`, on every
+    /// node: done once a majority recorded it (their heartbeats then stop at the deadline).
+    pub async fn revoke(
+        &self,
+        name: &LockName,
+        id: LeaseId,
+        grace_ms: u64,
+        by: &str,
+        reason: &str,
+    ) -> Result<Revoked, LeaseError> {
+        let votes = ask_all(&self.nodes, self.redis_timeout, |n| {
+            n.locks
+                .revoke(Resource::Lock, name, id, grace_ms, by, reason)
+        })
+        .await;
+        let done = granted(&votes);
+        if done.len() >= self.quorum() {
+            // The earliest deadline a node set (their clocks differ a little).
+            let first = done.iter().min_by_key(|r| r.revocation.deadline);
+            return first
+                .map(|r| (*r).clone())
+                .ok_or(LockError::UnknownLease.into());
+        }
+        if let Some(e) = votes.iter().find_map(Vote::refusal)
+            && !matches!(e, LockError::UnknownLease | LockError::LeaseLost(_))
+        {
+            return Err(same_error(e).into());
+        }
+        if done.is_empty() {
+            return Err(LockError::UnknownLease.into());
+        }
+        Err(self.no_quorum(done.len()))
     }
 
     /// The nodes' answers as one: the holders removed anywhere, once a majority answered.

@@ -202,10 +202,12 @@ impl RedWatch {
                 LeaseEnd {
                     state: LeaseState::Expired,
                     ended_at: None,
+                    revoked: false,
                 },
                 |v| LeaseEnd {
                     state: v.state,
                     ended_at: v.ended_at,
+                    revoked: v.revocation.is_some() && v.state != LeaseState::Released,
                 },
             );
         (Read::Ended(end), answered, known)

@@ -13,7 +13,7 @@
 //! deadline plus slack): an entry a crashed instance left behind is ignored once past it, and
 //! the hash itself expires after the latest such deadline.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -91,6 +91,9 @@ impl WaiterView {
             .unwrap_or_else(|| format!("lease {}", self.lease_id))
     }
 }
+
+/// A waiting list's key after its lock's hash tag: `{L}:leasehold:waiting`.
+const WAITING_SUFFIX: &str = ":leasehold:waiting";
 
 /// Changes waiting to be written, at most. Beyond that a new entry is not listed (the list is
 /// best effort), and a removal is sent on its own instead of queued.
@@ -181,6 +184,7 @@ async fn write(conn: &mut crate::redis::Redis, batch: &[Change]) {
     // Each hash lives as long as its longest entry may: PEXPIRE GT keeps a later expiry
     // another waiter set (Redis 7.0); NX gives a new hash its first.
     let mut lives: HashMap<&str, u64> = HashMap::new();
+    let mut changed: HashSet<&str> = HashSet::new();
     for change in batch {
         match change {
             Change::List {
@@ -194,12 +198,29 @@ async fn write(conn: &mut crate::redis::Redis, batch: &[Change]) {
                 pipe.add_ignored(hset);
                 let life = lives.entry(key).or_default();
                 *life = (*life).max(*ttl_ms);
+                changed.insert(key);
             }
             Change::Unlist { key, field } => {
                 let mut hdel = redis::cmd("HDEL");
                 hdel.arg(key).arg(field);
                 pipe.add_ignored(hdel);
+                changed.insert(key);
             }
+        }
+    }
+    // Who waits changed: the lock's lease watches re-read it (a holder's `contended`), on
+    // the lock's watch channel, which wakes no waiter. Sharded where the functions publish
+    // sharded (a cluster), so that it reaches the lock's shard's subscribers.
+    let publish = if conn.capabilities().sharded_pubsub {
+        "SPUBLISH"
+    } else {
+        "PUBLISH"
+    };
+    for key in changed {
+        if let Some(tag) = key.strip_suffix(WAITING_SUFFIX) {
+            let mut cmd = redis::cmd(publish);
+            cmd.arg(crate::locks::layout::watch_channel(tag)).arg("0");
+            pipe.add_ignored(cmd);
         }
     }
     for (key, ttl_ms) in lives {

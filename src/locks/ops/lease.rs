@@ -12,7 +12,7 @@ use crate::locks::scripts::semaphore_inspect::SemaphoreInspect;
 use crate::locks::scripts::semaphore_release::SemaphoreRelease;
 use crate::locks::scripts::semaphore_renew::SemaphoreRenew;
 use crate::locks::scripts::{lost, non_empty};
-use crate::locks::types::{Resource, request_nonce};
+use crate::locks::types::{Resource, Revocation, request_nonce};
 use crate::locks::{
     EventKind, FencingToken, IdempotencyKey, LeaseId, LeaseKind, LeaseState, LeaseToken, LeaseView,
     LockError, LockEvent, LockName, Locks, Metadata, Release, Renewal, RwMode, Timestamp, Ttl,
@@ -48,6 +48,7 @@ impl Locks {
                 fencing_token,
                 slack_ms,
                 holder,
+                revocation,
             } => {
                 // Its event came with the reply (`ev`). Too few replicas acknowledged it:
                 // answered all the same, marked. The extension stands on the primary; a 503
@@ -66,6 +67,7 @@ impl Locks {
                     holder: non_empty(holder),
                     replicas_acked: acked.map(|a| a.acked),
                     degraded,
+                    revocation,
                 })
             }
             RenewReply::Refused(r) => Err(LockError::from(r)),
@@ -275,6 +277,8 @@ impl Locks {
                 snap.ended_ms.map(Timestamp)
             },
             remaining_ms,
+            revocation: Revocation::from_stored(snap.revocation.as_deref()),
+            waiters: snap.waiters,
         }))
     }
 
@@ -314,6 +318,8 @@ impl Locks {
                 lease.ended_ms.map(Timestamp)
             },
             remaining_ms: held.then(|| expires.0.saturating_sub(snap.now_ms)),
+            revocation: Revocation::from_stored(lease.revocation.as_deref()),
+            waiters: lease.waiters,
         }))
     }
 }

@@ -15,7 +15,9 @@ pub mod listing;
 pub mod proclaim;
 pub mod records;
 pub mod redlock;
+pub mod revoke;
 pub mod rollback;
+pub mod signals;
 pub mod tenure;
 #[cfg(test)]
 mod tests;

@@ -41,4 +41,8 @@ pub(in crate::locks) struct LeaseSnapshot {
     pub pttl: i64,
     #[serde(default)]
     pub now_ms: u64,
+    /// Its revocation's record (JSON text), if an admin asked its holder to let go.
+    pub revocation: Option<String>,
+    /// While held: how many requests wait for the lock.
+    pub waiters: Option<u64>,
 }

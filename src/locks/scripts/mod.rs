@@ -60,6 +60,9 @@ operations! {
     semaphore_limit: semaphore_limit::SemaphoreLimit<'static>, grows;
     sweep: sweep::Sweep;
     evict: evict::Evict<'static>;
+    // Not `grows`: an operator may ask a holder to let go on a full Redis too (the record
+    // is a few bytes per lease).
+    revoke: revoke::Revoke<'static>;
     // A multilease's record: the members are ordinary leases, taken by `acquire` (which a
     // full Redis refuses). Not `grows`: its heartbeat and end must work on a full Redis, and
     // a record is written only once every member was granted (an Idempotency-Key's claim

@@ -47,6 +47,10 @@ pub(in crate::locks) enum RenewReply {
         slack_ms: i64,
         #[serde(default)]
         holder: Option<String>,
+        /// The lease's pending revocation: its heartbeats extend it no further than the
+        /// deadline.
+        #[serde(default)]
+        revocation: Option<crate::locks::types::Revocation>,
     },
     #[serde(untagged)]
     Refused(Refusal),

@@ -55,4 +55,8 @@ pub(in crate::locks) struct PermitLease {
     pub expires_ms: Option<u64>,
     pub ended_ms: Option<u64>,
     pub permits: Option<u64>,
+    /// Its revocation's record (JSON text), if an admin asked its holder to let go.
+    pub revocation: Option<String>,
+    /// While held: how many requests wait for the semaphore.
+    pub waiters: Option<u64>,
 }

@@ -29,5 +29,5 @@ pub(crate) use token::{fingerprint, request_nonce};
 pub use values::{FencingToken, HolderLabel, LockDelay, Metadata, Timestamp, Ttl, TtlPolicy};
 pub use views::{
     ForcedRelease, HolderView, LeaseView, LimitChange, LockView, PermitHolderView, QueuedView,
-    SemaphoreView,
+    Revocation, SemaphoreView,
 };

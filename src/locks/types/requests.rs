@@ -123,6 +123,9 @@ pub struct Renewal {
     /// few acknowledged it in time (a heartbeat is answered all the same: refusing it would
     /// only make the lease expire while it stands on the primary).
     pub degraded: Option<Degraded>,
+    /// An admin asked the holder to let go: the lease was extended no further than its
+    /// deadline.
+    pub revocation: Option<super::Revocation>,
 }
 
 /// A successful release.

@@ -228,7 +228,8 @@ impl Metadata {
 }
 
 /// A point in time as Redis's clock gave it, in milliseconds since the Unix epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {

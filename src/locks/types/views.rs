@@ -28,6 +28,33 @@ pub struct LeaseView {
     pub ended_at: Option<Timestamp>,
     /// Time left while held.
     pub remaining_ms: Option<u64>,
+    /// An admin asked the holder to let go (see [`Revocation`]); kept after the lease ended.
+    pub revocation: Option<Revocation>,
+    /// While held: how many requests wait for the name now (queued fair tickets included).
+    pub waiters: Option<u64>,
+}
+
+/// An admin's request that a lease's holder let go by `deadline` (`lua/revoke.lua`): until
+/// then the lease stands and heartbeats extend it no further than the deadline; at the
+/// deadline it is evicted unless it ended first.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Revocation {
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub by: String,
+    #[serde(rename = "at_ms")]
+    pub requested_at: Timestamp,
+    #[serde(rename = "deadline_ms")]
+    pub deadline: Timestamp,
+}
+
+impl Revocation {
+    /// The record `lua/revoke.lua` stored (JSON text); `None` when there is none or it
+    /// cannot be read.
+    pub fn from_stored(raw: Option<&str>) -> Option<Self> {
+        serde_json::from_str(raw?).ok()
+    }
 }
 
 /// One holder of a lock.

@@ -203,7 +203,7 @@ impl WaitRegistry {
 
     /// Wakes the watches of the lock `key` belongs to: a fair waiter's own key is
     /// `L}:<holder>` (see `LockKeys::waiter`), and lock names hold no braces.
-    fn wake_watches(&self, key: &str) {
+    pub fn wake_watches(&self, key: &str) {
         let lock = key.split('}').next().unwrap_or(key);
         let map = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = map.get(lock) {
@@ -320,6 +320,7 @@ impl crate::redis::Route for Wakeups {
         match wakes {
             Wakes::One => self.waiters.wake_one(key),
             Wakes::All => self.waiters.wake(key),
+            Wakes::Watches => self.waiters.wake_watches(key),
         }
         true
     }

@@ -56,7 +56,9 @@ impl Driver {
     /// One chromedriver on a port it picks; its stderr goes to a file beside the launcher so
     /// that a start that fails says why.
     fn launch(launcher: &tempfile::TempDir, attempt: u32) -> Result<(Child, u16), String> {
-        let log = launcher.path().join(format!("chromedriver-{attempt}.stderr"));
+        let log = launcher
+            .path()
+            .join(format!("chromedriver-{attempt}.stderr"));
         let stderr = std::fs::File::create(&log).expect("chromedriver's stderr file");
         let mut command = children::guarded(CHROMEDRIVER);
         command

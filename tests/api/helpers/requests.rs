@@ -264,6 +264,22 @@ impl Watch {
             .map(|event| event.expect("a well-formed event stream"))
     }
 
+    /// The next event named `kind` within `within`, skipping others (and the end: none).
+    pub async fn until(
+        &mut self,
+        kind: &str,
+        within: Duration,
+    ) -> Option<eventsource_stream::Event> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let event = self.next(left).await?;
+            if event.event == kind {
+                return Some(event);
+            }
+        }
+    }
+
     /// Asserts that nothing comes (no event, no end) for `quiet`.
     pub async fn assert_quiet(&mut self, quiet: Duration) {
         use futures_util::StreamExt as _;
@@ -276,15 +292,28 @@ impl Watch {
 impl TestApp {
     /// Opens a watch on `lease` with `token`: the watch on success, else the problem reply.
     pub async fn watch_as(&self, lease: &Lease, token: &str) -> Result<Watch, Reply> {
+        self.watch_with(lease, token, "", None).await
+    }
+
+    /// Opens a watch on `lease` with `token`, a query string (`?...` or "") and a
+    /// `Last-Event-ID`.
+    pub async fn watch_with(
+        &self,
+        lease: &Lease,
+        token: &str,
+        query: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<Watch, Reply> {
         use eventsource_stream::Eventsource as _;
-        let response = self
+        let mut request = self
             .http
-            .get(self.url(&format!("{}/watch", lease.path)))
+            .get(self.url(&format!("{}/watch{query}", lease.path)))
             .bearer_auth(token)
-            .timeout(Duration::from_secs(3600))
-            .send()
-            .await
-            .expect("request");
+            .timeout(Duration::from_secs(3600));
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.expect("request");
         if response.status() != StatusCode::OK {
             return Err(Reply::read(response).await);
         }

@@ -298,6 +298,24 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             200,
             404,
         ),
+        ("POST", "/v1/admin/locks/{name}/revoke") => (
+            http.post(url(format!("/v1/admin/locks/{lock}/revoke")))
+                .json(&json!({"grace_ms": 60_000, "reason": "matrix"})),
+            200,
+            404,
+        ),
+        ("POST", "/v1/admin/semaphores/{name}/revoke") => (
+            http.post(url(format!("/v1/admin/semaphores/{sem}/revoke")))
+                .json(&json!({"grace_ms": 60_000, "reason": "matrix"})),
+            200,
+            404,
+        ),
+        ("POST", "/v1/admin/elections/{name}/revoke") => (
+            http.post(url(format!("/v1/admin/elections/{}/revoke", fx.election())))
+                .json(&json!({"grace_ms": 60_000, "reason": "matrix"})),
+            200,
+            404,
+        ),
         ("PUT", "/v1/admin/semaphores/{name}/limit") => (
             http.put(url(format!("/v1/admin/semaphores/{sem}/limit")))
                 .json(&json!({"limit": 6})),

@@ -1,0 +1,200 @@
+//! Cooperative revocation (issue 56): `POST /v1/admin/{locks|semaphores|elections}/{name}/
+//! revoke` asks the holder to let go within a grace. Honoured, it is an ordinary release;
+//! ignored, the lease is force-released at the deadline and its holder told `lost` with
+//! reason `revoked`; meanwhile heartbeats extend it no further than the deadline. Each step
+//! is in the history and the audit log.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::dashboard::elections::stand;
+use crate::helpers::{Watch, next_event, spawn_app};
+
+const SOON: Duration = Duration::from_secs(10);
+
+async fn told(watch: &mut Watch, kind: &str) -> Value {
+    let event = watch
+        .until(kind, SOON)
+        .await
+        .unwrap_or_else(|| panic!("the watch ended before `{kind}`"));
+    serde_json::from_str(&event.data).expect("JSON data")
+}
+
+#[tokio::test]
+async fn a_revocation_honoured_is_an_ordinary_release() {
+    let app = spawn_app().await;
+    let lease = app
+        .lease("deploy", json!({"ttl_ms": 60_000, "holder": "worker-1"}))
+        .await;
+    let mut watch = app.watch(&lease).await;
+    let mut events = app.events().await;
+    let asked = app
+        .admin(
+            Method::POST,
+            "/v1/admin/locks/deploy/revoke",
+            Some(json!({"grace_ms": 5000, "reason": "deploy v2"})),
+        )
+        .await;
+    asked.assert_status(200);
+    assert_eq!(asked.body["lock"], "deploy");
+    let revoked = &asked.body["leases"][0];
+    assert_eq!(revoked["lease_id"], lease.id.as_str());
+    assert_eq!(revoked["holder"], "worker-1");
+    assert_eq!(revoked["again"], false);
+    assert_eq!(revoked["revocation"]["reason"], "deploy v2");
+    assert_eq!(revoked["revocation"]["requested_by"], "admin token");
+
+    let signal = told(&mut watch, "revocation_requested").await;
+    assert_eq!(signal["revocation"]["reason"], "deploy v2");
+    assert_eq!(
+        signal["revocation"]["deadline"],
+        revoked["revocation"]["deadline"]
+    );
+    // A heartbeat now extends the lease no further than the deadline, and says why.
+    let beat = app.heartbeat(&lease, json!({})).await;
+    beat.assert_status(200);
+    assert!(beat.u64("ttl_ms") <= 5000, "{}", beat.body);
+    assert_eq!(
+        beat.body["revocation"]["reason"], "deploy v2",
+        "{}",
+        beat.body
+    );
+    // Asked again: the first deadline stands.
+    let again = app
+        .admin(
+            Method::POST,
+            "/v1/admin/locks/deploy/revoke",
+            Some(json!({"grace_ms": 60_000, "reason": "later"})),
+        )
+        .await;
+    again.assert_status(200);
+    assert_eq!(again.body["leases"][0]["again"], true);
+    assert_eq!(
+        again.body["leases"][0]["revocation"]["deadline"],
+        revoked["revocation"]["deadline"]
+    );
+    app.release(&lease, true).await.assert_status(200);
+    assert_eq!(told(&mut watch, "lost").await["reason"], "released");
+    // The request is a live event (and in the lock's history); the audit log has it too.
+    let event = next_event(&mut events, "revocation_requested").await;
+    assert_eq!(event["lock"], "deploy");
+    assert_eq!(event["reason"], "deploy v2");
+    assert_eq!(event["lease_id"], lease.id.as_str());
+    let audit = app.admin(Method::GET, "/v1/admin/audit", None).await;
+    let actions: Vec<&str> = audit.body["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert!(actions.contains(&"revoke"), "{actions:?}");
+}
+
+#[tokio::test]
+async fn a_revocation_ignored_ends_the_lease_at_its_deadline_as_revoked() {
+    let app = spawn_app().await;
+    let lease = app.lease("stuck", json!({"ttl_ms": 60_000})).await;
+    let mut watch = app.watch(&lease).await;
+    let asked_at = Instant::now();
+    app.admin(
+        Method::POST,
+        "/v1/admin/locks/stuck/revoke",
+        Some(json!({"grace_ms": 700, "reason": "stuck job"})),
+    )
+    .await
+    .assert_status(200);
+    told(&mut watch, "revocation_requested").await;
+    let lost = told(&mut watch, "lost").await;
+    let ended = asked_at.elapsed();
+    assert_eq!(lost["reason"], "revoked", "{lost}");
+    assert!(
+        ended >= Duration::from_millis(650),
+        "ended early: {ended:?}"
+    );
+    println!("revocation ignored: lost after {ended:?} (grace 700 ms)");
+    app.heartbeat(&lease, json!({}))
+        .await
+        .assert_problem(410, "lease_lost");
+    // The name is free for the next holder.
+    app.lease("stuck", json!({})).await;
+    // Both steps are audited.
+    let audit = app.admin(Method::GET, "/v1/admin/audit", None).await;
+    let actions: Vec<&str> = audit.body["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert!(actions.contains(&"revoke_enforced"), "{actions:?}");
+}
+
+#[tokio::test]
+async fn a_semaphore_lease_and_an_election_leader_can_be_revoked_too() {
+    let app = spawn_app().await;
+    let permits = app
+        .permits("pool", json!({"limit": 3, "permits": 2, "ttl_ms": 60_000}))
+        .await;
+    let mut watch = app.watch(&permits).await;
+    app.admin(
+        Method::POST,
+        "/v1/admin/semaphores/pool/revoke",
+        Some(json!({"grace_ms": 300})),
+    )
+    .await
+    .assert_status(200);
+    told(&mut watch, "revocation_requested").await;
+    assert_eq!(told(&mut watch, "lost").await["reason"], "revoked");
+
+    let leader = stand(&app, "scheduler", "node-a", "10.0.0.1:8080").await;
+    let asked = app
+        .admin(
+            Method::POST,
+            "/v1/admin/elections/scheduler/revoke",
+            Some(json!({"grace_ms": 300, "reason": "maintenance"})),
+        )
+        .await;
+    asked.assert_status(200);
+    assert_eq!(asked.body["lock"], "election/scheduler");
+    assert_eq!(asked.body["leases"][0]["lease_id"], leader.id.as_str());
+}
+
+#[tokio::test]
+async fn what_cannot_be_revoked_says_why() {
+    let app = spawn_app().await;
+    app.admin(
+        Method::POST,
+        "/v1/admin/locks/free/revoke",
+        Some(json!({"grace_ms": 1000})),
+    )
+    .await
+    .assert_problem(404, "lock_not_found");
+    let lease = app.lease("held", json!({"ttl_ms": 60_000})).await;
+    app.admin(
+        Method::POST,
+        "/v1/admin/locks/held/revoke",
+        Some(json!({"grace_ms": 3_600_001})),
+    )
+    .await
+    .assert_problem(422, "invalid_body");
+    app.admin(
+        Method::POST,
+        "/v1/admin/locks/held/revoke",
+        Some(json!({"grace_ms": 1000, "lease_id": "0190f0b2-0000-7000-8000-000000000000"})),
+    )
+    .await
+    .assert_problem(404, "lease_not_found");
+    app.admin(Method::POST, "/v1/admin/locks/held/revoke", Some(json!({})))
+        .await
+        .assert_problem(422, "invalid_body");
+    let anon = app
+        .send(
+            app.http
+                .post(app.url("/v1/admin/locks/held/revoke"))
+                .json(&json!({"grace_ms": 1000})),
+        )
+        .await;
+    anon.assert_problem(401, "admin_token_required");
+    app.release(&lease, true).await.assert_status(200);
+}
