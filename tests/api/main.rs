@@ -53,6 +53,7 @@ mod replication;
 mod revocation;
 mod revoke;
 mod run;
+mod run_signals;
 mod rwlock;
 mod secrets;
 mod semaphores;

@@ -1,7 +1,7 @@
 //! What an admin does to a lock held by others: force release. The client sends the admin
 //! token or an admin API key as its key ([`crate::ClientOptions::api_key`]).
 
-use crate::{Client, ClientError, ForceReleaseBody, Reply};
+use crate::{Client, ClientError, ForceReleaseBody, Reply, RevokeBody, RevokedBody};
 
 impl Client {
     /// `DELETE /v1/admin/locks/{lock}[?reason=..]`: removes every holder of the lock (each
@@ -19,6 +19,23 @@ impl Client {
         }
         Self::send(
             self.request(reqwest::Method::DELETE, url)
+                .timeout(self.timeout),
+        )
+        .await
+    }
+
+    /// `POST /v1/admin/locks/{name}/revoke`: asks the holders of `lock` (or the one lease in
+    /// `body.lease_id`) to release within `body.grace_ms`; at the deadline the server
+    /// force-releases what is still held (their holders are told `lost`, reason `revoked`).
+    pub async fn revoke(
+        &self,
+        lock: &str,
+        body: &RevokeBody,
+    ) -> Result<Reply<RevokedBody>, ClientError> {
+        let url = self.endpoint(&["v1", "admin", "locks", lock, "revoke"])?;
+        Self::send(
+            self.request(reqwest::Method::POST, url)
+                .json(body)
                 .timeout(self.timeout),
         )
         .await

@@ -54,8 +54,8 @@ pub use leasehold_wire::{
     LeaderBody, LeaseBody, LeaseId, LeaseState, ListBody, LiveBody, LockBody, LockKind, LostEvent,
     MembershipBody, MultiAcquireBody, MultiGrantBody, MultiLeaseBody, MultiLockBody,
     MultiMemberBody, MultiReleaseBody, MultiRenewalBody, ObservedBody, PermitBody, ProclaimBody,
-    ReleaseBody, RenewalBody, ResignedBody, SemaphoreBody, TermCheckBody, TermCheckReply,
-    TicketBody,
+    ReleaseBody, RenewalBody, ResignedBody, RevocationBody, RevokeBody, RevokedBody,
+    RevokedLeaseBody, SemaphoreBody, TermCheckBody, TermCheckReply, TicketBody, WatchSignal,
 };
 
 pub use self::codes::ProblemCode;
@@ -72,7 +72,7 @@ pub use self::observe::{Change, Observation, Observations};
 pub use self::secret::{ApiKey, EmptyKey, EmptyToken, LeaseToken};
 pub use self::server_url::{InvalidServerUrl, ServerUrl};
 pub use self::term::Term;
-pub use self::watch::{WATCH_SILENCE, Watch};
+pub use self::watch::{WATCH_SILENCE, Watch, WatchEvent};
 
 /// The README's example, compiled by the doctests (`cargo test --doc`).
 #[doc = include_str!("../README.md")]

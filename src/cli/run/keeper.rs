@@ -1,6 +1,7 @@
 //! Keeping the lease while something runs under it: a heartbeat task that renews every TTL/3
 //! (retrying failures sooner), and a watch task that keeps a lease watch open, which says the
-//! moment the lease is lost. Both report [`News`] to the supervisor; neither decides what to
+//! moment the lease is lost, and before that when an operator asks us to let go or the server
+//! warns that the lease is about to end. Both report [`News`] to the supervisor; neither decides what to
 //! do about it. Also the release at the end ([`Leased`]).
 
 use std::time::Duration;
@@ -12,7 +13,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use super::acquire::Held;
 use super::{later, say};
 use crate::cli::describe;
-use crate::client::{Client, ClientError, LeaseId, LeaseToken, Resource};
+use crate::client::{Client, ClientError, LeaseId, LeaseToken, Resource, Watch, WatchEvent};
 
 /// Longest pause between heartbeat retries after a failure (shorter for short TTLs).
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
@@ -64,6 +65,11 @@ pub(super) enum News {
     Failed(ClientError),
     /// The server says the lease is gone (why, in its words); the task has stopped.
     Lost(String),
+    /// An operator asked us to let go (why) by this instant: the lease ends then.
+    Revoked { reason: String, deadline: Instant },
+    /// The server warns that the lease is about to end (`expiring`: no heartbeat came in its
+    /// slack) or that it cannot confirm it (`degraded`: it cannot reach Redis).
+    Warned(&'static str),
 }
 
 /// The heartbeat task renews every TTL/3 and retries failures sooner; the watch task keeps a
@@ -130,8 +136,9 @@ impl Keeper {
     }
 }
 
-/// Keeps a lease watch open until the server says the lease is lost; a watch that breaks is
-/// opened again. A server without watches (404 `not_found`) leaves it to the heartbeats.
+/// Keeps a lease watch open until the server says the lease is lost, passing on what it
+/// tells before; a watch that breaks is opened again after the last event it told
+/// (`Last-Event-ID`). A server without watches (404 `not_found`) leaves it to the heartbeats.
 async fn watch(
     client: Client,
     resource: Resource,
@@ -140,15 +147,17 @@ async fn watch(
     token: LeaseToken,
     tx: mpsc::Sender<News>,
 ) {
+    let mut last_id: Option<String> = None;
     loop {
-        let lost = match client.watch(resource, &lock, id, &token).await {
-            Ok(mut watch) => match watch.lost().await {
-                Ok(lost) => Some(format!(
-                    "the server reports it {}",
-                    lost.reason.replace('_', " ")
-                )),
-                Err(_) => None,
-            },
+        let opened = client
+            .watch_after(resource, &lock, id, &token, last_id.as_deref())
+            .await;
+        let lost = match opened {
+            Ok(mut watch) => {
+                let lost = follow(&mut watch, &tx).await;
+                last_id = watch.last_event_id().map(str::to_owned);
+                lost
+            }
             Err(ClientError::Problem(p)) if p.is_lease_gone() => Some(p.detail),
             Err(ClientError::Problem(p)) if p.code == "not_found" => return,
             Err(_) => None,
@@ -158,6 +167,51 @@ async fn watch(
             return;
         }
         sleep(WATCH_RETRY).await;
+    }
+}
+
+/// Passes on what an open watch tells until it says the lease is lost (why) or breaks.
+async fn follow(watch: &mut Watch, tx: &mpsc::Sender<News>) -> Option<String> {
+    loop {
+        let news = match watch.next().await {
+            Ok(WatchEvent::Lost(lost)) => {
+                return Some(format!(
+                    "the server reports it {}",
+                    lost.reason.replace('_', " ")
+                ));
+            }
+            Ok(WatchEvent::Signal { kind, signal }) => match kind.as_str() {
+                "revocation_requested" => {
+                    let Some(revocation) = signal.revocation else {
+                        continue;
+                    };
+                    News::Revoked {
+                        deadline: instant_of(&revocation.deadline),
+                        reason: revocation.reason,
+                    }
+                }
+                "expiring" => News::Warned("expiring"),
+                "degraded" => News::Warned("degraded"),
+                _ => continue,
+            },
+            Err(_) => return None,
+        };
+        if tx.send(news).await.is_err() {
+            return None;
+        }
+    }
+}
+
+/// The local instant of a server's RFC 3339 time (now, if it does not parse): the wall
+/// clocks' difference is what a lease's margin is for.
+fn instant_of(rfc3339: &str) -> Instant {
+    let Ok(at) = humantime::parse_rfc3339(rfc3339) else {
+        return Instant::now();
+    };
+    let now = std::time::SystemTime::now();
+    match at.duration_since(now) {
+        Ok(ahead) => Instant::now() + ahead,
+        Err(_) => Instant::now(),
     }
 }
 

@@ -23,8 +23,11 @@ use crate::cli::signals::Signals;
 enum StopReason {
     /// The server said the lease is gone (410): someone else may hold the lock already.
     Lost,
-    /// Heartbeats failed until only the safety margin was left.
+    /// Heartbeats failed until only the safety margin was left (or while the server warned
+    /// that the lease is about to end).
     Unrenewable,
+    /// An operator asked us to let go by a deadline (a revocation).
+    Revoked,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -149,6 +152,26 @@ impl Supervisor {
                         say(format_args!("lease lost: {why}"));
                         stop = Some(self.terminate(StopReason::Lost, stop));
                     }
+                    News::Revoked { reason, deadline } => {
+                        // The lease ends at the deadline whatever its heartbeats do.
+                        self.until = self.until.min(deadline);
+                        say(format_args!(
+                            "an operator asks us to let go within {}{}",
+                            human(deadline.saturating_duration_since(Instant::now())),
+                            if reason.is_empty() { String::new() } else { format!(": {reason}") },
+                        ));
+                        if stop.is_none() {
+                            stop = Some(self.terminate(StopReason::Revoked, stop));
+                        }
+                    }
+                    News::Warned(what) if failing && stop.is_none() => {
+                        say(format_args!(
+                            "the server says the lease is {what} and heartbeats fail: \
+                             giving up on it"
+                        ));
+                        stop = Some(self.terminate(StopReason::Unrenewable, stop));
+                    }
+                    News::Warned(_) => {}
                 },
                 () = sleep_until(term_at), if stop.is_none() => {
                     say(format_args!(
@@ -208,7 +231,7 @@ impl Supervisor {
         let after_grace = later(stop.term_sent, self.kill_grace);
         match stop.reason {
             StopReason::Lost => after_grace,
-            StopReason::Unrenewable => after_grace.min(
+            StopReason::Unrenewable | StopReason::Revoked => after_grace.min(
                 self.until
                     .checked_sub(self.margin / 2)
                     .unwrap_or(self.until),
