@@ -69,6 +69,7 @@ async fn every_operation_of_the_document_is_a_call_of_the_rust_client_or_not_off
         Client.acquire_multi,
         Client.multilease_status,
         Client.force_release,
+        Client.revoke,
         Client.create_key,
         Client.list_keys,
         Client.rotate_key,
