@@ -34,8 +34,8 @@ use crate::wire::{LostEvent, RevocationBody, WatchSignal};
 #[into_params(parameter_in = Query)]
 pub struct WatchQuery {
     /// Tell `expiring` once less than this is left with no heartbeat since (ms; default a
-    /// third of the lease's TTL, at most half of it). The acquire answer's watch link
-    /// carries the `expiring_slack_ms` the acquire asked for.
+    /// third of the lease's TTL, at most half of it). Set by the watcher (the holder), so
+    /// one lease may be watched with different slacks.
     #[param(minimum = 1)]
     pub expiring_slack_ms: Option<u64>,
 }

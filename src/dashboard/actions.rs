@@ -144,3 +144,54 @@ pub(super) async fn end_term(
         .await?;
     Ok(Redirect::to(&format!("/elections/{name}?ended={}", forced.removed.len())).into_response())
 }
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RevokeForm {
+    #[serde(default)]
+    csrf: String,
+    /// How long the holders have to release, in seconds.
+    #[serde(default)]
+    grace_s: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /locks/{name}/revoke`: asks every holder to release within the grace, as
+/// `POST /v1/admin/locks/{name}/revoke` does (audited as `revoke`); at the deadline what is
+/// still held is force-released.
+pub(super) async fn revoke(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(raw): Path<String>,
+    Form(form): Form<RevokeForm>,
+) -> PageResult {
+    let principal = admin_form(
+        &state,
+        &headers,
+        &uri,
+        &form.csrf,
+        &form.confirm,
+        "ask to release",
+    )
+    .await?;
+    let name = lock_name(&raw)?;
+    let grace_ms = match form.grace_s.trim().parse::<u64>() {
+        Ok(s) if s.saturating_mul(1000) <= crate::operator::MAX_GRACE_MS => s * 1000,
+        _ => {
+            return Err(PageError::new(
+                ProblemKind::InvalidForm,
+                "the grace is a whole number of seconds, at most 3600",
+            ));
+        }
+    };
+    let reason = form_reason(&state, &form.reason)?;
+    let operator = state.operator(&principal, done_by(&principal));
+    let resource = operator.held_as(&name).await?;
+    let asked = operator
+        .revoke(resource, &name, None, grace_ms, &reason, &state.revocations)
+        .await?;
+    Ok(Redirect::to(&format!("/locks/{}?revoked={}", name.as_str(), asked.len())).into_response())
+}

@@ -25,6 +25,7 @@ pub(super) fn lock_name(raw: &str) -> Result<LockName, PageError> {
 pub(super) struct LockQuery {
     released: Option<u32>,
     evicted: Option<String>,
+    revoked: Option<u32>,
     /// The timeline's window: 1h, 15m, 5m, 1m (by default the shortest showing what happened).
     window: Option<String>,
 }
@@ -84,6 +85,12 @@ pub(super) async fn lock_page(
     };
     let (waiting, waiting_count) = domain.waiters_of(&name).await?;
     let now = wall_ms();
+    let mut lock_state = lock_state;
+    show_revocations(
+        &mut lock_state.holders,
+        &domain.revocations_of(&name).await?,
+        now,
+    );
     let held_since = lock_state.held_since;
     let n = name.as_str();
     render(&LockPage {
@@ -100,6 +107,7 @@ pub(super) async fn lock_page(
         name: n.to_owned(),
         self_href: format!("/locks/{n}"),
         force_release_href: format!("/locks/{n}/force-release"),
+        revoke_href: format!("/locks/{n}/revoke"),
         reason_chars: state.limits.per_lock.reason_chars,
         events_url: format!("/v1/events?prefix={n}"),
         flash: query
@@ -109,7 +117,8 @@ pub(super) async fn lock_page(
                 1 => "Force-released: removed 1 holder.".to_owned(),
                 n => format!("Force-released: removed {n} holders."),
             })
-            .or_else(|| evicted_flash(query.evicted.as_deref())),
+            .or_else(|| evicted_flash(query.evicted.as_deref()))
+            .or_else(|| revoked_flash(query.revoked)),
         kind: lock_state.kind,
         mode: lock_state.mode,
         semaphore: lock_state.semaphore,
@@ -135,6 +144,8 @@ pub struct LockPage {
     pub name: String,
     pub self_href: String,
     pub force_release_href: String,
+    /// The "ask to release" form's target (a revocation).
+    pub revoke_href: String,
     /// The longest reason the forms take (`--max-reason-chars`).
     pub reason_chars: usize,
     pub events_url: String,
@@ -206,4 +217,40 @@ fn evicted_flash(evicted: Option<&str>) -> Option<String> {
     Some(format!(
         "Evicted lease {id}; the other holders keep theirs."
     ))
+}
+
+/// Marks the holders an operator asked to let go: by when (and how long from now), why.
+fn show_revocations(
+    holders: &mut [super::lock_state::HolderRow],
+    revocations: &std::collections::HashMap<crate::locks::LeaseId, crate::locks::Revocation>,
+    now: u64,
+) {
+    for row in holders {
+        let Some(r) =
+            crate::locks::LeaseId::parse(&row.lease_id).and_then(|id| revocations.get(&id))
+        else {
+            continue;
+        };
+        let why = if r.reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", r.reason)
+        };
+        let left = r.deadline.0.saturating_sub(now) / 1000;
+        let deadline = r.deadline.rfc3339();
+        row.revocation = Some(if left > 0 {
+            format!("asked to release by {deadline} (in {left} s){why}")
+        } else {
+            format!("asked to release by {deadline} (passed){why}")
+        });
+    }
+}
+
+fn revoked_flash(revoked: Option<u32>) -> Option<String> {
+    Some(match revoked? {
+        1 => "Asked the holder to release; its lease is force-released at the deadline.".to_owned(),
+        n => format!(
+            "Asked {n} holders to release; their leases are force-released at the deadline."
+        ),
+    })
 }

@@ -59,6 +59,7 @@ impl LockState {
                     None => (None, None),
                 };
                 HolderRow {
+                    revocation: None,
                     evictable: h.lease_id.is_some(),
                     lease_id: lease_text(h),
                     label: holder_label(h),
@@ -135,6 +136,7 @@ impl LockState {
             .holders
             .iter()
             .map(|h| HolderRow {
+                revocation: None,
                 evictable: h.lease_id.is_some(),
                 lease_id: h.lease_id.map(|id| id.to_string()).unwrap_or_default(),
                 label: permit_holder_label(h),
@@ -185,6 +187,8 @@ pub struct SemaphoreFacts {
 
 pub struct HolderRow {
     pub lease_id: String,
+    /// An operator asked this holder to let go: by when, and why.
+    pub revocation: Option<String>,
     /// The multilease this holder's lease is part of.
     pub multilease: Option<MultiRow>,
     /// A Leasehold lease (an admin may evict it), not a Redisson client.

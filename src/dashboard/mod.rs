@@ -12,6 +12,7 @@
 //! - [`login`] `GET|POST /login`, `POST /logout`: a session (signed in with the admin token or
 //!   an API key); sign-in attempts are rate-limited per address.
 //! - [`actions`] `POST /locks/{name}/force-release`, `POST /locks/{name}/evict`,
+//!   `POST /locks/{name}/revoke` (ask to release),
 //!   `POST /elections/{name}/end-term`: adapters
 //!   over [`crate::operator`], signed in with the admin role only, with a CSRF token, a
 //!   same-origin check and a confirmation; GET never changes anything.
@@ -66,6 +67,7 @@ pub fn router() -> Router<AppState> {
         .route("/locks/{name}", get(lock::lock_page))
         .route("/locks/{name}/force-release", post(actions::force_release))
         .route("/locks/{name}/evict", post(actions::evict))
+        .route("/locks/{name}/revoke", post(actions::revoke))
         .route("/elections", get(elections::elections_page))
         .route("/elections/{name}", get(elections::election_page))
         .route("/elections/{name}/end-term", post(actions::end_term))

@@ -60,3 +60,24 @@ impl Locks {
         self.inner.conn.clock().now_ms()
     }
 }
+
+impl Locks {
+    /// The revocations recorded on `name` (pending, or past their deadline while the record
+    /// lasts), by lease: what the lock page shows beside its holders.
+    pub async fn revocations_of(
+        &self,
+        name: &LockName,
+    ) -> Result<std::collections::HashMap<LeaseId, Revocation>, LockError> {
+        let key = format!("{}:revoke", self.inner.keys.lock(name).state());
+        let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(key)
+            .query_async(&mut self.inner.conn.clone())
+            .await?;
+        Ok(fields
+            .into_iter()
+            .filter_map(|(id, raw)| {
+                Some((LeaseId::parse(&id)?, Revocation::from_stored(Some(&raw))?))
+            })
+            .collect())
+    }
+}

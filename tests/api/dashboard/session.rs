@@ -240,3 +240,52 @@ async fn a_private_dashboard_needs_a_session_or_the_admin_token() {
     browser.sign_in(ADMIN_TOKEN).await;
     browser.get("/").await.assert_status(200);
 }
+
+#[tokio::test]
+async fn ask_to_release_from_the_lock_page_shows_the_pending_revocation() {
+    let app = spawn_app().await;
+    let lease = app
+        .lease("slow-job", json!({"holder": "nightly", "ttl_ms": 600_000}))
+        .await;
+    let mut watch = app.watch(&lease).await;
+    let mut browser = Browser::new(&app);
+    browser.sign_in(ADMIN_TOKEN).await.assert_status(303);
+    let page = browser.get("/locks/slow-job").await;
+    page.assert_contains(r#"id="revoke""#);
+    let csrf = page.csrf();
+    let origin = browser.origin();
+    // Without the confirmation: refused, nothing asked.
+    browser
+        .post_form(
+            "/locks/slow-job/revoke",
+            &[("csrf", csrf.as_str()), ("grace_s", "60")],
+            Some(&origin),
+        )
+        .await
+        .assert_status(400);
+    let asked = browser
+        .post_form(
+            "/locks/slow-job/revoke",
+            &[
+                ("csrf", csrf.as_str()),
+                ("grace_s", "60"),
+                ("reason", "disk <full>"),
+                ("confirm", "yes"),
+            ],
+            Some(&origin),
+        )
+        .await;
+    asked.assert_status(303);
+    let event = watch
+        .until("revocation_requested", std::time::Duration::from_secs(10))
+        .await
+        .expect("the holder is told");
+    assert!(event.data.contains("disk <full>"), "{}", event.data);
+    browser
+        .get("/locks/slow-job?revoked=1")
+        .await
+        .assert_contains("Asked the holder to release")
+        .assert_contains("asked to release by")
+        .assert_contains("disk &#60;full&#62;");
+    app.release(&lease, true).await.assert_status(200);
+}
