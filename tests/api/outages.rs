@@ -50,18 +50,44 @@ async fn redis_stopped_mid_test_gives_503_then_recovers() {
 }
 
 #[tokio::test]
-async fn a_waiter_gets_503_when_redis_goes_away() {
+async fn a_waiter_keeps_waiting_while_redis_is_away_and_gets_503_only_at_its_deadline() {
     let mut app = spawn_app().await;
     app.lease("jobs", json!({"ttl_ms": 60_000})).await;
-    let waiter = app.spawn_waiter("jobs", 20000);
+    let asked = Instant::now();
+    let waiter = app.spawn_waiter("jobs", 3000);
     app.wait_for_waiters(1).await;
-    // The subscriber loses its connection and wakes the waiter, whose retry meets no Redis.
+    // The subscriber loses its connection and wakes the waiter, whose retries meet no Redis:
+    // it waits on until its own deadline.
     app.redis.stop();
     let reply = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
         .expect("the waiter answers instead of hanging")
         .expect("task");
+    let took = asked.elapsed();
     reply.assert_problem(503, "redis_unavailable");
+    assert!(
+        took >= Duration::from_millis(2900),
+        "answered before its deadline: {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_waiter_that_meets_a_frozen_redis_is_granted_when_the_lock_frees() {
+    let app = spawn_app().await;
+    // The holder stops heartbeating: its lease runs out 2 s from now.
+    app.lease("frees", json!({"ttl_ms": 2000})).await;
+    let waiter = app.spawn_waiter("frees", 10_000);
+    app.wait_for_waiters(1).await;
+    // Frozen across the expiry: the waiter's retry then meets no answer (the Redis timeout
+    // is 1 s in these tests), and it waits on.
+    app.redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    tokio::time::sleep(Duration::from_millis(3600)).await;
+    app.redis.signal(nix::sys::signal::Signal::SIGCONT);
+    let reply = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("the waiter answers")
+        .expect("task");
+    reply.assert_status(201);
 }
 
 #[tokio::test]

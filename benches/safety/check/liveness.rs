@@ -8,6 +8,8 @@ use crate::history::{Op, Outcome, Request};
 
 /// An answer may come this long after its wait before it counts as late.
 const LATE_SLACK_US: u64 = 2_500_000;
+/// A waiter answered `redis_unavailable` this long before its deadline was answered early.
+const EARLY_SLACK_US: u64 = 300_000;
 /// A waiter refused while the lock was certainly free for this long missed its wake-up.
 const FREE_STRETCH_US: u64 = 400_000;
 /// After a fault heals, 503s and slow answers are still expected this long.
@@ -86,6 +88,7 @@ pub(super) fn liveness(
             }
             _ => (0, false),
         };
+        early_unavailable(op, wait_ms, gave_up, report);
         if gave_up || late_allowed(windows, op.send, op.recv, RECOVERY_US) {
             continue;
         }
@@ -103,6 +106,34 @@ pub(super) fn liveness(
         }
     }
     parked_while_free(ops, holds, windows, ttl_max_ms, report);
+}
+
+/// A waiting request answered `redis_unavailable` well before its deadline: it should have
+/// waited on through the failover or stall, and been answered 503 only at its deadline.
+fn early_unavailable(op: &Op, wait_ms: u64, gave_up: bool, report: &mut Report) {
+    let Outcome::Failed {
+        status: Some(503),
+        what,
+    } = &op.outcome
+    else {
+        return;
+    };
+    if gave_up || wait_ms == 0 || !what.contains("redis_unavailable") {
+        return;
+    }
+    let took = op.recv - op.send;
+    if took + EARLY_SLACK_US < wait_ms * 1000 {
+        report.early_unavailable += 1;
+        report.violations.push(Violation {
+            what: "waiter answered 503 early",
+            detail: format!(
+                "{}: redis_unavailable after {} ms of a {wait_ms} ms wait",
+                op.name,
+                took / 1000
+            ),
+            slice: vec![op.clone()],
+        });
+    }
 }
 
 /// A waiter refused after its whole wait while the lock was certainly free for a good part

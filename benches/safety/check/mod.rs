@@ -101,6 +101,9 @@ pub struct Report {
     pub stale_rejected: usize,
     pub stale_accepted: usize,
     pub late_answers: usize,
+    /// Waiting requests answered `redis_unavailable` before their deadline (a waiter keeps
+    /// waiting through a failover or a stall, issue 56).
+    pub early_unavailable: usize,
     pub parked_while_free: usize,
     /// Names not served again within 10 s of a failover's promotion.
     pub not_served_again: usize,
@@ -232,7 +235,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, parked while free {}, not served again {}, server errors {}, semantic {}, replies for other requests {}; election terms {}, observer events {} (terms skipped {}, out of order {}, resyncs {}), granted after leaving {}; longest unavailability {} ms => {}",
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, waiters answered 503 early {}, parked while free {}, not served again {}, server errors {}, semantic {}, replies for other requests {}; election terms {}, observer events {} (terms skipped {}, out of order {}, resyncs {}), granted after leaving {}; longest unavailability {} ms => {}",
         if report.faults.is_empty() {
             "nothing"
         } else {
@@ -250,6 +253,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         report.stale_rejected,
         report.stale_accepted,
         report.late_answers,
+        report.early_unavailable,
         report.parked_while_free,
         report.not_served_again,
         report.server_errors,

@@ -13,6 +13,10 @@ use crate::locks::observer::{AcquireOutcome, Wake};
 use crate::locks::scripts::acquire::Op;
 use crate::locks::types::{Acquired, LeaseId, LeaseKind, LeaseToken, Ticket};
 
+/// How soon a waiting request tries again after Redis did not answer its attempt (a
+/// reconnect of the subscriber wakes it sooner).
+const UNANSWERED_RETRY: Duration = Duration::from_millis(250);
+
 /// What the waiting loop does after an attempt: answer, or wait (putting the request on the
 /// waiting list first when `enlist`) and try again after `retry` at the latest.
 pub(super) enum Next {
@@ -39,6 +43,19 @@ pub(super) fn after_attempt(
         Ok(outcome) => {
             request.may_hold = request.may_hold.after(Step::Answered, polls_clients_ticket);
             outcome
+        }
+        // Redis did not answer (a failover, a subscriber reconnect, a stall) while the request
+        // may still wait: it waits on and tries again, keeping its place (its ticket, its
+        // grant should this attempt have made one: the attempt run again finds it); it is
+        // answered 503 only when its deadline passes with Redis still away.
+        Err(e) if e.unavailable() && waits && Instant::now() < deadline => {
+            request.may_hold = request
+                .may_hold
+                .after(Step::Failed { unavailable: true }, polls_clients_ticket);
+            return Next::Wait {
+                retry: Some(UNANSWERED_RETRY),
+                enlist: false,
+            };
         }
         Err(e) => {
             locks.observe_refusal(request.id, &e);
