@@ -214,7 +214,8 @@ impl Told {
     }
 
     fn lost(&mut self, end: LeaseEnd) -> Event {
-        lost_event(self.id, self.lock.clone(), end).id(self.next_id())
+        let id = self.next_id();
+        lost_event_with(self.id, self.lock.clone(), end, Some(id))
     }
 }
 
@@ -319,6 +320,11 @@ where
 }
 
 pub(super) fn lost_event(id: LeaseId, lock: String, end: LeaseEnd) -> Event {
+    lost_event_with(id, lock, end, None)
+}
+
+/// The `lost` event, with its `id:` (before its data, as every other event's) when it has one.
+fn lost_event_with(id: LeaseId, lock: String, end: LeaseEnd, event_id: Option<String>) -> Event {
     let body = LostEvent {
         lease_id: bodies::lease_id(id),
         lock,
@@ -326,5 +332,9 @@ pub(super) fn lost_event(id: LeaseId, lock: String, end: LeaseEnd) -> Event {
         ended_at: end.ended_at.map(|t| t.rfc3339()),
     };
     let data = serde_json::to_string(&body).unwrap_or_default();
-    Event::default().event("lost").data(data)
+    let event = Event::default().event("lost");
+    match event_id {
+        Some(n) => event.id(n).data(data),
+        None => event.data(data),
+    }
 }
