@@ -92,7 +92,8 @@ func parseTime(s string) time.Time {
 
 // Signals hands on every signal the lease's watch tells (see Signal), in order. It is
 // buffered: when nobody reads, the oldest unread signal is dropped, so the keeper never
-// waits. It is closed when the lease is over (lost or released). A multilease's watch tells
+// waits. It is closed when the lease is over (lost or released). A revocation is handed on
+// once (a reopened watch tells it again; it never changes). A multilease's watch tells
 // only its loss; without the watch (WithoutWatch), only a revocation a heartbeat answer
 // carries comes.
 func (l *Lease) Signals() <-chan Signal { return l.signals }
