@@ -213,9 +213,8 @@ func (l *Lease) markLost(e *LostError) {
 		l.revokeTimer.Stop()
 	}
 	l.mu.Unlock()
-	// The work's context first: whoever sees Lost closed finds it cancelled too.
+	close(l.lost) // before the work's context: whoever sees it cancelled finds Lost closed
 	l.cancel()
-	close(l.lost)
 	l.stopInner()
 	l.closeSignals()
 }
