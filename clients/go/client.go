@@ -32,6 +32,8 @@ type Client struct {
 	retryWindow time.Duration
 	watch       bool
 	watchIdle   time.Duration
+	// expiringSlack is the watches' expiring_slack_ms (0: the server's default).
+	expiringSlack time.Duration
 }
 
 // Option configures a Client.
@@ -63,6 +65,11 @@ func WithRetryWindow(d time.Duration) Option { return func(c *Client) { c.retryW
 // WithoutWatch turns off the lease watch stream (for proxies that break server-sent events):
 // loss is then found by the heartbeats alone, within a third of the TTL.
 func WithoutWatch() Option { return func(c *Client) { c.watch = false } }
+
+// WithExpiringSlack sets when the lease watches tell SignalExpiring: once less than d is left
+// of a lease with no heartbeat since (default: a third of the TTL; the server takes at most
+// half of it).
+func WithExpiringSlack(d time.Duration) Option { return func(c *Client) { c.expiringSlack = d } }
 
 // DefaultURL is the server New talks to when given "" (the CLI's default too).
 const DefaultURL = "http://127.0.0.1:8080"

@@ -13,7 +13,10 @@
 // While a lease is held, the client renews it every TTL/3 and keeps the server's watch stream
 // for it open: Lease.Context is cancelled as soon as the server says the lease ended (an
 // operator force-released it, it expired), or when heartbeats fail for so long that the
-// lease may have run out. Lease.Err then says why (*LostError).
+// lease may have run out. Lease.Err then says why (*LostError). Before a loss, Lease.Signals
+// hands on what the watch tells (the lease expiring, Redis unreachable, others waiting, an
+// operator's revocation); a revoked lease (Client.Revoke) is given up before its deadline
+// unless released first.
 //
 // Calls that may be retried safely (acquires and releases carry an Idempotency-Key, heartbeats
 // and ticket polls cannot act twice, reads) are retried on 503 and dropped connections.

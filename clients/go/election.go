@@ -202,6 +202,17 @@ func (t *Term) Lost() <-chan struct{} { return t.lease.Lost() }
 // once it is lost, a *LostError saying why.
 func (t *Term) Err() error { return t.lease.Err() }
 
+// Signals hands on every signal the term's watch tells (Lease.Signals): contended counts the
+// candidates in line.
+func (t *Term) Signals() <-chan Signal { return t.lease.Signals() }
+
+// Revocation is an operator's request that the leader resign (nil until one came): the term
+// is given up as lost (ReasonRevoked) a margin before its Deadline, unless resigned first.
+func (t *Term) Revocation() *Revocation { return t.lease.Revocation() }
+
+// RevocationRequested is closed when an operator asks the leader to resign.
+func (t *Term) RevocationRequested() <-chan struct{} { return t.lease.RevocationRequested() }
+
 // Proclaim publishes a new value in the same term: observers get it as a "leader" event.
 // Once the term has ended: the *LostError (and the term is lost).
 func (t *Term) Proclaim(ctx context.Context, value string) error {

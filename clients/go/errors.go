@@ -209,15 +209,21 @@ type LostError struct {
 	LeaseID string
 	// Member is, for a multilease, the lock whose end ended it (when the server said).
 	Member string
-	// Reason is the server's (expired, released, force_released, evicted, ...) or
-	// ReasonUnrenewable, ReasonNotFound.
+	// Reason is the server's (expired, released, force_released, evicted, revoked, ...) or
+	// ReasonUnrenewable, ReasonNotFound, ReasonRevoked (given up before the deadline).
 	Reason string
 	// At is when this client learned of the loss.
 	At time.Time
 	// Problem is the server's answer that said so (a 410 lease_lost), if one did.
 	Problem *Problem
-	// Cause is the last error of the heartbeats for ReasonUnrenewable.
+	// Cause is the last error of the heartbeats for ReasonUnrenewable; for ReasonRevoked
+	// given up by the client, what the revocation asked.
 	Cause error
+	// Revocation is the operator's request to let go, when one came before the loss (it is
+	// the cause of a ReasonRevoked loss).
+	Revocation *Revocation
+
+	givenUp bool // given up by this client before a revocation's deadline: Release gives it back
 }
 
 func (e *LostError) Error() string {

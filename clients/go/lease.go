@@ -46,6 +46,19 @@ type Lease struct {
 	lostErr   *LostError
 	releasing bool // a release of ours is under way: its "released" is no loss
 	over      bool
+	// revocation is the operator's request to let go (the first told); revoked is closed
+	// then, and revokeTimer gives the lease up at its deadline less the margin.
+	revocation  *Revocation
+	revoked     chan struct{}
+	revokeTimer *time.Timer
+
+	// signals hands the watch's signals on (sends under sigMu; closed when the lease is over).
+	signals   chan Signal
+	sigMu     sync.Mutex
+	sigClosed bool
+	// lastEventID is the last watch event's id (the watch goroutine's own): a reopened
+	// watch sends it as Last-Event-ID.
+	lastEventID string
 }
 
 func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token string, sent time.Time) (*Lease, error) {
@@ -71,6 +84,7 @@ func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token st
 		c: c, place: p, id: g.LeaseID, token: token, kind: kind,
 		fence: g.FencingToken, permits: g.Permits, holder: g.Holder, members: g.Members,
 		lost: make(chan struct{}), keeperDone: make(chan struct{}), watchDone: make(chan struct{}),
+		revoked: make(chan struct{}), signals: make(chan Signal, signalBufferSize),
 		ttl: ttl, count: count, renewedAt: sent, acked: g.acked.withMembers(g.Members),
 	}
 	l.ctx, l.cancel = context.WithCancel(ctx)
@@ -190,11 +204,19 @@ func (l *Lease) markLost(e *LostError) {
 	if e.Member == "" && e.Problem != nil {
 		e.Member = e.Problem.Member
 	}
+	if e.Revocation == nil && l.revocation != nil {
+		r := *l.revocation
+		e.Revocation = &r
+	}
 	l.lostErr = e
-	close(l.lost)
+	if l.revokeTimer != nil {
+		l.revokeTimer.Stop()
+	}
 	l.mu.Unlock()
+	close(l.lost) // before the work's context: whoever sees it cancelled finds Lost closed
 	l.cancel()
 	l.stopInner()
+	l.closeSignals()
 }
 
 // lostFrom turns an answer that says the lease is gone (410, 404, 403 token_mismatch) into a
@@ -223,6 +245,8 @@ type renewalJSON struct {
 	ReentryCount int      `json:"reentry_count"`
 	Members      []Member `json:"members"` // a multilease's
 	Term         int64    `json:"term"`    // an election term's
+	// Revocation: an operator asked the holder to let go; TTLms then stops at its deadline.
+	Revocation *Revocation `json:"revocation"`
 	acked
 }
 
@@ -267,12 +291,17 @@ func (l *Lease) heartbeatLoop() {
 							Cause: fmt.Errorf("the heartbeat of term %d answered term %d", l.fence, r.Term)})
 						return
 					}
+					if r.Revocation != nil {
+						l.noteRevocation(r.Revocation, Signal{Lock: l.place.name})
+					}
 					l.mu.Lock()
 					// A reentry meanwhile may have renewed it later; keep the later time.
 					if resp.sent.After(l.renewedAt) {
 						l.renewedAt = resp.sent
 					}
-					if r.TTLms > 0 {
+					// Under a revocation ttl_ms is what is left until its deadline, not the
+					// lease's TTL: the revocation's own timer ends the lease before then.
+					if r.TTLms > 0 && r.Revocation == nil {
 						l.ttl = time.Duration(r.TTLms) * time.Millisecond
 					}
 					if l.place.levels() {
@@ -314,11 +343,15 @@ func (l *Lease) heartbeatLoop() {
 func (l *Lease) finish() {
 	l.mu.Lock()
 	l.over = true
+	if l.revokeTimer != nil {
+		l.revokeTimer.Stop()
+	}
 	l.mu.Unlock()
 	l.stopInner()
 	l.cancel()
 	<-l.keeperDone
 	<-l.watchDone
+	l.closeSignals()
 }
 
 type releaseJSON struct {
@@ -350,7 +383,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	// A lost multilease is released all the same: the server then gives its other locks back
 	// at once, instead of at the end of their TTL.
 	// So is a term whose heartbeat answered another term: the candidate leads that one now.
-	if lost == nil || lost.Reason == ReasonUnrenewable || lost.Reason == ReasonTermChanged || l.place.shape == shapeMultilease {
+	// So is a lease this client gave up before its revocation's deadline: the server would
+	// hold it until then.
+	if lost == nil || lost.Reason == ReasonUnrenewable || lost.Reason == ReasonTermChanged || lost.givenUp ||
+		l.place.shape == shapeMultilease {
 		rctx, cancel := detached(ctx, l.c.reqTimeout)
 		// A multilease's release takes no key: sent again, it answers 410 released, as
 		// the first one did (see below).

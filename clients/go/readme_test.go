@@ -51,7 +51,7 @@ func buildReadme(t *testing.T) string {
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, key string) {\n" + b + "_ = err\n}\n"
 		case strings.Contains(b, "c.WithLock("):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client) error {\n" + b + "return err\n}\n"
-		case strings.HasPrefix(b, "lease, err := c.Multilease("):
+		case strings.HasPrefix(b, "lease, err := c.Multilease("), strings.HasPrefix(b, "lease, err := c.Lock("):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client, work func(context.Context) error) error {\n" + b + "}\n"
 		case strings.HasPrefix(b, "term, err := c.Campaign("):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client, addr string, lead func(context.Context, int64) error) error {\n" + b + "}\n"

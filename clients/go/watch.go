@@ -16,7 +16,7 @@ type lostEventJSON struct {
 }
 
 // watchLoop keeps the lease's watch stream open; a stream that ends without "lost" is opened
-// again.
+// again, with Last-Event-ID (the server goes on counting, and tells again what still stands).
 func (l *Lease) watchLoop() {
 	defer close(l.watchDone)
 	attempt := 0
@@ -50,11 +50,15 @@ func (l *Lease) watchOnce() (final bool, retryAfter time.Duration) {
 	// No keep-alive comment for three of the server's intervals (15 s): the connection is dead.
 	idle := time.AfterFunc(l.c.watchIdle, cancel)
 	defer idle.Stop()
-	req, err := l.c.newHTTPRequest(ctx, &request{method: http.MethodGet, path: l.leasePath() + "/watch", bearer: l.token})
+	req, err := l.c.newHTTPRequest(ctx, &request{method: http.MethodGet, path: l.leasePath() + "/watch",
+		query: l.watchQuery(), bearer: l.token})
 	if err != nil {
 		return true, 0
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	if l.lastEventID != "" {
+		req.Header.Set("Last-Event-ID", l.lastEventID)
+	}
 	hr, err := l.c.http.Do(req)
 	if err != nil {
 		return false, 0
@@ -73,7 +77,7 @@ func (l *Lease) watchOnce() (final bool, retryAfter time.Duration) {
 		return true, 0
 	}
 	br := bufio.NewReader(hr.Body)
-	var event, data string
+	var event, data, id string
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -82,6 +86,9 @@ func (l *Lease) watchOnce() (final bool, retryAfter time.Duration) {
 		idle.Reset(l.c.watchIdle)
 		line = strings.TrimRight(line, "\r\n")
 		if line == "" {
+			if id != "" {
+				l.lastEventID = id
+			}
 			if event == "lost" {
 				var ev lostEventJSON
 				_ = json.Unmarshal([]byte(data), &ev)
@@ -95,7 +102,10 @@ func (l *Lease) watchOnce() (final bool, retryAfter time.Duration) {
 				l.markLost(lost)
 				return true, 0
 			}
-			event, data = "", ""
+			if event != "" {
+				l.onWatchEvent(event, id, data)
+			}
+			event, data, id = "", "", ""
 			continue
 		}
 		if strings.HasPrefix(line, ":") {
@@ -108,6 +118,8 @@ func (l *Lease) watchOnce() (final bool, retryAfter time.Duration) {
 		switch field {
 		case "event":
 			event = value
+		case "id":
+			id = value
 		case "data":
 			if data != "" {
 				data += "\n"
