@@ -3,12 +3,14 @@ server and can lose answers: it forwards a request, lets the server act on it, t
 server's answer away, and then answers 503 (``"503"``), closes the connection without an
 answer (``"drop"``), or keeps the client waiting until told and then closes it (``"hold"``).
 It streams answers through (the watch's server-sent events too), keeps connections alive,
-and records every request and how many connections clients opened."""
+and records every request and how many connections clients opened. ``cut_streams()`` ends the
+streams going through (as an instance going away would), without an event."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,6 +63,7 @@ class FaultyProxy:
         self.holding = threading.Event()
         self.hold_until = threading.Event()
         self._lock = threading.Lock()
+        self._streams: set[http.client.HTTPConnection] = set()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -98,6 +101,18 @@ class FaultyProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def cut_streams(self) -> int:
+        """Ends every stream going through now (the client sees it end without news)."""
+        with self._lock:
+            streams = list(self._streams)
+        for upstream in streams:
+            if upstream.sock is not None:
+                try:
+                    upstream.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        return len(streams)
 
     def requests(self, method: str, path_prefix: str) -> list[Exchange]:
         with self._lock:
@@ -158,8 +173,13 @@ class FaultyProxy:
             # A stream (server-sent events): pass each piece on as it comes.
             handler.send_header("transfer-encoding", "chunked")
             handler.end_headers()
+            with self._lock:
+                self._streams.add(upstream)
             while True:
-                piece = response.read1(65536)
+                try:
+                    piece = response.read1(65536)
+                except (OSError, ValueError):  # cut
+                    piece = b""
                 if not piece:
                     break
                 handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
@@ -168,4 +188,6 @@ class FaultyProxy:
         except OSError:
             handler.close_connection = True
         finally:
+            with self._lock:
+                self._streams.discard(upstream)
             upstream.close()

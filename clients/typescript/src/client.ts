@@ -29,6 +29,7 @@ import type {
   MultiLock,
   MultileaseInfo,
   MultileaseOptions,
+  RevokeBody,
   SemaphoreInfo,
   SemaphoreOptions,
   TicketBody,
@@ -243,6 +244,35 @@ export class Client {
       method: "DELETE",
       path: `/v1/admin/locks/${enc(name)}`,
       query: { reason: options.reason },
+      retry: false,
+      signal: options.signal,
+    });
+    return reply.body;
+  }
+
+  /**
+   * Admin (the admin token or an admin key as the client's `apiKey`): asks the holders of the
+   * lock `name` (or only the lease `leaseId`) to let go within `graceMs` (at most an hour).
+   * Each is told (`revocation_requested` on its watch, {@link Lease.revocation}), its heartbeats
+   * extend it no further than the deadline, and a lease not released by then is evicted (its
+   * holder loses it, reason `revoked`). Resolves with the leases asked (`again`: asked already,
+   * its first deadline stands); a `NotFoundError` (`lock_not_found` when nobody holds the
+   * name, `lease_not_found`), an `InvalidRequestError`. Never retried, as
+   * {@link forceRelease}: a retry could ask the next holder.
+   */
+  async revoke(
+    name: string,
+    options: { graceMs: number; reason?: string | undefined; leaseId?: string | undefined; signal?: AbortSignal | undefined },
+  ): Promise<RevokeBody> {
+    checkOptions(options, ["graceMs", "reason", "leaseId", "signal"], "client.revoke()");
+    if (typeof options?.graceMs !== "number") throw new TypeError("client.revoke(): graceMs is a number of ms");
+    const body: Record<string, unknown> = { grace_ms: options.graceMs };
+    if (options.reason !== undefined) body["reason"] = options.reason;
+    if (options.leaseId !== undefined) body["lease_id"] = options.leaseId;
+    const reply = await this.transport.request<RevokeBody>({
+      method: "POST",
+      path: `/v1/admin/locks/${enc(name)}/revoke`,
+      body,
       retry: false,
       signal: options.signal,
     });

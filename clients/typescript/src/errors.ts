@@ -38,8 +38,8 @@ export interface Problem {
   [member: string]: unknown;
 }
 
-/** Why a lease ended: `released`, `expired`, `force_released`, `left`, and later `evicted`... */
-export type LossReason = "released" | "expired" | "force_released" | "left" | "evicted" | (string & {});
+/** Why a lease ended: `released`, `expired`, `force_released`, `revoked`, `left`, and later `evicted`...; given up by this client: `unrenewable`, `revoked`. */
+export type LossReason = "released" | "expired" | "force_released" | "revoked" | "left" | "evicted" | (string & {});
 
 /** The root of every error this package throws. */
 export class LeaseholdError extends Error {

@@ -13,7 +13,14 @@ import "./polyfill.js";
 
 export { Client, DEFAULT_SERVER, type ClientOptions } from "./client.js";
 export { Term } from "./election.js";
-export { Lease, type LeaseState, type ReenterOptions, type ReleaseOptions, type ReleaseResult } from "./lease.js";
+export {
+  Lease,
+  type LeaseState,
+  type ReenterOptions,
+  type ReleaseOptions,
+  type ReleaseResult,
+  type SignalListener,
+} from "./lease.js";
 export {
   AuthError,
   ConflictError,

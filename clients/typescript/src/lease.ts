@@ -3,10 +3,26 @@ import { LeaseLostError, ProblemError, lossError } from "./errors.js";
 import { randomKey, sleep, type Transport } from "./http.js";
 import { checkOptions } from "./options.js";
 import { hasLevels, leasePath, type Place } from "./place.js";
-import type { Degraded, GrantBody, LockKind, MultileaseMember, ReleaseBody, RenewalBody, RwMode } from "./types.js";
+import type {
+  Degraded,
+  GrantBody,
+  LockKind,
+  MultileaseMember,
+  ReleaseBody,
+  RenewalBody,
+  Revocation,
+  RwMode,
+  Signal,
+  SignalKind,
+} from "./types.js";
 import { acked, type Acked } from "./acked.js";
 import { track, untrack } from "./exit.js";
+import { isSignalKind, msLeft, parseRevocation, parseSignal } from "./signals.js";
+import type { SseEvent } from "./sse.js";
 import { asLoss, lostEvent, watchLease } from "./watch.js";
+
+/** What {@link Lease.on} calls with each {@link Signal}. */
+export type SignalListener = (signal: Signal) => void;
 
 /** `held` until released or lost; `released` and `lost` are final. */
 export type LeaseState = "held" | "released" | "lost";
@@ -66,6 +82,11 @@ const now = () => performance.now();
  * A held lease. It renews itself at a third of its TTL and watches its event stream, and when
  * it loses its lock (it expired, an operator force-released it, ...) it aborts {@link signal}
  * at once. Release it with {@link release}, or let `await using` or `withLock` do so.
+ *
+ * What the watch stream tells before a loss comes to {@link on}'s listeners (`"signal"` for
+ * every {@link Signal}, or one kind: `"contended"`, `"revocation_requested"`, ...). An
+ * operator's revocation sets {@link revocation}: release before its deadline; otherwise the
+ * lease is given up as lost (reason `revoked`) at the deadline less the loss margin.
  */
 export class Lease implements AsyncDisposable {
   /** The lock's (or semaphore's) name; a multilease's locks, joined by commas. */
@@ -115,6 +136,10 @@ export class Lease implements AsyncDisposable {
   private releaseChain: Promise<unknown> = Promise.resolve();
   private gaveBack = false;
   private acked: Acked;
+  private revoked: Revocation | undefined;
+  /** When a revocation ends the lease (performance.now()), at the latest. */
+  private revokedAt: number | undefined;
+  private readonly listeners = new Map<string, Set<SignalListener>>();
 
   /** @internal Made by {@link Client.lock} and {@link Client.semaphore}. */
   constructor(init: LeaseInit) {
@@ -183,6 +208,34 @@ export class Lease implements AsyncDisposable {
   /** Set when the last grant or renewal stands on its Redis primary alone (a failover could lose it). */
   get degraded(): Degraded | undefined {
     return this.acked.degraded;
+  }
+
+  /**
+   * An operator's request that this lease let go ({@link Client.revoke}), once one came (on the
+   * watch stream, or in a heartbeat's answer): release before its `deadline`.
+   */
+  get revocation(): Revocation | undefined {
+    return this.revoked;
+  }
+
+  /**
+   * Calls `listener` with each {@link Signal} the watch stream tells from now on: every one
+   * (`"signal"`), or those of one kind (`"expiring"`, `"renewed"`, `"degraded"`,
+   * `"recovered"`, `"contended"`, `"revocation_requested"`; a revocation a heartbeat's answer
+   * told first comes as one too). An exception a listener throws is reported as uncaught (as an
+   * `EventTarget`'s is), after the other listeners ran.
+   */
+  on(event: "signal" | SignalKind, listener: SignalListener): this {
+    let set = this.listeners.get(event);
+    if (set === undefined) this.listeners.set(event, (set = new Set()));
+    set.add(listener);
+    return this;
+  }
+
+  /** Removes a listener {@link on} added. */
+  off(event: "signal" | SignalKind, listener: SignalListener): this {
+    this.listeners.get(event)?.delete(listener);
+    return this;
   }
 
   /** The TTL in ms that each renewal restarts. */
@@ -282,6 +335,7 @@ export class Lease implements AsyncDisposable {
       ttlMs: this.ttl,
       expiresAt: this.expires.toISOString(),
       lost: this.lostWith?.reason,
+      revocation: this.revoked,
     };
   }
 
@@ -406,11 +460,49 @@ export class Lease implements AsyncDisposable {
     if (this.current !== "held") return;
     if (body.reentry_count !== undefined) this.levels = body.reentry_count;
     this.acked = acked(body);
+    // While a revocation is pending, `ttl_ms` is what is left until its deadline: the TTL the
+    // margin and the heartbeats are counted from stays the lease's.
+    const revocation = "revocation" in body ? parseRevocation(body.revocation) : undefined;
     if (sentAt >= this.renewedAt) {
       this.renewedAt = sentAt;
-      this.ttl = body.ttl_ms;
+      if (revocation === undefined) this.ttl = body.ttl_ms;
       this.expires = new Date(body.expires_at);
       this.armDeadline();
+    }
+    if (revocation !== undefined) this.noteRevocation(revocation, sentAt + body.ttl_ms);
+  }
+
+  /**
+   * An operator asked for the lease back: it is given up at `endsAt` (its deadline on our
+   * clock) less the margin, unless released first. Told once, whichever told it first.
+   */
+  private noteRevocation(revocation: Revocation, endsAt: number, signal?: Signal): void {
+    if (this.current !== "held") return;
+    this.revokedAt = Math.min(this.revokedAt ?? Infinity, endsAt);
+    const known = this.revoked !== undefined && this.revoked.deadline === revocation.deadline;
+    this.revoked = revocation;
+    this.armDeadline();
+    if (!known) this.tell(signal ?? { kind: "revocation_requested", leaseId: this.leaseId, lock: this.name, revocation });
+  }
+
+  /** One event of the watch stream: a signal (others a newer server may add are ignored). */
+  private told(event: SseEvent): void {
+    if (this.current !== "held" || this.releasesInFlight > 0 || !isSignalKind(event.event)) return;
+    const signal = parseSignal(event.event, event.data, event.id);
+    if (signal.revocation !== undefined) this.noteRevocation(signal.revocation, now() + msLeft(signal.revocation), signal);
+    else this.tell(signal);
+  }
+
+  private tell(signal: Signal): void {
+    const listeners = [...(this.listeners.get("signal") ?? []), ...(this.listeners.get(signal.kind) ?? [])];
+    for (const listener of listeners) {
+      try {
+        listener(signal);
+      } catch (error) {
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
     }
   }
 
@@ -423,18 +515,26 @@ export class Lease implements AsyncDisposable {
   private armDeadline(): void {
     clearTimeout(this.deadline);
     if (this.current !== "held") return;
-    const giveUpAt = () => this.renewedAt + this.ttl - lossMargin(this.ttl);
+    // A revocation moves the end to its deadline; the margin is the same.
+    const revoked = () => this.revokedAt !== undefined && this.revokedAt <= this.renewedAt + this.ttl;
+    const giveUpAt = () => Math.min(this.renewedAt + this.ttl, this.revokedAt ?? Infinity) - lossMargin(this.ttl);
     this.deadline = setTimeout(() => {
       if (now() < giveUpAt()) {
         this.armDeadline();
         return;
       }
       this.lose(
-        lossError(
-          "unrenewable",
-          `no renewal of the lease was answered in time (its TTL is ${this.ttl} ms): someone else may hold the lock soon`,
-          { lease_id: this.leaseId, lock: this.name },
-        ),
+        revoked()
+          ? lossError(
+              "revoked",
+              `an operator revoked the lease (${this.revoked?.reason || "no reason given"}) and it was not released before its deadline, ${this.revoked?.deadline}, less the margin`,
+              { lease_id: this.leaseId, lock: this.name },
+            )
+          : lossError(
+              "unrenewable",
+              `no renewal of the lease was answered in time (its TTL is ${this.ttl} ms): someone else may hold the lock soon`,
+              { lease_id: this.leaseId, lock: this.name },
+            ),
       );
       if (this.current === "lost") {
         // It may still hold, if only the answers were lost: give it back for the next holder.
@@ -496,7 +596,15 @@ export class Lease implements AsyncDisposable {
 
   /** Follows the watch stream (see watch.ts) until the lease ends. */
   private watchLoop(): Promise<void> {
-    return watchLease(this.transport, `${this.path}/watch`, this.token, this.stopper.signal, (loss) => this.lose(loss), (data) => lostEvent(data, this.leaseId, this.name));
+    return watchLease(
+      this.transport,
+      `${this.path}/watch`,
+      this.token,
+      this.stopper.signal,
+      (loss) => this.lose(loss),
+      (data) => lostEvent(data, this.leaseId, this.name),
+      (event) => this.told(event),
+    );
   }
 
   /** Marks the lease lost and aborts {@link signal}; ignored once it has ended. */

@@ -110,6 +110,65 @@ export interface RenewalBody {
   degraded?: Degraded | null;
   /** An election term's: the term it keeps (never another than the one held). */
   term?: number;
+  /** While an operator's revocation is pending: then `ttl_ms` stops at its deadline. */
+  revocation?: RevocationBody | null;
+}
+
+/** An operator's revocation as the server sends it (RFC 3339 times). */
+export interface RevocationBody {
+  reason: string;
+  requested_by: string;
+  requested_at: string;
+  deadline: string;
+}
+
+/**
+ * An operator's request that the holder let go ({@link Client.revoke}): why (`reason`, empty
+ * when none was given), who asked, when, and the `deadline` by which the lease ends unless
+ * released first (RFC 3339 times, as the server sent them).
+ */
+export interface Revocation {
+  reason: string;
+  requestedBy: string;
+  requestedAt: string;
+  deadline: string;
+}
+
+/** What a held lease's watch stream tells before its end (a {@link Signal}'s `kind`). */
+export type SignalKind = "expiring" | "renewed" | "degraded" | "recovered" | "contended" | "revocation_requested";
+
+/**
+ * One thing a held lease's watch stream told before its end (`lease.on("signal", ...)`):
+ * `expiring` (`remainingMs`, `validUntil`: heartbeat now, or stop before then), `renewed`
+ * (`validUntil`), `degraded` (`since`, `validUntil`: the server cannot reach Redis),
+ * `recovered` (`validUntil`), `contended` (`waiters`: how many wait for the name now) or
+ * `revocation_requested` (`revocation`). Times are RFC 3339 text, as the server sent them.
+ */
+export interface Signal {
+  kind: SignalKind;
+  /** Its place in the watch stream (absent when a heartbeat's answer told the revocation). */
+  id?: string;
+  leaseId?: string;
+  /** The lock (a multilease's: the member it is about). */
+  lock?: string;
+  remainingMs?: number;
+  validUntil?: string;
+  since?: string;
+  waiters?: number;
+  revocation?: Revocation;
+}
+
+/** `POST /v1/admin/locks/{name}/revoke`: the leases asked to let go. */
+export interface RevokeBody {
+  lock: string;
+  leases: {
+    lease_id: string;
+    holder?: string | null;
+    fencing_token: number;
+    revocation: RevocationBody;
+    /** True for a lease asked already: its first deadline and reason stand. */
+    again: boolean;
+  }[];
 }
 
 /** A release's answer. */

@@ -1,11 +1,12 @@
 /**
  * A lease's watch stream (`GET .../watch`, server-sent events): told the moment the lease
- * ends (`event: lost`), opened again when it ends without news, given up (the heartbeats
- * carry on) when the server will not let this lease be watched.
+ * ends (`event: lost`) and of each signal before (`expiring`, `contended`,
+ * `revocation_requested`, ...), opened again with `Last-Event-ID` when it ends without news,
+ * given up (the heartbeats carry on) when the server will not let this lease be watched.
  */
 import { AuthError, LeaseLostError, NotFoundError, TransportError, lossError } from "./errors.js";
 import { isObject, link, sleep, toProblemError, type Transport } from "./http.js";
-import { readEvents } from "./sse.js";
+import { readEvents, type SseEvent } from "./sse.js";
 
 /** How long the watch stream may stay silent (the server sends a comment every 15 s). */
 const WATCH_IDLE_MS = 45_000;
@@ -27,7 +28,9 @@ export function asLoss(error: unknown): LeaseLostError | undefined {
 
 /**
  * Follows the watch stream at `path` until `stop` aborts or the lease is lost: reports
- * `event: lost` at once (through `lose`, with the error `lost` makes of its data).
+ * `event: lost` at once (through `lose`, with the error `lost` makes of its data), and every
+ * other event to `told`. Opened again, it sends the last `id:` read as `Last-Event-ID`: the
+ * server goes on counting, and tells again what still stands.
  */
 export async function watchLease(
   transport: Transport,
@@ -36,8 +39,10 @@ export async function watchLease(
   stop: AbortSignal,
   lose: (loss: LeaseLostError) => void,
   lost: (data: string) => LeaseLostError,
+  told: (event: SseEvent) => void = () => {},
 ): Promise<void> {
   let failures = 0;
+  let lastId: string | undefined;
   while (!stop.aborted) {
     const connection = new AbortController();
     const unlink = link(stop, connection);
@@ -53,7 +58,7 @@ export async function watchLease(
     try {
       alive();
       const response = await transport.open(
-        { method: "GET", path, token },
+        { method: "GET", path, token, headers: lastId === undefined ? undefined : { "last-event-id": lastId } },
         connection.signal,
       );
       if (!response.ok) {
@@ -72,10 +77,12 @@ export async function watchLease(
       } else if (response.body !== null) {
         const opened = now();
         for await (const event of readEvents(response.body, alive)) {
+          if (event.id !== undefined) lastId = event.id;
           if (event.event === "lost") {
             lose(lost(event.data));
             break;
           }
+          told(event);
         }
         // It ended without news (the instance stopped, a proxy cut it): open it again, at
         // once if it had lasted, backing off if streams keep ending as soon as they open.

@@ -81,6 +81,8 @@ export interface Seen {
   method: string;
   path: string;
   idempotencyKey: string | undefined;
+  /** A watch opened again: the last event id it read. */
+  lastEventId: string | undefined;
   /** What the server answered, when it was asked. */
   status?: number;
   replayed?: boolean;
@@ -129,6 +131,7 @@ export class Proxy {
       method: request.method ?? "",
       path: request.url ?? "",
       idempotencyKey: request.headers["idempotency-key"] as string | undefined,
+      lastEventId: request.headers["last-event-id"] as string | undefined,
     };
     this.seen.push(seen);
     if (verdict === "refuse-503") {

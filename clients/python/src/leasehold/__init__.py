@@ -16,7 +16,7 @@ ends. :class:`AsyncClient` does the same for asyncio (``async with client.lock(.
 from ._async.client import AsyncClient
 from ._async.election import AsyncCampaign, AsyncTerm
 from ._async.lease import AsyncLease, AsyncLeaseContext
-from ._core import ElectionEvent, FenceCheck, Member
+from ._core import ElectionEvent, FenceCheck, Member, Revocation, Signal
 from ._errors import (
     PROBLEM_CODES,
     Conflict,
@@ -59,6 +59,8 @@ __all__ = [
     "ElectionEvent",
     "FenceCheck",
     "Member",
+    "Revocation",
+    "Signal",
     "PROBLEM_CODES",
     "LeaseholdError",
     "TransportError",

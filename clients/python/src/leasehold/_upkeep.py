@@ -33,17 +33,39 @@ class Renewal:
     when renewals keep failing until only a margin of the lease is left (a sixth of the TTL,
     at least a second, at most a third of the TTL), the lease is given up for lost: past that
     instant someone else may hold the lock without us being told. A heartbeat that is due is
-    always tried first (a thread or task woken late must not give up a lease it can renew)."""
+    always tried first (a thread or task woken late must not give up a lease it can renew).
+
+    An operator's revocation moves the end: from then on the lease is given up (reason
+    ``revoked``) at the revocation's deadline less the same margin (``revoked_at``), and the
+    heartbeats' answers, whose ``ttl_ms`` stops at the deadline, leave the TTL the margin and
+    the heartbeat interval are counted from as it was."""
 
     def __init__(self, ttl_ms: int, renewed_at: float) -> None:
         self.ttl = ttl_ms / 1000
         self.until = renewed_at + self.ttl
         self.next_heartbeat = renewed_at + self.ttl / 3
+        #: When a revocation ends the lease (monotonic; None without one).
+        self.revoked_at: Optional[float] = None
 
-    def renewed(self, ttl_ms: int, sent_at: float) -> None:
-        self.ttl = ttl_ms / 1000
-        self.until = sent_at + self.ttl
+    def renewed(self, ttl_ms: int, sent_at: float, revoked: bool = False) -> None:
+        """A renewal answered; ``revoked``: its answer carried a revocation, so its
+        ``ttl_ms`` is what is left until the deadline, not the lease's TTL."""
+        if revoked:
+            self.until = sent_at + ttl_ms / 1000
+            self.revoke(self.until)
+        else:
+            self.ttl = ttl_ms / 1000
+            self.until = sent_at + self.ttl
         self.next_heartbeat = sent_at + self.ttl / 3
+
+    def revoke(self, ends_at: float) -> None:
+        """A revocation ends the lease at ``ends_at`` (monotonic) at the latest."""
+        self.revoked_at = ends_at if self.revoked_at is None else min(self.revoked_at, ends_at)
+
+    @property
+    def revoked(self) -> bool:
+        """The revocation's deadline, not the lack of renewals, is what gives the lease up."""
+        return self.revoked_at is not None and self.revoked_at <= self.until
 
     def failed(self, at: float) -> None:
         self.next_heartbeat = at + min(self.ttl / 10, HEARTBEAT_RETRY_PAUSE)
@@ -57,7 +79,8 @@ class Renewal:
 
     @property
     def give_up_at(self) -> float:
-        return self.until - self.margin
+        ends = self.until if self.revoked_at is None else min(self.until, self.revoked_at)
+        return ends - self.margin
 
     @property
     def request_timeout(self) -> float:

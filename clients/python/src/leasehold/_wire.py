@@ -294,6 +294,105 @@ class ElectionEvent:
         )
 
 
+@dataclass(frozen=True)
+class Revocation:
+    """An operator's request that the holder let go (``POST /v1/admin/.../revoke``): why
+    (``reason``, empty when none was given), who asked (``requested_by``), when
+    (``requested_at``), and the ``deadline`` (RFC 3339 times, as the server sent them) by which
+    the lease ends unless released first."""
+
+    reason: str
+    requested_by: Optional[str]
+    requested_at: str
+    deadline: str
+
+    @classmethod
+    def parse(cls, body: Any) -> Optional[Revocation]:
+        if not isinstance(body, Mapping) or not isinstance(body.get("deadline"), str):
+            return None
+        reason, by = body.get("reason"), body.get("requested_by")
+        return cls(
+            reason=reason if isinstance(reason, str) else "",
+            requested_by=by if isinstance(by, str) else None,
+            requested_at=str(body.get("requested_at") or body["deadline"]),
+            deadline=str(body["deadline"]),
+        )
+
+    def seconds_left(self) -> float:
+        """Seconds from now to the deadline, at most the grace the server gave (``deadline`` −
+        ``requested_at``, both its own clock): a clock of ours that runs behind the server's
+        does not move the end later than that. At least 0."""
+        from datetime import datetime, timezone
+
+        def parse(text: str) -> Optional[datetime]:
+            try:
+                return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                return None
+
+        deadline, requested = parse(self.deadline), parse(self.requested_at)
+        if deadline is None:
+            return 0.0
+        left = (deadline - datetime.now(timezone.utc)).total_seconds()
+        if requested is not None:
+            left = min(left, (deadline - requested).total_seconds())
+        return max(0.0, left)
+
+
+#: The watch stream's events before the loss (``lost`` is the loss itself, not a signal).
+SIGNAL_KINDS = ("expiring", "renewed", "degraded", "recovered", "contended", "revocation_requested")
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One thing a held lease's watch stream told before its end (``lease.on_signal``):
+    ``kind`` is ``expiring`` (``remaining_ms``, ``valid_until``: heartbeat now, or stop
+    before then), ``renewed`` (``valid_until``), ``degraded`` (``since``, ``valid_until``: the
+    server cannot reach Redis), ``recovered`` (``valid_until``), ``contended`` (``waiters``:
+    how many wait for the name now) or ``revocation_requested`` (``revocation``: an operator
+    asks the holder to let go by its ``deadline``). ``lock`` names the lock (a multilease's
+    member); ``id`` is the event's place in the stream (``None`` when a heartbeat's answer told
+    the revocation). Times are RFC 3339 text, as the server sent them."""
+
+    kind: str
+    lease_id: Optional[str] = None
+    lock: Optional[str] = None
+    remaining_ms: Optional[int] = None
+    valid_until: Optional[str] = None
+    since: Optional[str] = None
+    waiters: Optional[int] = None
+    revocation: Optional[Revocation] = None
+    id: Optional[str] = None
+
+    @classmethod
+    def parse(cls, kind: str, data: str, event_id: Optional[str]) -> Signal:
+        import json
+
+        try:
+            body = json.loads(data) if data else {}
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+
+        def number(value: Any) -> Optional[int]:
+            return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        def text(value: Any) -> Optional[str]:
+            return value if isinstance(value, str) else None
+
+        return cls(
+            kind=kind,
+            lease_id=text(body.get("lease_id")),
+            lock=text(body.get("lock")),
+            remaining_ms=number(body.get("remaining_ms")),
+            valid_until=text(body.get("valid_until")),
+            since=text(body.get("since")),
+            waiters=number(body.get("waiters")),
+            revocation=Revocation.parse(body.get("revocation")),
+            id=event_id,
+        )
+
+
 def semaphore_body(
     limit: int,
     permits: int,

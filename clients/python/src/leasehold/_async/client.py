@@ -396,6 +396,31 @@ class AsyncClient:
         call = core.Call("DELETE", f"/v1/admin/locks/{core.segment(name)}", timeout=self._timeout, params=params)
         return await self._drive(core.simple(call, self._timeout, retry=False))
 
+    async def revoke(
+        self,
+        name: str,
+        grace_ms: int,
+        reason: Optional[str] = None,
+        lease_id: Optional[str] = None,
+    ) -> dict[str, Any]:
+        """Admin: asks the holders of the lock ``name`` (or only the lease ``lease_id``) to let
+        go within ``grace_ms`` (at most an hour): each is told (``revocation_requested`` on its
+        watch, ``lease.revocation``), its heartbeats extend it no further than the deadline,
+        and a lease not released by then is evicted (its holder loses it, reason ``revoked``).
+        Returns ``lock`` and ``leases`` (``lease_id``, ``holder``, ``fencing_token``,
+        ``revocation``, and ``again``: true for a lease asked already, whose first deadline
+        stands). Raises :class:`NotFound` (``lock_not_found`` when nobody holds the name,
+        ``lease_not_found``), :class:`InvalidRequest`. Needs the admin token or an admin key as
+        ``api_key``. Never retried, as :meth:`force_release`."""
+        body: dict[str, Any] = {"grace_ms": int(grace_ms)}
+        if reason is not None:
+            body["reason"] = reason
+        if lease_id is not None:
+            body["lease_id"] = lease_id
+        path = f"/v1/admin/locks/{core.segment(name)}/revoke"
+        call = core.Call("POST", path, timeout=self._timeout, json=body)
+        return await self._drive(core.simple(call, self._timeout, retry=False))
+
     async def _get(self, path: str) -> dict[str, Any]:
         call = core.Call("GET", path, timeout=self._timeout)
         body: dict[str, Any] = await self._drive(core.simple(call, self._timeout))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import httpx
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("leasehold")
 
 UNRENEWABLE = "the lease could not be renewed before it would expire; someone else may hold the lock now"
+REVOKED = "an operator revoked the lease and it was not released before the deadline (less the margin)"
 
 
 class AsyncLease:
@@ -35,7 +36,13 @@ class AsyncLease:
     heartbeat answers 410, or renewals failed until the lease was about to expire);
     ``lost_reason`` then says why. :meth:`check` raises :class:`LeaseLost` once it is set.
     ``fencing_token`` goes with every write to the resource the lock protects; a
-    multilease has one per lock, in ``members``."""
+    multilease has one per lock, in ``members``.
+
+    What the watch stream tells before a loss comes to :meth:`on_signal`'s callbacks (a
+    :class:`Signal`: ``expiring``, ``renewed``, ``degraded``, ``recovered``, ``contended``,
+    ``revocation_requested``). An operator's revocation sets ``revocation`` and
+    ``revocation_requested``: release before ``revocation.deadline``; otherwise the lease is
+    given up as lost (reason ``revoked``) at the deadline less the loss margin."""
 
     def __init__(self, client: AsyncClient, target: core.Target, grant: core.Grant) -> None:
         self._client = client
@@ -59,6 +66,12 @@ class AsyncLease:
         self.degraded: Optional[str] = grant.degraded
         self.lost = rt.Event()
         self.lost_reason: Optional[str] = None
+        #: An operator's request to let go (``None`` until one comes), and its event.
+        self.revocation: Optional[core.Revocation] = None
+        self.revocation_requested = rt.Event()
+        self._listeners: list[Callable[[core.Signal], Any]] = []
+        self._last_event_id: Optional[str] = None
+        self._gave_up = False  # lost by our own rule (the lease may still stand: release it)
         self._watching = rt.Event()  # set once a watch stream is open (for tests)
         self._token: str = grant.token or ""
         self._loss: Optional[LeaseLost] = None
@@ -69,6 +82,7 @@ class AsyncLease:
         self._ended = False
         self._holding = False
         self._workers: list[rt.Worker] = []
+        self._enforcer: Optional[rt.Worker] = None  # gives a revoked lease up in time
 
     async def _start(self) -> None:
         if self._renewal.stale(core.now()):
@@ -106,6 +120,19 @@ class AsyncLease:
         with self._mutex:
             return max(0.0, self._renewal.until - core.now())
 
+    def on_signal(self, callback: Callable[[core.Signal], Any]) -> Callable[[], None]:
+        """Calls ``callback(signal)`` for each :class:`Signal` the lease's watch stream tells
+        from now on (and for a revocation a heartbeat's answer tells first), from the keeper's
+        thread (or task): it should be quick, and must not block on the lease. Returns a
+        function that removes the callback. An exception it raises is logged."""
+        self._listeners.append(callback)
+
+        def remove() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return remove
+
     def check(self) -> None:
         """Raises :class:`LeaseLost` if the lease has been lost; call it between steps."""
         if self.lost.is_set():
@@ -134,7 +161,9 @@ class AsyncLease:
         give_back = self._target.resource == core.MULTILEASES
         try:
             # A term whose heartbeat answered another term: the candidate leads that one now.
-            if self._loss is None or self.lost_reason in ("unrenewable", "term_changed") or give_back:
+            # A lease we gave up ourselves (unrenewable, or a revocation's deadline near) may
+            # still stand: give it back for the next holder.
+            if self._loss is None or self._gave_up or self.lost_reason in ("unrenewable", "term_changed") or give_back:
                 call = core.release(self._target, self.lease_id, self._token, self._client._timeout, all_levels=True)
                 await rt.shield(self._client._drive(call))
         except LeaseLost as e:
@@ -167,6 +196,8 @@ class AsyncLease:
                 worker.cancel_later(core.WATCH_RETRY_PAUSE * 5)
             else:
                 worker.cancel()
+        if self._enforcer is not None:
+            self._enforcer.cancel()
 
     def _end(self) -> None:
         with self._mutex:
@@ -201,21 +232,74 @@ class AsyncLease:
         if exc is None or isinstance(exc, Exception):
             raise self._loss_error()
 
-    def _lose(self, error: LeaseLost, releasing: bool = False) -> None:
+    def _lose(self, error: LeaseLost, releasing: bool = False, gave_up: bool = False) -> None:
         with self._mutex:
             if self.lost.is_set() or (self._releasing and not releasing) or self._ended:
                 return
             self._loss = error
             self.lost_reason = error.reason or "lost"
+            self._gave_up = gave_up
         self._stop.set()
         self.lost.set()
         self._stop_workers()
         log.warning("lease %s of %r lost: %s", self.lease_id, self.name, error.detail)
 
     def _renewed(self, body: dict[str, Any], sent_at: float) -> None:
+        revocation = core.Revocation.parse(body.get("revocation"))
         with self._mutex:
-            self._renewal.renewed(int(body.get("ttl_ms", self.ttl_ms)), sent_at)
+            self._renewal.renewed(int(body.get("ttl_ms", self.ttl_ms)), sent_at, revoked=revocation is not None)
             self.replicas_acked, self.nodes_acked, self.validity_ms, self.degraded = core.acked(body)
+        if revocation is not None:
+            # Its ttl_ms stops at the deadline: the end is known on our own clock.
+            self._revoked(revocation, None, None)
+
+    def _revoked(self, revocation: core.Revocation, ends_at: Optional[float], signal: Optional[core.Signal]) -> None:
+        """An operator asked for the lease back (a heartbeat's answer told it, or the watch's
+        ``signal``): it is given up at ``ends_at`` (the deadline on our clock) less the margin,
+        unless released first. Tells the revocation once, whichever told it first."""
+        with self._mutex:
+            if ends_at is not None:
+                self._renewal.revoke(ends_at)
+            new = self.revocation is None or self.revocation.deadline != revocation.deadline
+            self.revocation = revocation
+            if self._enforcer is None and not self._finished():
+                self._enforcer = rt.Worker(self._enforce_revocation, f"revocation-{self.name}/{self.lease_id[:8]}")
+        if new:
+            self.revocation_requested.set()
+            self._tell(signal or core.Signal("revocation_requested", self.lease_id, self.name, revocation=revocation))
+
+    def _tell(self, signal: core.Signal) -> None:
+        if self._finished():
+            return
+        for callback in list(self._listeners):
+            try:
+                callback(signal)
+            except Exception:
+                log.exception("a signal callback of lease %s of %r failed", self.lease_id, self.name)
+
+    def _signal(self, kind: str, data: str, event_id: Optional[str]) -> None:
+        """One signal of the watch stream."""
+        signal = core.Signal.parse(kind, data, event_id)
+        if kind == "revocation_requested" and signal.revocation is not None:
+            self._revoked(signal.revocation, core.now() + signal.revocation.seconds_left(), signal)
+        else:
+            self._tell(signal)
+
+    async def _enforce_revocation(self) -> None:
+        """Gives the lease up (reason ``revoked``) at the revocation's deadline less the margin,
+        unless it ends first. A later, earlier bound (a heartbeat's answer) is seen in time: the
+        wait is cut in steps of a quarter of the margin."""
+        while True:
+            with self._mutex:
+                at, step = self._renewal.give_up_at, self._renewal.margin / 4
+                revoked = self._renewal.revoked
+            left = at - core.now()
+            if left <= 0:
+                if revoked:
+                    self._lose(lost("revoked", REVOKED, self.lease_id, self.name), gave_up=True)
+                return  # else the keeper gives it up (unrenewable)
+            if await self._stop.wait(min(left, step)):
+                return
 
     async def _heartbeat_once(self, raise_errors: bool = False, timeout: Optional[float] = None) -> bool:
         """One heartbeat; True when the lease goes on (renewed, or a retryable failure)."""
@@ -280,7 +364,12 @@ class AsyncLease:
                 with self._mutex:
                     give_up = core.now() >= self._renewal.give_up_at
                 if give_up:
-                    self._lose(lost("unrenewable", UNRENEWABLE, self.lease_id, self.name))
+                    with self._mutex:
+                        revoked = self._renewal.revoked
+                    if revoked:
+                        self._lose(lost("revoked", REVOKED, self.lease_id, self.name), gave_up=True)
+                    else:
+                        self._lose(lost("unrenewable", UNRENEWABLE, self.lease_id, self.name), gave_up=True)
                     return
         except rt.Cancelled:
             raise
@@ -292,10 +381,13 @@ class AsyncLease:
         """Follows the watch stream: tells a loss at once; opens it again when it breaks."""
         client = self._client
         path = core.watch_path(self._target, self.lease_id)
-        headers = {"authorization": f"Bearer {self._token}", "accept": "text/event-stream"}
         timeout = httpx.Timeout(client._timeout, read=core.WATCH_READ_TIMEOUT)
         while not self._stop.is_set():
             pause = core.WATCH_RETRY_PAUSE
+            headers = {"authorization": f"Bearer {self._token}", "accept": "text/event-stream"}
+            if self._last_event_id is not None:
+                # The server goes on counting, and tells again what still stands.
+                headers["last-event-id"] = self._last_event_id
             try:
                 async with client._http.stream("GET", path, headers=headers, timeout=timeout) as response:
                     if response.status_code == 200:
@@ -304,7 +396,14 @@ class AsyncLease:
                         lines = response.aiter_lines()
                         async for line in lines:
                             event = parser.feed(line)
-                            if event is None or event[0] != "lost":
+                            if event is None:
+                                continue
+                            if parser.last_id is not None:
+                                self._last_event_id = parser.last_id
+                            if event[0] in core.SIGNAL_KINDS:
+                                self._signal(event[0], event[1], parser.last_id)
+                                continue
+                            if event[0] != "lost":
                                 continue
                             self._lose(core.watch_loss(event[1], self._target, self.lease_id))
                             async for _ in lines:  # the stream ends here: read its end, to reuse the connection

@@ -1,0 +1,70 @@
+/**
+ * What a held lease's watch stream tells before its end (clients/PROTOCOL.md, "Signals
+ * before the loss"): the events, parsed into {@link Signal}s, and when a revocation ends a
+ * lease on this client's clock.
+ */
+import { isObject } from "./http.js";
+import type { Revocation, Signal, SignalKind } from "./types.js";
+
+/** The watch stream's events before the loss (`lost` is the loss itself, not a signal). */
+export const SIGNAL_KINDS: readonly SignalKind[] = ["expiring", "renewed", "degraded", "recovered", "contended", "revocation_requested"];
+
+export function isSignalKind(event: string): event is SignalKind {
+  return (SIGNAL_KINDS as readonly string[]).includes(event);
+}
+
+/** A revocation as the server sent it (in a heartbeat's answer or a watch event), if it is one. */
+export function parseRevocation(body: unknown): Revocation | undefined {
+  if (!isObject(body) || typeof body["deadline"] !== "string") return undefined;
+  const text = (value: unknown) => (typeof value === "string" ? value : "");
+  return {
+    reason: text(body["reason"]),
+    requestedBy: text(body["requested_by"]),
+    requestedAt: text(body["requested_at"]) || body["deadline"],
+    deadline: body["deadline"],
+  };
+}
+
+/** The signal an event of the watch stream tells. */
+export function parseSignal(kind: SignalKind, data: string, id: string | undefined): Signal {
+  let body: Record<string, unknown> = {};
+  try {
+    const parsed = JSON.parse(data) as unknown;
+    if (isObject(parsed)) body = parsed;
+  } catch {
+    // an event whose data does not parse still tells its kind
+  }
+  const signal: Signal = { kind };
+  if (id !== undefined) signal.id = id;
+  const text = (key: string) => (typeof body[key] === "string" ? (body[key] as string) : undefined);
+  const number = (key: string) => (typeof body[key] === "number" ? (body[key] as number) : undefined);
+  const leaseId = text("lease_id");
+  if (leaseId !== undefined) signal.leaseId = leaseId;
+  const lock = text("lock");
+  if (lock !== undefined) signal.lock = lock;
+  const remainingMs = number("remaining_ms");
+  if (remainingMs !== undefined) signal.remainingMs = remainingMs;
+  const validUntil = text("valid_until");
+  if (validUntil !== undefined) signal.validUntil = validUntil;
+  const since = text("since");
+  if (since !== undefined) signal.since = since;
+  const waiters = number("waiters");
+  if (waiters !== undefined) signal.waiters = waiters;
+  const revocation = parseRevocation(body["revocation"]);
+  if (revocation !== undefined) signal.revocation = revocation;
+  return signal;
+}
+
+/**
+ * Milliseconds from now to a revocation's deadline, at most the grace the server gave
+ * (`deadline` − `requestedAt`, both its own clock): a clock of ours that runs behind the
+ * server's does not move the end later than that. At least 0.
+ */
+export function msLeft(revocation: Revocation): number {
+  const deadline = Date.parse(revocation.deadline);
+  if (Number.isNaN(deadline)) return 0;
+  let left = deadline - Date.now();
+  const requested = Date.parse(revocation.requestedAt);
+  if (!Number.isNaN(requested)) left = Math.min(left, deadline - requested);
+  return Math.max(0, left);
+}
