@@ -80,7 +80,10 @@ pub(super) async fn renew(
         }
         Err(e) => follow_loss(state, caller, &lease.name, lease.id, e).await,
     }
-    Ok(Json(bodies::renewal(&lease.name, renewed?)))
+    match renewed {
+        Ok(renewed) => Ok(Json(bodies::renewal(&lease.name, renewed))),
+        Err(e) => Err(super::watch::lost_as_revoked(&leases, &lease.name, lease.id, e).await),
+    }
 }
 
 /// A lease the domain says is gone stops counting against the caller's quota.

@@ -152,9 +152,13 @@ pub(super) async fn watch_named(
     state
         .access
         .charge(caller, leases.cost_of(resource, lease.id))?;
-    let telling = leases
+    let telling = match leases
         .watch_telling(resource, &lease.name, lease.id, &lease.token, options.slack)
-        .await?;
+        .await
+    {
+        Ok(telling) => telling,
+        Err(e) => return Err(lost_as_revoked(&leases, &lease.name, lease.id, e).await),
+    };
     let told = Told {
         id: lease.id,
         lock: lease.name.to_string(),
@@ -216,6 +220,31 @@ impl Told {
     fn lost(&mut self, end: LeaseEnd) -> Event {
         let id = self.next_id();
         lost_event_with(self.id, self.lock.clone(), end, Some(id))
+    }
+}
+
+/// `e` as the caller is told it: a lease that ended other than by a release after an operator
+/// revoked it is lost with reason `revoked` (as its watch said), not `force_released` or
+/// `expired` (one read of its revocation record, on that error only).
+pub(super) async fn lost_as_revoked(
+    leases: &crate::leases::Leases,
+    name: &crate::locks::LockName,
+    id: LeaseId,
+    e: crate::leases::LeaseError,
+) -> Problem {
+    use crate::locks::{LeaseState, LockError};
+    let Some(LockError::LeaseLost(LeaseState::ForceReleased | LeaseState::Expired)) = e.as_lock()
+    else {
+        return e.into();
+    };
+    match leases.locks().revocations_of(name).await {
+        Ok(revocations) if revocations.contains_key(&id) => Problem::new(
+            ProblemKind::LeaseLost,
+            "the lease no longer holds the lock: an operator revoked it and its grace ended \
+             before it was released; acquire a new lease",
+        )
+        .with("reason", "revoked"),
+        _ => e.into(),
     }
 }
 

@@ -114,9 +114,20 @@ async fn a_revocation_ignored_ends_the_lease_at_its_deadline_as_revoked() {
         "ended early: {ended:?}"
     );
     println!("revocation ignored: lost after {ended:?} (grace 700 ms)");
-    app.heartbeat(&lease, json!({}))
-        .await
-        .assert_problem(410, "lease_lost");
+    let beat = app.heartbeat(&lease, json!({})).await;
+    beat.assert_problem(410, "lease_lost");
+    assert_eq!(
+        beat.body["reason"], "revoked",
+        "as the watch said: {}",
+        beat.body
+    );
+    // A watch opened now says the same.
+    let again = app.watch_with(&lease, &lease.token, "", Some("2")).await;
+    let Err(reply) = again else {
+        panic!("a watch of a revoked lease opened")
+    };
+    reply.assert_problem(410, "lease_lost");
+    assert_eq!(reply.body["reason"], "revoked");
     // The name is free for the next holder.
     app.lease("stuck", json!({})).await;
     // Both steps are audited.
