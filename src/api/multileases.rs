@@ -17,7 +17,7 @@ use super::admission::{self, Admission, Ask};
 use super::bodies::{self, WAIT_HEADER};
 use super::extract::{Bearer, Idempotency, JsonBody, Path, Query};
 use super::leases::{default_ttl, requested_ttl};
-use super::watch::{WatchPlace, lost_event, lost_stream};
+use super::watch::WatchPlace;
 use crate::auth::{Caller, ClientRole, LOOKUP_COST, Principal, ReaderRole};
 use crate::leases::HeldMultilease;
 use crate::locks::{
@@ -415,14 +415,15 @@ fn multilease_body(view: MultiView) -> MultiLeaseBody {
     path = "/v1/multileases/{lease_id}/watch",
     operation_id = "watchMultilease",
     tag = "multileases",
-    params(("lease_id" = String, Path, format = Uuid, description = "The multilease's id")),
+    params(("lease_id" = String, Path, format = Uuid, description = "The multilease's id"), super::watch::WatchQuery, ("Last-Event-ID" = Option<String>, Header, description = "Resume: the count goes on after this id, and what still stands is told first")),
     security(("lease_token" = []), ("api_key" = ["client"], "lease_token" = [])),
     responses(
-        (status = 200, description = "Server-sent events: keep-alive comments while every member holds, then one `event: lost` whose data is a LostEvent (JSON; `lock` is the member whose end ended the multilease), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
+        (status = 200, description = "Server-sent events, each with an `id:`: while every member holds, each member's `expiring`, `renewed`, `degraded`, `recovered`, `contended` and `revocation_requested` (data: a WatchSignal whose `lock` is the member); then one `event: lost` whose data is a LostEvent (JSON; `lock` is the member whose end ended the multilease), and the end; keep-alive comments every 15 s", body = LostEvent, content_type = "text/event-stream"),
         (status = 401, description = "token_missing, token_malformed (with WWW-Authenticate: Bearer)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 403, description = "token_mismatch: the token does not prove this multilease", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "lease_not_found: no such multilease (or it ended long ago)", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost: it ended before the watch began", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_query: expiring_slack_ms is 0 or not a number", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `GET /v1/multileases/{lease_id}/watch` (the multilease's token as bearer): one `lost`
@@ -430,18 +431,25 @@ fn multilease_body(view: MultiView) -> MultiLeaseBody {
 pub async fn watch(
     caller: Caller<ClientRole>,
     State(state): State<AppState>,
+    super::extract::Query(query): super::extract::Query<super::watch::WatchQuery>,
+    headers: axum::http::HeaderMap,
     held: HeldMulti,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
+    let options = super::watch::WatchOptions::new(&query, &headers)?;
     let id = held.id;
     let multilease = held_multilease(&state, &caller, held).await?;
     let place = WatchPlace::take(&state, &caller)?;
-    let ended = state.leases_for(&caller).watch_multi(&multilease).await?;
-    Ok(lost_stream(&state, &caller, place, async move {
-        ended
-            .await
-            .ok()
-            .map(|(end, lock)| lost_event(id, lock.to_string(), end))
-    }))
+    let telling = state
+        .leases_for(&caller)
+        .watch_multi(&multilease, options.slack)
+        .await?;
+    Ok(super::watch::signal_stream(
+        &state,
+        &caller,
+        place,
+        telling,
+        super::watch::Told::new(id, String::new(), options.after),
+    ))
 }
 
 /// A multilease's members, as requests' worth of work.

@@ -23,7 +23,7 @@ use super::extract::{HeldLease, Query};
 use crate::auth::{Caller, ClientRole, Principal};
 use crate::leases::Telling;
 use crate::limits::slots::Slot;
-use crate::locks::ops::signals::Signal;
+use crate::locks::ops::signals::{Notice, Signal};
 use crate::locks::{LeaseEnd, LeaseId, Resource, Revocation};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
@@ -159,31 +159,41 @@ pub(super) async fn watch_named(
         Ok(telling) => telling,
         Err(e) => return Err(lost_as_revoked(&leases, &lease.name, lease.id, e).await),
     };
-    let told = Told {
-        id: lease.id,
-        lock: lease.name.to_string(),
-        count: options.after,
-    };
+    let told = Told::new(lease.id, lease.name.to_string(), options.after);
     Ok(signal_stream(&state, caller, place, telling, told))
 }
 
 /// Who a watch's events are about, and how many it has sent (its events' ids).
-struct Told {
+pub(super) struct Told {
     id: LeaseId,
     lock: String,
     count: u64,
 }
 
 impl Told {
+    /// A watch of lease `id` of `lock` (a multilease's: its members name themselves), whose
+    /// first event follows id `after`.
+    pub(super) fn new(id: LeaseId, lock: String, after: u64) -> Self {
+        Self {
+            id,
+            lock,
+            count: after,
+        }
+    }
+
     fn next_id(&mut self) -> String {
         self.count += 1;
         self.count.to_string()
     }
 
-    fn signal(&mut self, signal: &Signal) -> Event {
+    fn signal(&mut self, notice: &Notice) -> Event {
+        let signal = &notice.signal;
         let mut body = WatchSignal {
             lease_id: bodies::lease_id(self.id),
-            lock: self.lock.clone(),
+            lock: notice
+                .member
+                .as_ref()
+                .map_or_else(|| self.lock.clone(), ToString::to_string),
             remaining_ms: None,
             valid_until: None,
             since: None,
@@ -217,9 +227,10 @@ impl Told {
             .data(data)
     }
 
-    fn lost(&mut self, end: LeaseEnd) -> Event {
+    fn lost(&mut self, end: LeaseEnd, member: Option<crate::locks::LockName>) -> Event {
         let id = self.next_id();
-        lost_event_with(self.id, self.lock.clone(), end, Some(id))
+        let lock = member.map_or_else(|| self.lock.clone(), |m| m.to_string());
+        lost_event_with(self.id, lock, end, Some(id))
     }
 }
 
@@ -261,7 +272,7 @@ pub fn revocation_body(revocation: &Revocation) -> RevocationBody {
 /// A telling watch's stream: a `watching` comment, its signals as they come, then `lost`
 /// (none when the end could not be read) and the end; it also ends at shutdown, and when
 /// the key or session `caller` opened it with is revoked (as `/v1/events` does).
-fn signal_stream(
+pub(super) fn signal_stream(
     state: &AppState,
     caller: &Principal,
     place: WatchPlace,
@@ -282,7 +293,7 @@ fn signal_stream(
                 end = &mut ended => {
                     // (Signals sent before the end came first: `biased`.)
                     drop(place);
-                    let event = end.ok().map(|end| told.lost(end));
+                    let event = end.ok().map(|(end, member)| told.lost(end, member));
                     Some((event, (None, told)))
                 }
             }
@@ -323,36 +334,7 @@ impl WatchPlace {
     }
 }
 
-/// A watch's stream: a `watching` comment, keep-alives, then the `lost` event `lost` resolves
-/// to (none when the end could not be read), and the end; it also ends at shutdown, and when
-/// the key or session `caller` opened it with is revoked (as `/v1/events` does).
-pub(super) fn lost_stream<F>(
-    state: &AppState,
-    caller: &Principal,
-    place: WatchPlace,
-    lost: F,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<F>>
-where
-    F: Future<Output = Option<Event>> + Send + 'static,
-{
-    let lost = futures_util::stream::once(async move {
-        let _place = place;
-        lost.await
-    })
-    .filter_map(std::future::ready)
-    .map(Ok);
-    let hello = futures_util::stream::once(async { Ok(Event::default().comment("watching")) });
-    let stream = hello
-        .chain(lost)
-        .take_until(super::events::stream_end(state, caller));
-    Sse::new(stream).keep_alive(KeepAlive::default())
-}
-
-pub(super) fn lost_event(id: LeaseId, lock: String, end: LeaseEnd) -> Event {
-    lost_event_with(id, lock, end, None)
-}
-
-/// The `lost` event, with its `id:` (before its data, as every other event's) when it has one.
+/// The `lost` event, with its `id:` (before its data, as every other event's).
 fn lost_event_with(id: LeaseId, lock: String, end: LeaseEnd, event_id: Option<String>) -> Event {
     let body = LostEvent {
         lease_id: bodies::lease_id(id),

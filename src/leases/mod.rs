@@ -40,13 +40,14 @@ use crate::locks::{
 pub type LeaseEnding = Pin<Box<dyn Future<Output = Result<LeaseEnd, LockError>> + Send>>;
 
 /// Signals told and not yet sent on, at most (the watch waits for its stream beyond that).
-const SIGNALS_QUEUED: usize = 8;
+pub(crate) const SIGNALS_QUEUED: usize = 8;
 
 /// A watch that tells its holder: the signals as they come, and the end (which must be
-/// polled for the signals to come).
+/// polled for the signals to come), with the member that ended a multilease.
 pub struct Telling {
-    pub signals: tokio::sync::mpsc::Receiver<crate::locks::ops::signals::Signal>,
-    pub ended: LeaseEnding,
+    pub signals: tokio::sync::mpsc::Receiver<crate::locks::ops::signals::Notice>,
+    pub ended:
+        Pin<Box<dyn Future<Output = Result<(LeaseEnd, Option<LockName>), LockError>> + Send>>,
 }
 
 /// A grant, and for a lease held by a majority of stores, how many acknowledged it.
@@ -248,10 +249,13 @@ impl Leases {
             }
             _ => {
                 let watch = self.locks.watch(resource, name, id, token).await?;
-                Box::pin(watch.ended_telling(slack, tx))
+                Box::pin(watch.ended_telling(slack, tx, None))
             }
         };
-        Ok(Telling { signals, ended })
+        Ok(Telling {
+            signals,
+            ended: Box::pin(ended.map(|end| end.map(|end| (end, None)))),
+        })
     }
 
     /// `name` as every store holds it: the main Redis's view, with the leases a majority of

@@ -209,3 +209,63 @@ async fn what_cannot_be_revoked_says_why() {
     anon.assert_problem(401, "admin_token_required");
     app.release(&lease, true).await.assert_status(200);
 }
+
+#[tokio::test]
+async fn a_multilease_holder_is_told_of_a_members_revocation() {
+    let app = spawn_app().await;
+    let asked = app
+        .send(
+            app.http
+                .post(app.url("/v1/multileases"))
+                .json(&json!({"locks": [{"name": "ma"}, {"name": "mb"}], "ttl_ms": 60_000})),
+        )
+        .await;
+    asked.assert_status(201);
+    let (path, token) = (
+        format!("/v1/multileases/{}", asked.str("lease_id")),
+        asked.str("token"),
+    );
+    let response = app
+        .http
+        .get(app.url(&format!("{path}/watch")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(response.status(), 200);
+    let mut events = {
+        use eventsource_stream::Eventsource as _;
+        use futures_util::StreamExt as _;
+        response.bytes_stream().eventsource().boxed()
+    };
+    app.admin(
+        Method::POST,
+        "/v1/admin/locks/mb/revoke",
+        Some(json!({"grace_ms": 500, "reason": "rebalance"})),
+    )
+    .await
+    .assert_status(200);
+    let mut seen = Vec::new();
+    let lost = tokio::time::timeout(SOON, async {
+        use futures_util::StreamExt as _;
+        loop {
+            let event = events.next().await.expect("stream open").expect("event");
+            let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+            if event.event == "lost" {
+                return data;
+            }
+            seen.push((event.event, data));
+        }
+    })
+    .await
+    .expect("lost");
+    let (kind, data) = seen
+        .iter()
+        .find(|(kind, _)| kind == "revocation_requested")
+        .expect("the revocation was told before the end");
+    assert_eq!(kind, "revocation_requested");
+    assert_eq!(data["lock"], "mb");
+    assert_eq!(data["revocation"]["reason"], "rebalance");
+    assert_eq!(lost["lock"], "mb");
+    assert_eq!(lost["reason"], "revoked");
+}

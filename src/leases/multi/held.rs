@@ -201,13 +201,14 @@ impl Leases {
         })
     }
 
-    /// Waits until multilease `id` ends (its first member's end), for the holder of `token`:
+    /// Waits until multilease `id` ends (its first member's end), for the holder of `token`,
+    /// telling what each member's watch tells on the way (see [`crate::locks::ops::signals`]):
     /// refused when the token does not prove it or it has ended already.
     pub async fn watch_multi(
         &self,
         held: &HeldMultilease,
-    ) -> Result<impl Future<Output = Result<(LeaseEnd, LockName), LockError>> + use<>, LockError>
-    {
+        slack: Option<std::time::Duration>,
+    ) -> Result<crate::leases::Telling, LockError> {
         let (token, members) = (&held.token, &held.members);
         let mut watches = Vec::with_capacity(members.len());
         for (name, _) in members {
@@ -227,9 +228,14 @@ impl Leases {
                 Err(e) => return Err(e),
             }
         }
-        Ok(async move {
+        let (tx, signals) = tokio::sync::mpsc::channel(crate::leases::SIGNALS_QUEUED);
+        let ended = async move {
             let ends = watches.into_iter().map(|(name, watch)| {
-                Box::pin(async move { watch.ended().await.map(|end| (end, name)) })
+                let tx = tx.clone();
+                Box::pin(async move {
+                    let end = watch.ended_telling(slack, tx, Some(name.clone())).await;
+                    end.map(|end| (end, name))
+                })
             });
             let (first, _, _) = select_all(ends).await;
             first.map(|(end, name)| {
@@ -239,9 +245,13 @@ impl Leases {
                         ended_at: end.ended_at,
                         revoked: end.revoked,
                     },
-                    name,
+                    Some(name),
                 )
             })
+        };
+        Ok(crate::leases::Telling {
+            signals,
+            ended: Box::pin(ended),
         })
     }
 

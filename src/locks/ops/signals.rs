@@ -58,6 +58,14 @@ impl Signal {
     }
 }
 
+/// A signal as a watch passes it on: of which member, for a multilease's watch (`None`: of
+/// the lease watched).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub member: Option<crate::locks::LockName>,
+    pub signal: Signal,
+}
+
 /// What a watch has told so far, and so what the next read should tell.
 #[derive(Debug)]
 pub struct Signals {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::signals::{Signal, Signals};
+use super::signals::{Notice, Signals};
 use crate::locks::types::Resource;
 use crate::locks::wakeups::{Parking, WatchRegistration};
 use crate::locks::{
@@ -127,18 +127,21 @@ impl LeaseWatch {
     /// As [`Self::ended`], telling the holder on the way ([`Signal`]s, see
     /// [`super::signals`]) through `tx`, with `slack` before the expiry for `expiring`
     /// (`None`: a third of the TTL). It stops early when `tx`'s receiver goes.
+    /// `member`: the multilease member this lease is (its signals say so).
     pub async fn ended_telling(
         self,
         slack: Option<Duration>,
-        tx: mpsc::Sender<Signal>,
+        tx: mpsc::Sender<Notice>,
+        member: Option<LockName>,
     ) -> Result<LeaseEnd, LockError> {
-        self.follow(Some(Signals::new(slack)), Some(tx)).await
+        self.follow(Some(Signals::new(slack)), Some((tx, member)))
+            .await
     }
 
     async fn follow(
         self,
         mut signals: Option<Signals>,
-        tx: Option<mpsc::Sender<Signal>>,
+        tx: Option<(mpsc::Sender<Notice>, Option<LockName>)>,
     ) -> Result<LeaseEnd, LockError> {
         let shutdown = self.locks.inner.shutdown.clone();
         // Whether this instance reaches Redis (probed only while someone asks).
@@ -173,9 +176,13 @@ impl LeaseWatch {
                 }
                 Err(e) => return Err(e),
             };
-            if let Some(tx) = &tx {
+            if let Some((tx, member)) = &tx {
                 for signal in told {
-                    if tx.send(signal).await.is_err() {
+                    let notice = Notice {
+                        member: member.clone(),
+                        signal,
+                    };
+                    if tx.send(notice).await.is_err() {
                         return Err(LockError::ShuttingDown);
                     }
                 }
@@ -193,7 +200,7 @@ impl LeaseWatch {
             };
             let gone = async {
                 match &tx {
-                    Some(tx) => tx.closed().await,
+                    Some((tx, _)) => tx.closed().await,
                     None => std::future::pending().await,
                 }
             };
