@@ -46,9 +46,12 @@ pub(crate) const SIGNALS_QUEUED: usize = 8;
 /// polled for the signals to come), with the member that ended a multilease.
 pub struct Telling {
     pub signals: tokio::sync::mpsc::Receiver<crate::locks::ops::signals::Notice>,
-    pub ended:
-        Pin<Box<dyn Future<Output = Result<(LeaseEnd, Option<LockName>), LockError>> + Send>>,
+    pub ended: TellingEnd,
 }
+
+/// How a telling watch's lease ended, and which member ended a multilease.
+pub type TellingEnd =
+    Pin<Box<dyn Future<Output = Result<(LeaseEnd, Option<LockName>), LockError>> + Send>>;
 
 /// A grant, and for a lease held by a majority of stores, how many acknowledged it.
 #[derive(Debug)]
