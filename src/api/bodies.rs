@@ -165,7 +165,7 @@ pub(super) fn renewal(name: &LockName, renewed: Renewed) -> RenewalBody {
         degraded: r.degraded.map(degraded),
         nodes_acked: quorum.map(|q| q.nodes_acked),
         validity_ms: quorum.map(|q| millis(q.validity)),
-        revocation: r.revocation.as_ref().map(super::watch::revocation_body),
+        revocation: r.revocation.as_ref().map(revocation_body),
     }
 }
 
@@ -346,5 +346,15 @@ pub(super) fn live(entry: LiveEntry) -> LiveBody {
                 waiting: 0,
             }
         }
+    }
+}
+
+/// A revocation as the API shows it.
+pub(super) fn revocation_body(revocation: &crate::locks::Revocation) -> wire::RevocationBody {
+    wire::RevocationBody {
+        reason: revocation.reason.clone(),
+        requested_by: revocation.by.clone(),
+        requested_at: revocation.requested_at.rfc3339(),
+        deadline: revocation.deadline.rfc3339(),
     }
 }

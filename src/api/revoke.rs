@@ -10,7 +10,6 @@ use axum::extract::State;
 
 use super::bodies;
 use super::extract::{JsonBody, NamePath};
-use super::watch::revocation_body;
 use crate::auth::{AdminRole, Caller};
 use crate::leases::election::ElectionName;
 use crate::locks::{LockName, Resource};
@@ -141,7 +140,7 @@ fn lease_body(asked: &RevokedLease) -> RevokedLeaseBody {
         lease_id: bodies::lease_id(asked.lease_id),
         holder: asked.revoked.holder.clone(),
         fencing_token: asked.revoked.fencing_token,
-        revocation: revocation_body(&asked.revoked.revocation),
+        revocation: bodies::revocation_body(&asked.revoked.revocation),
         again: asked.revoked.again,
     }
 }

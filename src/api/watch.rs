@@ -24,10 +24,10 @@ use crate::auth::{Caller, ClientRole, Principal};
 use crate::leases::Telling;
 use crate::limits::slots::Slot;
 use crate::locks::ops::signals::{Notice, Signal};
-use crate::locks::{LeaseEnd, LeaseId, Resource, Revocation};
+use crate::locks::{LeaseEnd, LeaseId, Resource};
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
 use crate::state::AppState;
-use crate::wire::{LostEvent, RevocationBody, WatchSignal};
+use crate::wire::{LostEvent, WatchSignal};
 
 /// A watch's query: when `expiring` is told.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -217,7 +217,7 @@ impl Told {
             }
             Signal::Contended { waiters } => body.waiters = Some(*waiters),
             Signal::RevocationRequested(revocation) => {
-                body.revocation = Some(revocation_body(revocation));
+                body.revocation = Some(bodies::revocation_body(revocation));
             }
         }
         let data = serde_json::to_string(&body).unwrap_or_default();
@@ -256,16 +256,6 @@ pub(super) async fn lost_as_revoked(
         )
         .with("reason", "revoked"),
         _ => e.into(),
-    }
-}
-
-/// A revocation as the API shows it.
-pub fn revocation_body(revocation: &Revocation) -> RevocationBody {
-    RevocationBody {
-        reason: revocation.reason.clone(),
-        requested_by: revocation.by.clone(),
-        requested_at: revocation.requested_at.rfc3339(),
-        deadline: revocation.deadline.rfc3339(),
     }
 }
 

@@ -110,15 +110,7 @@ pub(super) async fn lock_page(
         revoke_href: format!("/locks/{n}/revoke"),
         reason_chars: state.limits.per_lock.reason_chars,
         events_url: format!("/v1/events?prefix={n}"),
-        flash: query
-            .released
-            .map(|count| match count {
-                0 => "Force release done: nobody held it.".to_owned(),
-                1 => "Force-released: removed 1 holder.".to_owned(),
-                n => format!("Force-released: removed {n} holders."),
-            })
-            .or_else(|| evicted_flash(query.evicted.as_deref()))
-            .or_else(|| revoked_flash(query.revoked)),
+        flash: flash(&query),
         kind: lock_state.kind,
         mode: lock_state.mode,
         semaphore: lock_state.semaphore,
@@ -244,6 +236,19 @@ fn show_revocations(
             format!("asked to release by {deadline} (passed){why}")
         });
     }
+}
+
+/// What the page says of the admin action that led to it (its redirect's query).
+fn flash(query: &LockQuery) -> Option<String> {
+    query
+        .released
+        .map(|count| match count {
+            0 => "Force release done: nobody held it.".to_owned(),
+            1 => "Force-released: removed 1 holder.".to_owned(),
+            n => format!("Force-released: removed {n} holders."),
+        })
+        .or_else(|| evicted_flash(query.evicted.as_deref()))
+        .or_else(|| revoked_flash(query.revoked))
 }
 
 fn revoked_flash(revoked: Option<u32>) -> Option<String> {

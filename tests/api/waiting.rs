@@ -261,7 +261,7 @@ async fn unlock_messages_are_listened_for_only_while_requests_wait() {
     let holder = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
     let waiter = app.spawn_waiter("jobs", 20_000);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while patterns().await != quiet + 3 {
+    while patterns().await != quiet + 4 {
         assert!(
             Instant::now() < deadline,
             "the waiter did not arm the unlock patterns"

@@ -394,6 +394,14 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             401,
             401,
         ),
+        ("POST", "/locks/{name}/revoke") => (
+            http.post(url(format!("/locks/{lock}/revoke")))
+                .header("origin", view.url(""))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("confirm=yes&grace_s=60"),
+            401,
+            401,
+        ),
         ("GET", "/login") => (http.get(url("/login".into())), 200, 200),
         // Without an Origin: refused before the sign-in's own rate limit counts it (the
         // sign-in itself is covered in dashboard/session.rs).

@@ -22,6 +22,7 @@ pub(super) const EXTRA_ROUTES: &[(&str, &str, Need)] = &[
     ("GET", "/redis", Need::Page),
     ("POST", "/locks/{name}/force-release", Need::Session),
     ("POST", "/locks/{name}/evict", Need::Session),
+    ("POST", "/locks/{name}/revoke", Need::Session),
     ("GET", "/login", Need::Public),
     ("POST", "/login", Need::Public),
     ("POST", "/logout", Need::Session),
