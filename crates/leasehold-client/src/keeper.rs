@@ -4,15 +4,14 @@
 //! [`KeptLease::release`] or, dropped without one, in the background. Its two loops (the
 //! renewals and the watch) are in `upkeep`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::kept::{LeaseLost, LossSignal, Renewal, Shared, State};
+use crate::kept::{LeaseLost, LossSignal, Renewal, Shared, Signal, State};
 use crate::upkeep::{Giveback, Upkeep};
-use crate::{Client, ClientError, Lease, LeaseId, MultiMemberBody};
+use crate::{Client, ClientError, Lease, LeaseId, MultiMemberBody, RevocationBody};
 
 /// How a lease is kept.
 #[derive(Debug, Clone)]
@@ -67,15 +66,11 @@ impl Client {
     /// [`keep`](Self::keep) with options (a lease without its watch).
     pub fn keep_with(&self, lease: Lease, options: &KeepOptions) -> KeptLease {
         let resource = lease.resource;
-        let (lost, _) = watch::channel(None);
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                renewal: Renewal::of_grant(&lease.grant),
-                renewed_at: Instant::from_std(lease.sent_at),
-                releasing: false,
-            }),
-            lost,
-        });
+        let shared = Arc::new(Shared::new(State {
+            renewal: Renewal::of_grant(&lease.grant),
+            renewed_at: Instant::from_std(lease.sent_at),
+            releasing: false,
+        }));
         let upkeep = Upkeep {
             client: self.clone(),
             resource,
@@ -85,7 +80,10 @@ impl Client {
             fence: lease.grant.fencing_token,
             shared: shared.clone(),
         };
-        let mut tasks = vec![tokio::spawn(upkeep.clone().renew())];
+        let mut tasks = vec![
+            tokio::spawn(upkeep.clone().renew()),
+            tokio::spawn(upkeep.clone().until_revoked()),
+        ];
         if options.watch {
             tasks.push(tokio::spawn(upkeep.watch()));
         }
@@ -124,6 +122,18 @@ impl KeptLease {
         self.shared.state().renewal.clone()
     }
 
+    /// What the watch tells while the lease holds (`expiring`, `degraded`, `contended`,
+    /// `revocation_requested`, ...), from now on.
+    pub fn signals(&self) -> tokio::sync::broadcast::Receiver<Signal> {
+        self.shared.signals.subscribe()
+    }
+
+    /// An operator's request that the lease be let go, once told: the lease is given up as
+    /// [`REVOKED`](crate::REVOKED) the loss margin before its deadline, unless released first.
+    pub fn revocation(&self) -> Option<RevocationBody> {
+        self.shared.revocation.borrow().clone()
+    }
+
     /// The loss signal, for the work under the lease.
     pub fn signal(&self) -> LossSignal {
         LossSignal(self.shared.lost.subscribe())
@@ -143,9 +153,10 @@ impl KeptLease {
     /// after a dropped connection or a 502, 503, 504 or 429 with the same `Idempotency-Key`
     /// (none for a multilease, whose retry answers 410 `released`) within the client's
     /// timeout. A lease that was lost is not sent back (nothing is left to give), unless it
-    /// was given up as [`UNRENEWABLE`] or is a multilease (the server then frees its other
-    /// locks at once). [`ClientError::Lost`] when the lease had been lost: the work ran, at
-    /// least in part, without the lock.
+    /// was given up as [`UNRENEWABLE`] or [`REVOKED`](crate::REVOKED) (the server holds it
+    /// until then) or is a multilease (the server then frees its other locks at once).
+    /// [`ClientError::Lost`] when the lease had been lost: the work ran, at least in part,
+    /// without the lock.
     pub async fn release(mut self) -> Result<(), ClientError> {
         self.done = true;
         let giveback = self.stop();
@@ -199,15 +210,11 @@ mod tests {
             "expires_at": "2026-01-01T00:00:03Z", "replicas_acked": 1,
         }))
         .expect("a grant");
-        let (lost, _) = watch::channel(None);
-        let shared = Shared {
-            state: Mutex::new(State {
-                renewal: Renewal::of_grant(&grant),
-                renewed_at: Instant::now(),
-                releasing: false,
-            }),
-            lost,
-        };
+        let shared = Shared::new(State {
+            renewal: Renewal::of_grant(&grant),
+            renewed_at: Instant::now(),
+            releasing: false,
+        });
         assert_eq!(shared.state().renewal.degraded, None);
         let renewal: RenewalBody = serde_json::from_value(serde_json::json!({
             "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "l", "fencing_token": 7,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{Degraded, GrantBody, LeaseId, RenewalBody};
+use crate::{Degraded, GrantBody, LeaseId, RenewalBody, RevocationBody, WatchSignal};
 
 /// A kept lease was lost: the work under it may no longer be protected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +29,19 @@ pub struct LeaseLost {
 /// The reason of a lease this client gave up: no heartbeat succeeded until only the loss
 /// margin of its TTL was left, so the server might soon grant the lock to someone else.
 pub const UNRENEWABLE: &str = "unrenewable";
+
+/// The reason of a lease an operator revoked: given up by this client the loss margin before
+/// the revocation's deadline (or told so by the server, at the deadline).
+pub const REVOKED: &str = "revoked";
+
+/// What a kept lease's watch told while the lease held (`clients/PROTOCOL.md`, "Signals
+/// before the loss"): `kind` is the event (`expiring`, `renewed`, `degraded`, `recovered`,
+/// `contended`, `revocation_requested`; later servers may add others).
+#[derive(Debug, Clone)]
+pub struct Signal {
+    pub kind: String,
+    pub body: WatchSignal,
+}
 
 /// What the last grant or renewal of a kept lease said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +110,44 @@ impl LossSignal {
 pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
     pub(crate) lost: watch::Sender<Option<LeaseLost>>,
+    /// Each signal the watch told, to any number of listeners (the oldest dropped for one
+    /// that falls behind).
+    pub(crate) signals: tokio::sync::broadcast::Sender<Signal>,
+    /// An operator's revocation, once told (by the watch, or a heartbeat's answer).
+    pub(crate) revocation: watch::Sender<Option<RevocationBody>>,
+}
+
+/// How many signals a listener may fall behind before the oldest are dropped for it.
+pub(crate) const SIGNALS_KEPT: usize = 32;
+
+impl Shared {
+    pub(crate) fn new(state: State) -> Self {
+        Self {
+            state: Mutex::new(state),
+            lost: watch::Sender::new(None),
+            signals: tokio::sync::broadcast::Sender::new(SIGNALS_KEPT),
+            revocation: watch::Sender::new(None),
+        }
+    }
+
+    /// A signal the watch told: passed on, and a revocation kept.
+    pub(crate) fn told(&self, kind: String, body: WatchSignal) {
+        if let Some(revocation) = &body.revocation {
+            self.revoked(revocation);
+        }
+        let _ = self.signals.send(Signal { kind, body });
+    }
+
+    /// Keeps the first revocation told (a revocation is never put off).
+    pub(crate) fn revoked(&self, revocation: &RevocationBody) {
+        self.revocation.send_if_modified(|current| {
+            let first = current.is_none();
+            if first {
+                *current = Some(revocation.clone());
+            }
+            first
+        });
+    }
 }
 
 pub(crate) struct State {
@@ -120,11 +171,21 @@ impl Shared {
     }
 
     pub(crate) fn renewed(&self, sent: Instant, body: &RenewalBody) {
+        if let Some(revocation) = &body.revocation {
+            self.revoked(revocation);
+        }
         let mut state = self.state();
         state.renewed_at = state.renewed_at.max(sent);
         let renewals = state.renewal.renewals + 1;
+        // While a revocation stands the answer's TTL only counts down to its deadline: the
+        // lease's own TTL still sets the heartbeats' pace (the revocation its end).
+        let ttl = if body.revocation.is_some() {
+            state.renewal.ttl
+        } else {
+            Duration::from_millis(body.ttl_ms)
+        };
         state.renewal = Renewal {
-            ttl: Duration::from_millis(body.ttl_ms),
+            ttl,
             expires_at: body.expires_at.clone(),
             replicas_acked: body.replicas_acked,
             degraded: body.degraded,

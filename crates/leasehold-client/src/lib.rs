@@ -66,7 +66,7 @@ pub use self::connection::{
 pub use self::elections::{CampaignOptions, Standing, Waiting};
 pub use self::error::{ClientError, Problem};
 pub use self::keeper::{KeepOptions, KeptLease};
-pub use self::kept::{LeaseLost, LossSignal, Renewal, UNRENEWABLE};
+pub use self::kept::{LeaseLost, LossSignal, REVOKED, Renewal, Signal, UNRENEWABLE};
 pub use self::leases::{AcquireOptions, Acquired, Lease, PermitOptions, Ticket};
 pub use self::observe::{Change, Observation, Observations};
 pub use self::secret::{ApiKey, EmptyKey, EmptyToken, LeaseToken};

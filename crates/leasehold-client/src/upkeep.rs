@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
-use crate::kept::{LeaseLost, Shared, UNRENEWABLE};
+use crate::kept::{LeaseLost, REVOKED, Shared, UNRENEWABLE};
 use crate::{Client, ClientError, LeaseId, LeaseToken, LostEvent, Problem, Resource};
 
 /// Longest pause between two attempts of a call that failed.
@@ -81,24 +81,34 @@ impl Upkeep {
         }
     }
 
-    /// Keeps the lease's watch open until the server says the lease is lost; a watch that
-    /// breaks, ends without news or stays silent is opened again, with backoff.
+    /// Keeps the lease's watch open until the server says the lease is lost, passing on what
+    /// it tells before; a watch that breaks, ends without news or stays silent is opened
+    /// again after the last event it told (`Last-Event-ID`), with backoff.
     pub(crate) async fn watch(self) {
         let mut attempt = 0;
+        let mut last_id: Option<String> = None;
         loop {
             let opened = Instant::now();
             let after = match self
                 .client
-                .watch(self.resource, &self.name, self.id, &self.token)
+                .watch_after(
+                    self.resource,
+                    &self.name,
+                    self.id,
+                    &self.token,
+                    last_id.as_deref(),
+                )
                 .await
             {
-                Ok(mut watch) => match watch.lost().await {
-                    Ok(event) => {
+                Ok(mut watch) => {
+                    let lost = self.follow(&mut watch).await;
+                    last_id = watch.last_event_id().map(str::to_owned);
+                    if let Some(event) = lost {
                         self.shared.lose(self.lost_by_event(event));
                         return;
                     }
-                    Err(_) => Duration::ZERO,
-                },
+                    Duration::ZERO
+                }
                 Err(ClientError::Problem(p)) if is_gone(&p) => {
                     self.shared.lose(self.lost_by(p));
                     return;
@@ -118,6 +128,52 @@ impl Upkeep {
             sleep(backoff(attempt).max(after)).await;
             attempt += 1;
         }
+    }
+
+    /// Passes on what an open watch tells until it says the lease is lost (or breaks: None).
+    async fn follow(&self, watch: &mut crate::Watch) -> Option<LostEvent> {
+        loop {
+            match watch.next().await {
+                Ok(crate::WatchEvent::Lost(event)) => return Some(event),
+                Ok(crate::WatchEvent::Signal { kind, signal }) => self.shared.told(kind, signal),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Gives the lease up as [`REVOKED`] the loss margin before an operator's revocation's
+    /// deadline, once one is told: the work stops before the server may grant the lock to
+    /// someone else. Ends with the lease (the task is aborted by a release).
+    pub(crate) async fn until_revoked(self) {
+        let mut told = self.shared.revocation.subscribe();
+        let revocation = match told.wait_for(Option::is_some).await {
+            Ok(revocation) => revocation.clone(),
+            Err(_) => return,
+        };
+        let Some(revocation) = revocation else {
+            return;
+        };
+        let (ttl, _) = self.shared.schedule();
+        let left = humantime::parse_rfc3339(&revocation.deadline)
+            .ok()
+            .and_then(|deadline| deadline.duration_since(std::time::SystemTime::now()).ok())
+            .unwrap_or_default();
+        sleep(left.saturating_sub(loss_margin(ttl))).await;
+        let why = if revocation.reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", revocation.reason)
+        };
+        self.shared.lose(LeaseLost {
+            lease_id: self.id,
+            lock: self.name.clone(),
+            reason: REVOKED.to_owned(),
+            member: None,
+            detail: format!(
+                "an operator revoked it{why}; given up before its deadline {}",
+                revocation.deadline
+            ),
+        });
     }
 
     fn lost_by(&self, problem: Problem) -> LeaseLost {
@@ -170,7 +226,7 @@ impl Giveback {
         let multilease = self.resource == Resource::Multilease;
         if lost
             .as_ref()
-            .is_none_or(|lost| lost.reason == UNRENEWABLE || multilease)
+            .is_none_or(|lost| lost.reason == UNRENEWABLE || lost.reason == REVOKED || multilease)
         {
             self.release().await?;
         }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use leasehold::client::{
-    AcquireOptions, Acquired, Client, ClientError, KeepOptions, KeptLease, LockKind, Resource,
-    UNRENEWABLE,
+    AcquireOptions, Acquired, Client, ClientError, KeepOptions, KeptLease, LockKind, REVOKED,
+    Resource, UNRENEWABLE,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -165,4 +165,60 @@ async fn a_kept_multilease_is_lost_with_a_member_and_released_whole() {
     assert_eq!(lost.member.as_deref(), Some("km-2"), "{lost:?}");
     assert!(matches!(lease.release().await, Err(ClientError::Lost(_))));
     assert!(!held(&app, "km-1").await, "the other member is given back");
+}
+
+#[tokio::test]
+async fn a_revoked_kept_lease_tells_its_signal_and_is_given_up_before_the_deadline() {
+    let app = spawn_app().await;
+    let client = client(&app);
+    let lease = kept(&client, "revoked", &ttl(60_000), &KeepOptions::default()).await;
+    let mut signals = lease.signals();
+    // Let the watch open.
+    sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    app.admin(
+        reqwest::Method::POST,
+        "/v1/admin/locks/revoked/revoke",
+        Some(serde_json::json!({"grace_ms": 3000, "reason": "drain"})),
+    )
+    .await
+    .assert_status(200);
+    let told = timeout(Duration::from_secs(10), async {
+        loop {
+            let signal = signals.recv().await.expect("signals");
+            if signal.kind == "revocation_requested" {
+                return signal;
+            }
+        }
+    })
+    .await
+    .expect("the revocation told");
+    assert_eq!(
+        told.body.revocation.as_ref().map(|r| r.reason.as_str()),
+        Some("drain")
+    );
+    assert_eq!(
+        lease.revocation().map(|r| r.reason),
+        Some("drain".to_owned())
+    );
+    let lost = timeout(Duration::from_secs(10), lease.lost())
+        .await
+        .expect("given up");
+    assert_eq!(lost.reason, REVOKED);
+    // Given up the loss margin (a sixth of the 60 s TTL: more than the grace) before the
+    // deadline: at once.
+    assert!(
+        asked.elapsed() < Duration::from_millis(2_500),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(
+        held(&app, "revoked").await,
+        "still held on the server until released"
+    );
+    assert!(matches!(lease.release().await, Err(ClientError::Lost(_))));
+    assert!(
+        !held(&app, "revoked").await,
+        "given back: the next holder need not wait"
+    );
 }
