@@ -1,9 +1,10 @@
 //! The route matrix by kind of lease: every kind (each lock kind, RedLock over three nodes, a
 //! semaphore, a multilease) through every route a lease has: acquire with an Idempotency-Key
 //! (and its retry), the caller's quota, the acquisitions metric (once per call), the lock's
-//! inspection, the listing, the lease's inspection, heartbeat, watch, an admin's force
-//! release (audited; for RedLock on every node), `/v1/events`, the next grant of the name,
-//! and release. A new kind of lease that skips a route fails here.
+//! inspection, the listing, the lease's inspection, heartbeat, watch, an admin's force release
+//! (audited; for RedLock on every node), `/v1/events`, the next grant of the name, and an
+//! admin's revocation of it (evicted at its deadline wherever it lives). A new kind of lease
+//! that skips a route fails here.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -84,6 +85,15 @@ impl Kind {
         match self {
             Self::Semaphore => format!("/v1/admin/semaphores/{name}?reason=matrix"),
             _ => format!("/v1/admin/locks/{name}?reason=matrix"),
+        }
+    }
+
+    /// Where an admin asks the lease's (first) name's holders to let go.
+    fn revoke_path(self, n: u32) -> String {
+        let name = &self.names(n)[0];
+        match self {
+            Self::Semaphore => format!("/v1/admin/semaphores/{name}/revoke"),
+            _ => format!("/v1/admin/locks/{name}/revoke"),
         }
     }
 
@@ -325,23 +335,36 @@ async fn check_kind(app: &TestApp, kind: Kind) {
     check_events(&caller, kind, &held).await;
     check_audit(app, kind).await;
 
-    // The name is free again: granted at once, and released.
+    // The name is free again: granted at once. An operator's revocation reaches it: at its
+    // deadline the lease is gone (evicted where it lives), and its heartbeat says so.
     let again = caller.send(kind.acquire(&caller, 0)).await;
     again.assert_status(201);
     let next = Held::of(&again);
-    let released = caller
+    let asked = app
+        .admin(
+            Method::POST,
+            &kind.revoke_path(0),
+            Some(json!({"grace_ms": 300, "reason": "matrix"})),
+        )
+        .await;
+    asked.assert_status(200);
+    assert!(
+        asked.body["leases"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty()),
+        "{label}: revoke asked nobody: {}",
+        asked.body
+    );
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let beat = caller
         .send(
             caller
                 .http
-                .delete(caller.url(&next.path))
+                .post(caller.url(&format!("{}/heartbeat", next.path)))
                 .bearer_auth(&next.token),
         )
         .await;
-    assert!(
-        released.status.is_success(),
-        "{label}: release {}",
-        released.status
-    );
+    beat.assert_status(410);
 }
 
 /// The lock's inspection, the listing and the lease's inspection all show the lease.
