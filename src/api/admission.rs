@@ -19,6 +19,30 @@ use crate::state::AppState;
 /// How long past its wait a pending reservation may count, should nobody settle it.
 const PENDING_SLACK: Duration = Duration::from_secs(10);
 
+/// How soon a waiting request's quota call is tried again after Redis did not answer it.
+const UNANSWERED_RETRY: Duration = Duration::from_millis(250);
+
+/// Runs `call` again while its answer is `unanswered` (Redis did not answer) and the
+/// request's `deadline` allows another try; the last answer otherwise. A reservation run
+/// twice is one reservation (its member is the request's own).
+async fn while_unanswered<T, F, Fut>(
+    deadline: tokio::time::Instant,
+    mut call: F,
+    unanswered: impl Fn(&T) -> bool,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    loop {
+        let answer = call().await;
+        if !unanswered(&answer) || tokio::time::Instant::now() + UNANSWERED_RETRY >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(UNANSWERED_RETRY).await;
+    }
+}
+
 /// What an acquire asks of the limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Ask<'a> {
@@ -82,6 +106,9 @@ impl Admission {
         ask: Ask<'_>,
     ) -> Result<Self, Problem> {
         let waiting = per_lock_slot(state, caller, locks, &ask).await?;
+        // A waiting request waits through a Redis that does not answer (a failover, a
+        // stall), as its attempts do (`locks::ops::answer`): 503 only at its deadline.
+        let deadline = tokio::time::Instant::now() + ask.wait;
         let quotas = &caller.quotas;
         let counts_waiters = !ask.wait.is_zero() && quotas.waiters < u64::MAX;
         let counts_names =
@@ -130,8 +157,14 @@ impl Admission {
             let pending = ask.new_lease.then(|| format!("pending:{}", Uuid::now_v7()));
             if let Some(pending) = &pending {
                 let lasts = ask.wait + PENDING_SLACK + ask.ttl;
-                if let Err(problem) =
-                    charges::reserve(state, &accounts, ask.name, pending, ask.size, lasts).await
+                let reserve =
+                    || charges::reserve(state, &accounts, ask.name, pending, ask.size, lasts);
+                if let Err(problem) = while_unanswered(
+                    deadline,
+                    reserve,
+                    |r| matches!(r, Err(p) if p.kind() == ProblemKind::RedisUnavailable),
+                )
+                .await
                 {
                     admission.settled = true;
                     admission.give_back().await;
@@ -146,7 +179,13 @@ impl Admission {
                 size: ask.size,
             }));
         }
-        match state.ledger.reserve(&entries).await {
+        let reserved = while_unanswered(
+            deadline,
+            || state.ledger.reserve(&entries),
+            |r| matches!(r, Err(e) if crate::locks::LockError::from(e.clone()).unavailable()),
+        )
+        .await;
+        match reserved {
             Ok(Ok(())) => Ok(admission),
             Ok(Err(Full { index, retry_after })) => {
                 let (what, detail) =

@@ -17,11 +17,15 @@ const RECOVERY_US: u64 = 3_000_000;
 /// A fair ticket keeps its place this long after its last request ends (--ticket-timeout-ms).
 const TICKET_TIMEOUT_US: u64 = 1_000_000;
 
-/// Whether `op` asked for a new lease during a fault that refuses those.
+/// Whether `op` asked for a new lease during a fault that refuses those (or for what a full
+/// Redis refuses alike: a leader's new value, which may take more memory).
 fn refused_new(windows: &[FaultWindow], op: &Op) -> bool {
     matches!(
         op.request,
-        Request::Acquire { .. } | Request::AcquirePermits { .. } | Request::Poll { .. }
+        Request::Acquire { .. }
+            | Request::AcquirePermits { .. }
+            | Request::Poll { .. }
+            | Request::Proclaim { .. }
     ) && windows
         .iter()
         .any(|w| w.refuses_new && op.send < w.end && w.start < op.recv)
