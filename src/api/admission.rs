@@ -152,32 +152,13 @@ impl Admission {
             settled: false,
             budget: None,
         };
-        let accounts = charges::accounts(state, caller);
-        if !accounts.is_empty() {
-            let pending = ask.new_lease.then(|| format!("pending:{}", Uuid::now_v7()));
-            if let Some(pending) = &pending {
-                let lasts = ask.wait + PENDING_SLACK + ask.ttl;
-                let reserve =
-                    || charges::reserve(state, &accounts, ask.name, pending, ask.size, lasts);
-                if let Err(problem) = while_unanswered(
-                    deadline,
-                    reserve,
-                    |r| matches!(r, Err(p) if p.kind() == ProblemKind::RedisUnavailable),
-                )
-                .await
-                {
-                    admission.settled = true;
-                    admission.give_back().await;
-                    return Err(problem);
-                }
-            }
-            admission.budget = Some(Box::new(Budgeted {
-                state: state.clone(),
-                accounts,
-                pending,
-                name: ask.name.clone(),
-                size: ask.size,
-            }));
+        if let Err(problem) = admission
+            .reserve_budget(state, caller, &ask, deadline)
+            .await
+        {
+            admission.settled = true;
+            admission.give_back().await;
+            return Err(problem);
         }
         let reserved = while_unanswered(
             deadline,
@@ -202,6 +183,41 @@ impl Admission {
                 Err(crate::locks::LockError::from(e).into())
             }
         }
+    }
+
+    /// Reserves what a new lease makes Redis keep in the caller's and its tenant's byte
+    /// budgets (when they have any), tried again while Redis does not answer and the
+    /// request may still wait.
+    async fn reserve_budget(
+        &mut self,
+        state: &AppState,
+        caller: &Principal,
+        ask: &Ask<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), Problem> {
+        let accounts = charges::accounts(state, caller);
+        if accounts.is_empty() {
+            return Ok(());
+        }
+        let pending = ask.new_lease.then(|| format!("pending:{}", Uuid::now_v7()));
+        if let Some(pending) = &pending {
+            let lasts = ask.wait + PENDING_SLACK + ask.ttl;
+            let reserve = || charges::reserve(state, &accounts, ask.name, pending, ask.size, lasts);
+            while_unanswered(
+                deadline,
+                reserve,
+                |r| matches!(r, Err(p) if p.kind() == ProblemKind::RedisUnavailable),
+            )
+            .await?;
+        }
+        self.budget = Some(Box::new(Budgeted {
+            state: state.clone(),
+            accounts,
+            pending,
+            name: ask.name.clone(),
+            size: ask.size,
+        }));
+        Ok(())
     }
 
     /// The acquire granted (or queued, for a ticket) lease `id` until `until`.
