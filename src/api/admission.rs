@@ -105,10 +105,10 @@ impl Admission {
         locks: &Locks,
         ask: Ask<'_>,
     ) -> Result<Self, Problem> {
-        let waiting = per_lock_slot(state, caller, locks, &ask).await?;
         // A waiting request waits through a Redis that does not answer (a failover, a
         // stall), as its attempts do (`locks::ops::answer`): 503 only at its deadline.
         let deadline = tokio::time::Instant::now() + ask.wait;
+        let waiting = per_lock_slot(state, caller, locks, &ask, deadline).await?;
         let quotas = &caller.quotas;
         let counts_waiters = !ask.wait.is_zero() && quotas.waiters < u64::MAX;
         let counts_names =
@@ -370,10 +370,19 @@ async fn per_lock_slot(
     caller: &Principal,
     locks: &Locks,
     ask: &Ask<'_>,
+    deadline: tokio::time::Instant,
 ) -> Result<Option<Slot>, Problem> {
     let per_lock = state.limits.per_lock;
     if ask.joins_queue && per_lock.fair_queue < u64::MAX {
-        let queued = locks.fair_queue_length(ask.name).await?;
+        // Read again while Redis does not answer: a fair waiter or a candidate met by a
+        // failover here was answered 503 at once (the safety harness's `partition` and
+        // `old-master-returns` faults), though its wait had most of its time left.
+        let queued = while_unanswered(
+            deadline,
+            || locks.fair_queue_length(ask.name),
+            |r| matches!(r, Err(e) if e.unavailable()),
+        )
+        .await?;
         if queued >= per_lock.fair_queue {
             return Err(Problem::new(
                 ProblemKind::QueueFull,

@@ -161,3 +161,28 @@ async fn a_force_release_answered_503_does_not_happen_later() {
     app.heartbeat(&lease, json!({})).await.assert_status(200);
     assert_eq!(holder_of(&app, "jobs").await["lease_id"], lease.id);
 }
+
+#[tokio::test]
+async fn a_fair_waiter_and_a_candidate_asking_while_redis_is_frozen_are_granted_once_it_answers() {
+    let app = spawn_app().await;
+    // Frozen before they ask: the first Redis call each makes (the fair queue's length, read
+    // for `--max-fair-queue`) meets no answer within the 1 s Redis timeout of these tests.
+    app.redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    let fair = app.spawn_post(
+        "/v1/locks/line/leases?wait_ms=8000",
+        json!({"kind": "fair"}),
+    );
+    let campaign = app.spawn_post(
+        "/v1/elections/el/candidates?wait_ms=8000",
+        json!({"value": "a"}),
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    app.redis.signal(nix::sys::signal::Signal::SIGCONT);
+    for (what, task) in [("fair", fair), ("campaign", campaign)] {
+        let reply = tokio::time::timeout(Duration::from_secs(15), task)
+            .await
+            .expect("answered")
+            .expect("task");
+        assert_eq!(reply.status, 201, "{what}: {}", reply.body);
+    }
+}

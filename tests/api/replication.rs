@@ -303,3 +303,36 @@ async fn readyz_says_not_ready_while_no_master_is_known() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A waiting request whose grant too few replicas acknowledged waits on (the grant is given
+/// back and tried again) and is granted once the replica is back within its wait; one whose
+/// wait ends first is answered 503 `not_replicated` at its deadline, not at the first refusal.
+#[tokio::test]
+async fn waiters_wait_through_grants_too_few_replicas_acknowledged() {
+    let topology = Topology::start(1, 0).await;
+    let app = on_master(&topology, AckRule::Exactly(1)).await;
+    topology.replicas[0].signal(Signal::SIGSTOP);
+    let started = Instant::now();
+    let lock = app.spawn_post("/v1/locks/jobs/leases?wait_ms=6000", json!({}));
+    let fair = app.spawn_post(
+        "/v1/locks/line/leases?wait_ms=6000",
+        json!({"kind": "fair"}),
+    );
+    let campaign = app.spawn_post(
+        "/v1/elections/el/candidates?wait_ms=6000",
+        json!({"value": "a"}),
+    );
+    let short = app.acquire_with("brief", 1200, json!({}), None).await;
+    short.assert_problem(503, "not_replicated");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1100),
+        "answered after {:?} of a 1200 ms wait",
+        started.elapsed()
+    );
+    topology.replicas[0].signal(Signal::SIGCONT);
+    for (what, task) in [("lock", lock), ("fair", fair), ("campaign", campaign)] {
+        let reply = task.await.expect("task");
+        assert_eq!(reply.status, 201, "{what}: {}", reply.body);
+    }
+    assert!(started.elapsed() < Duration::from_secs(6));
+}

@@ -114,9 +114,6 @@ pub(super) fn liveness(
 
 /// A waiting request answered `redis_unavailable` well before its deadline: it should have
 /// waited on through the failover or stall, and been answered 503 only at its deadline.
-/// Counted and reported on the summary line; not yet a violation (which fails the run): the
-/// smoke tier still finds a few paths that answer early (a candidate's grant too few replicas
-/// acknowledged; a fair waiter on an instance cut off from Redis; FAULTS.md, issue 56).
 fn early_unavailable(op: &Op, wait_ms: u64, gave_up: bool, report: &mut Report) {
     let Outcome::Failed {
         status: Some(503),
@@ -131,13 +128,16 @@ fn early_unavailable(op: &Op, wait_ms: u64, gave_up: bool, report: &mut Report) 
     let took = op.recv - op.send;
     if took + EARLY_SLACK_US < wait_ms * 1000 {
         report.early_unavailable += 1;
-        eprintln!(
-            "safety: waiter answered 503 early: {} {:?}: redis_unavailable after {} ms of a \
-             {wait_ms} ms wait",
-            op.name,
-            op.family,
-            took / 1000
-        );
+        report.violations.push(Violation {
+            what: "waiter answered 503 early",
+            detail: format!(
+                "{} {:?}: redis_unavailable after {} ms of a {wait_ms} ms wait",
+                op.name,
+                op.family,
+                took / 1000
+            ),
+            slice: vec![op.clone()],
+        });
     }
 }
 
