@@ -78,9 +78,16 @@ local function queued(head, until_s, holder, new, delayed)
     local ahead = (tonumber(redis.call('ZSCORE', timeouts_key(), head)) or NOW) - NOW
     pttl = (pttl > 0) and math.min(pttl, ahead) or ahead
   end
+  -- Who the ticket waits for (its client is told, with how long it has held): the lease in
+  -- the fixed fields, while it holds the lock.
+  local cur = pttl > 0 and not delayed and current(st)
+  local by = ''
+  if cur and cur.state == 'held' and cur.id ~= id then
+    by = ',"held_by":' .. jsn(cur.holder) .. ',"held_since_ms":' .. cur.since
+  end
   return '{"status":"queued","lease_id":"' .. id .. '","position":'
     .. d(redis.call('LPOS', queue_key(), h) + 1) .. ',"pttl":' .. d(pttl) .. ',"deadline_ms":'
-    .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":' .. jsn(holder)
+    .. until_s .. ',"now_us":' .. NOW_US_S .. ',"holder":' .. jsn(holder) .. by
     .. (new and ',"new":true' or '') .. ev(events) .. '}'
 end
 
@@ -151,14 +158,16 @@ local function held(retry_ms, delayed)
   local fields = redis.call('HKEYS', L)
   local field = fields[1]
   if field == 'mode' then field = fields[2] end
-  local holder, lease_id
+  local holder, lease_id, since
   local hid = field and string.match(field, '^(.-):1')
   if hid then
     local other = (hid == st.lease) and current(st) or load(hid)
-    if other then holder, lease_id = other.holder, hid end
+    if other then holder, lease_id, since = other.holder, hid, other.since end
   end
+  -- `since_ms` and `now_ms` (Redis's clock): how long the holder has held, for the refusal.
   return '{"status":"held","pttl":' .. d(retry_ms or redis.call('PTTL', L)) .. ',"holder_id":'
     .. jsn(field) .. ',"lease_id":' .. jsn(lease_id) .. ',"holder":' .. jsn(holder)
+    .. (since and (',"since_ms":' .. since) or '') .. ',"now_ms":' .. NOW_S
     .. ',"arrived_ms":' .. arrival .. ev(events) .. '}'
 end
 

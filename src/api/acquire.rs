@@ -157,12 +157,13 @@ impl Acquisition<'_> {
         if let (Acquired::Granted(grant), Some(token)) = (&acquired, self.token) {
             limit_reentry(self.state, self.leases, self.name, grant, token).await?;
         }
+        let estimate = turn_estimate(self.leases.locks(), self.name, &acquired).await;
         Ok(acquired_response(
             self.name,
             acquired,
             quorum,
             self.state.limits.ticket_timeout_ms,
-            self.wait,
+            (self.wait, estimate),
         ))
     }
 }
@@ -240,15 +241,29 @@ pub(super) fn acquired_response(
     acquired: Acquired,
     quorum: Option<QuorumAck>,
     ticket_ms: u64,
-    wait: Duration,
+    (wait, estimate): (Duration, Option<Duration>),
 ) -> Response {
     match acquired {
         Acquired::Granted(grant) => {
             let location = lease_path(name, grant.lease_id);
             grant_response(&location, name, grant, Some(wait), quorum)
         }
-        Acquired::Queued(ticket) => ticket_response(name, ticket, ticket_ms, wait),
+        Acquired::Queued(ticket) => ticket_response(name, ticket, ticket_ms, (wait, estimate)),
     }
+}
+
+/// How long a ticket may still wait for its turn ("why am I waiting?"; none for a grant).
+async fn turn_estimate(
+    locks: &crate::locks::Locks,
+    name: &LockName,
+    acquired: &Acquired,
+) -> Option<Duration> {
+    let Acquired::Queued(ticket) = acquired else {
+        return None;
+    };
+    let current = ticket.behind.as_ref().map(|b| b.held_for);
+    let ahead = ticket.position.saturating_sub(1);
+    locks.estimated_wait(name, current, ahead).await
 }
 
 pub(super) fn lease_path(name: &LockName, id: LeaseId) -> String {
@@ -315,12 +330,14 @@ pub fn poll_ticket(
             }
             Err(e) => follow_loss(&state, &caller, &ticket.name, ticket.id, e).await,
         }
+        let acquired = acquired.map_err(|e| refused_after(e, wait))?;
+        let estimate = turn_estimate(&locks, &ticket.name, &acquired).await;
         Ok(acquired_response(
             &ticket.name,
-            acquired.map_err(|e| refused_after(e, wait))?,
+            acquired,
             None,
             state.limits.ticket_timeout_ms,
-            wait,
+            (wait, estimate),
         ))
     }
 }

@@ -45,7 +45,7 @@ fn membership(m: Option<Metadata>) -> (Option<wire::MembershipBody>, Option<serd
 /// The header that reports the server-side wait an acquire was allowed, in ms.
 pub(super) const WAIT_HEADER: &str = "leasehold-wait-ms";
 
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -118,9 +118,10 @@ pub(super) fn ticket_response(
     name: &LockName,
     ticket: Ticket,
     ticket_ms: u64,
-    wait: Duration,
+    (wait, estimate): (Duration, Option<Duration>),
 ) -> Response {
     let location = format!("/v1/locks/{name}/tickets/{}", ticket.lease_id);
+    let behind = ticket.behind.as_ref();
     let body = TicketBody {
         ticket_id: lease_id(ticket.lease_id),
         token: ticket.token.map(|t| t.expose().to_owned()),
@@ -129,6 +130,9 @@ pub(super) fn ticket_response(
         poll_by: ticket.poll_by.rfc3339(),
         poll_timeout_ms: ticket_ms,
         wait_ms: Some(millis(wait)),
+        held_by: behind.and_then(|b| b.holder.clone()),
+        held_for_ms: behind.map(|b| millis(b.held_for)),
+        estimated_wait_ms: estimate.map(millis),
     };
     let replayed = ticket.replayed;
     let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();

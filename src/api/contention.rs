@@ -17,6 +17,31 @@ pub(super) async fn explain(
     let LockError::Held(contention) = &error else {
         return error.into();
     };
+    let estimate = match contention.held {
+        Some((_, age)) if contention.delayed_until.is_none() => {
+            locks.estimated_wait(name, Some(age), 0).await
+        }
+        _ => None,
+    };
+    let problem = fifo_reader(locks, name, kind, policy, error).await;
+    match estimate {
+        Some(wait) => problem.with("estimated_wait_ms", super::bodies::millis(wait)),
+        None => problem,
+    }
+}
+
+/// Under the fifo policy, a reader refused while the lock is held for reading is told the
+/// writer it waits behind (`waiting_writer`).
+async fn fifo_reader(
+    locks: &Locks,
+    name: &LockName,
+    kind: Option<LeaseKind>,
+    policy: RwPolicy,
+    error: LockError,
+) -> Problem {
+    let LockError::Held(contention) = &error else {
+        return error.into();
+    };
     if kind != Some(LeaseKind::Read) || policy != RwPolicy::Fifo {
         return error.into();
     }

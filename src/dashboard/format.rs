@@ -16,6 +16,16 @@ pub(super) fn ago(at: Timestamp, now_ms: u64) -> String {
     }
 }
 
+/// A length of time: "350 ms", "4.2 s", "3 min 10 s".
+pub(super) fn span(d: std::time::Duration) -> String {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..60_000 => format!("{:.1} s", d.as_secs_f64()),
+        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
 /// An absolute time with the relative one beside it.
 pub(super) fn when(at: Option<Timestamp>, now_ms: u64) -> String {
     at.map_or_else(

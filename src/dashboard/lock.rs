@@ -92,6 +92,7 @@ pub(super) async fn lock_page(
         now,
     );
     let held_since = lock_state.held_since;
+    let estimated_wait = estimated_wait(&domain, &name, &lock_state, now).await;
     let n = name.as_str();
     render(&LockPage {
         timeline: timeline::timeline(
@@ -103,6 +104,7 @@ pub(super) async fn lock_page(
         waiting: waiting.iter().map(|w| WaiterRow::of(w, now)).collect(),
         waiting_count,
         held_since: when(held_since, now),
+        estimated_wait,
         nav,
         name: n.to_owned(),
         self_href: format!("/locks/{n}"),
@@ -127,6 +129,29 @@ pub(super) async fn lock_page(
         history: history.iter().map(HistoryRow::from_event).collect(),
         redlock_nodes,
     })
+}
+
+/// What the page says a request asking now would wait: behind the current hold and the
+/// fair queue (a lock's only: a semaphore's permits are not held in turn).
+async fn estimated_wait(
+    locks: &crate::locks::Locks,
+    name: &crate::locks::LockName,
+    state: &LockState,
+    now: u64,
+) -> Option<String> {
+    let since = state.held_since.filter(|_| state.semaphore.is_none())?;
+    let age = std::time::Duration::from_millis(now.saturating_sub(since.0));
+    let wait = locks
+        .estimated_wait(name, Some(age), state.queue_length)
+        .await?;
+    let behind = match state.queue_length {
+        0 => String::new(),
+        n => format!(", behind {n} in the fair queue"),
+    };
+    Some(format!(
+        "about {} (from its recent holds{behind})",
+        super::format::span(wait)
+    ))
 }
 
 #[derive(Template)]
@@ -163,6 +188,9 @@ pub struct LockPage {
     pub waiting_count: u64,
     /// When the oldest current hold began, and how long ago.
     pub held_since: String,
+    /// How long a request asking now would wait, from the name's recent holds ("why am I
+    /// waiting?", as a 409 or 202 says it); none while free or with too few holds to go by.
+    pub estimated_wait: Option<String>,
     pub timeline: Timeline,
     /// With `--redlock-nodes`: the name on each RedLock node (a RedLock lock lives there,
     /// not in the main Redis the rest of the page shows).

@@ -57,6 +57,8 @@ pub(in crate::locks) struct Inner {
     pub(in crate::locks) noted: Arc<feed::index::Noted>,
     /// Turns for the requests' script calls (see [`LockSettings::calls_in_flight`]).
     pub(in crate::locks) calls: Arc<Semaphore>,
+    /// Recent hold times of the names asked about (see `ops::estimate`).
+    pub(in crate::locks) hold_times: Arc<feed::hold_times::HoldTimes>,
 }
 
 /// How many queued waiters an inspection lists.
@@ -87,6 +89,7 @@ impl Locks {
                 waitlist: Arc::default(),
                 noted: Arc::default(),
                 calls: Arc::new(Semaphore::new(settings.calls_in_flight.max(1))),
+                hold_times: Arc::default(),
             }),
         }
     }
@@ -112,6 +115,7 @@ impl Locks {
                 waitlist: inner.waitlist.clone(),
                 noted: inner.noted.clone(),
                 calls: inner.calls.clone(),
+                hold_times: inner.hold_times.clone(),
             }),
         }
     }

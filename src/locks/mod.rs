@@ -49,11 +49,12 @@ pub use self::ops::revoke::Revoked;
 pub use self::ops::tenure::held_for;
 pub use self::ops::watch::{LeaseEnd, LeaseWatch};
 pub use self::types::{
-    AcquireRequest, Acquired, Contention, Degraded, EventKind, FencingToken, ForcedRelease, Grant,
-    HeldAs, HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId, LeaseKind, LeaseState,
-    LeaseToken, LeaseView, LimitChange, LockDelay, LockEvent, LockName, LockView, MemberGrant,
-    MemberView, Membership, Metadata, MultiGrant, MultiMember, MultiRenewal, MultiRequest,
-    MultiView, PermitHolderView, PermitRequest, QueuedView, Release, Renewal, Resource, Revocation,
-    RwMode, RwPolicy, SemaphoreView, Ticket, Timestamp, TokenDigest, Ttl, TtlPolicy, random_secret,
+    AcquireRequest, Acquired, Contention, CurrentHold, Degraded, EventKind, FencingToken,
+    ForcedRelease, Grant, HeldAs, HolderLabel, HolderView, IdempotencyKey, InvalidInput, LeaseId,
+    LeaseKind, LeaseState, LeaseToken, LeaseView, LimitChange, LockDelay, LockEvent, LockName,
+    LockView, MemberGrant, MemberView, Membership, Metadata, MultiGrant, MultiMember, MultiRenewal,
+    MultiRequest, MultiView, PermitHolderView, PermitRequest, QueuedView, Release, Renewal,
+    Resource, Revocation, RwMode, RwPolicy, SemaphoreView, Ticket, Timestamp, TokenDigest, Ttl,
+    TtlPolicy, random_secret,
 };
 pub use crate::redis::{MemoryState, RedisMemory, RedisStatus};

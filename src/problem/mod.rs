@@ -269,6 +269,14 @@ pub struct ProblemDetails {
     lease_id: Option<String>,
     /// `lock_held`: the Redis hash field of the holder.
     holder_id: Option<String>,
+    /// `lock_held`: when the holding lease was granted (absent for a Redisson client).
+    held_since: Option<String>,
+    /// `lock_held`: how long the holding lease has held, in ms.
+    held_for_ms: Option<u64>,
+    /// `lock_held`: how long until the holder lets go, in ms, estimated from the name's
+    /// recent hold times (absent with fewer than 3 to go by); someone else waiting may
+    /// still get the lock first.
+    estimated_wait_ms: Option<u64>,
     /// `kind_conflict`: what the lock is used as.
     held_as: Option<String>,
     /// `limit_mismatch`: the semaphore's limit.

@@ -20,7 +20,7 @@ const SERVED_AGAIN_WITHIN: Duration = Duration::from_secs(10);
 
 /// Leasehold on `cluster` with the default Redis and ack timeouts (1 s each: the refusals'
 /// labels depend on how the two meet).
-async fn on_cluster(cluster: &Cluster, rule: AckRule) -> TestApp {
+pub(crate) async fn on_cluster(cluster: &Cluster, rule: AckRule) -> TestApp {
     let nodes: Vec<String> = cluster.seeds().split(',').map(str::to_owned).collect();
     spawn_app_tweaked(AppOptions::default(), |config| {
         config.redis.cluster = Some(ClusterSettings {
@@ -34,7 +34,7 @@ async fn on_cluster(cluster: &Cluster, rule: AckRule) -> TestApp {
     .await
 }
 
-async fn on_sentinels(topology: &Topology) -> TestApp {
+pub(crate) async fn on_sentinels(topology: &Topology) -> TestApp {
     let sentinels = topology.sentinel_addrs();
     spawn_app_tweaked(AppOptions::default(), |config| {
         config.redis.sentinel = Some(SentinelSettings {

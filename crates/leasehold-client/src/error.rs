@@ -42,6 +42,23 @@ impl Problem {
         self.extra.get(name)
     }
 
+    /// On 409 `lock_held`: when the holding lease was granted (RFC 3339; absent for a
+    /// Redisson client).
+    pub fn held_since(&self) -> Option<&str> {
+        self.extra.get("held_since").and_then(Value::as_str)
+    }
+
+    /// On 409 `lock_held`: how long the holding lease has held, in ms.
+    pub fn held_for_ms(&self) -> Option<u64> {
+        self.extra.get("held_for_ms").and_then(Value::as_u64)
+    }
+
+    /// On 409 `lock_held`: how long until the holder lets go, in ms, estimated by the server
+    /// from the name's recent holds (absent with fewer than 3 to go by).
+    pub fn estimated_wait_ms(&self) -> Option<u64> {
+        self.extra.get("estimated_wait_ms").and_then(Value::as_u64)
+    }
+
     /// Someone else holds the lock (409).
     pub fn is_lock_held(&self) -> bool {
         self.status == StatusCode::CONFLICT.as_u16()

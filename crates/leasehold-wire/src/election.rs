@@ -81,6 +81,11 @@ pub struct CandidateBody {
     /// While in line: who leads now (absent when nobody does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderBody>,
+    /// While in line: how long until it leads, in ms, estimated from the election's recent
+    /// terms: what the leader's term has left plus a typical term for each candidate ahead
+    /// (absent with fewer than 3 ended terms to go by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_wait_ms: Option<u64>,
     /// The server-side wait this request was allowed, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,

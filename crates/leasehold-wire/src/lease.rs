@@ -315,6 +315,17 @@ pub struct TicketBody {
     /// `--max-wait-ms`; also in the `Leasehold-Wait-Ms` header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// Who holds the lock now (its label; absent while the lock is free or unlabelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
+    /// How long the lease holding the lock now has held it, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_for_ms: Option<u64>,
+    /// How long until the ticket's turn, in ms, estimated from the lock's recent hold times:
+    /// what the current hold has left plus a typical hold for each ticket ahead (absent with
+    /// fewer than 3 holds to go by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_wait_ms: Option<u64>,
 }
 
 /// `DELETE` on a ticket: it left the queue.

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 
-use super::standing_response;
+use super::{in_line_estimate, standing_response};
 use crate::api::admission::{self, Admission, Ask};
 use crate::api::bodies;
 use crate::api::charges::Size;
@@ -18,6 +18,7 @@ use crate::state::AppState;
 use crate::wire::{
     CampaignBody, CandidateBody, HeartbeatQuery, ProclaimBody, ResignedBody, WaitQuery,
 };
+use std::time::Duration;
 
 /// 422 `invalid_body` for a value over [`Candidacy::VALUE_MAX`] bytes.
 fn check_value(value: &str) -> Result<(), Problem> {
@@ -130,11 +131,12 @@ pub async fn campaign(
         Standing::InLine { .. } => leases.election(&name).await?.leader,
         Standing::Leads { .. } => None,
     };
+    let estimate = in_line_estimate(leases.locks(), &name, &standing, leader.as_ref()).await;
     Ok(standing_response(
         &name,
         standing,
         Some(value),
-        leader,
+        (leader, estimate),
         Some(wait),
     ))
 }
@@ -145,16 +147,18 @@ async fn shown(
     caller: &Caller<ClientRole>,
     name: &ElectionName,
     standing: &Standing,
-) -> Result<(Option<String>, Option<Leader>), Problem> {
-    let leader = state.leases_for(caller).election(name).await?.leader;
+) -> Result<(Option<String>, (Option<Leader>, Option<Duration>)), Problem> {
+    let leases = state.leases_for(caller);
+    let leader = leases.election(name).await?.leader;
+    let estimate = in_line_estimate(leases.locks(), name, standing, leader.as_ref()).await;
     Ok(match standing {
         Standing::Leads { candidate_id, .. } => (
             leader
                 .filter(|l| l.candidate_id == Some(*candidate_id))
                 .and_then(|l| l.value),
-            None,
+            (None, None),
         ),
-        Standing::InLine { .. } => (None, leader),
+        Standing::InLine { .. } => (None, (leader, estimate)),
     })
 }
 
@@ -393,5 +397,6 @@ pub async fn proclaim(
         keep_by: None,
         leader: None,
         wait_ms: None,
+        estimated_wait_ms: None,
     }))
 }

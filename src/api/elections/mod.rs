@@ -19,6 +19,25 @@ use crate::leases::election::{ElectionName, ElectionView, Leader, Standing};
 use crate::locks::Timestamp;
 use crate::wire::{CandidateBody, ElectionBody, InLineBody, LeaderBody};
 
+/// How long a candidate in line may still wait ("why am I waiting?"): behind the leader's
+/// term so far, with `position - 1` candidates ahead; none for a leader.
+async fn in_line_estimate(
+    locks: &crate::locks::Locks,
+    name: &ElectionName,
+    standing: &Standing,
+    leader: Option<&Leader>,
+) -> Option<Duration> {
+    let Standing::InLine { position, .. } = standing else {
+        return None;
+    };
+    let term = leader
+        .and_then(|l| l.since)
+        .map(|since| Duration::from_millis(locks.redis_now_ms().saturating_sub(since.0)));
+    locks
+        .estimated_wait(&name.lock(), term, position.saturating_sub(1))
+        .await
+}
+
 fn candidate_path(name: &ElectionName, id: crate::locks::LeaseId) -> String {
     format!("/v1/elections/{name}/candidates/{id}")
 }
@@ -67,7 +86,7 @@ fn standing_response(
     name: &ElectionName,
     standing: Standing,
     value: Option<String>,
-    leader: Option<Leader>,
+    (leader, estimate): (Option<Leader>, Option<Duration>),
     wait: Option<Duration>,
 ) -> Response {
     let mut replayed = false;
@@ -100,6 +119,7 @@ fn standing_response(
                 keep_by: None,
                 leader: None,
                 wait_ms: wait.map(millis),
+                estimated_wait_ms: None,
             };
             (status, candidate_id, body)
         }
@@ -121,6 +141,7 @@ fn standing_response(
                 keep_by: Some(keep_by.rfc3339()),
                 leader: leader.map(leader_body),
                 wait_ms: wait.map(millis),
+                estimated_wait_ms: estimate.map(millis),
             };
             (StatusCode::ACCEPTED, candidate_id, body)
         }

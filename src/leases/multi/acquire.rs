@@ -235,6 +235,7 @@ impl Leases {
                     holder_id: None,
                     retry_after: None,
                     delayed_until: None,
+                    held: None,
                 })))
             }
             Err(e @ (LockError::Held(_) | LockError::KindConflict { .. })) => Ok(Err(e)),

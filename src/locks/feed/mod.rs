@@ -4,6 +4,7 @@
 //! ([`index`]), and the expiries recorded when they happen ([`sweeper`]).
 
 pub mod history;
+pub mod hold_times;
 pub mod index;
 pub mod journal;
 pub mod publisher;

@@ -93,11 +93,12 @@ pub(super) fn after_attempt(
             position,
             retry,
             poll_by,
+            behind,
         } => queued(
             request,
             target,
             tally,
-            (ticket, token, position, retry, poll_by),
+            (ticket, token, position, retry, poll_by, behind),
             (waits, deadline, polls_clients_ticket),
         ),
         Outcome::Held {
@@ -133,12 +134,13 @@ fn queued(
     request: &mut InFlight,
     target: &mut Target<'_>,
     tally: &mut Tally,
-    (ticket, token, position, retry, poll_by): (
+    (ticket, token, position, retry, poll_by, behind): (
         LeaseId,
         Option<LeaseToken>,
         u64,
         Option<Duration>,
         crate::locks::Timestamp,
+        Option<crate::locks::CurrentHold>,
     ),
     (waits, deadline, polls_clients_ticket): (bool, Instant, bool),
 ) -> Next {
@@ -174,6 +176,7 @@ fn queued(
             position,
             poll_by,
             replayed: tally.replayed_ticket,
+            behind,
         })));
     }
     Next::Wait {

@@ -7,13 +7,13 @@ use std::time::Duration;
 use crate::locks::calls::On;
 use crate::locks::error::LockError;
 use crate::locks::feed::waitlist::Wanted;
-use crate::locks::scripts::acquire::{Acquire, AcquireReply, Granted, Op};
+use crate::locks::scripts::acquire::{Acquire, AcquireReply, Granted, HeldReply, Op};
 use crate::locks::scripts::non_empty;
 use crate::locks::scripts::release::ReleaseHow;
 use crate::locks::scripts::semaphore_acquire::SemaphoreAcquire;
 use crate::locks::types::{
-    AcquireRequest, Contention, Grant, HolderLabel, LeaseKind, LeaseToken, LockName, PermitRequest,
-    Resource, RwMode, Timestamp, request_nonce,
+    AcquireRequest, Contention, CurrentHold, Grant, HolderLabel, LeaseKind, LeaseToken, LockName,
+    PermitRequest, Resource, RwMode, Timestamp, request_nonce,
 };
 use crate::locks::{EventKind, FencingToken, LeaseId, LockEvent, Locks};
 use crate::redis::Acked;
@@ -71,6 +71,8 @@ pub(super) enum Outcome {
         position: u64,
         retry: Option<Duration>,
         poll_by: Timestamp,
+        /// The lease it waits for.
+        behind: Option<CurrentHold>,
     },
     Held {
         contention: Contention,
@@ -173,27 +175,7 @@ impl Locks {
             }
             // Its event came with the reply (`ev`): the history has it too.
             AcquireReply::Reentered(g) => Ok(Outcome::Granted(grant(g, None, false, acked)?)),
-            AcquireReply::Held {
-                pttl,
-                holder_id,
-                lease_id,
-                holder,
-                arrived_ms,
-                delayed,
-                now_ms,
-            } => Ok(Outcome::Held {
-                contention: Contention {
-                    holder: non_empty(holder),
-                    lease_id: lease_id.as_deref().and_then(LeaseId::parse),
-                    holder_id,
-                    retry_after: positive_ms(pttl),
-                    delayed_until: delayed.then(|| {
-                        Timestamp(now_ms.unwrap_or_else(crate::locks::wall_ms))
-                            .plus(u64::try_from(pttl).unwrap_or(0))
-                    }),
-                },
-                arrived_ms: arrived_ms.unwrap_or(0),
-            }),
+            AcquireReply::Held(held) => Ok(held_outcome(held)),
             AcquireReply::Queued {
                 lease_id,
                 position,
@@ -203,7 +185,14 @@ impl Locks {
                 new,
                 holder,
                 now_us,
+                held_by,
+                held_since_ms,
             } => {
+                let behind = held_since_ms.map(|since| CurrentHold {
+                    holder: non_empty(held_by),
+                    since: Timestamp(since),
+                    held_for: age(since, now_us.unwrap_or(0) / 1000),
+                });
                 let ticket = LeaseId::parse(&lease_id)
                     .ok_or_else(|| LockError::BadReply(format!("ticket id {lease_id:?}")))?;
                 if new {
@@ -220,6 +209,7 @@ impl Locks {
                     position,
                     retry: positive_ms(pttl),
                     poll_by: Timestamp(deadline_ms),
+                    behind,
                 })
             }
             AcquireReply::UnknownToken => Err(LockError::UnknownToken),
@@ -233,6 +223,41 @@ impl Locks {
             AcquireReply::Refused(r) => Err(r.into()),
         }
     }
+}
+
+/// A refusal's outcome: who holds, since when, and when to try again (or the lock-delay).
+fn held_outcome(held: HeldReply) -> Outcome {
+    let HeldReply {
+        pttl,
+        holder_id,
+        lease_id,
+        holder,
+        arrived_ms,
+        delayed,
+        now_ms,
+        since_ms,
+    } = held;
+    Outcome::Held {
+        contention: Contention {
+            holder: non_empty(holder),
+            lease_id: lease_id.as_deref().and_then(LeaseId::parse),
+            holder_id,
+            retry_after: positive_ms(pttl),
+            delayed_until: delayed.then(|| {
+                Timestamp(now_ms.unwrap_or_else(crate::locks::wall_ms))
+                    .plus(u64::try_from(pttl).unwrap_or(0))
+            }),
+            held: since_ms
+                .zip(now_ms)
+                .map(|(since, now)| (Timestamp(since), age(since, now))),
+        },
+        arrived_ms: arrived_ms.unwrap_or(0),
+    }
+}
+
+/// How long a hold granted at `since` has lasted at `now` (ms, Redis's clock).
+fn age(since: u64, now: u64) -> Duration {
+    Duration::from_millis(now.saturating_sub(since))
 }
 
 impl Locks {

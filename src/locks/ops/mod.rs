@@ -8,6 +8,7 @@ pub mod attempt;
 #[cfg(test)]
 mod budgets;
 pub mod census;
+pub mod estimate;
 pub mod eviction;
 pub mod inspect;
 pub mod lease;

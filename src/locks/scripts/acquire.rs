@@ -149,18 +149,7 @@ impl Script for Acquire<'_> {
 pub(in crate::locks) enum AcquireReply {
     Acquired(Granted),
     Reentered(Granted),
-    Held {
-        pttl: i64,
-        holder_id: Option<String>,
-        lease_id: Option<String>,
-        holder: Option<String>,
-        arrived_ms: Option<u64>,
-        /// Nobody holds the name, but it is in its lock-delay for `pttl` more ms (from
-        /// `now_ms`).
-        #[serde(default)]
-        delayed: bool,
-        now_ms: Option<u64>,
-    },
+    Held(HeldReply),
     Queued {
         lease_id: String,
         position: u64,
@@ -173,6 +162,9 @@ pub(in crate::locks) enum AcquireReply {
         new: bool,
         holder: Option<String>,
         now_us: Option<u64>,
+        /// The lease holding the lock now (its label), and when it was granted.
+        held_by: Option<String>,
+        held_since_ms: Option<u64>,
     },
     UnknownToken,
     TicketToken,
@@ -188,6 +180,23 @@ pub(in crate::locks) enum AcquireReply {
     IdempotencyMismatch,
     #[serde(untagged)]
     Refused(Refusal),
+}
+
+/// Who holds the lock, for a refused request (or, `delayed`, the lock-delay it is in).
+#[derive(Debug, Deserialize)]
+pub(in crate::locks) struct HeldReply {
+    pub pttl: i64,
+    pub holder_id: Option<String>,
+    pub lease_id: Option<String>,
+    pub holder: Option<String>,
+    pub arrived_ms: Option<u64>,
+    /// Nobody holds the name, but it is in its lock-delay for `pttl` more ms (from
+    /// `now_ms`).
+    #[serde(default)]
+    pub delayed: bool,
+    pub now_ms: Option<u64>,
+    /// When the holding lease was granted.
+    pub since_ms: Option<u64>,
 }
 
 impl AcquireReply {

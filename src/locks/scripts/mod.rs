@@ -253,7 +253,9 @@ mod tests {
         let held = r#"{"status":"held","pttl":40,"holder_id":null,"lease_id":null,"holder":null,"arrived_ms":5}"#;
         assert!(matches!(
             AcquireReply::read(held),
-            Ok(AcquireReply::Held { pttl: 40, .. })
+            Ok(AcquireReply::Held(
+                crate::locks::scripts::acquire::HeldReply { pttl: 40, .. }
+            ))
         ));
         // A grant missing a field is a bad reply, not some other variant.
         assert!(AcquireReply::read(r#"{"status":"acquired","lease_id":"l"}"#).is_err());

@@ -22,7 +22,8 @@ pub use multi::{
 };
 pub use name::LockName;
 pub use requests::{
-    AcquireRequest, Acquired, Contention, Degraded, Grant, PermitRequest, Release, Renewal, Ticket,
+    AcquireRequest, Acquired, Contention, CurrentHold, Degraded, Grant, PermitRequest, Release,
+    Renewal, Ticket,
 };
 pub use token::{IdempotencyKey, LeaseId, LeaseToken, TokenDigest, random_secret};
 pub(crate) use token::{fingerprint, request_nonce};

@@ -63,6 +63,18 @@ pub struct Ticket {
     pub poll_by: Timestamp,
     /// The first answer to a retried Idempotency-Key: the ticket its first request got.
     pub replayed: bool,
+    /// The lease holding the lock now, which the ticket waits for (none while the lock is
+    /// free, in its lock-delay, or held by a shared kind).
+    pub behind: Option<CurrentHold>,
+}
+
+/// The lease holding a lock that a request waits for: its label, and since when it holds
+/// (by Redis's clock; `held_for` as of the answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentHold {
+    pub holder: Option<String>,
+    pub since: Timestamp,
+    pub held_for: Duration,
 }
 
 /// A granted acquisition: a new lease or one more level of an existing one.
@@ -103,6 +115,9 @@ pub struct Contention {
     /// The name is free but in its lock-delay (a lease ended other than by a release) until
     /// then: nobody holds it.
     pub delayed_until: Option<Timestamp>,
+    /// Since when the holder holds, and for how long as of the refusal (Redis's clock; none
+    /// for a Redisson client or a lock-delay).
+    pub held: Option<(Timestamp, Duration)>,
 }
 
 /// A successful heartbeat.
