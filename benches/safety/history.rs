@@ -123,6 +123,18 @@ pub enum Request {
         stream: u64,
         resumed_from: Option<String>,
     },
+    /// Admin cooperative revocation of a lock or a semaphore name (`POST
+    /// /v1/admin/{locks|semaphores}/{name}/revoke`): every holder asked to release within
+    /// `grace_ms`, then evicted.
+    Revoke {
+        semaphore: bool,
+        grace_ms: u64,
+    },
+    /// An event the lease's own watch (`GET .../leases/{id}/watch`) told its holder, recorded
+    /// when it arrived (send and recv are that moment).
+    Watch {
+        lease: String,
+    },
     /// A fenced read-modify-write (exclusive holds) or fenced read (read holds) on the
     /// harness's resource for the name.
     Resource {
@@ -195,6 +207,16 @@ pub enum Outcome {
         term: u64,
         value: Option<String>,
     },
+    /// The leases a revocation asked to let go (those asked before keep their deadline).
+    Revoked {
+        leases: Vec<String>,
+    },
+    /// What a lease's watch told: `expiring`, `renewed`, `revocation_requested`, `lost` (with
+    /// its `reason`), ...
+    Told {
+        event: String,
+        reason: Option<String>,
+    },
     /// The resource accepted the fenced operation; for writes, the value written.
     ResourceOk {
         wrote: Option<u64>,
@@ -249,6 +271,7 @@ impl Op {
                 Request::Heartbeat { lease, .. }
                 | Request::Release { lease, .. }
                 | Request::Resource { lease, .. }
+                | Request::Watch { lease }
                 | Request::Proclaim { lease, .. },
                 _,
             ) => Some(lease),

@@ -51,7 +51,10 @@ pub(super) fn mutual_exclusion(
                     .enumerate()
                     .filter(|(_, o)| {
                         o.name == name
-                            && matches!(o.request, Request::ForceRelease { .. })
+                            && matches!(
+                                o.request,
+                                Request::ForceRelease { .. } | Request::Revoke { .. }
+                            )
                             && o.recv + 1_000_000 >= a.start.min(b.start)
                             && o.send <= a.end.max(b.end) + 1_000_000
                     })

@@ -22,14 +22,17 @@ pub(super) fn derive_holds(ops: &[Op]) -> Vec<Hold> {
             by_lease.entry(lease.to_owned()).or_default().push(i);
         }
     }
-    let mut forced: HashMap<(&str, bool), Vec<usize>> = HashMap::new();
+    let mut forced: Ends = HashMap::new();
+    let mut revoked: Ends = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
-        if let Request::ForceRelease { semaphore } = op.request {
-            forced
-                .entry((op.name.as_str(), semaphore))
-                .or_default()
-                .push(i);
-        }
+        let (ends, semaphore) = match op.request {
+            Request::ForceRelease { semaphore } => (&mut forced, semaphore),
+            Request::Revoke { semaphore, .. } => (&mut revoked, semaphore),
+            _ => continue,
+        };
+        ends.entry((op.name.as_str(), semaphore))
+            .or_default()
+            .push(i);
     }
     let mut holds = Vec::new();
     for (lease, mut idx) in by_lease {
@@ -42,19 +45,50 @@ pub(super) fn derive_holds(ops: &[Op]) -> Vec<Hold> {
         } else {
             lease_hold(ops, &lease, &idx, &forced)
         };
-        if let Some(h) = hold {
+        if let Some(mut h) = hold {
+            revocation_cut(ops, &mut h, &revoked, is_redisson);
             holds.push(h);
         }
     }
     holds
 }
 
-fn redisson_hold(
-    ops: &[Op],
-    holder: &str,
-    idx: &[usize],
-    forced: &HashMap<(&str, bool), Vec<usize>>,
-) -> Option<Hold> {
+/// Admin requests that end holds, by (name, semaphore): force releases, revocations.
+type Ends<'a> = HashMap<(&'a str, bool), Vec<usize>>;
+
+/// An admin revocation evicts the leases it asked at its deadline, which the server set at
+/// its own time of the request plus the grace: a hold it may have asked ends, by the lower
+/// bound, no earlier than its grace after it was sent. (The upper bound stays: an eviction
+/// waits for Redis, and a release within the grace is seen by itself.)
+fn revocation_cut(ops: &[Op], h: &mut Hold, revoked: &Ends, redisson: bool) {
+    let semaphore = h.permits > 0;
+    for &r in revoked
+        .get(&(h.name.as_str(), semaphore))
+        .into_iter()
+        .flatten()
+    {
+        let op = &ops[r];
+        let Request::Revoke { grace_ms, .. } = op.request else {
+            continue;
+        };
+        let asked = match &op.outcome {
+            // (A Redisson-layout holder's lease id is not its holder name: any lease asked.)
+            Outcome::Revoked { leases } => {
+                leases.contains(&h.lease) || (redisson && !leases.is_empty())
+            }
+            other => other.uncertain(),
+        };
+        if asked && op.recv >= h.grant_lb {
+            let deadline = (op.send + grace_ms * 1000).saturating_sub(CLOCK_SLACK_US);
+            h.end = h.end.min(deadline.max(h.start));
+            if let Some((_, e)) = &mut h.excl {
+                *e = (*e).min(h.end);
+            }
+        }
+    }
+}
+
+fn redisson_hold(ops: &[Op], holder: &str, idx: &[usize], forced: &Ends) -> Option<Hold> {
     let lock = idx
         .iter()
         .copied()
@@ -113,12 +147,7 @@ fn redisson_hold(
     })
 }
 
-fn lease_hold(
-    ops: &[Op],
-    lease: &str,
-    idx: &[usize],
-    forced: &HashMap<(&str, bool), Vec<usize>>,
-) -> Option<Hold> {
+fn lease_hold(ops: &[Op], lease: &str, idx: &[usize], forced: &Ends) -> Option<Hold> {
     // The first answer that granted it: a new lease (201) or a ticket's poll.
     let first = idx.iter().copied().find(|&i| {
         matches!(ops[i].outcome, Outcome::Granted { .. })

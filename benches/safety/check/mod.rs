@@ -23,6 +23,10 @@
 //!    and terms that do not grow are found by 1. and 2.: each candidate that leads is a lease
 //!    of the election's name, its term the fence.
 //!
+//! 6. **Told before, not after** (`warnings.rs`): no write with a lease's fencing token is
+//!    accepted after its watch warned its holder (`expiring` not renewed since, or
+//!    `revocation_requested`) and the lease ended.
+//!
 //! Faults that lose Redis data (a restart without persistence, or an AOF missing its last
 //! second) cannot keep mutual exclusion across the loss: overlaps between a hold granted
 //! before the loss and one granted after it are reported as expected, not as failures. Fences
@@ -37,6 +41,7 @@ mod recovery;
 mod replies;
 mod self_check;
 mod semantics;
+mod warnings;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -53,6 +58,7 @@ use self::recovery::served_again;
 use self::replies::replies;
 pub use self::self_check::self_check;
 use self::semantics::semantics;
+use self::warnings::warnings;
 
 /// When a fault was on, and whether it lost Redis data at its start (a crash) or anywhere
 /// in it (a failover: what the old master granted until it was demoted).
@@ -122,6 +128,16 @@ pub struct Report {
     pub observer_resyncs: usize,
     /// Candidates granted after they left the line, resigned or were told they were out.
     pub granted_after_leaving: usize,
+    /// Warnings holders' watches told (`expiring`, `revocation_requested`; see `warnings`).
+    pub warned_expiring: usize,
+    pub warned_revocation: usize,
+    /// Leases the admin's revocations asked to let go; of those told so, released by their
+    /// holder within the grace, and evicted at the deadline.
+    pub revocations_asked: usize,
+    pub revocations_honoured: usize,
+    pub revocations_enforced: usize,
+    /// Writes the resource accepted from a holder already warned whose lease had ended.
+    pub written_after_warning: usize,
     /// What was injected, e.g. "redis-freeze x3".
     pub faults: String,
     pub violations: Vec<Violation>,
@@ -219,6 +235,7 @@ pub fn check(
     };
     elections(ops, &loss_between, &after_failover, &mut report);
     replies(ops, &mut report);
+    warnings(ops, &holds, &mut report);
     report
 }
 
@@ -235,7 +252,7 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, waiters answered 503 early {}, parked while free {}, not served again {}, server errors {}, semantic {}, replies for other requests {}; election terms {}, observer events {} (terms skipped {}, out of order {}, resyncs {}), granted after leaving {}; longest unavailability {} ms => {}",
+        "{label} seed={seed} (injected: {}): {} ops, {} acquisitions, {} grants ({} multileases); overlaps {} (expected after data loss {}), fence regressions {}, lost updates {}, refused in hold {} (stale writes refused {}, accepted before a newer holder wrote {}), late answers {}, waiters answered 503 early {}, parked while free {}, not served again {}, server errors {}, semantic {}, replies for other requests {}; election terms {}, observer events {} (terms skipped {}, out of order {}, resyncs {}), granted after leaving {}; warnings: expiring {}, revocation {}; revocations asked {} (honoured by release {}, enforced at the deadline {}), writes after a warning and the lease's end {}; longest unavailability {} ms => {}",
         if report.faults.is_empty() {
             "nothing"
         } else {
@@ -265,6 +282,12 @@ pub fn render(label: &str, seed: u64, report: &Report, limit: usize) -> String {
         report.observer_disorder,
         report.observer_resyncs,
         report.granted_after_leaving,
+        report.warned_expiring,
+        report.warned_revocation,
+        report.revocations_asked,
+        report.revocations_honoured,
+        report.revocations_enforced,
+        report.written_after_warning,
         report.longest_unavailable_us / 1000,
         if report.failed() { "VIOLATIONS" } else { "ok" }
     );

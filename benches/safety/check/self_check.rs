@@ -279,6 +279,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
     let granted_twice = vec![op(0, 0, 0, 1_000, acquire(None), granted("a", 2, 201))];
     let mut judged_histories = super::recovery::self_checks();
     judged_histories.extend(super::elections::self_checks());
+    judged_histories.extend(super::warnings::self_checks());
     judged_histories.extend([
         (
             "a release of the last level answered 410: the hold ended when it was sent, no overlap",

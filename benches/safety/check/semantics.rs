@@ -86,14 +86,17 @@ pub(super) fn semantics(
                 },
             ) => a == b && ra == rb,
             // A lease granted (or re-entered) first may have run out before the retry came, or
-            // an operator may have force-released its lock in between: a replay answers for
+            // an operator may have force-released (or revoked) its lock in between: a replay answers for
             // the lease as it is now, so "lost" is its honest answer then (a replayed grant
             // would tell the client it holds a lock it does not).
             (Outcome::Granted { ttl_ms, .. }, Outcome::Lost { .. }) => {
                 op.recv >= prev.send + ttl_ms * 1_000
                     || ops.iter().any(|f| {
                         f.name == op.name
-                            && matches!(f.request, Request::ForceRelease { .. })
+                            && matches!(
+                                f.request,
+                                Request::ForceRelease { .. } | Request::Revoke { .. }
+                            )
                             && f.send < op.recv
                             && f.recv > prev.send
                     })

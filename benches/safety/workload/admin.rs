@@ -1,12 +1,17 @@
-//! The admin client: force-releases a random name now and then.
+//! The admin client: force-releases a random name now and then, or (a share of its rounds)
+//! asks the holders of a held lock or semaphore to let go within a short grace.
 
 use std::time::Duration;
 
 use rand::RngExt as _;
+use serde_json::json;
 
-use super::{CLIENT_SLACK, Client};
+use super::{Answer, CLIENT_SLACK, Client, outcome_of};
 use crate::cluster::ADMIN_TOKEN;
-use crate::history::{Family, Request};
+use crate::history::{Family, Outcome, Request};
+
+/// The share of the admin's rounds that revoke rather than force-release.
+const REVOKE_SHARE: f64 = 0.3;
 
 impl Client {
     pub(super) async fn admin_round(&mut self) {
@@ -18,6 +23,11 @@ impl Client {
             self.shared.plan.families[self.rng.random_range(0..self.shared.plan.families.len())];
         // RedLock leases are not the admin's to force-release (the route acts on the main Redis).
         if family == Family::Redlock {
+            return;
+        }
+        // (An election's leader does not watch its term here: its revocation is left out.)
+        if family != Family::Election && self.rng.random_bool(REVOKE_SHARE) {
+            self.revoke_round(family).await;
             return;
         }
         let names = self.shared.plan.names(family);
@@ -43,5 +53,54 @@ impl Client {
             Request::ForceRelease { semaphore },
         )
         .await;
+    }
+}
+
+impl Client {
+    /// Asks the holders of one of the family's names to let go within 200-500 ms: the names
+    /// are tried in turn until one is held (a name nobody holds answers 404).
+    async fn revoke_round(&mut self, family: Family) {
+        let mut names = self.shared.plan.names(family);
+        let semaphore = family == Family::Semaphore;
+        let what = if semaphore { "semaphores" } else { "locks" };
+        while !names.is_empty() {
+            let name = names.swap_remove(self.rng.random_range(0..names.len()));
+            let grace_ms = self.rng.random_range(200..=500);
+            let op = self
+                .call_read(
+                    &name,
+                    family,
+                    reqwest::Method::POST,
+                    format!("/v1/admin/{what}/{name}/revoke"),
+                    Some(json!({"grace_ms": grace_ms, "reason": "harness"})),
+                    Some(ADMIN_TOKEN),
+                    None,
+                    CLIENT_SLACK,
+                    Request::Revoke {
+                        semaphore,
+                        grace_ms,
+                    },
+                    revoked,
+                )
+                .await;
+            if matches!(op.outcome, Outcome::Revoked { .. }) {
+                return;
+            }
+        }
+    }
+}
+
+/// A revocation's answer: the leases asked (a 200 with `leases`), or what any answer says.
+fn revoked(answer: &Result<Answer, String>) -> Outcome {
+    match answer {
+        Ok(a) if a.status == 200 && a.body["leases"].is_array() => Outcome::Revoked {
+            leases: a.body["leases"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l["lease_id"].as_str().map(str::to_owned))
+                .collect(),
+        },
+        _ => outcome_of(answer),
     }
 }

@@ -79,11 +79,17 @@ impl Client {
             _ => Beat::Never,
         };
         let pauser = self.id == 1 && self.shared.pausing.load(Ordering::Relaxed);
+        // One holder in four does not watch its lease, as a client without the watch: its
+        // overstays are left to fencing alone, which holder-pause keeps testing that way.
+        let _watch = self.rng.random_bool(0.75).then(|| self.open_watch(&h));
         let steps = self.rng.random_range(1..=6);
         self.touch(&h).await;
         for _ in 0..steps {
             if !self.running() {
                 break;
+            }
+            if self.heed(&mut h).await {
+                return;
             }
             let alive = match self.rng.random_range(0..10) {
                 0..=2 => {
@@ -97,7 +103,10 @@ impl Client {
                         Beat::Late => h.ttl_ms + 100,
                         _ => self.rng.random_range(0..=h.ttl_ms / 2),
                     };
-                    tokio::time::sleep(Duration::from_millis(nap)).await;
+                    h.signals.nap(Duration::from_millis(nap)).await;
+                    if h.signals.revoked() || h.signals.lost() {
+                        continue;
+                    }
                     if beat != Beat::Never {
                         self.heartbeat(&mut h).await
                     } else {
@@ -116,10 +125,16 @@ impl Client {
             }
         }
         if pauser {
-            // Stop heartbeating past the TTL, then write anyway: fencing must stop it once
-            // a newer holder has written.
+            // Stop heartbeating past the TTL (a paused process: it heeds nothing meanwhile),
+            // then write anyway: fencing must stop it once a newer holder has written. What
+            // its watch told while it was paused it heeds once it runs again.
             tokio::time::sleep(Duration::from_millis(h.ttl_ms + 300)).await;
-            self.resource_op(&h, true).await;
+            if h.signals.may_write(h.renewed_at) {
+                self.resource_op(&h, true).await;
+            }
+            return;
+        }
+        if self.heed(&mut h).await {
             return;
         }
         match self.rng.random_range(0..20) {
@@ -138,9 +153,23 @@ impl Client {
         }
     }
 
-    /// A fenced operation on the name's resource, if the client still believes it holds.
+    /// What the lease's watch said that ends the hold: a loss, or a revocation (released at
+    /// once, an ordinary release within the grace). True when the hold is over.
+    async fn heed(&mut self, h: &mut Held) -> bool {
+        if h.signals.lost() {
+            return true;
+        }
+        if h.signals.revoked() {
+            self.release(h, true).await;
+            return true;
+        }
+        false
+    }
+
+    /// A fenced operation on the name's resource, if the client still believes it holds and
+    /// its watch has not warned it (see `watch.rs`).
     pub(super) async fn touch(&mut self, h: &Held) {
-        if self.now() >= h.valid_until() {
+        if self.now() >= h.valid_until() || !h.signals.may_write(h.renewed_at) {
             return;
         }
         let exclusive = h.writes > 0 && h.kind != "semaphore";

@@ -10,7 +10,10 @@
 //!
 //! A client writes to the resource only while it believes it holds: before the send time of
 //! its last successful grant or renewal plus the TTL, less a margin; the pauser (see
-//! `--fault holder-pause`) breaks that rule on purpose.
+//! `--fault holder-pause`) breaks that rule on purpose. Most lock and semaphore holders also
+//! watch their lease (`watch.rs`) and act on it: no write once told `expiring` (until a
+//! heartbeat sent after it succeeds) or `revocation_requested` (then a release at once), and
+//! the hold ends with `lost`; the pauser heeds that too, once its pause is over.
 
 mod admin;
 mod election;
@@ -20,6 +23,7 @@ mod observer;
 mod redisson;
 mod semaphore;
 mod ticket;
+mod watch;
 
 pub use observer::spawn_observers;
 
@@ -110,6 +114,8 @@ struct Held {
     reads: u64,
     writes: u64,
     semaphore: bool,
+    /// What the lease's watch told (nothing, for a lease nobody watches).
+    signals: Arc<watch::Signals>,
 }
 
 impl Held {
@@ -478,6 +484,7 @@ impl Client {
             reads: u64::from(kind == "read"),
             writes: u64::from(kind != "read"),
             semaphore: family == Family::Semaphore && kind == "semaphore",
+            signals: Arc::default(),
         }
     }
 }
