@@ -149,3 +149,32 @@ async fn the_rust_client_tells_why_it_waits() {
     assert!(problem.held_for_ms().is_some(), "{problem:?}");
     assert!(problem.estimated_wait_ms().is_some(), "{problem:?}");
 }
+
+#[tokio::test]
+async fn leasehold_run_in_a_fair_line_says_its_place_and_estimate_once() {
+    use crate::helpers::cli::{code, finish, run_sh, stderr};
+    let app = spawn_app().await;
+    past_holds(&app, "deploy", "fair", 3, Duration::from_millis(200)).await;
+    let holder = app
+        .lease("deploy", json!({"kind": "fair", "holder": "ci@build1"}))
+        .await;
+    let run = run_sh(&app, &["--kind", "fair", "--wait", "30s"], "deploy", "true", &[])
+        .spawn()
+        .expect("start leasehold run");
+    // Its ticket stands in line: then let the holder go.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while app.inspect_lock("deploy").await.body["queue_length"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "never queued");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.release(&holder, true).await.assert_status(200);
+    let out = finish(run).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("waiting in line for deploy (position 1, behind ci@build1"),
+        "{said}"
+    );
+    assert!(said.contains("s to wait"), "{said}");
+    assert_eq!(said.matches("waiting in line").count(), 1, "{said}");
+}

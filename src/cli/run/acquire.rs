@@ -186,6 +186,7 @@ async fn wait_in_line(
     deadline: Instant,
     signals: &mut Signals,
 ) -> Result<Lease, Acquisition> {
+    super::say(in_line(lock, &ticket.ticket));
     let (id, token) = (ticket.ticket.ticket_id, ticket.token);
     loop {
         let wait = deadline.saturating_duration_since(Instant::now());
@@ -216,6 +217,23 @@ async fn wait_in_line(
             Err(e) => return Err(Acquisition::Failed(e)),
         }
     }
+}
+
+/// What a command waiting in a fair lock's line is told once: its place, whom it waits
+/// behind, and the server's estimate ("why am I waiting?").
+fn in_line(lock: &str, ticket: &crate::wire::TicketBody) -> String {
+    let behind = match (&ticket.held_by, ticket.held_for_ms) {
+        (Some(holder), Some(ms)) => format!(", behind {holder} (holding for {} s)", ms / 1000),
+        (None, Some(ms)) => format!(", behind a lease holding for {} s", ms / 1000),
+        _ => String::new(),
+    };
+    let estimate = ticket
+        .estimated_wait_ms
+        .map_or_else(String::new, |ms| format!("; about {} s to wait", ms.div_ceil(1000)));
+    format!(
+        "waiting in line for {lock} (position {}{behind}){estimate}",
+        ticket.position
+    )
 }
 
 /// Polls an election's candidate until it leads, leaving the line at the deadline (then
