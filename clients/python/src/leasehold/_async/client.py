@@ -17,8 +17,9 @@ from .. import _async_runtime as rt
 from .. import _core as core
 from .._version import __version__
 from . import election
+from .context import AsyncLeaseContext
 from .election import AsyncCampaign, AsyncTerm
-from .lease import AsyncLease, AsyncLeaseContext
+from .lease import AsyncLease
 
 log = logging.getLogger("leasehold")
 log.addHandler(logging.NullHandler())

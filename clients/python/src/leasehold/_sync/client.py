@@ -18,8 +18,9 @@ from .. import _sync_runtime as rt
 from .. import _core as core
 from .._version import __version__
 from . import election
+from .context import LeaseContext
 from .election import Campaign, Term
-from .lease import Lease, LeaseContext
+from .lease import Lease
 
 log = logging.getLogger("leasehold")
 log.addHandler(logging.NullHandler())
