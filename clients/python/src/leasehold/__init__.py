@@ -17,7 +17,7 @@ from ._async.client import AsyncClient
 from ._async.context import AsyncLeaseContext
 from ._async.election import AsyncCampaign, AsyncTerm
 from ._async.lease import AsyncLease
-from ._core import ElectionEvent, FenceCheck, Member, Revocation, Signal
+from ._core import ElectionEvent, FenceCheck, Member, Queued, Revocation, Signal
 from ._errors import (
     PROBLEM_CODES,
     Conflict,
@@ -61,6 +61,7 @@ __all__ = [
     "ElectionEvent",
     "FenceCheck",
     "Member",
+    "Queued",
     "Revocation",
     "Signal",
     "PROBLEM_CODES",

@@ -30,8 +30,13 @@ class LeaseContext:
         body: dict[str, Any],
         wait_ms: Optional[int],
         reentry_body: Optional[dict[str, Any]],
+        *,
+        on_queued: core.OnQueued = None,
+        expiring_slack_ms: Optional[int] = None,
     ) -> None:
         self._client = client
+        self._on_queued = on_queued
+        self._expiring_slack_ms = expiring_slack_ms
         self._target = target
         self._body = body
         self._wait_ms = wait_ms
@@ -51,7 +56,16 @@ class LeaseContext:
             held._reenter(self._reentry_body, self._wait_ms)
             lease, self._level = held, True
         else:
-            lease, self._level = client._new_lease(target, self._body, self._wait_ms), False
+            lease, self._level = (
+                client._new_lease(
+                    target,
+                    self._body,
+                    self._wait_ms,
+                    on_queued=self._on_queued,
+                    expiring_slack_ms=self._expiring_slack_ms,
+                ),
+                False,
+            )
         self._lease = lease
         if self._reentry_body is not None:
             self._held_token = core.push_held(id(client), target.name, lease)

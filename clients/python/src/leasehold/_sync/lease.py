@@ -72,6 +72,8 @@ class Lease:
         self.revocation_requested = rt.Event()
         self._listeners: list[Callable[[core.Signal], Any]] = []
         self._last_event_id: Optional[str] = None
+        #: When the watch tells ``expiring`` (ms before the end; None: the server's default).
+        self._expiring_slack_ms: Optional[int] = client._expiring_slack_ms
         self._gave_up = False  # lost by our own rule (the lease may still stand: release it)
         self._watching = rt.Event()  # set once a watch stream is open (for tests)
         self._token: str = grant.token or ""
@@ -383,6 +385,8 @@ class Lease:
         client = self._client
         path = core.watch_path(self._target, self.lease_id)
         timeout = httpx.Timeout(client._timeout, read=core.WATCH_READ_TIMEOUT)
+        slack = self._expiring_slack_ms
+        params = None if slack is None else {"expiring_slack_ms": slack}  # on every reopening too
         while not self._stop.is_set():
             pause = core.WATCH_RETRY_PAUSE
             headers = {"authorization": f"Bearer {self._token}", "accept": "text/event-stream"}
@@ -390,7 +394,9 @@ class Lease:
                 # The server goes on counting, and tells again what still stands.
                 headers["last-event-id"] = self._last_event_id
             try:
-                with client._http.stream("GET", path, headers=headers, timeout=timeout) as response:
+                with client._http.stream(
+                    "GET", path, params=params, headers=headers, timeout=timeout
+                ) as response:
                     if response.status_code == 200:
                         self._watching.set()
                         parser = core.SSEParser()
