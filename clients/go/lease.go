@@ -26,6 +26,7 @@ type Lease struct {
 	permits int
 	holder  string
 	members []Member
+	slack   time.Duration // the watch's expiring_slack_ms (0: the server's default)
 
 	ctx    context.Context // the work's: cancelled on loss, on release, or when Lock's ctx ends
 	cancel context.CancelFunc
@@ -61,7 +62,9 @@ type Lease struct {
 	lastEventID string
 }
 
-func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token string, sent time.Time) (*Lease, error) {
+// startLease keeps a granted lease: its heartbeats and its watch (told SignalExpiring at
+// slack before its end; zero: the client's WithExpiringSlack).
+func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token string, sent time.Time, slack time.Duration) (*Lease, error) {
 	if token == "" {
 		token = g.Token
 	}
@@ -77,6 +80,9 @@ func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token st
 		count = 1 // a multilease's grant counts no levels: it has one
 	}
 	kind := g.Kind
+	if slack <= 0 {
+		slack = c.expiringSlack
+	}
 	if p.shape == shapeMultilease {
 		kind = "multilease"
 	}
@@ -85,7 +91,7 @@ func (c *Client) startLease(ctx context.Context, p place, g *grantJSON, token st
 		fence: g.FencingToken, permits: g.Permits, holder: g.Holder, members: g.Members,
 		lost: make(chan struct{}), keeperDone: make(chan struct{}), watchDone: make(chan struct{}),
 		revoked: make(chan struct{}), signals: make(chan Signal, signalBufferSize),
-		ttl: ttl, count: count, renewedAt: sent, acked: g.acked.withMembers(g.Members),
+		ttl: ttl, count: count, renewedAt: sent, acked: g.acked.withMembers(g.Members), slack: slack,
 	}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	l.inner, l.stopInner = context.WithCancel(context.Background())
