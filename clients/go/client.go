@@ -23,7 +23,7 @@ const Version = "0.1.0"
 // for concurrent use; make one and share it.
 type Client struct {
 	base        *url.URL
-	err         error // an invalid base URL
+	err         error // an invalid base URL or option: every call fails with it
 	http        *http.Client
 	apiKey      string
 	holder      string
@@ -68,8 +68,17 @@ func WithoutWatch() Option { return func(c *Client) { c.watch = false } }
 
 // WithExpiringSlack sets when the lease watches tell SignalExpiring: once less than d is left
 // of a lease with no heartbeat since (default: a third of the TTL; the server takes at most
-// half of it).
-func WithExpiringSlack(d time.Duration) Option { return func(c *Client) { c.expiringSlack = d } }
+// half of it). LockOptions.ExpiringSlack sets one lock's. A negative d makes every call fail.
+func WithExpiringSlack(d time.Duration) Option {
+	return func(c *Client) {
+		c.expiringSlack = d
+		if d < 0 && c.err == nil {
+			c.err = errNegativeSlack
+		}
+	}
+}
+
+var errNegativeSlack = errors.New("leasehold: the expiring slack must be positive (zero: the server's default)")
 
 // DefaultURL is the server New talks to when given "" (the CLI's default too).
 const DefaultURL = "http://127.0.0.1:8080"
@@ -88,7 +97,7 @@ func New(baseURL string, opts ...Option) *Client {
 	}
 	c := &Client{
 		base:        u,
-		err:         bad,
+		err:         bad, // (an option may set it too)
 		userAgent:   "leasehold-go/" + Version,
 		reqTimeout:  35 * time.Second,
 		retryWindow: 30 * time.Second,
@@ -288,6 +297,9 @@ func newKey() string {
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
+
+// duration is ms milliseconds as a time.Duration (zero for none).
+func duration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 func ms(d time.Duration) int64 {
 	if d <= 0 {

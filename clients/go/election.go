@@ -161,7 +161,7 @@ func (c *Client) waitInLine(ctx context.Context, p place, cand *candidateJSON, d
 func (c *Client) startTerm(ctx context.Context, p place, cand *candidateJSON, token string, sent time.Time, value string) (*Term, error) {
 	g := &grantJSON{LeaseID: cand.CandidateID, Token: token, Kind: "election", Lock: p.name,
 		FencingToken: cand.Term, TTLms: cand.TTLms}
-	l, err := c.startLease(ctx, p, g, token, sent)
+	l, err := c.startLease(ctx, p, g, token, sent, 0)
 	if err != nil {
 		return nil, err
 	}

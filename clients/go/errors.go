@@ -33,13 +33,21 @@ type Problem struct {
 	// Wait is the server-side wait this acquire was allowed (wait_ms), when the answer says.
 	Wait time.Duration
 
-	Holder   string // lock_held: the holder's label
-	LeaseID  string // lock_held: the holding lease (empty for a Redisson client)
-	HolderID string // lock_held: the Redis hash field of the holder
-	HeldAs   string // kind_conflict: what the lock is used as
-	Limit    int    // limit_mismatch: the semaphore's limit
-	Mode     string // mode_not_held: the mode asked for
-	Reason   string // lease_lost: expired, released, force_released, left, ...
+	Holder string // lock_held: the holder's label
+	// HeldSince (lock_held) is when the holding lease was granted (RFC 3339; empty for a
+	// Redisson client), HeldFor how long it had been held when the server answered.
+	HeldSince string
+	HeldFor   time.Duration
+	// EstimatedWait (lock_held) is the server's estimate, from the name's recent hold times,
+	// of how long until the holder lets go; zero when it had none (fewer than three past holds
+	// of the name: Extra has no "estimated_wait_ms" then) or the holder is overdue.
+	EstimatedWait time.Duration
+	LeaseID       string // lock_held: the holding lease (empty for a Redisson client)
+	HolderID      string // lock_held: the Redis hash field of the holder
+	HeldAs        string // kind_conflict: what the lock is used as
+	Limit         int    // limit_mismatch: the semaphore's limit
+	Mode          string // mode_not_held: the mode asked for
+	Reason        string // lease_lost: expired, released, force_released, left, ...
 	// Member is the multilease's lock the problem is about: the member whose end ended it
 	// (lease_lost), or the one in use as another kind (kind_conflict).
 	Member string
@@ -119,6 +127,9 @@ type problemJSON struct {
 	RetryAfterMs *int64          `json:"retry_after_ms"`
 	WaitMs       *int64          `json:"wait_ms"`
 	Holder       string          `json:"holder"`
+	HeldSince    string          `json:"held_since"`
+	HeldForMs    int64           `json:"held_for_ms"`
+	EstimatedMs  int64           `json:"estimated_wait_ms"`
 	LeaseID      string          `json:"lease_id"`
 	HolderID     string          `json:"holder_id"`
 	HeldAs       string          `json:"held_as"`
@@ -161,6 +172,7 @@ func parseProblem(status int, header http.Header, body []byte) *Problem {
 		p.Holder, p.LeaseID, p.HolderID, p.HeldAs = pj.Holder, pj.LeaseID, pj.HolderID, pj.HeldAs
 		p.Limit, p.Mode, p.Reason = pj.Limit, pj.Mode, pj.Reason
 		p.Member, p.DelayedUntil, p.Members = pj.Member, pj.DelayedUntil, pj.Members
+		p.HeldSince, p.HeldFor, p.EstimatedWait = pj.HeldSince, duration(pj.HeldForMs), duration(pj.EstimatedMs)
 		_ = json.Unmarshal(body, &p.Extra)
 	} else {
 		p.Title = http.StatusText(status)

@@ -56,6 +56,35 @@ type LockOptions struct {
 	// holder that was paused finds nobody else writing yet. Zero: none. At most the server's
 	// --max-lock-delay-ms (60 s by default; beyond: 422 invalid_lock_delay).
 	LockDelay time.Duration
+	// OnQueued, if set, is called while a fair lock waits in line, with each answer in line
+	// (the first at once, then one per poll: at least every --max-wait-ms), from the goroutine
+	// that called Lock: keep it quick.
+	OnQueued func(Queued)
+	// ExpiringSlack sets when this lease's watch tells SignalExpiring: once less than it is
+	// left with no heartbeat since. Zero: the client's (WithExpiringSlack), else a third of the
+	// TTL; the server takes at most half of it. Negative: Lock fails.
+	ExpiringSlack time.Duration
+}
+
+// Queued is where a fair lock's waiter stands, as an answer in line tells it
+// (LockOptions.OnQueued).
+type Queued struct {
+	// Position in line: 1 is next.
+	Position int
+	// EstimatedWait is the server's estimate of the wait until this waiter's turn, from the
+	// name's recent hold times; zero when it has none (fewer than three past holds).
+	EstimatedWait time.Duration
+	// HeldBy is the holding lease's label, HeldFor how long it has held the lock.
+	HeldBy  string
+	HeldFor time.Duration
+}
+
+// waiting is what an acquire asks of the client rather than of the server: how long to wait,
+// whom to tell of each answer in line, and the new lease's watch slack (zero: the client's).
+type waiting struct {
+	wait     time.Duration
+	onQueued func(Queued)
+	slack    time.Duration
 }
 
 // SemaphoreOptions are the options of Client.Semaphore.
@@ -130,10 +159,19 @@ const (
 )
 
 type ticketJSON struct {
-	TicketID      string `json:"ticket_id"`
-	Token         string `json:"token"`
-	Position      int    `json:"position"`
-	PollTimeoutMs int64  `json:"poll_timeout_ms"`
+	TicketID        string `json:"ticket_id"`
+	Token           string `json:"token"`
+	Position        int    `json:"position"`
+	PollTimeoutMs   int64  `json:"poll_timeout_ms"`
+	HeldBy          string `json:"held_by"`
+	HeldForMs       int64  `json:"held_for_ms"`
+	EstimatedWaitMs int64  `json:"estimated_wait_ms"`
+}
+
+// queued is where the ticket stands, for LockOptions.OnQueued.
+func (t *ticketJSON) queued() Queued {
+	return Queued{Position: t.Position, EstimatedWait: duration(t.EstimatedWaitMs), HeldBy: t.HeldBy,
+		HeldFor: duration(t.HeldForMs)}
 }
 
 // Lock takes the lock name and keeps it until Release: it waits up to o.Wait while others
@@ -153,7 +191,10 @@ func (c *Client) Lock(ctx context.Context, name string, o LockOptions) (*Lease, 
 		delay := ms(o.LockDelay)
 		body.LockDelayMs = &delay
 	}
-	return c.acquire(ctx, lockPlace(name), body, o.Wait)
+	if o.ExpiringSlack < 0 {
+		return nil, errNegativeSlack
+	}
+	return c.acquire(ctx, lockPlace(name), body, waiting{wait: o.Wait, onQueued: o.OnQueued, slack: o.ExpiringSlack})
 }
 
 // Semaphore takes o.Permits (default 1) of the o.Limit permits of semaphore name, waiting up
@@ -165,7 +206,7 @@ func (c *Client) Semaphore(ctx context.Context, name string, o SemaphoreOptions)
 		holder = c.holder
 	}
 	body := &permitBody{Limit: o.Limit, Permits: o.Permits, TTLms: ms(o.TTL), Holder: holder, Metadata: o.Metadata}
-	return c.acquire(ctx, semaphorePlace(name), body, o.Wait)
+	return c.acquire(ctx, semaphorePlace(name), body, waiting{wait: o.Wait})
 }
 
 // WithLock runs fn under the lock: it takes it (Lock), runs fn with the lease's context,
@@ -197,7 +238,8 @@ func runHolding(ctx context.Context, lease *Lease, fn func(ctx context.Context, 
 	return fn(lease.Context(), lease)
 }
 
-func (c *Client) acquire(ctx context.Context, p place, body interface{}, wait time.Duration) (*Lease, error) {
+func (c *Client) acquire(ctx context.Context, p place, body interface{}, w waiting) (*Lease, error) {
+	wait := w.wait
 	if wait < 0 {
 		wait = 0
 	}
@@ -234,13 +276,13 @@ func (c *Client) acquire(ctx context.Context, p place, body interface{}, wait ti
 			if err := decode(resp, &g); err != nil {
 				return nil, err
 			}
-			return c.startLease(ctx, p, &g, g.Token, resp.sent)
+			return c.startLease(ctx, p, &g, g.Token, resp.sent, w.slack)
 		case http.StatusAccepted:
 			var t ticketJSON
 			if err := decode(resp, &t); err != nil {
 				return nil, err
 			}
-			return c.waitTicket(ctx, p, &t, deadline)
+			return c.waitTicket(ctx, p, &t, deadline, w)
 		default:
 			return nil, fmt.Errorf("leasehold: unexpected %d answer to an acquire", resp.status)
 		}
@@ -248,19 +290,26 @@ func (c *Client) acquire(ctx context.Context, p place, body interface{}, wait ti
 }
 
 // waitTicket long-polls a fair lock's ticket until it turns into the lease or the wait ends
-// (then it leaves the queue and answers lock_held, as a non-fair lock would).
-func (c *Client) waitTicket(ctx context.Context, p place, t *ticketJSON, deadline time.Time) (*Lease, error) {
+// (then it leaves the queue and answers lock_held, as a non-fair lock would, saying who held
+// the lock at the last answer in line). Each answer in line is told to w.onQueued.
+func (c *Client) waitTicket(ctx context.Context, p place, t *ticketJSON, deadline time.Time, w waiting) (*Lease, error) {
 	if t.Token == "" {
 		return nil, errNoToken
 	}
 	path := lockPath(p.name) + "/tickets/" + url.PathEscape(t.TicketID)
-	position := t.Position
+	last := t.queued()
 	for {
+		if w.onQueued != nil {
+			w.onQueued(last)
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			c.leaveQueue(ctx, path, t.Token)
 			return nil, &Problem{Status: http.StatusConflict, Code: CodeLockHeld, Title: "The lock is held by another lease",
-				Detail: fmt.Sprintf("still queued (position %d) when the wait ran out; left the queue", position)}
+				Detail:        fmt.Sprintf("still queued (position %d) when the wait ran out; left the queue", last.Position),
+				Holder:        last.HeldBy,
+				HeldFor:       last.HeldFor,
+				EstimatedWait: last.EstimatedWait}
 		}
 		q := url.Values{"wait_ms": {strconv.FormatInt(ms(left), 10)}}
 		// Polling again is safe: a ticket answers its grant again, never a second lease.
@@ -277,11 +326,11 @@ func (c *Client) waitTicket(ctx context.Context, p place, t *ticketJSON, deadlin
 			if err := decode(resp, &g); err != nil {
 				return nil, err
 			}
-			return c.startLease(ctx, p, &g, t.Token, resp.sent)
+			return c.startLease(ctx, p, &g, t.Token, resp.sent, w.slack)
 		case http.StatusAccepted:
 			var nt ticketJSON
 			if err := decode(resp, &nt); err == nil && nt.Position > 0 {
-				position = nt.Position
+				last = nt.queued()
 			}
 		default:
 			return nil, fmt.Errorf("leasehold: unexpected %d answer to a ticket poll", resp.status)

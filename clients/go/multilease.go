@@ -80,7 +80,7 @@ func (c *Client) Multilease(ctx context.Context, locks []MultiLock, o MultiOptio
 		holder = c.holder
 	}
 	body := &multiBody{Locks: locks, TTLms: ms(o.TTL), Holder: holder, Metadata: o.Metadata, LockDelayMs: ms(o.LockDelay)}
-	return c.acquire(ctx, multileasePlace(locks), body, o.Wait)
+	return c.acquire(ctx, multileasePlace(locks), body, waiting{wait: o.Wait})
 }
 
 // WithMultilease is WithLock for a multilease: it takes every lock, runs fn with the lease's

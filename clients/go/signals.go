@@ -257,11 +257,12 @@ func (c *Client) Revoke(ctx context.Context, name string, grace time.Duration, o
 	return &r, nil
 }
 
-// watchQuery is the watch's query: the client's expiring slack (WithExpiringSlack), for the
-// watches that tell signals (a multilease's tells only its loss).
+// watchQuery is the watch's query, on every opening (a reopening with Last-Event-ID too): the
+// lease's expiring slack (LockOptions.ExpiringSlack, else WithExpiringSlack), when set. A
+// multilease's watch tells expiring per member, by the same slack.
 func (l *Lease) watchQuery() url.Values {
-	if l.c.expiringSlack <= 0 || l.place.shape == shapeMultilease {
+	if l.slack <= 0 {
 		return nil
 	}
-	return url.Values{"expiring_slack_ms": {strconv.FormatInt(ms(l.c.expiringSlack), 10)}}
+	return url.Values{"expiring_slack_ms": {strconv.FormatInt(ms(l.slack), 10)}}
 }

@@ -13,6 +13,7 @@ import {
   checkOptions,
 } from "./options.js";
 import { leasePath, lockPlace, multileasePlace, semaphorePlace, type Place } from "./place.js";
+import { waitInQueue } from "./queue.js";
 import type {
   AcquireOptions,
   CampaignOptions,
@@ -48,6 +49,12 @@ export interface ClientOptions {
   timeoutMs?: number | undefined;
   /** How calls that are safe to repeat are retried after a 503, a 504 or a dropped connection. */
   retry?: RetryOptions | undefined;
+  /**
+   * When the leases' watches tell `expiring`: this many ms before the end with no renewal
+   * since (default: a third of the TTL; the server takes at most half of it). A lock's
+   * `expiringSlackMs` overrides it.
+   */
+  expiringSlackMs?: number | undefined;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch | undefined;
   /**
@@ -68,6 +75,9 @@ interface Target {
   body: Record<string, unknown>;
 }
 
+/** What an acquire takes: every kind's options, and a lock's own of this client's doing. */
+type Acquiring = AcquireOptions & Pick<LockOptions, "onQueued" | "expiringSlackMs">;
+
 const now = () => performance.now();
 
 /**
@@ -84,6 +94,7 @@ export class Client {
   readonly url: string;
   private readonly transport: Transport;
   private readonly releaseOnSignal: boolean;
+  private readonly expiringSlackMs: number | undefined;
 
   constructor(url?: string, options: ClientOptions = {}) {
     checkOptions(options, CLIENT_OPTIONS, "new Client()");
@@ -106,6 +117,7 @@ export class Client {
       },
     });
     this.releaseOnSignal = options.releaseOnSignal ?? true;
+    this.expiringSlackMs = checkSlack(options.expiringSlackMs, "new Client()");
   }
 
   /**
@@ -116,6 +128,7 @@ export class Client {
    */
   lock(name: string, options: LockOptions = {}): Promise<Lease> {
     checkOptions(options, LOCK_OPTIONS, "client.lock()");
+    checkSlack(options.expiringSlackMs, "client.lock()");
     const body: Record<string, unknown> = common(options);
     if (options.kind !== undefined) body["kind"] = options.kind;
     if (options.policy !== undefined) body["policy"] = options.policy;
@@ -289,7 +302,8 @@ export class Client {
   campaign(name: string, options: CampaignOptions): Promise<Term> {
     checkOptions(options, CAMPAIGN_OPTIONS, "client.campaign()");
     if (typeof options.value !== "string") return Promise.reject(new TypeError("client.campaign(): value is text"));
-    return campaign({ transport: this.transport, releaseOnSignal: this.releaseOnSignal }, name, options);
+    const ctx = { transport: this.transport, releaseOnSignal: this.releaseOnSignal, expiringSlackMs: this.expiringSlackMs };
+    return campaign(ctx, name, options);
   }
 
   /**
@@ -367,7 +381,7 @@ export class Client {
   }
 
   /** The acquire loop: retries, waits the server cut short, fair tickets. */
-  private async acquire(target: Target, options: AcquireOptions): Promise<Lease> {
+  private async acquire(target: Target, options: Acquiring): Promise<Lease> {
     const { signal } = options;
     signal?.throwIfAborted();
     const deadline = now() + Math.max(0, options.waitMs ?? 0);
@@ -406,7 +420,8 @@ export class Client {
         throw error;
       }
       if (reply.status === 202) {
-        const granted = await this.queue(target, reply.body as TicketBody, left, signal);
+        const ticket = reply.body as TicketBody;
+        const granted = await waitInQueue(this.transport, target.place.name, ticket, left, signal, options.onQueued);
         if (granted === undefined) continue; // the ticket expired: ask again, while the wait lasts
         return this.lease(target, granted.grant, granted.token, granted.sentAt, options);
       }
@@ -416,60 +431,12 @@ export class Client {
     }
   }
 
-  /** Polls a fair lock's ticket until its turn (the grant), the end of the wait, or its expiry (undefined). */
-  private async queue(
-    target: Target,
-    ticket: TicketBody,
-    left: () => number,
-    signal: AbortSignal | undefined,
-  ): Promise<{ grant: GrantBody; token: string; sentAt: number } | undefined> {
-    const token = ticket.token;
-    if (typeof token !== "string") throw new TypeError("the server's ticket carried no token");
-    const path = `/v1/locks/${enc(target.place.name)}/tickets/${enc(ticket.ticket_id)}`;
-    let position = ticket.position;
-    try {
-      for (;;) {
-        if (left() <= 0) {
-          await this.leaveQueue(path, token);
-          throw new LockHeldError({
-            type: "/problems/lock_held",
-            title: "The lock is held by someone else",
-            status: 409,
-            detail: `still queued for ${target.place.name}, at position ${position}, when the wait ran out`,
-            code: "lock_held",
-            position,
-          });
-        }
-        const sentAt = now();
-        const reply = await this.transport.request<GrantBody | TicketBody>({
-          method: "POST",
-          path,
-          query: () => ({ wait_ms: left() }),
-          token,
-          retry: true, // a poll after the grant answers with the same grant
-          signal,
-          accept: [202],
-        });
-        if (reply.status !== 202) return { grant: reply.body as GrantBody, token, sentAt };
-        position = (reply.body as TicketBody).position;
-      }
-    } catch (error) {
-      if (error instanceof LeaseLostError && error.code === "ticket_expired" && left() > 0) return undefined;
-      if (signal?.aborted) await this.leaveQueue(path, token);
-      throw error;
-    }
-  }
-
-  private async leaveQueue(path: string, token: string): Promise<void> {
-    await this.transport.request({ method: "DELETE", path, token, retry: true }).catch(() => {});
-  }
-
   private async lease(
     target: Target,
     grant: GrantBody,
     token: string,
     sentAt: number,
-    options: AcquireOptions,
+    options: Acquiring,
   ): Promise<Lease> {
     const lease = new Lease({
       transport: this.transport,
@@ -479,6 +446,7 @@ export class Client {
       sentAt,
       watch: options.watch ?? true,
       releaseOnSignal: this.releaseOnSignal,
+      expiringSlackMs: options.expiringSlackMs ?? this.expiringSlackMs,
     });
     if (options.signal?.aborted) {
       // Given up while the grant was on its way: give it back.
@@ -495,6 +463,14 @@ function common(options: AcquireOptions): Record<string, unknown> {
   if (options.holder !== undefined) body["holder"] = options.holder;
   if (options.metadata !== undefined) body["metadata"] = options.metadata;
   return body;
+}
+
+/** An `expiringSlackMs` option, checked: absent, or a positive number of ms. */
+function checkSlack(slackMs: number | undefined, where: string): number | undefined {
+  if (slackMs === undefined || (typeof slackMs === "number" && Number.isFinite(slackMs) && slackMs > 0)) {
+    return slackMs === undefined ? undefined : Math.ceil(slackMs);
+  }
+  throw new RangeError(`${where}: expiringSlackMs must be a positive number of ms, not ${String(slackMs)}`);
 }
 
 function enc(segment: string): string {

@@ -72,6 +72,7 @@ export class Term extends Lease {
 export interface CampaignContext {
   transport: Transport;
   releaseOnSignal: boolean;
+  expiringSlackMs: number | undefined;
 }
 
 /** @internal {@link Client.campaign}: stands, waits in line, and keeps the term it gets. */
@@ -177,7 +178,7 @@ async function keep(
     ttl_ms: candidate.ttl_ms ?? options.ttlMs ?? 30_000,
     expires_at: candidate.expires_at ?? new Date().toISOString(),
   };
-  const init = { transport: ctx.transport, place, token, grant, sentAt, watch: options.watch ?? true, releaseOnSignal: ctx.releaseOnSignal };
+  const init = { transport: ctx.transport, place, token, grant, sentAt, watch: options.watch ?? true, releaseOnSignal: ctx.releaseOnSignal, expiringSlackMs: ctx.expiringSlackMs };
   const term = new Term(init, candidate.value ?? options.value);
   if (options.signal?.aborted) {
     // Given up while the term was on its way: resign it.

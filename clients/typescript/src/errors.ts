@@ -111,6 +111,21 @@ export class LockHeldError extends ProblemError {
   get position(): number | undefined {
     return this.num("position");
   }
+  /** When the holding lease was granted (RFC 3339; undefined for a Redisson holder). */
+  get heldSince(): string | undefined {
+    return this.str("held_since");
+  }
+  /** How long the holder had held the lock when the server answered, in ms. */
+  get heldForMs(): number | undefined {
+    return this.num("held_for_ms");
+  }
+  /**
+   * The server's estimate of how long until the holder lets go, in ms, from the name's recent
+   * hold times (undefined until it has seen three).
+   */
+  get estimatedWaitMs(): number | undefined {
+    return this.num("estimated_wait_ms");
+  }
 }
 
 /**

@@ -62,6 +62,8 @@ export interface LeaseInit {
   sentAt: number;
   watch: boolean;
   releaseOnSignal: boolean;
+  /** The watch's `expiring_slack_ms` (undefined: the server's default). */
+  expiringSlackMs?: number | undefined;
 }
 
 /**
@@ -165,7 +167,7 @@ export class Lease implements AsyncDisposable {
     if (this.releaseOnSignal) track(this);
     this.armDeadline();
     void this.renewLoop();
-    if (init.watch) void this.watchLoop();
+    if (init.watch) void this.watchLoop(init.expiringSlackMs);
   }
 
   get state(): LeaseState {
@@ -594,11 +596,11 @@ export class Lease implements AsyncDisposable {
     }
   }
 
-  /** Follows the watch stream (see watch.ts) until the lease ends. */
-  private watchLoop(): Promise<void> {
+  /** Follows the watch stream (see watch.ts) until the lease ends, asking for its slack on every opening. */
+  private watchLoop(slackMs: number | undefined): Promise<void> {
     return watchLease(
       this.transport,
-      `${this.path}/watch`,
+      { path: `${this.path}/watch`, query: slackMs === undefined ? undefined : { expiring_slack_ms: slackMs } },
       this.token,
       this.stopper.signal,
       (loss) => this.lose(loss),

@@ -90,6 +90,25 @@ export interface TicketBody {
   poll_by: string;
   poll_timeout_ms: number;
   wait_ms?: number | null;
+  /** The holding lease's label. */
+  held_by?: string | null;
+  /** How long the holder has held the lock, in ms. */
+  held_for_ms?: number | null;
+  /** The server's estimate of the wait until this ticket's turn, in ms (absent: too few past holds). */
+  estimated_wait_ms?: number | null;
+}
+
+/**
+ * Where a fair lock's waiter stands, as an answer in line tells it ({@link LockOptions.onQueued}):
+ * `position` (1: next), `estimatedWaitMs` (the server's estimate of the wait until its turn,
+ * from the name's recent hold times; absent until it has seen three), `heldBy` (the holding
+ * lease's label) and `heldForMs` (how long it has held the lock).
+ */
+export interface Queued {
+  position: number;
+  estimatedWaitMs?: number;
+  heldBy?: string;
+  heldForMs?: number;
 }
 
 /** A successful heartbeat (a multilease's has `members` instead of `lock`, `fencing_token`, `reentry_count`). */
@@ -373,6 +392,17 @@ export interface LockOptions extends AcquireOptions {
    * `--max-lock-delay-ms` (60 s by default). Default 0: none.
    */
   lockDelayMs?: number | undefined;
+  /**
+   * While a fair lock waits in line: called with a {@link Queued} for each answer in line (at
+   * once, then once per poll, at least every `--max-wait-ms` of the server). Keep it quick.
+   */
+  onQueued?: ((queued: Queued) => void) | undefined;
+  /**
+   * This lease's watch tells `expiring` this many ms before its end with no renewal since
+   * (a positive number; default: the client's `expiringSlackMs`, else a third of the TTL; the
+   * server takes at most half of it).
+   */
+  expiringSlackMs?: number | undefined;
 }
 
 /** One lock of a multilease: a name (a reentrant lock), or a name and kind. */

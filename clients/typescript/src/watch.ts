@@ -5,7 +5,7 @@
  * given up (the heartbeats carry on) when the server will not let this lease be watched.
  */
 import { AuthError, LeaseLostError, NotFoundError, TransportError, lossError } from "./errors.js";
-import { isObject, link, sleep, toProblemError, type Transport } from "./http.js";
+import { isObject, link, sleep, toProblemError, type Query, type Transport } from "./http.js";
 import { readEvents, type SseEvent } from "./sse.js";
 
 /** How long the watch stream may stay silent (the server sends a comment every 15 s). */
@@ -27,14 +27,14 @@ export function asLoss(error: unknown): LeaseLostError | undefined {
 }
 
 /**
- * Follows the watch stream at `path` until `stop` aborts or the lease is lost: reports
+ * Follows the watch stream at `stream.path` (with `stream.query`) until `stop` aborts or the lease is lost: reports
  * `event: lost` at once (through `lose`, with the error `lost` makes of its data), and every
  * other event to `told`. Opened again, it sends the last `id:` read as `Last-Event-ID`: the
  * server goes on counting, and tells again what still stands.
  */
 export async function watchLease(
   transport: Transport,
-  path: string,
+  stream: { path: string; query: Query | undefined },
   token: string,
   stop: AbortSignal,
   lose: (loss: LeaseLostError) => void,
@@ -58,7 +58,12 @@ export async function watchLease(
     try {
       alive();
       const response = await transport.open(
-        { method: "GET", path, token, headers: lastId === undefined ? undefined : { "last-event-id": lastId } },
+        {
+          method: "GET",
+          ...stream,
+          token,
+          headers: lastId === undefined ? undefined : { "last-event-id": lastId },
+        },
         connection.signal,
       );
       if (!response.ok) {

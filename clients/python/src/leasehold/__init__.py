@@ -14,9 +14,10 @@ ends. :class:`AsyncClient` does the same for asyncio (``async with client.lock(.
 """
 
 from ._async.client import AsyncClient
+from ._async.context import AsyncLeaseContext
 from ._async.election import AsyncCampaign, AsyncTerm
-from ._async.lease import AsyncLease, AsyncLeaseContext
-from ._core import ElectionEvent, FenceCheck, Member, Revocation, Signal
+from ._async.lease import AsyncLease
+from ._core import ElectionEvent, FenceCheck, Member, Queued, Revocation, Signal
 from ._errors import (
     PROBLEM_CODES,
     Conflict,
@@ -40,8 +41,9 @@ from ._errors import (
     UpgradeRefused,
 )
 from ._sync.client import Client
+from ._sync.context import LeaseContext
 from ._sync.election import Campaign, Term
-from ._sync.lease import Lease, LeaseContext
+from ._sync.lease import Lease
 from ._version import __version__
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "ElectionEvent",
     "FenceCheck",
     "Member",
+    "Queued",
     "Revocation",
     "Signal",
     "PROBLEM_CODES",

@@ -37,6 +37,7 @@ from ._errors import (
     ProblemError,
     TicketExpired,
     TransportError,
+    left_the_line,
     make_problem,
 )
 from ._wire import (
@@ -50,16 +51,20 @@ from ._wire import (
     FenceCheck,
     Grant,
     Member,
+    OnQueued,
+    Queued,
     Revocation,
     Signal,
     Target,
     Ticket,
     acked,
     campaign_body,
+    expiring_slack,
     lock_body,
     multilease_request,
     segment,
     semaphore_body,
+    tell_queued,
 )
 
 T = TypeVar("T")
@@ -234,10 +239,12 @@ def acquire(
     timeout: float,
     state: AcquireState,
     reentry_token: Optional[str] = None,
+    on_queued: OnQueued = None,
 ) -> Plan[Grant]:
     """Takes a lease (or, with ``reentry_token``, one more level of that lease), waiting up
     to ``wait_s`` in all (``None``: without limit): re-asks when the server's own maximum
-    wait is shorter, follows a fair lock's ticket until its turn, and retries what may be
+    wait is shorter, follows a fair lock's ticket until its turn (telling ``on_queued`` of
+    each answer in line), and retries what may be
     retried with one ``Idempotency-Key``. Raises :class:`LockHeld` (or ``NoPermits``) when the
     wait ran out, or the problem the server answered. An election's campaign is one too: its
     202 is a place in line, polled until it leads; a place lost is reported, never re-taken."""
@@ -273,7 +280,8 @@ def acquire(
             queue_first = False
             ticket = _ticket(reply.body)
             state.ticket = ticket
-            granted = yield from _wait_in_line(target, ticket, deadline, timeout, state)
+            tell_queued(on_queued, reply.body)
+            granted = yield from _wait_in_line(target, ticket, deadline, timeout, state, on_queued)
             if granted is not None:
                 return granted
             # The ticket expired (a poll came too late): queue again, with a new key.
@@ -294,6 +302,7 @@ def _wait_in_line(
     deadline: float,
     timeout: float,
     state: AcquireState,
+    on_queued: OnQueued,
 ) -> Plan[Optional[Grant]]:
     path = target.ticket_path(ticket.ticket_id)
     # A fair lock's ticket is polled with POST; an election's candidate with GET (its 200
@@ -320,21 +329,11 @@ def _wait_in_line(
         if reply.status == 202:
             queued = reply.body if isinstance(reply.body, dict) else {}
             ticket.position = queued.get("position", ticket.position)
+            tell_queued(on_queued, queued)
             if now() >= deadline:
                 yield from leave(target, ticket, timeout)
                 state.ticket = None
-                raise LockHeld(
-                    409,
-                    "lock_held",
-                    f"still in line (position {ticket.position}) when the wait ran out; left the line",
-                    title="The lock is held by another lease",
-                    problem={
-                        "type": "/problems/lock_held",
-                        "status": 409,
-                        "code": "lock_held",
-                        "position": ticket.position,
-                    },
-                )
+                raise left_the_line(ticket.position, queued)
             continue
         problem = reply.problem()
         if isinstance(problem, TicketExpired) and now() < deadline and target.resource == LOCKS:

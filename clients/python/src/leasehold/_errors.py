@@ -84,11 +84,28 @@ class LockHeld(ProblemError):
 
     ``holder`` is the holder's label, ``lease_id`` its lease, ``holder_id`` the Redis field
     (a Redisson client shows as ``<uuid>:<thread>``), ``retry_after`` in seconds when the
-    server could tell when the lock should be free."""
+    server could tell when the lock should be free. Why the wait: ``held_since``,
+    ``held_for_ms`` and ``estimated_wait_ms`` (each ``None`` when the server did not say)."""
 
     @property
     def holder(self) -> Optional[str]:
         return self.problem.get("holder")
+
+    @property
+    def held_since(self) -> Optional[str]:
+        """When the holding lease was granted (RFC 3339); ``None`` for a Redisson holder."""
+        return _text(self.problem.get("held_since"))
+
+    @property
+    def held_for_ms(self) -> Optional[int]:
+        """How long the holder has held the lock, in ms, when the server answered."""
+        return _whole(self.problem.get("held_for_ms"))
+
+    @property
+    def estimated_wait_ms(self) -> Optional[int]:
+        """The server's estimate of how long until the holder lets go, in ms, from the name's
+        recent hold times; ``None`` until it has seen a few (three) holds of the name."""
+        return _whole(self.problem.get("estimated_wait_ms"))
 
     @property
     def lease_id(self) -> Optional[str]:
@@ -97,6 +114,14 @@ class LockHeld(ProblemError):
     @property
     def holder_id(self) -> Optional[str]:
         return self.problem.get("holder_id")
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _whole(value: Any) -> Optional[int]:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class LockDelay(LockHeld):
@@ -319,6 +344,22 @@ def make_problem(
         problem=problem,
         retry_after=retry_after,
     )
+
+
+def left_the_line(position: Optional[int], last: Any) -> LockHeld:
+    """The :class:`LockHeld` of a wait that ran out in line (a fair lock's queue, an
+    election's): the last answer in line (``last``) says who held the lock and for how long."""
+    queued: Mapping[str, Any] = last if isinstance(last, Mapping) else {}
+    problem: dict[str, Any] = {"type": "/problems/lock_held", "status": 409, "code": "lock_held", "position": position}
+    for ours, theirs in (
+        ("holder", "held_by"),
+        ("held_for_ms", "held_for_ms"),
+        ("estimated_wait_ms", "estimated_wait_ms"),
+    ):
+        if queued.get(theirs) is not None:
+            problem[ours] = queued[theirs]
+    detail = f"still in line (position {position}) when the wait ran out; left the line"
+    return LockHeld(409, "lock_held", detail, title="The lock is held by another lease", problem=problem)
 
 
 def lost(

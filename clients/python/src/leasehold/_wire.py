@@ -5,9 +5,10 @@ lock's ticket, a fence check, where a lease lives (:class:`Target`), and the req
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from urllib.parse import quote
 
 if TYPE_CHECKING:
@@ -132,6 +133,59 @@ class Ticket:
     ticket_id: str
     token: str
     position: Optional[int]
+
+
+@dataclass(frozen=True)
+class Queued:
+    """Where a fair lock's waiter stands, as each answer in line tells it (``on_queued``):
+    ``position`` (1: next), ``estimated_wait_ms`` (the server's estimate of the wait until its
+    turn; ``None`` until the server has seen a few holds of the name), ``held_by`` (the holding
+    lease's label) and ``held_for_ms`` (how long it has held the lock)."""
+
+    position: Optional[int]
+    estimated_wait_ms: Optional[int] = None
+    held_by: Optional[str] = None
+    held_for_ms: Optional[int] = None
+
+    @classmethod
+    def parse(cls, body: Any) -> Queued:
+        body = body if isinstance(body, Mapping) else {}
+
+        def number(value: Any) -> Optional[int]:
+            return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        held_by = body.get("held_by")
+        return cls(
+            position=number(body.get("position")),
+            estimated_wait_ms=number(body.get("estimated_wait_ms")),
+            held_by=held_by if isinstance(held_by, str) else None,
+            held_for_ms=number(body.get("held_for_ms")),
+        )
+
+
+#: What ``on_queued`` is: called with each :class:`Queued` while a fair lock's acquire waits.
+OnQueued = Optional[Callable[[Queued], Any]]
+
+
+def tell_queued(on_queued: OnQueued, body: Any) -> None:
+    """Tells ``on_queued`` where a waiter stands (an answer in line's body); a callback that
+    raises is logged, and the wait goes on: the hook only watches it."""
+    if on_queued is None:
+        return
+    try:
+        on_queued(Queued.parse(body))
+    except Exception:
+        logging.getLogger("leasehold").exception("an on_queued callback failed")
+
+
+def expiring_slack(value: Optional[int]) -> Optional[int]:
+    """An ``expiring_slack_ms`` option, checked: ``None`` (the server's default, a third of the
+    TTL) or a positive whole number of ms (the server takes at most half the TTL)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"expiring_slack_ms must be a positive whole number of ms (or None), not {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

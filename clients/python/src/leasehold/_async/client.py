@@ -17,8 +17,9 @@ from .. import _async_runtime as rt
 from .. import _core as core
 from .._version import __version__
 from . import election
+from .context import AsyncLeaseContext
 from .election import AsyncCampaign, AsyncTerm
-from .lease import AsyncLease, AsyncLeaseContext
+from .lease import AsyncLease
 
 log = logging.getLogger("leasehold")
 log.addHandler(logging.NullHandler())
@@ -45,7 +46,9 @@ class AsyncClient:
     detection to heartbeats alone (for proxies that cut server-sent events).
     ``handle_sigterm`` (default on) makes SIGTERM unwind and release while leases are held.
     ``http2=True`` needs the ``leasehold[http2]`` extra. ``transport`` (an httpx transport)
-    is passed on to httpx, as are ``verify`` and ``headers``."""
+    is passed on to httpx, as are ``verify`` and ``headers``. ``expiring_slack_ms``: when the
+    leases' watches tell ``expiring`` (that long before the end with no renewal since; default
+    a third of the TTL, at most half of it); ``lock()`` may set its own."""
 
     def __init__(
         self,
@@ -59,8 +62,10 @@ class AsyncClient:
         verify: Any = True,
         headers: Optional[Mapping[str, str]] = None,
         transport: Optional[httpx.AsyncBaseTransport] = None,
+        expiring_slack_ms: Optional[int] = None,
     ) -> None:
         self.url = core.resolve_url(url)
+        self._expiring_slack_ms = core.expiring_slack(expiring_slack_ms)
         self._timeout = float(timeout)
         self._watch = watch
         self._handle_sigterm = handle_sigterm
@@ -138,13 +143,14 @@ class AsyncClient:
         body: dict[str, Any],
         wait_ms: Optional[int],
         reentry_of: Optional[AsyncLease] = None,
+        on_queued: core.OnQueued = None,
     ) -> core.Grant:
         """Runs an acquire (or reentry) plan; cut short, it gives back what it got."""
         state = core.AcquireState()
         wait_s = None if wait_ms is None else wait_ms / 1000
         token = reentry_of._token if reentry_of is not None else None
         try:
-            return await self._drive(core.acquire(target, body, wait_s, self._timeout, state, token))
+            return await self._drive(core.acquire(target, body, wait_s, self._timeout, state, token, on_queued))
         except BaseException:
             cleanup = core.abandon(target, state, self._timeout)
             if cleanup is not None:
@@ -154,9 +160,19 @@ class AsyncClient:
                     pass  # goes on in the background; the first exception is what counts
             raise
 
-    async def _new_lease(self, target: core.Target, body: dict[str, Any], wait_ms: Optional[int]) -> AsyncLease:
-        grant = await self._take(target, body, wait_ms)
+    async def _new_lease(
+        self,
+        target: core.Target,
+        body: dict[str, Any],
+        wait_ms: Optional[int],
+        *,
+        on_queued: core.OnQueued = None,
+        expiring_slack_ms: Optional[int] = None,
+    ) -> AsyncLease:
+        grant = await self._take(target, body, wait_ms, on_queued=on_queued)
         lease = (AsyncTerm if target.resource == core.ELECTIONS else AsyncLease)(self, target, grant)
+        if expiring_slack_ms is not None:
+            lease._expiring_slack_ms = expiring_slack_ms
         try:
             await lease._start()
         except BaseException:
@@ -177,6 +193,8 @@ class AsyncClient:
         policy: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
         lock_delay_ms: Optional[int] = None,
+        on_queued: core.OnQueued = None,
+        expiring_slack_ms: Optional[int] = None,
     ) -> AsyncLease:
         """Takes a new lease on the lock ``name`` and keeps it alive until ``release()`` (or
         the end of a ``with lease:`` block). Prefer :meth:`lock`, which releases by itself
@@ -187,11 +205,17 @@ class AsyncClient:
         ``redlock``. ``policy``: for read/write locks, ``readers_first`` (default) or
         ``fifo``. ``holder``: a label for people (default ``user@host (pid N)``).
         ``lock_delay_ms``: should the lease end other than by a release, the lock refuses new
-        leases that long (:class:`LockDelay`).
+        leases that long (:class:`LockDelay`). ``on_queued``: while a fair lock waits in line,
+        called with a :class:`Queued` (``position``, ``estimated_wait_ms``, ``held_by``,
+        ``held_for_ms``) for each answer in line, from the waiting thread or task (keep it
+        quick). ``expiring_slack_ms``: this lease's watch tells ``expiring`` that long before
+        its end with no renewal since (default: the client's, else a third of the TTL).
 
         Raises :class:`LockHeld` when the wait runs out, and the typed problem otherwise."""
         body = core.lock_body(ttl_ms, holder or core.default_holder(), kind, policy, metadata, lock_delay_ms)
-        return await self._new_lease(core.Target(core.LOCKS, name), body, wait_ms)
+        slack = core.expiring_slack(expiring_slack_ms)
+        target = core.Target(core.LOCKS, name)
+        return await self._new_lease(target, body, wait_ms, on_queued=on_queued, expiring_slack_ms=slack)
 
     def lock(
         self,
@@ -204,6 +228,8 @@ class AsyncClient:
         policy: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
         lock_delay_ms: Optional[int] = None,
+        on_queued: core.OnQueued = None,
+        expiring_slack_ms: Optional[int] = None,
     ) -> AsyncLeaseContext:
         """``with client.lock(name) as lease:`` holds the lock for the block: the lease is
         renewed every TTL/3 and watched for loss (``lease.lost`` is set the moment it is
@@ -219,7 +245,9 @@ class AsyncClient:
         :meth:`acquire`."""
         body = core.lock_body(ttl_ms, holder or core.default_holder(), kind, policy, metadata, lock_delay_ms)
         reentry = core.lock_body(None, None, kind, policy, None, None)  # keeps the lease's TTL and delay
-        return AsyncLeaseContext(self, core.Target(core.LOCKS, name), body, wait_ms, reentry)
+        slack = core.expiring_slack(expiring_slack_ms)
+        target = core.Target(core.LOCKS, name)
+        return AsyncLeaseContext(self, target, body, wait_ms, reentry, on_queued=on_queued, expiring_slack_ms=slack)
 
     async def acquire_semaphore(
         self,

@@ -18,7 +18,8 @@ import httpx
 from .. import _async_runtime as rt
 from .. import _core as core
 from .._errors import LeaseLost, ProblemError, lost, make_problem
-from .lease import AsyncLease, AsyncLeaseContext
+from .context import AsyncLeaseContext
+from .lease import AsyncLease
 
 if TYPE_CHECKING:
     from .client import AsyncClient

@@ -1,5 +1,5 @@
-"""A held lease, kept alive and watched: :class:`AsyncLease`, and :class:`AsyncLeaseContext`
-(what ``lock()``, ``semaphore()`` and ``multilease()`` return).
+"""A held lease, kept alive and watched: :class:`AsyncLease` (``context.py`` holds one for a
+``with`` block).
 
 The source of ``_sync/lease.py``, which ``scripts/generate_sync.py`` makes from it (unasync):
 edit this file, then regenerate. It runs on ``_async_runtime``; the generated twin on
@@ -71,6 +71,8 @@ class AsyncLease:
         self.revocation_requested = rt.Event()
         self._listeners: list[Callable[[core.Signal], Any]] = []
         self._last_event_id: Optional[str] = None
+        #: When the watch tells ``expiring`` (ms before the end; None: the server's default).
+        self._expiring_slack_ms: Optional[int] = client._expiring_slack_ms
         self._gave_up = False  # lost by our own rule (the lease may still stand: release it)
         self._watching = rt.Event()  # set once a watch stream is open (for tests)
         self._token: str = grant.token or ""
@@ -382,6 +384,8 @@ class AsyncLease:
         client = self._client
         path = core.watch_path(self._target, self.lease_id)
         timeout = httpx.Timeout(client._timeout, read=core.WATCH_READ_TIMEOUT)
+        slack = self._expiring_slack_ms
+        params = None if slack is None else {"expiring_slack_ms": slack}  # on every reopening too
         while not self._stop.is_set():
             pause = core.WATCH_RETRY_PAUSE
             headers = {"authorization": f"Bearer {self._token}", "accept": "text/event-stream"}
@@ -389,7 +393,9 @@ class AsyncLease:
                 # The server goes on counting, and tells again what still stands.
                 headers["last-event-id"] = self._last_event_id
             try:
-                async with client._http.stream("GET", path, headers=headers, timeout=timeout) as response:
+                async with client._http.stream(
+                    "GET", path, params=params, headers=headers, timeout=timeout
+                ) as response:
                     if response.status_code == 200:
                         self._watching.set()
                         parser = core.SSEParser()
@@ -464,61 +470,3 @@ class AsyncLease:
         else:
             with self._mutex:
                 self.reentry_count = int(body.get("reentry_count", self.reentry_count - 1))
-
-
-class AsyncLeaseContext:
-    """What ``lock()``, ``semaphore()`` and ``multilease()`` return: a context manager whose
-    block holds the lease (``with ... as lease``). Reusable, one block at a time."""
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        target: core.Target,
-        body: dict[str, Any],
-        wait_ms: Optional[int],
-        reentry_body: Optional[dict[str, Any]],
-    ) -> None:
-        self._client = client
-        self._target = target
-        self._body = body
-        self._wait_ms = wait_ms
-        self._reentry_body = reentry_body
-        self._lease: Optional[AsyncLease] = None
-        self._level = False
-        self._held_token: Any = None
-
-    async def __aenter__(self) -> AsyncLease:
-        if self._lease is not None:
-            raise RuntimeError("this lock() is already in use; call client.lock() again for another block")
-        client, target = self._client, self._target
-        held: Optional[AsyncLease] = None
-        if self._reentry_body is not None:
-            held = core.held_lease(id(client), target.name)
-        if held is not None and self._reentry_body is not None and not held._finished():
-            await held._reenter(self._reentry_body, self._wait_ms)
-            lease, self._level = held, True
-        else:
-            lease, self._level = await client._new_lease(target, self._body, self._wait_ms), False
-        self._lease = lease
-        if self._reentry_body is not None:
-            self._held_token = core.push_held(id(client), target.name, lease)
-        return lease
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        lease, self._lease = self._lease, None
-        if lease is None:
-            return
-        if self._held_token is not None:
-            core.pop_held(self._held_token, lease)
-            self._held_token = None
-        if self._level:
-            kind = (self._reentry_body or {}).get("kind")
-            await lease._release_level(kind if kind in ("read", "write") else None)
-        else:
-            await lease.release()
-        lease._raise_if_lost(exc)

@@ -18,8 +18,9 @@ from .. import _sync_runtime as rt
 from .. import _core as core
 from .._version import __version__
 from . import election
+from .context import LeaseContext
 from .election import Campaign, Term
-from .lease import Lease, LeaseContext
+from .lease import Lease
 
 log = logging.getLogger("leasehold")
 log.addHandler(logging.NullHandler())
@@ -46,7 +47,9 @@ class Client:
     detection to heartbeats alone (for proxies that cut server-sent events).
     ``handle_sigterm`` (default on) makes SIGTERM unwind and release while leases are held.
     ``http2=True`` needs the ``leasehold[http2]`` extra. ``transport`` (an httpx transport)
-    is passed on to httpx, as are ``verify`` and ``headers``."""
+    is passed on to httpx, as are ``verify`` and ``headers``. ``expiring_slack_ms``: when the
+    leases' watches tell ``expiring`` (that long before the end with no renewal since; default
+    a third of the TTL, at most half of it); ``lock()`` may set its own."""
 
     def __init__(
         self,
@@ -60,8 +63,10 @@ class Client:
         verify: Any = True,
         headers: Optional[Mapping[str, str]] = None,
         transport: Optional[httpx.BaseTransport] = None,
+        expiring_slack_ms: Optional[int] = None,
     ) -> None:
         self.url = core.resolve_url(url)
+        self._expiring_slack_ms = core.expiring_slack(expiring_slack_ms)
         self._timeout = float(timeout)
         self._watch = watch
         self._handle_sigterm = handle_sigterm
@@ -139,13 +144,14 @@ class Client:
         body: dict[str, Any],
         wait_ms: Optional[int],
         reentry_of: Optional[Lease] = None,
+        on_queued: core.OnQueued = None,
     ) -> core.Grant:
         """Runs an acquire (or reentry) plan; cut short, it gives back what it got."""
         state = core.AcquireState()
         wait_s = None if wait_ms is None else wait_ms / 1000
         token = reentry_of._token if reentry_of is not None else None
         try:
-            return self._drive(core.acquire(target, body, wait_s, self._timeout, state, token))
+            return self._drive(core.acquire(target, body, wait_s, self._timeout, state, token, on_queued))
         except BaseException:
             cleanup = core.abandon(target, state, self._timeout)
             if cleanup is not None:
@@ -155,9 +161,19 @@ class Client:
                     pass  # goes on in the background; the first exception is what counts
             raise
 
-    def _new_lease(self, target: core.Target, body: dict[str, Any], wait_ms: Optional[int]) -> Lease:
-        grant = self._take(target, body, wait_ms)
+    def _new_lease(
+        self,
+        target: core.Target,
+        body: dict[str, Any],
+        wait_ms: Optional[int],
+        *,
+        on_queued: core.OnQueued = None,
+        expiring_slack_ms: Optional[int] = None,
+    ) -> Lease:
+        grant = self._take(target, body, wait_ms, on_queued=on_queued)
         lease = (Term if target.resource == core.ELECTIONS else Lease)(self, target, grant)
+        if expiring_slack_ms is not None:
+            lease._expiring_slack_ms = expiring_slack_ms
         try:
             lease._start()
         except BaseException:
@@ -178,6 +194,8 @@ class Client:
         policy: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
         lock_delay_ms: Optional[int] = None,
+        on_queued: core.OnQueued = None,
+        expiring_slack_ms: Optional[int] = None,
     ) -> Lease:
         """Takes a new lease on the lock ``name`` and keeps it alive until ``release()`` (or
         the end of a ``with lease:`` block). Prefer :meth:`lock`, which releases by itself
@@ -188,11 +206,17 @@ class Client:
         ``redlock``. ``policy``: for read/write locks, ``readers_first`` (default) or
         ``fifo``. ``holder``: a label for people (default ``user@host (pid N)``).
         ``lock_delay_ms``: should the lease end other than by a release, the lock refuses new
-        leases that long (:class:`LockDelay`).
+        leases that long (:class:`LockDelay`). ``on_queued``: while a fair lock waits in line,
+        called with a :class:`Queued` (``position``, ``estimated_wait_ms``, ``held_by``,
+        ``held_for_ms``) for each answer in line, from the waiting thread or task (keep it
+        quick). ``expiring_slack_ms``: this lease's watch tells ``expiring`` that long before
+        its end with no renewal since (default: the client's, else a third of the TTL).
 
         Raises :class:`LockHeld` when the wait runs out, and the typed problem otherwise."""
         body = core.lock_body(ttl_ms, holder or core.default_holder(), kind, policy, metadata, lock_delay_ms)
-        return self._new_lease(core.Target(core.LOCKS, name), body, wait_ms)
+        slack = core.expiring_slack(expiring_slack_ms)
+        target = core.Target(core.LOCKS, name)
+        return self._new_lease(target, body, wait_ms, on_queued=on_queued, expiring_slack_ms=slack)
 
     def lock(
         self,
@@ -205,6 +229,8 @@ class Client:
         policy: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
         lock_delay_ms: Optional[int] = None,
+        on_queued: core.OnQueued = None,
+        expiring_slack_ms: Optional[int] = None,
     ) -> LeaseContext:
         """``with client.lock(name) as lease:`` holds the lock for the block: the lease is
         renewed every TTL/3 and watched for loss (``lease.lost`` is set the moment it is
@@ -220,7 +246,9 @@ class Client:
         :meth:`acquire`."""
         body = core.lock_body(ttl_ms, holder or core.default_holder(), kind, policy, metadata, lock_delay_ms)
         reentry = core.lock_body(None, None, kind, policy, None, None)  # keeps the lease's TTL and delay
-        return LeaseContext(self, core.Target(core.LOCKS, name), body, wait_ms, reentry)
+        slack = core.expiring_slack(expiring_slack_ms)
+        target = core.Target(core.LOCKS, name)
+        return LeaseContext(self, target, body, wait_ms, reentry, on_queued=on_queued, expiring_slack_ms=slack)
 
     def acquire_semaphore(
         self,

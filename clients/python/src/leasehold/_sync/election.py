@@ -19,7 +19,8 @@ import httpx
 from .. import _sync_runtime as rt
 from .. import _core as core
 from .._errors import LeaseLost, ProblemError, lost, make_problem
-from .lease import Lease, LeaseContext
+from .context import LeaseContext
+from .lease import Lease
 
 if TYPE_CHECKING:
     from .client import Client

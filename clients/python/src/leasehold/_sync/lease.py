@@ -1,6 +1,6 @@
 # Generated from ../_async/lease.py by scripts/generate_sync.py (unasync): edit that file, not this one.
-"""A held lease, kept alive and watched: :class:`AsyncLease`, and :class:`AsyncLeaseContext`
-(what ``lock()``, ``semaphore()`` and ``multilease()`` return).
+"""A held lease, kept alive and watched: :class:`AsyncLease` (``context.py`` holds one for a
+``with`` block).
 
 The source of ``_sync/lease.py``, which ``scripts/generate_sync.py`` makes from it (unasync):
 edit this file, then regenerate. It runs on ``_async_runtime``; the generated twin on
@@ -72,6 +72,8 @@ class Lease:
         self.revocation_requested = rt.Event()
         self._listeners: list[Callable[[core.Signal], Any]] = []
         self._last_event_id: Optional[str] = None
+        #: When the watch tells ``expiring`` (ms before the end; None: the server's default).
+        self._expiring_slack_ms: Optional[int] = client._expiring_slack_ms
         self._gave_up = False  # lost by our own rule (the lease may still stand: release it)
         self._watching = rt.Event()  # set once a watch stream is open (for tests)
         self._token: str = grant.token or ""
@@ -383,6 +385,8 @@ class Lease:
         client = self._client
         path = core.watch_path(self._target, self.lease_id)
         timeout = httpx.Timeout(client._timeout, read=core.WATCH_READ_TIMEOUT)
+        slack = self._expiring_slack_ms
+        params = None if slack is None else {"expiring_slack_ms": slack}  # on every reopening too
         while not self._stop.is_set():
             pause = core.WATCH_RETRY_PAUSE
             headers = {"authorization": f"Bearer {self._token}", "accept": "text/event-stream"}
@@ -390,7 +394,9 @@ class Lease:
                 # The server goes on counting, and tells again what still stands.
                 headers["last-event-id"] = self._last_event_id
             try:
-                with client._http.stream("GET", path, headers=headers, timeout=timeout) as response:
+                with client._http.stream(
+                    "GET", path, params=params, headers=headers, timeout=timeout
+                ) as response:
                     if response.status_code == 200:
                         self._watching.set()
                         parser = core.SSEParser()
@@ -465,61 +471,3 @@ class Lease:
         else:
             with self._mutex:
                 self.reentry_count = int(body.get("reentry_count", self.reentry_count - 1))
-
-
-class LeaseContext:
-    """What ``lock()``, ``semaphore()`` and ``multilease()`` return: a context manager whose
-    block holds the lease (``with ... as lease``). Reusable, one block at a time."""
-
-    def __init__(
-        self,
-        client: Client,
-        target: core.Target,
-        body: dict[str, Any],
-        wait_ms: Optional[int],
-        reentry_body: Optional[dict[str, Any]],
-    ) -> None:
-        self._client = client
-        self._target = target
-        self._body = body
-        self._wait_ms = wait_ms
-        self._reentry_body = reentry_body
-        self._lease: Optional[Lease] = None
-        self._level = False
-        self._held_token: Any = None
-
-    def __enter__(self) -> Lease:
-        if self._lease is not None:
-            raise RuntimeError("this lock() is already in use; call client.lock() again for another block")
-        client, target = self._client, self._target
-        held: Optional[Lease] = None
-        if self._reentry_body is not None:
-            held = core.held_lease(id(client), target.name)
-        if held is not None and self._reentry_body is not None and not held._finished():
-            held._reenter(self._reentry_body, self._wait_ms)
-            lease, self._level = held, True
-        else:
-            lease, self._level = client._new_lease(target, self._body, self._wait_ms), False
-        self._lease = lease
-        if self._reentry_body is not None:
-            self._held_token = core.push_held(id(client), target.name, lease)
-        return lease
-
-    def __exit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        lease, self._lease = self._lease, None
-        if lease is None:
-            return
-        if self._held_token is not None:
-            core.pop_held(self._held_token, lease)
-            self._held_token = None
-        if self._level:
-            kind = (self._reentry_body or {}).get("kind")
-            lease._release_level(kind if kind in ("read", "write") else None)
-        else:
-            lease.release()
-        lease._raise_if_lost(exc)
