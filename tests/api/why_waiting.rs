@@ -158,9 +158,15 @@ async fn leasehold_run_in_a_fair_line_says_its_place_and_estimate_once() {
     let holder = app
         .lease("deploy", json!({"kind": "fair", "holder": "ci@build1"}))
         .await;
-    let run = run_sh(&app, &["--kind", "fair", "--wait", "30s"], "deploy", "true", &[])
-        .spawn()
-        .expect("start leasehold run");
+    let run = run_sh(
+        &app,
+        &["--kind", "fair", "--wait", "30s"],
+        "deploy",
+        "true",
+        &[],
+    )
+    .spawn()
+    .expect("start leasehold run");
     // Its ticket stands in line: then let the holder go.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while app.inspect_lock("deploy").await.body["queue_length"] != 1 {
@@ -177,4 +183,37 @@ async fn leasehold_run_in_a_fair_line_says_its_place_and_estimate_once() {
     );
     assert!(said.contains("s to wait"), "{said}");
     assert_eq!(said.matches("waiting in line").count(), 1, "{said}");
+}
+
+#[tokio::test]
+async fn the_rust_clients_watch_takes_an_expiring_slack() {
+    use leasehold::client::{AcquireOptions, Acquired, Client, Resource, WatchEvent};
+    let app = spawn_app().await;
+    let client = Client::new(app.url("").parse().expect("url")).expect("client");
+    let options = AcquireOptions {
+        ttl: Some(Duration::from_millis(3000)),
+        ..AcquireOptions::default()
+    };
+    let Acquired::Lease(lease) = client.acquire("slack", &options).await.expect("lease").body
+    else {
+        panic!("queued");
+    };
+    let opened = std::time::Instant::now();
+    let mut watch = client
+        .watch_from(
+            Resource::Lock,
+            ("slack", lease.grant.lease_id, &lease.token),
+            None,
+            Some(Duration::from_millis(1400)),
+        )
+        .await
+        .expect("watch");
+    let WatchEvent::Signal { kind, signal } = watch.next().await.expect("an event") else {
+        panic!("lost before expiring");
+    };
+    assert_eq!(kind, "expiring");
+    assert!(signal.remaining_ms <= Some(1400), "{signal:?}");
+    // Due 1600 ms in (3000 - 1400), not at the default third of the TTL (2000 ms in).
+    let at = opened.elapsed();
+    assert!(at < Duration::from_millis(1900), "told at {at:?}");
 }

@@ -20,11 +20,18 @@ pub struct KeepOptions {
     /// knows it. Off (for a proxy that cuts server-sent events), the next heartbeat finds it:
     /// within a third of the TTL.
     pub watch: bool,
+    /// When the watch tells `expiring`: once less than this is left of the lease with no
+    /// heartbeat answered since (`None`: the server's default, a third of the TTL; it takes
+    /// at most half). Zero is refused by the server (400 `invalid_query`).
+    pub expiring_slack: Option<std::time::Duration>,
 }
 
 impl Default for KeepOptions {
     fn default() -> Self {
-        Self { watch: true }
+        Self {
+            watch: true,
+            expiring_slack: None,
+        }
     }
 }
 
@@ -78,6 +85,7 @@ impl Client {
             id: lease.grant.lease_id,
             token: lease.token.clone(),
             fence: lease.grant.fencing_token,
+            expiring_slack: options.expiring_slack,
             shared: shared.clone(),
         };
         let mut tasks = vec![

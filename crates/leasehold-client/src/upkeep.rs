@@ -29,6 +29,8 @@ pub(crate) struct Upkeep {
     /// The fencing token the lease was granted with: an election's term, sent with each
     /// heartbeat of one.
     pub(crate) fence: u64,
+    /// The watch's `expiring_slack_ms` (`None`: the server's default).
+    pub(crate) expiring_slack: Option<Duration>,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -91,12 +93,11 @@ impl Upkeep {
             let opened = Instant::now();
             let after = match self
                 .client
-                .watch_after(
+                .watch_from(
                     self.resource,
-                    &self.name,
-                    self.id,
-                    &self.token,
+                    (&self.name, self.id, &self.token),
                     last_id.as_deref(),
+                    self.expiring_slack,
                 )
                 .await
             {

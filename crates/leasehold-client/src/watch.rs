@@ -36,10 +36,28 @@ impl Client {
         token: &LeaseToken,
         last_event_id: Option<&str>,
     ) -> Result<Watch, ClientError> {
+        self.watch_from(resource, (lock, id, token), last_event_id, None)
+            .await
+    }
+
+    /// [`Self::watch_after`] with the slack at which it tells `expiring` (`None`: the
+    /// server's default, a third of the lease's TTL).
+    pub async fn watch_from(
+        &self,
+        resource: Resource,
+        (lock, id, token): (&str, LeaseId, &LeaseToken),
+        last_event_id: Option<&str>,
+        expiring_slack: Option<Duration>,
+    ) -> Result<Watch, ClientError> {
         let id = id.to_string();
         let mut path = resource.lease_path(lock, &id);
         path.push("watch");
-        let url = self.endpoint(&path)?;
+        let mut url = self.endpoint(&path)?;
+        if let Some(slack) = expiring_slack {
+            let ms = u64::try_from(slack.as_millis()).unwrap_or(u64::MAX);
+            url.query_pairs_mut()
+                .append_pair("expiring_slack_ms", &ms.to_string());
+        }
         let mut request = self
             .request(reqwest::Method::GET, url)
             .bearer_auth(token.expose())

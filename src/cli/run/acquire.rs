@@ -86,6 +86,13 @@ impl Ask {
     async fn send(&self, client: &Client, name: &str, wait: Duration) -> Result<Got, ClientError> {
         match self {
             Self::Lock(options) => {
+                // A fair lock is asked without a wait (`clients/PROTOCOL.md`): its ticket
+                // comes back at once with its place and estimate, then is polled.
+                let wait = if options.kind == Some(LockKind::Fair) {
+                    Duration::ZERO
+                } else {
+                    wait
+                };
                 let options = AcquireOptions {
                     wait,
                     ..options.clone()
@@ -186,7 +193,9 @@ async fn wait_in_line(
     deadline: Instant,
     signals: &mut Signals,
 ) -> Result<Lease, Acquisition> {
-    super::say(in_line(lock, &ticket.ticket));
+    if Instant::now() < deadline {
+        super::say(in_line(lock, &ticket.ticket));
+    }
     let (id, token) = (ticket.ticket.ticket_id, ticket.token);
     loop {
         let wait = deadline.saturating_duration_since(Instant::now());
@@ -227,9 +236,9 @@ fn in_line(lock: &str, ticket: &crate::wire::TicketBody) -> String {
         (None, Some(ms)) => format!(", behind a lease holding for {} s", ms / 1000),
         _ => String::new(),
     };
-    let estimate = ticket
-        .estimated_wait_ms
-        .map_or_else(String::new, |ms| format!("; about {} s to wait", ms.div_ceil(1000)));
+    let estimate = ticket.estimated_wait_ms.map_or_else(String::new, |ms| {
+        format!("; about {} s to wait", ms.div_ceil(1000))
+    });
     format!(
         "waiting in line for {lock} (position {}{behind}){estimate}",
         ticket.position

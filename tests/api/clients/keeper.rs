@@ -87,7 +87,10 @@ async fn a_force_release_is_the_kept_leases_loss_at_once_and_its_release_reports
 async fn without_its_watch_a_kept_lease_learns_its_loss_from_the_next_heartbeat() {
     let app = spawn_app().await;
     let client = client(&app);
-    let keep = KeepOptions { watch: false };
+    let keep = KeepOptions {
+        watch: false,
+        ..KeepOptions::default()
+    };
     let lease = kept(&client, "unwatched", &ttl(900), &keep).await;
     super::admin_client(&app)
         .force_release("unwatched", None)
