@@ -17,8 +17,8 @@ pub(super) async fn explain(
     let LockError::Held(contention) = &error else {
         return error.into();
     };
-    let estimate = match contention.held {
-        Some((_, age)) if contention.delayed_until.is_none() => {
+    let estimate = match contention.held.as_deref() {
+        Some(&(_, age)) if contention.delayed_until.is_none() => {
             locks.estimated_wait(name, Some(age), 0).await
         }
         _ => None,

@@ -92,7 +92,7 @@ pub(super) async fn lock_page(
         now,
     );
     let held_since = lock_state.held_since;
-    let estimated_wait = estimated_wait(&domain, &name, &lock_state, now).await;
+    let estimated_wait = estimated_wait(domain, &name, &lock_state, now).await;
     let n = name.as_str();
     render(&LockPage {
         timeline: timeline::timeline(

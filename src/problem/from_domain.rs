@@ -143,7 +143,7 @@ fn held(e: LockError) -> Problem {
                 .with("holder", c.holder.clone())
                 .with("lease_id", c.lease_id.map(|id| id.to_string()))
                 .with("holder_id", c.holder_id.clone());
-            if let Some((since, held_for)) = c.held {
+            if let Some(&(since, held_for)) = c.held.as_deref() {
                 p = p.with("held_since", since.rfc3339()).with(
                     "held_for_ms",
                     u64::try_from(held_for.as_millis()).unwrap_or(u64::MAX),

@@ -18,8 +18,11 @@ const MAX_NAMES: usize = 4096;
 /// The recent holds of the names this instance was asked about, in ms, sorted.
 #[derive(Default)]
 pub struct HoldTimes {
-    cache: Mutex<HashMap<String, (Instant, Arc<[u64]>)>>,
+    cache: Mutex<HashMap<String, Read>>,
 }
+
+/// A name's holds (ms, sorted), and when they were read.
+type Read = (Instant, Arc<[u64]>);
 
 /// One history entry, as far as a hold's length goes.
 #[derive(Deserialize)]
@@ -41,7 +44,7 @@ impl Entry {
         if !ended || self.kind.as_deref() == Some("semaphore") {
             return None;
         }
-        Some(self.at_ms?.checked_sub(self.since_ms?)?)
+        self.at_ms?.checked_sub(self.since_ms?)
     }
 }
 

@@ -249,7 +249,7 @@ fn held_outcome(held: HeldReply) -> Outcome {
             }),
             held: since_ms
                 .zip(now_ms)
-                .map(|(since, now)| (Timestamp(since), age(since, now))),
+                .map(|(since, now)| Box::new((Timestamp(since), age(since, now)))),
         },
         arrived_ms: arrived_ms.unwrap_or(0),
     }

@@ -116,8 +116,9 @@ pub struct Contention {
     /// then: nobody holds it.
     pub delayed_until: Option<Timestamp>,
     /// Since when the holder holds, and for how long as of the refusal (Redis's clock; none
-    /// for a Redisson client or a lock-delay).
-    pub held: Option<(Timestamp, Duration)>,
+    /// for a Redisson client or a lock-delay). Boxed: every `LockError` is as large as its
+    /// largest variant, and this one is only ever made on a refusal.
+    pub held: Option<Box<(Timestamp, Duration)>>,
 }
 
 /// A successful heartbeat.
