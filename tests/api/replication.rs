@@ -311,6 +311,8 @@ async fn readyz_says_not_ready_while_no_master_is_known() {
 async fn waiters_wait_through_grants_too_few_replicas_acknowledged() {
     let topology = Topology::start(1, 0).await;
     let app = on_master(&topology, AckRule::Exactly(1)).await;
+    app.lease("line2", json!({"kind": "fair", "ttl_ms": 60_000}))
+        .await;
     topology.replicas[0].signal(Signal::SIGSTOP);
     let started = Instant::now();
     let lock = app.spawn_post("/v1/locks/jobs/leases?wait_ms=6000", json!({}));
@@ -322,6 +324,12 @@ async fn waiters_wait_through_grants_too_few_replicas_acknowledged() {
         "/v1/elections/el/candidates?wait_ms=6000",
         json!({"value": "a"}),
     );
+    // A fair request that does not wait is not handed a ticket no replica has (its place
+    // could go with a failover): 503, and nothing of it stands in line.
+    let ticket = app
+        .acquire_with("line2", 0, json!({"kind": "fair"}), None)
+        .await;
+    ticket.assert_problem(503, "not_replicated");
     let short = app.acquire_with("brief", 1200, json!({}), None).await;
     short.assert_problem(503, "not_replicated");
     assert!(
@@ -335,4 +343,10 @@ async fn waiters_wait_through_grants_too_few_replicas_acknowledged() {
         assert_eq!(reply.status, 201, "{what}: {}", reply.body);
     }
     assert!(started.elapsed() < Duration::from_secs(6));
+    let line = app.inspect_lock("line2").await;
+    assert_eq!(
+        line.body["queue_length"], 0,
+        "no ticket left behind: {}",
+        line.body
+    );
 }

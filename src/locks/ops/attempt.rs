@@ -121,10 +121,17 @@ impl Locks {
             }
         };
         // A grant too few replicas have is not answered: the error gives it back (see
-        // `rollback`; a reentry's level is given back by the waiting loop).
-        if let (AcquireReply::Acquired(_) | AcquireReply::Reentered(_), Some(a)) = (&reply, acked)
-            && a.short()
-        {
+        // `rollback`; a reentry's level is given back by the waiting loop). Nor is a new
+        // place in a fair line: a ticket answered keeps its place across a failover only if
+        // a replica has it (a waiting request tries again, finding its ticket; one answered
+        // 503 leaves the line).
+        let changed = matches!(
+            reply,
+            AcquireReply::Acquired(_)
+                | AcquireReply::Reentered(_)
+                | AcquireReply::Queued { new: true, .. }
+        );
+        if let Some(a) = acked.filter(|a| changed && a.short()) {
             if let (AcquireReply::Reentered(g), Target::Lock(asked)) = (&reply, target) {
                 self.give_back_level(name, g, asked, token).await;
             }

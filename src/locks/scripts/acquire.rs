@@ -52,8 +52,15 @@ impl Script for Acquire<'_> {
     const REPLICATED: bool = true;
     type Reply = AcquireReply;
 
+    /// A grant, and a new place in a fair line (a ticket keeps its place across a failover
+    /// only if a replica has it).
     fn changes_lease(reply: &AcquireReply) -> bool {
-        matches!(reply, AcquireReply::Acquired(_) | AcquireReply::Reentered(_))
+        matches!(
+            reply,
+            AcquireReply::Acquired(_)
+                | AcquireReply::Reentered(_)
+                | AcquireReply::Queued { new: true, .. }
+        )
     }
 
     fn parse(raw: &str) -> Result<AcquireReply, LockError> {
