@@ -10,12 +10,21 @@
 -- A(4) resource: "semaphore" for a semaphore's lease, "" for a lock's
 -- A(5) nonce: this request's nonce: the same call run again finds its history entry, which
 --       keeps it, and answers as it did (see "Run twice" in prelude.lua)
--- Returns: JSON {status = force_released | not_held | too_late, holders = [the lease]}, and
---   in `ev` the history entry. not_held: the lease does not hold this lock (or semaphore).
+-- A(6) not_before: a revocation's deadline (ms, Redis's clock; "" for an admin's eviction):
+--       before it, nothing is removed. The holder was promised the lease until then, and the
+--       instance that keeps the deadline wakes by its own estimate of Redis's clock, which a
+--       frozen Redis can put tens of ms ahead (the safety harness's redis-freeze fault).
+-- Returns: JSON {status = force_released | not_held | too_late | too_early, holders = [the
+--   lease], wait_ms (too_early: how long until not_before)}, and in `ev` the history entry.
+--   not_held: the lease does not hold this lock (or semaphore).
 if not lock_begin(KEYS, ARGV) then return TOO_LATE end
 local id, nonce = A(1), A(5) or ''
 local again = entry_by(nonce)
 if again then return removed_again(again) end
+local not_before = tonumber(A(6) or '')
+if not_before and NOW < not_before then
+  return '{"status":"too_early","wait_ms":' .. d(not_before - NOW) .. '}'
+end
 local rec, st = load(id)
 if not rec or rec.state ~= 'held' then return '{"status":"not_held"}' end
 local semaphore = A(4) == 'semaphore'

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{LeaseError, Leases, Placement};
+use crate::locks::ops::eviction::Eviction;
 use crate::locks::{LeaseId, LockError, LockName, Resource, Revoked, Timestamp};
 
 /// Deadlines an instance keeps at most; beyond that a revocation is still recorded (its
@@ -18,6 +19,31 @@ use crate::locks::{LeaseId, LockError, LockName, Resource, Revoked, Timestamp};
 const MAX_PENDING: usize = 10_000;
 
 impl Leases {
+    /// Evicts revoked lease `id` of `name` at its `deadline`: `Some(left)` when Redis's clock
+    /// says the deadline is that far off still. (RedLock: on every node, by this instance's
+    /// clock: the nodes' clocks are independent.)
+    async fn evict_revoked(
+        &self,
+        resource: Resource,
+        name: &LockName,
+        id: LeaseId,
+        deadline: Timestamp,
+        by: &str,
+        why: &str,
+    ) -> Result<Option<Duration>, LeaseError> {
+        if Self::placement(resource, id) == Placement::Redlock {
+            return self.evict(resource, name, id, by, why).await.map(|_| None);
+        }
+        let evicted = self
+            .locks
+            .evict_at(resource, name, id, Some(deadline), (by, why))
+            .await?;
+        Ok(match evicted {
+            Eviction::Done(_) => None,
+            Eviction::TooEarly(left) => Some(left),
+        })
+    }
+
     /// Asks the holder of lease `id` of `name` to let go within `grace_ms` (see
     /// [`crate::locks::ops::revoke`]), where the lease lives.
     pub async fn revoke(
@@ -38,6 +64,47 @@ impl Leases {
         }
     }
 }
+
+/// Sleeps until `deadline` (first `wait`, by this instance's estimate of Redis's clock) and
+/// evicts the lease, unless it ended first; Redis checks the deadline by its own clock and
+/// answers how much is left when the estimate woke too early, a few times at most. Whether
+/// it evicted.
+async fn enforce(
+    leases: &Leases,
+    (resource, name, id): (Resource, &LockName, LeaseId),
+    deadline: Timestamp,
+    wait: u64,
+    (by, why): (&str, &str),
+) -> bool {
+    let mut wait = Duration::from_millis(wait);
+    for _ in 0..EARLY_TRIES {
+        tokio::time::sleep(wait).await;
+        match leases
+            .evict_revoked(resource, name, id, deadline, by, why)
+            .await
+        {
+            Ok(None) => return true,
+            Ok(Some(left)) => wait = left + Duration::from_millis(1),
+            // Released (or gone) in time: nothing to do.
+            Err(LeaseError::Lock(LockError::UnknownLease | LockError::LeaseLost(_))) => {
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    lock = %name, lease = %id, error = %e,
+                    "could not evict a revoked lease at its deadline (its heartbeats are \
+                     capped there: it ends by its last expiry)"
+                );
+                return false;
+            }
+        }
+    }
+    false
+}
+
+/// How many times an eviction is tried again when Redis says the deadline has not come (the
+/// estimate of its clock was ahead): each try waits what Redis said is left.
+const EARLY_TRIES: usize = 4;
 
 /// The revocations' deadlines this instance keeps: one task each, asleep until its deadline,
 /// stopped on shutdown.
@@ -83,24 +150,14 @@ impl Deadlines {
         tokio::spawn(async move {
             let (resource, name, id) = what;
             let wait = deadline.0.saturating_sub(leases.locks.redis_now_ms());
+            let why = if reason.is_empty() {
+                "revoked: the grace ended".to_owned()
+            } else {
+                format!("revoked: {reason}")
+            };
+            let enforce = enforce(&leases, (resource, &name, id), deadline, wait, (&by, &why));
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(wait)) => {
-                    let why = if reason.is_empty() {
-                        "revoked: the grace ended".to_owned()
-                    } else {
-                        format!("revoked: {reason}")
-                    };
-                    match leases.evict(resource, &name, id, &by, &why).await {
-                        Ok(_) => on_enforced.await,
-                        // Released (or gone) in time: nothing to do.
-                        Err(LeaseError::Lock(LockError::UnknownLease | LockError::LeaseLost(_))) => {}
-                        Err(e) => tracing::warn!(
-                            lock = %name, lease = %id, error = %e,
-                            "could not evict a revoked lease at its deadline (its heartbeats \
-                             are capped there: it ends by its last expiry)"
-                        ),
-                    }
-                }
+                enforced = enforce => if enforced { on_enforced.await },
                 () = shutdown.cancelled() => {}
             }
             pending.fetch_sub(1, Ordering::Relaxed);

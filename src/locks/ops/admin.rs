@@ -46,6 +46,11 @@ impl Locks {
                 return Err(LockError::kind_conflict(&held_as));
             }
             ForceReleaseReply::TooLate => return Err(LockError::TooLate),
+            ForceReleaseReply::TooEarly { .. } => {
+                return Err(LockError::BadReply(
+                    "a force release answered too_early".into(),
+                ));
+            }
         };
         let forced = ForcedRelease {
             lock: name.clone(),

@@ -49,4 +49,8 @@ pub(in crate::locks) enum ForceReleaseReply {
         held_as: String,
     },
     TooLate,
+    /// (Evictions at a revocation's deadline only) the deadline has not come yet.
+    TooEarly {
+        wait_ms: u64,
+    },
 }

@@ -858,6 +858,42 @@ async fn a_force_release_run_again_removes_nobody_who_came_after() {
 }
 
 #[tokio::test]
+async fn an_eviction_at_a_revocations_deadline_waits_for_it_by_redis_clock() {
+    let lab = Lab::start().await;
+    let lease = granted_lease(&lab, "revoked", LeaseKind::Reentrant).await;
+    let (secs, micros): (u64, u64) = lab.query(&mut redis::cmd("TIME")).await;
+    let now_ms = secs * 1000 + micros / 1000;
+    let evict = |not_before: u64| {
+        Lab::fcall(
+            "revoked",
+            &Evict {
+                lease: lease.lease_id(),
+                resource: Resource::Lock,
+                by: "ops",
+                reason: "revoked",
+                nonce: "",
+                not_before: Some(crate::locks::Timestamp(not_before)),
+            },
+        )
+    };
+    // An instance whose estimate of Redis's clock runs ahead wakes before the deadline:
+    // nothing is removed, and Redis says how long is left.
+    let early = lab.send(&evict(now_ms + 60_000)).await;
+    assert!(
+        early.starts_with(r#"{"status":"too_early","wait_ms":"#),
+        "{early}"
+    );
+    let left: serde_json::Value = serde_json::from_str(&early).expect("JSON");
+    assert!(left["wait_ms"].as_u64() > Some(59_000), "{early}");
+    let field = format!("{}:1", lease.lease_id());
+    assert_eq!(hget(&lab, "revoked", &field).await.as_deref(), Some("1"));
+    // At (or after) the deadline it is evicted.
+    let done = lab.send(&evict(now_ms)).await;
+    assert!(done.starts_with(r#"{"status":"force_released""#), "{done}");
+    assert_eq!(hget(&lab, "revoked", &field).await, None);
+}
+
+#[tokio::test]
 async fn an_eviction_run_twice_answers_as_it_did() {
     let lab = Lab::start().await;
     let stays = granted_lease(&lab, "readers", LeaseKind::Read).await;
@@ -887,6 +923,7 @@ async fn an_eviction_run_twice_answers_as_it_did() {
                 by: "ops",
                 reason: "dead",
                 nonce: &nonce,
+                not_before: None,
             },
         );
         let (first, second) = twice(&lab, &cmd).await;
@@ -1001,6 +1038,7 @@ async fn lock_delay_calls_run_twice_change_what_one_run_does() {
                 by: "ops",
                 reason: "",
                 nonce: &nonce,
+                not_before: None,
             },
         );
         let (first, second) = twice(&lab, &evict).await;
