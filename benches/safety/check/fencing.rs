@@ -78,9 +78,16 @@ pub(super) fn fencing(
             | (Request::Poll { .. }, Outcome::Granted { fence, .. }) => *fence,
             _ => continue,
         };
+        // A grant Redis lost (a crash with `appendfsync everysec`) may be made again under
+        // the same id with a new, higher fence: a candidate's campaign retried with its
+        // Idempotency-Key whose place in line outlived the crash, its term did not.
+        let regranted = |want: u64, h: &Hold| {
+            got > want && across_loss((h.grant_lb, h.start), (op.send, op.recv))
+        };
         if let Some(lease) = op.lease()
             && let Some(&(want, h)) = fence_of.get(lease)
             && got != want
+            && !regranted(want, h)
         {
             report.fence_regressions += 1;
             report.violations.push(Violation {

@@ -125,6 +125,32 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         served_from: None,
     };
     let semantic = |windows: &[FaultWindow]| check(&level_gone, windows, &[], 1_500).semantic;
+    // Lease A granted with fence 10 (0-1 ms); its heartbeat at 9-10 ms answers fence 12 (A
+    // granted again under its id: a crash lost the first grant, which a retried campaign
+    // made again from its surviving place in line).
+    let fence_changed = |windows: &[FaultWindow]| {
+        let beat = op(
+            1,
+            0,
+            9_000,
+            10_000,
+            Request::Heartbeat {
+                lease: lease("a"),
+                ttl_ms: None,
+                semaphore: false,
+                multi: false,
+            },
+            Outcome::Renewed {
+                ttl_ms: 500,
+                fence: 12,
+            },
+        );
+        let history = vec![
+            op(0, 0, 0, 1_000, acquire(None), granted("a", 1, 201)),
+            beat,
+        ];
+        check(&history, windows, &[], 1_500).fence_regressions
+    };
     // Lease A re-entered (2 levels), one level released with an Idempotency-Key (at 4-5 ms,
     // renewing A for its 500 ms), the release retried with the same key at 300-301 ms (the
     // first answer again: no renewal), and lease B granted at 600-601 ms, after A's TTL.
@@ -340,6 +366,14 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
         (
             "a release retried with its Idempotency-Key renews nothing: no overlap after the TTL",
             judged(&replayed) == 0,
+        ),
+        (
+            "a lease's fence changed between two of its answers: a fence violation",
+            fence_changed(&[]) == 1,
+        ),
+        (
+            "the same, higher, across a Redis data loss (its grant made again): excused",
+            fence_changed(std::slice::from_ref(&crash)) == 0,
         ),
     ]);
     judged_histories
