@@ -10,17 +10,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::dashboard::elections::stand;
-use crate::helpers::{Watch, next_event, spawn_app};
+use crate::helpers::{next_event, spawn_app};
 
 const SOON: Duration = Duration::from_secs(10);
-
-async fn told(watch: &mut Watch, kind: &str) -> Value {
-    let event = watch
-        .until(kind, SOON)
-        .await
-        .unwrap_or_else(|| panic!("the watch ended before `{kind}`"));
-    serde_json::from_str(&event.data).expect("JSON data")
-}
 
 #[tokio::test]
 async fn a_revocation_honoured_is_an_ordinary_release() {
@@ -46,7 +38,7 @@ async fn a_revocation_honoured_is_an_ordinary_release() {
     assert_eq!(revoked["revocation"]["reason"], "deploy v2");
     assert_eq!(revoked["revocation"]["requested_by"], "admin token");
 
-    let signal = told(&mut watch, "revocation_requested").await;
+    let signal = watch.told("revocation_requested").await;
     assert_eq!(signal["revocation"]["reason"], "deploy v2");
     assert_eq!(
         signal["revocation"]["deadline"],
@@ -76,7 +68,7 @@ async fn a_revocation_honoured_is_an_ordinary_release() {
         revoked["revocation"]["deadline"]
     );
     app.release(&lease, true).await.assert_status(200);
-    assert_eq!(told(&mut watch, "lost").await["reason"], "released");
+    assert_eq!(watch.told("lost").await["reason"], "released");
     // The request is a live event (and in the lock's history); the audit log has it too.
     let event = next_event(&mut events, "revocation_requested").await;
     assert_eq!(event["lock"], "deploy");
@@ -105,8 +97,8 @@ async fn a_revocation_ignored_ends_the_lease_at_its_deadline_as_revoked() {
     )
     .await
     .assert_status(200);
-    told(&mut watch, "revocation_requested").await;
-    let lost = told(&mut watch, "lost").await;
+    watch.told("revocation_requested").await;
+    let lost = watch.told("lost").await;
     let ended = asked_at.elapsed();
     assert_eq!(lost["reason"], "revoked", "{lost}");
     assert!(
@@ -155,8 +147,8 @@ async fn a_semaphore_lease_and_an_election_leader_can_be_revoked_too() {
     )
     .await
     .assert_status(200);
-    told(&mut watch, "revocation_requested").await;
-    assert_eq!(told(&mut watch, "lost").await["reason"], "revoked");
+    watch.told("revocation_requested").await;
+    assert_eq!(watch.told("lost").await["reason"], "revoked");
 
     let leader = stand(&app, "scheduler", "node-a", "10.0.0.1:8080").await;
     let asked = app

@@ -8,24 +8,14 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal as Unix;
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cluster::names_on_every_primary;
 use crate::failover::{on_cluster, on_sentinels};
+use crate::helpers::TestApp;
 use crate::helpers::cluster::Cluster;
 use crate::helpers::sentinel::Topology;
-use crate::helpers::{TestApp, Watch};
 use leasehold::redis::AckRule;
-
-const SOON: Duration = Duration::from_secs(10);
-
-async fn told(watch: &mut Watch, kind: &str) -> Value {
-    let event = watch
-        .until(kind, SOON)
-        .await
-        .unwrap_or_else(|| panic!("the watch ended before `{kind}`"));
-    serde_json::from_str(&event.data).expect("JSON data")
-}
 
 /// `expiring` at the slack on one name, and a revocation honoured on another.
 async fn expiring_and_revocation(app: &TestApp, slack_name: &str, revoked_name: &str) {
@@ -35,7 +25,7 @@ async fn expiring_and_revocation(app: &TestApp, slack_name: &str, revoked_name: 
         .await
         .expect("watch");
     let opened = Instant::now();
-    let expiring = told(&mut watch, "expiring").await;
+    let expiring = watch.told("expiring").await;
     assert!(
         opened.elapsed() + Duration::from_millis(50) >= Duration::from_millis(900),
         "told early: {:?}",
@@ -53,10 +43,10 @@ async fn expiring_and_revocation(app: &TestApp, slack_name: &str, revoked_name: 
     app.admin(Method::POST, &path, Some(body))
         .await
         .assert_status(200);
-    let asked = told(&mut watch, "revocation_requested").await;
+    let asked = watch.told("revocation_requested").await;
     assert_eq!(asked["revocation"]["reason"], "maintenance", "{asked}");
     app.release(&held, true).await.assert_status(200);
-    assert_eq!(told(&mut watch, "lost").await["reason"], "released");
+    assert_eq!(watch.told("lost").await["reason"], "released");
 }
 
 /// `degraded` while `freeze` holds the serving Redis still, `recovered` after `thaw`.
@@ -70,12 +60,12 @@ async fn degraded_then_recovered(
     let mut watch = app.watch(&lease).await;
     let frozen = Instant::now();
     freeze();
-    let degraded = told(&mut watch, "degraded").await;
+    let degraded = watch.told("degraded").await;
     let notice = frozen.elapsed();
     thaw();
     assert!(degraded["valid_until"].is_string(), "{degraded}");
     assert!(notice < Duration::from_secs(3), "degraded after {notice:?}");
-    told(&mut watch, "recovered").await;
+    watch.told("recovered").await;
     app.release(&lease, true).await.assert_status(200);
 }
 

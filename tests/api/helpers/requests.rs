@@ -280,6 +280,15 @@ impl Watch {
         }
     }
 
+    /// The data of the next event named `kind` within 10 s (skipping others), as JSON.
+    pub async fn told(&mut self, kind: &str) -> serde_json::Value {
+        let event = self
+            .until(kind, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("the watch ended before `{kind}`"));
+        serde_json::from_str(&event.data).expect("JSON data")
+    }
+
     /// Asserts that nothing comes (no event, no end) for `quiet`.
     pub async fn assert_quiet(&mut self, quiet: Duration) {
         use futures_util::StreamExt as _;
