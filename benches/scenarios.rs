@@ -65,6 +65,22 @@ enum Scenario {
         /// per name to the results (`cycles_by_name`).
         #[arg(long)]
         names: Option<usize>,
+        /// The servers' pids (comma-separated): adds what the loop cost them in CPU per cycle
+        /// (`server_cpu_us_per_cycle`, all of them together, from `/proc/<pid>/stat`).
+        #[arg(long, value_delimiter = ',')]
+        server_pids: Vec<u32>,
+        /// Spread the connections over these servers (comma-separated URLs; `--url` is then
+        /// only the first): the several-instances benchmark (`benches/cpu.sh --instances`).
+        #[arg(long, value_delimiter = ',')]
+        also_urls: Vec<String>,
+        /// No locks: each cycle is two `GET`s of `/healthz` (`http`: the HTTP stack alone) or
+        /// of `/readyz` (`redis`: and a Redis PING each), the floor a lock cycle stands on.
+        #[arg(long)]
+        floor: Option<Floor>,
+        /// The clients as streams of one h2c connection per server instead of one HTTP/1.1
+        /// connection each.
+        #[arg(long)]
+        http2: bool,
     },
     /// Clients compete for one lock with server-side waits.
     Contended {
@@ -128,6 +144,13 @@ enum Scenario {
     },
 }
 
+/// The floor loops of `uncontended --floor`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Floor {
+    Http,
+    Redis,
+}
+
 /// Latency percentiles in milliseconds.
 fn percentiles(samples: &mut [Duration]) -> Value {
     if samples.is_empty() {
@@ -158,12 +181,27 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let result = match &args.scenario {
-        Scenario::Uncontended { connections, names } => {
+        Scenario::Uncontended {
+            connections,
+            names,
+            server_pids,
+            also_urls,
+            floor,
+            http2,
+        } => {
+            let spread = match (floor, names) {
+                (Some(Floor::Http), _) => light_client::Names::Floor("/healthz"),
+                (Some(Floor::Redis), _) => light_client::Names::Floor("/readyz"),
+                (None, Some(n)) => light_client::Names::Spread(*n),
+                (None, None) => light_client::Names::PerClient,
+            };
+            let mut urls = vec![args.url.as_str()];
+            urls.extend(also_urls.iter().map(String::as_str));
             uncontended(
-                &args.url,
+                &urls,
                 args.redis_url.as_deref(),
-                *connections,
-                *names,
+                (*connections, *http2),
+                (spread, server_pids),
                 deadline,
             )
             .await?

@@ -225,6 +225,17 @@ impl Conn {
         })
     }
 
+    /// `GET path`: 200 or an error (the floor loop's request).
+    pub async fn get(&mut self, path: &str) -> anyhow::Result<()> {
+        let answer = self.send(Method::GET, path, None, "").await?;
+        anyhow::ensure!(
+            answer.status == StatusCode::OK,
+            "GET {path} answered {}",
+            answer.status
+        );
+        Ok(())
+    }
+
     /// Releases `held`: 200 or an error.
     pub async fn release(&mut self, held: &Held) -> anyhow::Result<()> {
         let bearer = format!("Bearer {}", held.token);
@@ -296,6 +307,9 @@ pub enum Names {
     /// `n` names `u-0` .. `u-<n-1>` shared out: client `i` cycles through `u-<j>` for every `j`
     /// with `j % clients == i`, in order, round and round (at least one name per client).
     Spread(usize),
+    /// No lock at all: each "cycle" is two `GET`s of this path, the floor of two HTTP requests
+    /// on the same stack (`/healthz`: nothing else; `/readyz`: and a Redis round trip each).
+    Floor(&'static str),
 }
 
 /// What the loop did: every acquire's and release's time, and the cycles completed on each
@@ -307,15 +321,17 @@ pub struct Cycles {
 }
 
 /// Each of `connections` clients acquires and releases lock names (see [`Names`]) in a loop
-/// until `deadline`, all on the calling thread's runtime.
+/// until `deadline`, all on the calling thread's runtime; client `i` talks to server
+/// `authorities[i % len]`, on a connection of its own or, with `http2`, as a stream of one h2c
+/// connection per server shared by all its clients.
 pub async fn cycle_loop(
-    authority: &str,
-    connections: usize,
+    authorities: &[String],
+    (connections, http2): (usize, bool),
     names: Names,
     deadline: Instant,
 ) -> anyhow::Result<Cycles> {
     let total = match names {
-        Names::PerClient => connections,
+        Names::PerClient | Names::Floor(_) => connections,
         Names::Spread(n) => {
             anyhow::ensure!(
                 n >= connections,
@@ -324,9 +340,18 @@ pub async fn cycle_loop(
             n
         }
     };
+    let mut shared = Vec::new();
+    if http2 {
+        for authority in authorities {
+            shared.push(Conn::open_h2(authority).await?);
+        }
+    }
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..connections {
-        let mut conn = Conn::open(authority).await?;
+        let mut conn = match shared.get(i % authorities.len()).and_then(Conn::share) {
+            Some(stream) => stream,
+            None => Conn::open(&authorities[i % authorities.len()]).await?,
+        };
         // This client's names: (number, name).
         let mine: Vec<(usize, String)> = (i..total)
             .step_by(connections)
@@ -339,9 +364,17 @@ pub async fn cycle_loop(
             while Instant::now() < deadline {
                 let lock = &mine[k].1;
                 let t0 = Instant::now();
-                let held = conn.acquire(lock, r#"{"ttl_ms":30000}"#, 0).await?;
-                let t1 = Instant::now();
-                conn.release(&held).await?;
+                let t1 = if let Names::Floor(path) = names {
+                    conn.get(path).await?;
+                    let t1 = Instant::now();
+                    conn.get(path).await?;
+                    t1
+                } else {
+                    let held = conn.acquire(lock, r#"{"ttl_ms":30000}"#, 0).await?;
+                    let t1 = Instant::now();
+                    conn.release(&held).await?;
+                    t1
+                };
                 acq.push(t1 - t0);
                 rel.push(t1.elapsed());
                 done[k] += 1;

@@ -76,6 +76,7 @@ pub(super) async fn redis_minimal(
     acquire.prepare_invoke().load_async(&mut admin).await?;
     release.prepare_invoke().load_async(&mut admin).await?;
     let mut account = RedisAccount::start(redis_url).await?;
+    let (_, client_cpu_before) = crate::process_stats(std::process::id())?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..connections {
@@ -118,6 +119,7 @@ pub(super) async fn redis_minimal(
         rel.extend(r);
     }
     let secs = started.elapsed().as_secs_f64();
+    let (_, client_cpu_after) = crate::process_stats(std::process::id())?;
     let (cpu, stats) = account.read().await?;
     let (calls, usec) = stats.get("evalsha").copied().unwrap_or((0, 0));
     let pairs = acq.len();
@@ -127,6 +129,9 @@ pub(super) async fn redis_minimal(
         "pairs": pairs, "pairs_per_s": pairs as f64 / secs,
         "evalsha_calls": calls, "redis_us_per_pair": per_pair(usec as f64),
         "redis_cpu_us_per_pair": per_pair(cpu * 1e6),
+        // What the two script calls cost their redis-rs client (this process): the floor of
+        // two Redis round trips from a Rust server.
+        "client_cpu_us_per_pair": per_pair((client_cpu_after - client_cpu_before) * 1e6),
         "acquire_ms": percentiles(&mut acq), "release_ms": percentiles(&mut rel),
     }))
 }
