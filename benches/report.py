@@ -593,6 +593,13 @@ def main():
             w(f"| {name} | {num(r['cycles_per_s'])} | {ms(r['acquire_ms']['p50'])} / {ms(r['acquire_ms']['p99'])} |")
     w("")
 
+    # What a cycle costs the server against Redis, and its floor: its own run (benches/cpu.sh),
+    # which writes benches/cpu.md.
+    cpu_md = Path(__file__).with_name("cpu.md")
+    if cpu_md.exists():
+        w(cpu_md.read_text().rstrip())
+        w("")
+
     # The cross-system lock benchmark: its own run (benches/peers/run.sh), which writes
     # benches/peers.md.
     peers_md = Path(__file__).with_name("peers.md")
