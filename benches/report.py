@@ -621,6 +621,13 @@ def main():
         w(failover.read_text().rstrip())
         w("")
 
+    # Elections and holder signals: their own benchmarks (cargo bench --bench election,
+    # signals, wait_estimate), whose figures are copied by hand into benches/elections_signals.md.
+    elections = Path(__file__).with_name("elections_signals.md")
+    if elections.exists():
+        w(elections.read_text().rstrip())
+        w("")
+
     # Redis Cluster against one Redis: its own run too (benches/cluster.sh), which writes
     # benches/cluster.md.
     cluster = Path(__file__).with_name("cluster.md")
@@ -632,6 +639,13 @@ def main():
     image = Path(__file__).with_name("image.md")
     if image.exists():
         w(image.read_text().rstrip())
+        w("")
+
+    # What the leases layer and the quota budget cost Redis (callgrind): kept by hand in
+    # benches/leases_cost.md (the runs it describes).
+    leases_cost = Path(__file__).with_name("leases_cost.md")
+    if leases_cost.exists():
+        w(leases_cost.read_text().rstrip())
         w("")
 
     # The measurements behind the code's shape: kept by hand in benches/why.md, not made by a run.
