@@ -95,7 +95,8 @@ Exit codes:
   126, 127            the command could not be executed, or was not found
   128+N               signal N (INT, TERM, HUP) arrived while waiting for the lock
 
-While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
+While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group; when
+it exits, whatever is left running in its group gets SIGKILL.";
 
 const ELECT_EXIT_CODES: &str = "\
 Exit codes:
@@ -107,7 +108,8 @@ Exit codes:
   126, 127            the command could not be executed, or was not found
   128+N               signal N (INT, TERM, HUP) arrived while waiting in line
 
-While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group.";
+While the command runs, SIGINT, SIGTERM and SIGHUP are forwarded to its process group; when
+it exits, whatever is left running in its group gets SIGKILL.";
 
 const LEADER_EXIT_CODES: &str = "\
 Exit codes:

@@ -11,7 +11,7 @@ use tokio::process::Child;
 
 use crate::helpers::cli::{
     BIN, assert_lock_free, code, file, finish, has_ended, leasehold, output, pid_of, run_sh,
-    stderr, temp_dir, wait_for_file,
+    stderr, temp_dir, until_ended, wait_for_file,
 };
 use crate::helpers::{ADMIN_TOKEN, TestApp, next_event, spawn_app};
 
@@ -33,15 +33,6 @@ async fn run_recording_pid(
         .parse()
         .expect("a pid");
     (run, pid)
-}
-
-/// Waits up to 5 s for process `pid` to end; fails with `what` otherwise.
-async fn until_ended(pid: i32, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !has_ended(pid) {
-        assert!(Instant::now() < deadline, "{what} (pid {pid})");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]

@@ -1,14 +1,21 @@
 //! `leasehold run` and the holder signals (issue 56): an operator's revocation reaches the
 //! command as SIGTERM at once, long before its deadline; the command that then exits has its
 //! lease released (an ordinary release), so the next holder need not wait for the deadline.
+//! And whatever the command leaves running in its group when it exits (on its own, or on a
+//! signal run forwarded) is stopped before the lease is released.
 
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::cli::{code, file, finish, run_sh, stderr, temp_dir, wait_for_file};
-use crate::helpers::spawn_app;
+use nix::sys::signal::{Signal, kill};
+
+use crate::helpers::cli::{
+    assert_lock_free, code, file, finish, pid_of, run_sh, stderr, temp_dir, until_ended,
+    wait_for_file,
+};
+use crate::helpers::{TestApp, spawn_app};
 
 #[tokio::test]
 async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
@@ -49,4 +56,61 @@ async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
     println!("run: revocation asked -> command stopped and run ended: {stopped:?}");
     // Released at once, not at the deadline: the next holder gets it now.
     app.lease("revoked-job", json!({})).await;
+}
+
+/// Starts `leasehold run` around `script`, which writes the pid of a background job it leaves
+/// behind (its output detached, so that it holds none of run's pipes) to its first argument
+/// and `ready` to its second; returns the run and that pid.
+async fn run_leaving_a_job(lock: &str, script: &str) -> (TestApp, tokio::process::Child, i32) {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let (pid_file, ready) = (file(&dir, "job.pid"), file(&dir, "ready"));
+    let run = run_sh(&app, &["--ttl", "60s"], lock, script, &[&pid_file, &ready])
+        .spawn()
+        .expect("start leasehold run");
+    wait_for_file(&ready).await;
+    let pid = wait_for_file(&pid_file)
+        .await
+        .trim()
+        .parse()
+        .expect("a pid");
+    (app, run, pid)
+}
+
+#[tokio::test]
+async fn what_the_command_leaves_running_is_stopped_before_its_lease_is_released() {
+    let (app, run, job) = run_leaving_a_job(
+        "left-behind",
+        r#"sleep 300 >/dev/null 2>&1 & echo $! > "$1"; echo ready > "$2"; exit 0"#,
+    )
+    .await;
+    let out = finish(run).await;
+    assert_eq!(
+        code(&out),
+        0,
+        "the command's code; stderr: {}",
+        stderr(&out)
+    );
+    until_ended(job, "the background job outlived the command and its lease").await;
+    assert_lock_free(&app, "left-behind").await;
+}
+
+#[tokio::test]
+async fn a_forwarded_sigterm_leaves_nothing_of_the_command_running() {
+    // The background job ignores SIGTERM (as one forked just as the signal arrived can miss
+    // it): the forwarded SIGTERM ends the command, not the job.
+    let (app, run, job) = run_leaving_a_job(
+        "forwarded",
+        r#"trap 'exit 42' TERM; (trap '' TERM; exec sleep 300) >/dev/null 2>&1 & echo $! > "$1"; echo ready > "$2"; wait"#,
+    )
+    .await;
+    kill(pid_of(&run), Signal::SIGTERM).expect("SIGTERM");
+    let out = finish(run).await;
+    assert_eq!(code(&out), 42, "the trap's code; stderr: {}", stderr(&out));
+    until_ended(
+        job,
+        "the job that ignored SIGTERM outlived the command and its lease",
+    )
+    .await;
+    assert_lock_free(&app, "forwarded").await;
 }

@@ -190,8 +190,11 @@ impl Supervisor {
             }
         };
         drop(keeper);
-        if let (Some(Target::Group(group)), Some(_)) = (self.target, stop) {
-            // The command has exited; whatever it left behind in its group goes now.
+        if let Some(Target::Group(group)) = self.target {
+            // The command has exited, however it ended (on its own, on a signal we forwarded,
+            // stopped by us): whatever it left running in its group goes now, before the lease
+            // is released, or it would work on without the lock. (A background job forked just
+            // as a forwarded SIGTERM arrived can miss it and survive the command.)
             Target::Group(group).signal(Signal::SIGKILL);
         }
         Outcome { status, stop }

@@ -128,6 +128,15 @@ pub(crate) fn has_ended(pid: i32) -> bool {
     })
 }
 
+/// Waits up to 5 s for process `pid` to end; fails with `what` otherwise.
+pub(crate) async fn until_ended(pid: i32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !has_ended(pid) {
+        assert!(Instant::now() < deadline, "{what} (pid {pid})");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 pub(crate) fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("lh-cli")
