@@ -116,7 +116,7 @@ def main(path, command):
       f"cores fully busy ({cores * 1e6 / per_cycle / minimal:.2f}× the minimal pair). "
       f"{num(target)} cycles/s (0.35× the pair) would leave the server "
       f"{us(cores * 1e6 / target - load - redis)} µs per cycle, against a floor of "
-      f"{us(http + client)}.")
+      f"{us(med(list(both.values())))}.")
     w("")
     if two:
         cps2 = [r["cycles_per_s"] for r in two]
