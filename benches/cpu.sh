@@ -141,7 +141,7 @@ for round in $(seq "$rounds"); do
   loop 16 "$secs" | tag "$round" >> "$results"
   loop 64 "$secs" | tag "$round" >> "$results"
   echo "== round $round: the floor, two GET /healthz per cycle, 16 connections" >&2
-  loop 16 "$secs" --floor http | tag "$round" >> "$results"
+  loop 16 "$secs" --floor | tag "$round" >> "$results"
   echo "== round $round: two instances, 16 connections" >&2
   start_servers 2
   loop 16 1 >/dev/null

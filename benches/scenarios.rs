@@ -70,13 +70,13 @@ enum Scenario {
         #[arg(long, value_delimiter = ',')]
         server_pids: Vec<u32>,
         /// Spread the connections over these servers (comma-separated URLs; `--url` is then
-        /// only the first): the several-instances benchmark (`benches/cpu.sh --instances`).
+        /// only the first): `benches/cpu.sh`'s two-instance loop.
         #[arg(long, value_delimiter = ',')]
         also_urls: Vec<String>,
-        /// No locks: each cycle is two `GET`s of `/healthz` (`http`: the HTTP stack alone) or
-        /// of `/readyz` (`redis`: and a Redis PING each), the floor a lock cycle stands on.
+        /// No locks: each cycle is two `GET /healthz` (answered without Redis), what two HTTP
+        /// requests cost on this stack: the floor a lock cycle stands on.
         #[arg(long)]
-        floor: Option<Floor>,
+        floor: bool,
         /// The clients as streams of one h2c connection per server instead of one HTTP/1.1
         /// connection each.
         #[arg(long)]
@@ -144,13 +144,6 @@ enum Scenario {
     },
 }
 
-/// The floor loops of `uncontended --floor`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Floor {
-    Http,
-    Redis,
-}
-
 /// Latency percentiles in milliseconds.
 fn percentiles(samples: &mut [Duration]) -> Value {
     if samples.is_empty() {
@@ -190,10 +183,9 @@ async fn main() -> anyhow::Result<()> {
             http2,
         } => {
             let spread = match (floor, names) {
-                (Some(Floor::Http), _) => light_client::Names::Floor("/healthz"),
-                (Some(Floor::Redis), _) => light_client::Names::Floor("/readyz"),
-                (None, Some(n)) => light_client::Names::Spread(*n),
-                (None, None) => light_client::Names::PerClient,
+                (true, _) => light_client::Names::Floor,
+                (false, Some(n)) => light_client::Names::Spread(*n),
+                (false, None) => light_client::Names::PerClient,
             };
             let mut urls = vec![args.url.as_str()];
             urls.extend(also_urls.iter().map(String::as_str));

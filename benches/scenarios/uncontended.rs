@@ -75,8 +75,8 @@ pub(super) async fn uncontended(
         result["servers"] = json!(urls.len());
         result["server_cpu_us_per_cycle"] = json!(servers_used * 1e6 / acq.len().max(1) as f64);
     }
-    if let Names::Floor(path) = spread {
-        result["floor"] = json!(path);
+    if let Names::Floor = spread {
+        result["floor"] = json!("/healthz");
     }
     if let Names::Spread(n) = spread {
         result["names"] = json!(n);
