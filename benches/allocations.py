@@ -10,7 +10,7 @@ import sys
 
 ALLOC = {"mi_malloc_aligned", "mi_zalloc_aligned", "mi_realloc_aligned", "mi_malloc", "mi_zalloc",
          "mi_realloc", "mi_calloc"}
-# Frames that only pass an allocation on: the caller above them is the one named.
+# The allocating functions listed, most allocations first.
 TOP = 15
 
 

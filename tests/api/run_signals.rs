@@ -77,6 +77,25 @@ async fn run_leaving_a_job(lock: &str, script: &str) -> (TestApp, tokio::process
     (app, run, pid)
 }
 
+/// Waits for `run` to exit with `expected` (the command's code), then for the left-behind `job`
+/// to have ended, and checks that `lock` is free.
+async fn ends_with_nothing_left(
+    (app, lock): (&TestApp, &str),
+    run: tokio::process::Child,
+    expected: i32,
+    job: i32,
+) {
+    let out = finish(run).await;
+    assert_eq!(
+        code(&out),
+        expected,
+        "the command's code; stderr: {}",
+        stderr(&out)
+    );
+    until_ended(job, "the job outlived the command and its lease").await;
+    assert_lock_free(app, lock).await;
+}
+
 #[tokio::test]
 async fn what_the_command_leaves_running_is_stopped_before_its_lease_is_released() {
     let (app, run, job) = run_leaving_a_job(
@@ -84,15 +103,7 @@ async fn what_the_command_leaves_running_is_stopped_before_its_lease_is_released
         r#"sleep 300 >/dev/null 2>&1 & echo $! > "$1"; echo ready > "$2"; exit 0"#,
     )
     .await;
-    let out = finish(run).await;
-    assert_eq!(
-        code(&out),
-        0,
-        "the command's code; stderr: {}",
-        stderr(&out)
-    );
-    until_ended(job, "the background job outlived the command and its lease").await;
-    assert_lock_free(&app, "left-behind").await;
+    ends_with_nothing_left((&app, "left-behind"), run, 0, job).await;
 }
 
 #[tokio::test]
@@ -105,12 +116,6 @@ async fn a_forwarded_sigterm_leaves_nothing_of_the_command_running() {
     )
     .await;
     kill(pid_of(&run), Signal::SIGTERM).expect("SIGTERM");
-    let out = finish(run).await;
-    assert_eq!(code(&out), 42, "the trap's code; stderr: {}", stderr(&out));
-    until_ended(
-        job,
-        "the job that ignored SIGTERM outlived the command and its lease",
-    )
-    .await;
-    assert_lock_free(&app, "forwarded").await;
+    // The trap's code.
+    ends_with_nothing_left((&app, "forwarded"), run, 42, job).await;
 }
