@@ -14,6 +14,10 @@ const EARLY_SLACK_US: u64 = 300_000;
 const FREE_STRETCH_US: u64 = 400_000;
 /// After a fault heals, 503s and slow answers are still expected this long.
 const RECOVERY_US: u64 = 3_000_000;
+/// A waiter whose attempt Redis refused (full) tries again 250 ms later (the server's
+/// `UNANSWERED_RETRY`): it may find the permits taken by then, so a full Redis keeps a name
+/// from its waiters this long after it empties.
+const REFUSED_NEW_RETRY_US: u64 = 500_000;
 /// A fair ticket keeps its place this long after its last request ends (--ticket-timeout-ms).
 const TICKET_TIMEOUT_US: u64 = 1_000_000;
 
@@ -260,6 +264,14 @@ fn parked_while_free(
                     && !(s == op.send && e > op.recv)
             })
             .map(|&(s, e, _, p)| (s, e, p))
+            // While Redis refuses new leases (full) no waiter can be granted: the name is as
+            // good as taken (every permit of a semaphore), however free its holds left it.
+            .chain(
+                windows
+                    .iter()
+                    .filter(|w| w.refuses_new)
+                    .map(|w| (w.start, w.end + REFUSED_NEW_RETRY_US, limit.max(1))),
+            )
             .collect();
         // Longest stretch in [from, to) not covered by a blocking interval (for
         // semaphores: by more permits than leave room for this request).
@@ -309,4 +321,103 @@ fn parked_while_free(
             });
         }
     }
+}
+
+/// Known histories for the parked-while-free check: a semaphore waiter refused while every
+/// permit was free, outside a fault and inside one that refuses new leases (Redis full).
+pub(super) fn self_checks() -> Vec<(&'static str, bool)> {
+    let op = |seq, client, (send, recv), request, outcome| Op {
+        seq,
+        client,
+        instance: 0,
+        name: "sem-0".to_owned(),
+        family: crate::history::Family::Semaphore,
+        send,
+        recv,
+        request,
+        outcome,
+        echo: None,
+    };
+    let permits = |permits, wait_ms| Request::AcquirePermits {
+        permits,
+        limit: 3,
+        ttl_ms: 5_000,
+        wait_ms,
+    };
+    // Lease A takes all 3 permits (0-1 ms) and gives them back at 1.0 s; B asks for 1 at
+    // 0.5 s, waiting 2 s, and is refused at its deadline: free from 1.0 to 2.5 s.
+    let history = vec![
+        op(
+            0,
+            0,
+            (0, 1_000),
+            permits(3, 0),
+            Outcome::Granted {
+                status: 201,
+                lease: "a".to_owned(),
+                fence: 10,
+                ttl_ms: 5_000,
+                count: 3,
+                kind: "semaphore".to_owned(),
+            },
+        ),
+        op(
+            1,
+            0,
+            (1_000_000, 1_001_000),
+            Request::Release {
+                lease: "a".to_owned(),
+                all: true,
+                mode: None,
+                semaphore: true,
+                idempotency: None,
+            },
+            Outcome::Released {
+                released: true,
+                count: 0,
+            },
+        ),
+        op(
+            2,
+            1,
+            (500_000, 2_500_000),
+            permits(1, 2_000),
+            Outcome::Refused {
+                status: 409,
+                code: "no_permits".to_owned(),
+            },
+        ),
+    ];
+    // Redis full from 0.8 s to `end`: no new lease can be granted in it.
+    let judged = |end: Option<u64>| {
+        let windows: Vec<FaultWindow> = end
+            .map(|end| FaultWindow {
+                what: "redis-full".to_owned(),
+                start: 800_000,
+                end,
+                data_loss: false,
+                loss_throughout: false,
+                exempt: false,
+                answers_in_time: false,
+                refuses_new: true,
+                served_from: None,
+            })
+            .into_iter()
+            .collect();
+        super::check(&history, &windows, &[], 1_500).parked_while_free
+    };
+    vec![
+        (
+            "a semaphore waiter refused while every permit was free for 1.4 s: parked while free",
+            judged(None) == 1,
+        ),
+        (
+            "the same while Redis was full (no new lease could be granted): excused",
+            judged(Some(2_300_000)) == 0,
+        ),
+        (
+            "the same when Redis was full for the first 0.4 s of it only: parked while free",
+            judged(Some(1_200_000)) == 1,
+        ),
+    ]
 }

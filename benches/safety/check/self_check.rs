@@ -306,6 +306,7 @@ pub fn self_check() -> Vec<(&'static str, bool)> {
     let mut judged_histories = super::recovery::self_checks();
     judged_histories.extend(super::elections::self_checks());
     judged_histories.extend(super::warnings::self_checks());
+    judged_histories.extend(super::liveness::self_checks());
     judged_histories.extend([
         (
             "a release of the last level answered 410: the hold ended when it was sent, no overlap",
