@@ -80,6 +80,8 @@ pub fn acquire(
             .map_or(0, crate::locks::Metadata::json_len),
         permits: 0,
     };
+    // Boxed: the waiting future keeps it for the whole wait, and most requests have none.
+    let retry_key = request.idempotency.clone().map(Box::new);
     let leases = state.leases_for(&caller);
     // A RedLock acquire is a call on every node, each charged as a request.
     if let Err(problem) = state.access.charge(&caller, leases.cost_of_kind(kind)) {
@@ -96,7 +98,17 @@ pub fn acquire(
             ttl: lease_ttl,
             size,
         };
-        let admission = Box::pin(Admission::acquire(&state, &caller, leases.locks(), ask)).await?;
+        let kept = retry_key
+            .as_deref()
+            .map(|key| leases.answer_kept(&name, kind, key));
+        let admission = Box::pin(Admission::acquire_or_replay(
+            &state,
+            &caller,
+            leases.locks(),
+            ask,
+            kept,
+        ))
+        .await?;
         let watched = state.access.revocations.watch(&caller);
         drop(caller);
         let acquired = admission::unless_revoked(watched, acquiring).await?;

@@ -152,7 +152,12 @@ pub async fn acquire(
             ttl: request.ttl.as_duration(),
             size,
         };
-        admissions.push(Admission::acquire(&state, &caller, leases.locks(), ask).await?);
+        let kept = request
+            .idempotency
+            .as_ref()
+            .map(|key| leases.multi_answer_kept(key));
+        admissions
+            .push(Admission::acquire_or_replay(&state, &caller, leases.locks(), ask, kept).await?);
     }
     let watched = state.access.revocations.watch(&caller);
     let acquired = admission::unless_revoked(watched, leases.acquire_multi(request, wait)).await?;

@@ -76,7 +76,11 @@ pub fn acquire(
                 permits: u64::from(request.permits),
             },
         };
-        let admission = Admission::acquire(&state, &caller, &locks, ask).await?;
+        let kept = request
+            .idempotency
+            .as_ref()
+            .map(|key| locks.answer_kept(&name, key));
+        let admission = Admission::acquire_or_replay(&state, &caller, &locks, ask, kept).await?;
         let grant = super::admission::unless_revoked(
             state.access.revocations.watch(&caller),
             locks.acquire_permits(&name, &request, wait),

@@ -124,6 +124,27 @@ impl Leases {
         }
     }
 
+    /// Whether an answer to Idempotency-Key `key` is kept for a new lease of `kind` on
+    /// `name`, which a retry replays (taking nothing new): on the name's own record, or for a
+    /// RedLock lease the key's claim (see [`Self::multi_answer_kept`]).
+    pub async fn answer_kept(
+        &self,
+        name: &LockName,
+        kind: Option<LeaseKind>,
+        key: &IdempotencyKey,
+    ) -> Result<bool, LeaseError> {
+        if kind == Some(LeaseKind::Redlock) {
+            return self.multi_answer_kept(key).await;
+        }
+        Ok(self.locks.answer_kept(name, key).await?)
+    }
+
+    /// Whether `key` has a claim on a lease (a multilease's, a RedLock lease's): its first
+    /// request's token, kept for a retry.
+    pub async fn multi_answer_kept(&self, key: &IdempotencyKey) -> Result<bool, LeaseError> {
+        Ok(self.locks.records().claim_kept(key).await?)
+    }
+
     /// Acquires `name` for a new lease of `request.kind` (`kind: redlock` on the RedLock
     /// nodes, every other kind on the main Redis), or re-enters the lease the `reentry` token
     /// proves, waiting up to `wait` while the lock is taken.

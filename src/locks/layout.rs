@@ -202,6 +202,12 @@ impl LockKeys {
         format!("{{{}}}:leasehold:history", self.key)
     }
 
+    /// The answer kept for an Idempotency-Key (`digest`: the key's SHA-256, hex) of a
+    /// request on this lock (`idem_key` in `lua/prelude.lua`).
+    pub fn idempotency(&self, digest: &str) -> String {
+        format!("{{{}}}:leasehold:idem:{digest}", self.key)
+    }
+
     /// An election's lock: the capped stream of its terms, in the order they were granted
     /// (`log_term` in `lua/locklib.lua`).
     pub fn terms(&self) -> String {

@@ -184,3 +184,59 @@ async fn a_retry_after_a_force_release_is_told_the_lease_is_lost() {
         .await
         .assert_problem(410, "lease_lost");
 }
+
+/// A retry whose first request took the caller's last lease is that lease's answer again, not
+/// a refusal for the lease it already counts (a client that lost the first reply would
+/// otherwise never learn its token). For every kind that keeps answers: a lock, a semaphore, a
+/// multilease and an election's campaign.
+#[tokio::test]
+async fn a_retry_at_the_lease_quota_gets_the_first_answer() {
+    let app = spawn_app().await;
+    let asks: [(&str, Value); 4] = [
+        ("/v1/locks/jobs/leases", json!({"ttl_ms": 60_000})),
+        (
+            "/v1/semaphores/pool/leases",
+            json!({"permits": 1, "limit": 2, "ttl_ms": 60_000}),
+        ),
+        (
+            "/v1/multileases",
+            json!({"locks": [{"name": "a"}, {"name": "b"}], "ttl_ms": 60_000}),
+        ),
+        (
+            "/v1/elections/leader/candidates",
+            json!({"ttl_ms": 60_000, "value": "me"}),
+        ),
+    ];
+    for (i, (path, body)) in asks.iter().enumerate() {
+        // A key whose quota the first request fills (a multilease counts each member).
+        let quota = if path.contains("multileases") { 2 } else { 1 };
+        let (_, secret) = app
+            .create_key(json!({
+                "name": format!("quota-{i}"),
+                "roles": ["client"],
+                "quotas": {"max_leases": quota},
+            }))
+            .await;
+        let key = app.with_key(&secret);
+        let keyed = |idempotency: &str| {
+            key.http
+                .post(key.url(path))
+                .header("idempotency-key", idempotency)
+                .json(body)
+        };
+        let first = key.send(keyed("first")).await;
+        first.assert_status(201);
+        let replayed = key.send(keyed("first")).await;
+        replayed.assert_status(201);
+        assert_eq!(replayed.body["token"], first.body["token"], "{path}");
+        assert_eq!(
+            replayed.header("idempotent-replayed"),
+            Some("true"),
+            "{path}"
+        );
+        // A new request (another key) is still held to the quota.
+        key.send(keyed("second"))
+            .await
+            .assert_problem(429, "quota_exceeded");
+    }
+}

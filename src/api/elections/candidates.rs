@@ -109,7 +109,18 @@ pub async fn campaign(
             permits: 0,
         },
     };
-    let admission = Box::pin(Admission::acquire(&state, &caller, leases.locks(), ask)).await?;
+    let kept = candidacy
+        .idempotency
+        .as_ref()
+        .map(|key| leases.answer_kept(&lock, None, key));
+    let admission = Box::pin(Admission::acquire_or_replay(
+        &state,
+        &caller,
+        leases.locks(),
+        ask,
+        kept,
+    ))
+    .await?;
     let watched = state.access.revocations.watch(&caller);
     let campaign = leases.campaign(&name, candidacy, wait);
     let standing = admission::unless_revoked(watched, campaign).await?;

@@ -5,8 +5,8 @@ use crate::locks::scripts::inspect_lock::InspectLock;
 use crate::locks::scripts::semaphore_inspect::SemaphoreInspect;
 use crate::locks::scripts::{HolderEntry, non_empty};
 use crate::locks::{
-    FencingToken, LeaseId, LockError, LockName, LockView, Locks, Metadata, PermitHolderView,
-    QUEUE_LISTED, QueuedView, RwMode, SemaphoreView, Timestamp,
+    FencingToken, IdempotencyKey, LeaseId, LockError, LockName, LockView, Locks, Metadata,
+    PermitHolderView, QUEUE_LISTED, QueuedView, RwMode, SemaphoreView, Timestamp,
 };
 
 impl Locks {
@@ -19,6 +19,22 @@ impl Locks {
             .query_async(&mut self.inner.conn.clone())
             .await?;
         Ok(length)
+    }
+
+    /// Whether an answer to Idempotency-Key `key` is kept on `name` (lock or semaphore):
+    /// one cheap `EXISTS`, for callers that refuse a new request but not a retry, which
+    /// replays that answer and takes nothing new.
+    pub async fn answer_kept(
+        &self,
+        name: &LockName,
+        key: &IdempotencyKey,
+    ) -> Result<bool, LockError> {
+        let record = self.inner.keys.lock(name).idempotency(&key.digest_hex());
+        let kept: u64 = redis::cmd("EXISTS")
+            .arg(record)
+            .query_async(&mut self.inner.conn.clone())
+            .await?;
+        Ok(kept > 0)
     }
 
     /// The lock's kind, holders, fair queue and fencing counter; `None` when it is free and

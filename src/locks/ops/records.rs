@@ -61,6 +61,16 @@ impl<'a> Records<'a> {
         self.locks.call_own([&key, &key], &claim).await
     }
 
+    /// Whether `key` has a claim on a multilease (its first request's, kept for a retry).
+    pub async fn claim_kept(self, key: &IdempotencyKey) -> Result<bool, LockError> {
+        let claim = self.locks.inner.keys.multilease_claim(&key.digest_hex());
+        let kept: u64 = redis::cmd("EXISTS")
+            .arg(claim)
+            .query_async(&mut self.locks.inner.conn.clone())
+            .await?;
+        Ok(kept > 0)
+    }
+
     /// Queues `event` for this key space's events channel and journal: the events of leases
     /// this Redis does not hold, which the leases layer tells (a RedLock lease's).
     pub fn publish_event(self, event: &LockEvent) {

@@ -1,10 +1,10 @@
 //! The route matrix by kind of lease: every kind (each lock kind, RedLock over three nodes, a
 //! semaphore, a multilease) through every route a lease has: acquire with an Idempotency-Key
-//! (and its retry), the caller's quota, the acquisitions metric (once per call), the lock's
-//! inspection, the listing, the lease's inspection, heartbeat, watch, an admin's force release
-//! (audited; for RedLock on every node), `/v1/events`, the next grant of the name, and an
-//! admin's revocation of it (evicted at its deadline wherever it lives). A new kind of lease
-//! that skips a route fails here.
+//! (and its retry, also once the caller is at its quota), the caller's quota, the acquisitions
+//! metric (once per call), the lock's inspection, the listing, the lease's inspection,
+//! heartbeat, watch, an admin's force release (audited; for RedLock on every node),
+//! `/v1/events`, the next grant of the name, and an admin's revocation of it (evicted at its
+//! deadline wherever it lives). A new kind of lease that skips a route fails here.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -273,6 +273,16 @@ async fn check_kind(app: &TestApp, kind: Kind) {
         .send(kind.acquire(&caller, 2))
         .await
         .assert_problem(429, "quota_exceeded");
+    // At the quota, the keyed retry is still the first answer: it takes nothing new.
+    let at_quota = caller
+        .send(kind.acquire(&caller, 0).header("idempotency-key", &key))
+        .await;
+    at_quota.assert_status(201);
+    assert_eq!(
+        at_quota.str("lease_id"),
+        held.id,
+        "{label}: a retry at the quota"
+    );
     let second = Held::of(&second);
     caller
         .send(
