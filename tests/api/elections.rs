@@ -137,6 +137,29 @@ async fn a_leader_that_stops_heartbeating_is_replaced_after_its_ttl() {
     heartbeat(&app, &a).await.assert_status(410);
 }
 
+/// A term that ran out (no resignation) with a lock-delay: nobody leads for the delay, and a
+/// campaign then stands in line (202, its place kept) and leads once the delay is over; it
+/// is not refused.
+#[tokio::test]
+async fn a_campaign_during_a_lock_delay_waits_in_line_and_leads_after_it() {
+    let app = spawn_app().await;
+    let body = json!({"value": "a", "ttl_ms": 200, "lock_delay_ms": 1_500});
+    campaign(&app, "cron", body, 0).await.assert_status(201);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let started = std::time::Instant::now();
+    let waiting = campaign(&app, "cron", json!({"value": "b", "ttl_ms": 5000}), 0).await;
+    waiting.assert_status(202);
+    let b = Candidate::from_reply(&waiting);
+    let led = poll(&app, &b, 5_000).await;
+    led.assert_status(200);
+    assert_eq!(led.body["candidate_id"], waiting.body["candidate_id"]);
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "led {:?} after the term ran out, within its lock-delay",
+        started.elapsed()
+    );
+}
+
 /// A leader's heartbeat names its term: a candidate that does not lead in that term (Redis
 /// lost its grant and put it back in line) is told it is out, never led into a new term it
 /// would take for the old one; and it stops holding the line.

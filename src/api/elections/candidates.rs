@@ -70,10 +70,9 @@ fn candidacy(
     security((), ("api_key" = ["client"])),
     responses(
         (status = 201, description = "This candidate leads: its term (a fencing token) and token", body = CandidateBody, headers(("Location" = String, description = "The candidate's URL"))),
-        (status = 202, description = "Someone else leads after the wait: the candidate keeps its place in line while it heartbeats", body = CandidateBody, headers(("Location" = String, description = "The candidate's URL"))),
+        (status = 202, description = "Someone else leads after the wait, or nobody does yet (the last term ran out with a lock-delay): the candidate keeps its place in line while it heartbeats", body = CandidateBody, headers(("Location" = String, description = "The candidate's URL"))),
         (status = 400, description = "malformed_json, invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 404, description = "not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 409, description = "lock_delay: the last term ended without a resignation and asked for a delay", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 410, description = "lease_lost: a retry with an Idempotency-Key whose first answer's candidate is out by now", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
