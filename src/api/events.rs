@@ -19,6 +19,7 @@ use super::backlog;
 use super::extract::Query;
 use crate::auth::{Caller, Principal, ReaderRole, Who};
 use crate::event_feed::FeedMessage;
+use crate::leases::election::ElectionName;
 use crate::limits::slots::Slot;
 use crate::locks::NamePrefix;
 use crate::problem::{Problem, ProblemDetails, ProblemKind};
@@ -40,13 +41,13 @@ pub struct EventsQuery {
     path = "/v1/events",
     operation_id = "streamEvents",
     tag = "events",
-    params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this"), ("backlog" = Option<u32>, Query, maximum = 1000, description = "First send up to this many recent events (oldest first; of every lock, then filtered by prefix), then the live ones"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (its `id:`): every event since is sent first, or `event: resync` when some are gone")),
+    params(("prefix" = Option<String>, Query, description = "Only events of locks whose name starts with this; `election/` and the start of an election's name: only events of those elections"), ("backlog" = Option<u32>, Query, maximum = 1000, description = "First send up to this many recent events (oldest first; of every lock, then filtered by prefix), then the live ones"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (its `id:`): every event since is sent first, or `event: resync` when some are gone")),
     security((), ("api_key" = ["reader"])),
     responses(
         (status = 200, description = "Server-sent events: one JSON lock event per `data:` message, with its journal id as `id:` (and `event_id`); `event: resync` when events may have been missed; keep-alive comments every 15 s", body = crate::wire::LockEventMessage, content_type = "text/event-stream"),
         (status = 400, description = "invalid_query", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 401, description = "admin_token_required: the dashboard is private and no session, admin token or key came; token_malformed", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name: the prefix is not a lock name", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name: the prefix is not a lock name (or `election/` and one)", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `GET /v1/events[?prefix=..][&backlog=N]`: recent events (or those after `Last-Event-ID`),
@@ -63,7 +64,7 @@ pub async fn stream(
             "this server's dashboard is private: sign in, or send the admin token or a key",
         ));
     }
-    let prefix = NamePrefix::parse(&query.prefix)?;
+    let prefix = events_prefix(&query.prefix)?;
     let count = query.backlog.unwrap_or(0);
     if count > backlog::BACKLOG_MAX {
         return Err(Problem::new(
@@ -78,7 +79,11 @@ pub async fn stream(
     let slot = stream_slot(&state, &caller)?;
     let tenant = caller.tenant.clone();
     let patterns = caller.patterns.clone();
-    let visible = move |lock: &str| prefix.matches(lock) && patterns.allows(lock);
+    // An election's events are its lock's (`election/<name>`); the caller's patterns are
+    // of names, the election's as a campaign checks it.
+    let visible = move |lock: &str| {
+        prefix.matches(lock) && patterns.allows(ElectionName::of_lock(lock).unwrap_or(lock))
+    };
     // Listening before the journal is read: nothing falls between the two. The journal read
     // is the caller's tenant's (`locks_for`).
     let rx = state.feed.listen(&tenant).await;
@@ -153,4 +158,18 @@ pub(super) fn stream_slot(state: &AppState, caller: &Principal) -> Result<Slot, 
             .with("quota", "event streams")
             .retry_after(std::time::Duration::from_secs(5))
         })
+}
+
+/// `?prefix=`: the start of a lock's name, or `election/` and the start of an election's (an
+/// election's events are those of its lock, `election/<name>`).
+fn events_prefix(raw: &str) -> Result<NamePrefix, Problem> {
+    let Some(election) = raw.strip_prefix(ElectionName::LOCK_PREFIX) else {
+        return Ok(NamePrefix::parse(raw)?);
+    };
+    let start = NamePrefix::parse(election)?;
+    Ok(NamePrefix::internal(&format!(
+        "{}{}",
+        ElectionName::LOCK_PREFIX,
+        start.as_str()
+    )))
 }

@@ -3,12 +3,12 @@
 //! quota (a candidate counts, leading or in line), the terms metric, the election's
 //! inspection, the listing (there is no `GET /v1/elections`: the dashboard's elections view
 //! lists them, and the lock listings leave them out), `/v1/events` (a term is an event of the
-//! election's lock), an admin's end of the term (audited) and the next term.
+//! election's lock; `?prefix=election/...` selects elections), an admin's end of the term (audited) and the next term.
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::kinds::{backlog, sample, scrape};
+use super::kinds::{backlog_of, sample, scrape};
 use crate::dashboard::elections::until_journaled;
 use crate::helpers::{Reply, TestApp, spawn_app};
 
@@ -31,7 +31,7 @@ fn terms_started(text: &str) -> f64 {
 async fn an_election_goes_through_every_route() {
     let app = spawn_app().await;
     let (_, secret) = app
-        .create_key(json!({"name": "matrix-election", "roles": ["client", "reader"], "quotas": {"max_leases": 2}}))
+        .create_key(json!({"name": "matrix-election", "roles": ["client", "reader"], "patterns": ["k-*"], "quotas": {"max_leases": 2}}))
         .await;
     let caller = app.with_key(&secret);
     let before = scrape(&caller).await;
@@ -144,15 +144,22 @@ async fn an_election_goes_through_every_route() {
         .count();
     assert_eq!(ours, 1, "{}", audit.body);
 
-    // `/v1/events`: each term's grant and the end of the first, under the election's lock.
-    let events = backlog(&caller).await;
-    let ours: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["lock"] == "election/k-election")
-        .collect();
-    let types: Vec<&str> = ours.iter().filter_map(|e| e["type"].as_str()).collect();
-    assert!(types.contains(&"acquired"), "{ours:?}");
-    assert!(types.contains(&"force_released"), "{ours:?}");
+    // `/v1/events`: each term's grant and the end of the first, under the election's lock
+    // (seen by a key whose patterns name the election), on its own with `election/` and the
+    // start of its name.
+    for filter in ["", "prefix=election/k-el&"] {
+        let events = backlog_of(&caller, filter).await;
+        let ours: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["lock"] == "election/k-election")
+            .collect();
+        let types: Vec<&str> = ours.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert!(types.contains(&"acquired"), "{filter}: {ours:?}");
+        assert!(types.contains(&"force_released"), "{filter}: {ours:?}");
+        if !filter.is_empty() {
+            assert_eq!(ours.len(), events.len(), "only the election's: {events:?}");
+        }
+    }
 
     // The metric moved with the second term; nobody waits any more.
     let last = scrape(&caller).await;

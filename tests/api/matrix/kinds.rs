@@ -150,9 +150,14 @@ pub(super) async fn scrape(app: &TestApp) -> String {
 
 /// The events `GET /v1/events?backlog=…` sends at once (read for 300 ms).
 pub(crate) async fn backlog(app: &TestApp) -> Vec<Value> {
+    backlog_of(app, "").await
+}
+
+/// [`backlog`] with a filter (`prefix=...&`).
+pub(crate) async fn backlog_of(app: &TestApp, filter: &str) -> Vec<Value> {
     let response = app
         .http
-        .get(app.url("/v1/events?backlog=500"))
+        .get(app.url(&format!("/v1/events?{filter}backlog=500")))
         .send()
         .await
         .expect("request");
