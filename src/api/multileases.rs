@@ -249,6 +249,7 @@ fn member_body(m: crate::locks::MemberGrant) -> MultiMemberBody {
         fencing_token: m.fencing_token.0,
         replicas_acked: m.replicas_acked,
         degraded: m.degraded.map(super::bodies::degraded),
+        revocation: m.revocation.as_ref().map(super::bodies::revocation_body),
     }
 }
 

@@ -261,3 +261,44 @@ async fn a_multilease_holder_is_told_of_a_members_revocation() {
     assert_eq!(lost["lock"], "mb");
     assert_eq!(lost["reason"], "revoked");
 }
+
+/// Without a watch (a proxy that cuts server-sent events), the multilease's heartbeat tells
+/// the holder which member is asked for, as a lease's heartbeat does.
+#[tokio::test]
+async fn a_multilease_heartbeat_names_the_member_asked_for() {
+    let app = spawn_app().await;
+    let asked = app
+        .send(
+            app.http
+                .post(app.url("/v1/multileases"))
+                .json(&json!({"locks": [{"name": "ha"}, {"name": "hb"}], "ttl_ms": 60_000})),
+        )
+        .await;
+    asked.assert_status(201);
+    let path = format!("/v1/multileases/{}/heartbeat", asked.str("lease_id"));
+    let beat = || {
+        app.http
+            .post(app.url(&path))
+            .bearer_auth(asked.str("token"))
+    };
+    let before = app.send(beat()).await;
+    before.assert_status(200);
+    assert!(before.body["members"][1].get("revocation").is_none());
+    app.admin(
+        Method::POST,
+        "/v1/admin/locks/hb/revoke",
+        Some(json!({"grace_ms": 5_000, "reason": "rebalance"})),
+    )
+    .await
+    .assert_status(200);
+    let after = app.send(beat()).await;
+    after.assert_status(200);
+    let members = after.body["members"].as_array().expect("members");
+    assert!(members[0].get("revocation").is_none(), "{members:?}");
+    assert_eq!(members[1]["lock"], "hb");
+    assert_eq!(members[1]["revocation"]["reason"], "rebalance");
+    assert!(members[1]["revocation"]["deadline"].is_string());
+    // Extended no further than the deadline: the multilease's answer says so.
+    assert!(after.u64("ttl_ms") <= 5_000, "{}", after.body);
+    assert_eq!(after.body["expires_at"], members[1]["revocation"]["deadline"]);
+}

@@ -61,6 +61,10 @@ pub struct MultiMemberBody {
     /// Present when this member's grant (or renewal) stands on its Redis primary alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<crate::Degraded>,
+    /// A heartbeat's answer: an operator asked that this member's lock be let go by its
+    /// deadline (as a lease's heartbeat says it); the multilease ends with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<crate::RevocationBody>,
 }
 
 /// A granted multilease (201): every member held.

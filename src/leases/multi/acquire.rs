@@ -219,6 +219,7 @@ impl Leases {
                 fencing_token: grant.fencing_token,
                 replicas_acked: grant.replicas_acked,
                 degraded: grant.degraded,
+                revocation: None,
             })),
             Ok(Acquired::Queued(ticket)) => {
                 if let Err(e) = self

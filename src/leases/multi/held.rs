@@ -47,8 +47,14 @@ impl Leases {
             return Err(self.lose(id, token, members, &name, state).await);
         }
         let mut grants = Vec::with_capacity(renewed.len());
+        // A revoked member was extended no further than its deadline: the multilease ends
+        // with it, so its answer says that end (as a lease's heartbeat does).
+        let mut first_end: Option<(u64, Timestamp)> = None;
         for (name, kind, r) in renewed {
             let r = r?;
+            if r.revocation.is_some() && first_end.is_none_or(|(_, at)| r.expires_at < at) {
+                first_end = Some((r.ttl_ms, r.expires_at));
+            }
             grants.push(MemberGrant {
                 name,
                 kind,
@@ -56,18 +62,25 @@ impl Leases {
                 fencing_token: r.fencing_token,
                 replicas_acked: r.replicas_acked,
                 degraded: r.degraded,
+                revocation: r.revocation,
             });
         }
         let renew = MultiOp::Renew {
             ttl_ms: ttl.map_or(0, Ttl::as_millis),
         };
         match self.locks.records().multilease_record(id, renew).await? {
-            MultiReply::Renewed(record) => Ok(MultiRenewal {
-                lease_id: id,
-                members: grants,
-                ttl_ms: record.ttl_ms,
-                expires_at: Timestamp(record.expires_ms),
-            }),
+            MultiReply::Renewed(record) => {
+                let (ttl_ms, expires_at) = match first_end {
+                    Some((ttl_ms, at)) if at.0 < record.expires_ms => (ttl_ms, at),
+                    _ => (record.ttl_ms, Timestamp(record.expires_ms)),
+                };
+                Ok(MultiRenewal {
+                    lease_id: id,
+                    members: grants,
+                    ttl_ms,
+                    expires_at,
+                })
+            }
             MultiReply::Lost(record) => Err(LockError::LeaseLost(record_state(&record))),
             MultiReply::Unknown => Err(LockError::UnknownLease),
             other => Err(unexpected(&other)),

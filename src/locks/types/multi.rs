@@ -90,6 +90,8 @@ pub struct MemberGrant {
     pub replicas_acked: Option<u32>,
     /// Set when the member's grant (or renewal) stands on its primary alone.
     pub degraded: Option<super::Degraded>,
+    /// A renewal's: an operator's pending request that the member's lock be let go.
+    pub revocation: Option<super::Revocation>,
 }
 
 /// A granted multilease: every member held.
