@@ -1,5 +1,5 @@
 /** What a grant or a renewal says of the copies behind a lease (clients/PROTOCOL.md). */
-import type { Degraded, GrantBody, RenewalBody } from "./types.js";
+import type { Degraded, GrantBody, RenewalBody } from "./wire.js";
 
 export interface Acked {
   /** Redis replicas that acknowledged it; a multilease's: its weakest member's. */

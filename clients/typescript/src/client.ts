@@ -14,27 +14,19 @@ import {
 } from "./options.js";
 import { leasePath, lockPlace, multileasePlace, semaphorePlace, type Place } from "./place.js";
 import { waitInQueue } from "./queue.js";
+import type { AcquireOptions, LockOptions, MultiLock, MultileaseOptions, SemaphoreOptions } from "./acquire.js";
+import type { CampaignOptions, ElectionEvent, ElectionInfo, TermCheck } from "./leadership.js";
 import type {
-  AcquireOptions,
-  CampaignOptions,
-  ElectionEvent,
-  ElectionInfo,
-  TermCheck,
   FenceCheck,
   ForceReleaseBody,
-  GrantBody,
   LeaseInfo,
   LockInfo,
   LockList,
-  LockOptions,
-  MultiLock,
   MultileaseInfo,
-  MultileaseOptions,
   RevokeBody,
   SemaphoreInfo,
-  SemaphoreOptions,
-  TicketBody,
-} from "./types.js";
+} from "./views.js";
+import type { GrantBody, TicketBody } from "./wire.js";
 
 export interface ClientOptions {
   /**

@@ -5,10 +5,12 @@
  */
 import { LockHeldError, ProblemError, TransportError } from "./errors.js";
 import { isObject, link, randomKey, sleep, toProblemError, retryable, type Transport } from "./http.js";
-import { Lease, type LeaseInit } from "./lease.js";
+import type { LeaseInit } from "./keeper.js";
+import { Lease } from "./lease.js";
 import { electionPlace, leasePath, type Place } from "./place.js";
 import { readEvents } from "./sse.js";
-import type { CampaignOptions, CandidateBody, ElectionEvent, GrantBody } from "./types.js";
+import type { CampaignOptions, CandidateBody, ElectionEvent } from "./leadership.js";
+import type { GrantBody } from "./wire.js";
 
 const now = () => performance.now();
 /** The wait asked for when the caller waits without limit (the server cuts it to its own). */

@@ -8,7 +8,7 @@
  * there expires after its TTL.
  */
 
-interface Releasable {
+export interface Releasable {
   releaseForExit(): Promise<void>;
 }
 

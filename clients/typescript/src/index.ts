@@ -13,14 +13,9 @@ import "./polyfill.js";
 
 export { Client, DEFAULT_SERVER, type ClientOptions } from "./client.js";
 export { Term } from "./election.js";
-export {
-  Lease,
-  type LeaseState,
-  type ReenterOptions,
-  type ReleaseOptions,
-  type ReleaseResult,
-  type SignalListener,
-} from "./lease.js";
+export { Lease, type ReenterOptions } from "./lease.js";
+export type { LeaseState, ReleaseOptions, ReleaseResult } from "./keeper.js";
+export type { SignalListener } from "./signals.js";
 export {
   AuthError,
   ConflictError,
@@ -43,4 +38,7 @@ export {
 } from "./errors.js";
 export type { RetryOptions } from "./http.js";
 export { SseParser, readEvents, type SseEvent } from "./sse.js";
-export type * from "./types.js";
+export type * from "./wire.js";
+export type * from "./acquire.js";
+export type * from "./views.js";
+export type * from "./leadership.js";

@@ -1,46 +1,11 @@
 import "./polyfill.js";
-import { LeaseLostError, ProblemError, lossError } from "./errors.js";
-import { randomKey, sleep, type Transport } from "./http.js";
+import { LeaseLostError } from "./errors.js";
+import { randomKey, type Transport } from "./http.js";
 import { checkOptions } from "./options.js";
 import { hasLevels, leasePath, type Place } from "./place.js";
-import type {
-  Degraded,
-  GrantBody,
-  LockKind,
-  MultileaseMember,
-  ReleaseBody,
-  RenewalBody,
-  Revocation,
-  RwMode,
-  Signal,
-  SignalKind,
-} from "./types.js";
-import { acked, type Acked } from "./acked.js";
-import { track, untrack } from "./exit.js";
-import { isSignalKind, msLeft, parseRevocation, parseSignal } from "./signals.js";
-import type { SseEvent } from "./sse.js";
-import { asLoss, lostEvent, watchLease } from "./watch.js";
-
-/** What {@link Lease.on} calls with each {@link Signal}. */
-export type SignalListener = (signal: Signal) => void;
-
-/** `held` until released or lost; `released` and `lost` are final. */
-export type LeaseState = "held" | "released" | "lost";
-
-export interface ReleaseOptions {
-  /** Release every reentry level (default true); false releases one. */
-  all?: boolean | undefined;
-  /** Read/write leases: the hold to release (default: write if held, else read). */
-  mode?: RwMode | undefined;
-  signal?: AbortSignal | undefined;
-}
-
-export interface ReleaseResult {
-  /** True when the lease holds no level any more. */
-  released: boolean;
-  /** The levels left (0 once released). */
-  reentryCount: number;
-}
+import type { Degraded, GrantBody, LockKind, MultileaseMember, RenewalBody, Revocation, SignalKind } from "./wire.js";
+import { Keeper, type LeaseInit, type LeaseState, type ReleaseOptions, type ReleaseResult } from "./keeper.js";
+import { SignalListeners, type SignalListener } from "./signals.js";
 
 export interface ReenterOptions {
   /** A new TTL for the lease (every level); the lease's own when absent. */
@@ -50,29 +15,6 @@ export interface ReenterOptions {
   /** Read/write: `read` on a write lease is a downgrade; otherwise the lease's own kind. */
   kind?: LockKind | undefined;
   signal?: AbortSignal | undefined;
-}
-
-/** @internal What a Lease is made from. */
-export interface LeaseInit {
-  transport: Transport;
-  place: Place;
-  token: string;
-  grant: GrantBody;
-  /** When the request that brought the grant was sent (performance.now()). */
-  sentAt: number;
-  watch: boolean;
-  releaseOnSignal: boolean;
-  /** The watch's `expiring_slack_ms` (undefined: the server's default). */
-  expiringSlackMs?: number | undefined;
-}
-
-/**
- * What is left of a lease's TTL when renewals that keep failing give it up as lost: a sixth
- * of the TTL, at least a second, at most a third (clients/PROTOCOL.md). Given up then, before
- * the server may grant the lock to someone else, not at the TTL itself.
- */
-export function lossMargin(ttlMs: number): number {
-  return Math.min(Math.max(ttlMs / 6, 1000), ttlMs / 3);
 }
 
 /** Node's `util.inspect` hook: what console.log shows of a lease or client. */
@@ -123,25 +65,10 @@ export class Lease implements AsyncDisposable {
   private readonly place: Place;
   /** @internal */
   protected readonly path: string;
-  private readonly lossController = new AbortController();
-  private readonly stopper = new AbortController();
-  private readonly releaseOnSignal: boolean;
-  private current: LeaseState = "held";
-  private lostWith: LeaseLostError | undefined;
-  private levels: number;
-  private ttl: number;
-  private expires: Date;
-  private renewedAt: number;
-  private deadline: ReturnType<typeof setTimeout> | undefined;
-  private releasesInFlight = 0;
-  private pendingLoss: LeaseLostError | undefined;
   private releaseChain: Promise<unknown> = Promise.resolve();
-  private gaveBack = false;
-  private acked: Acked;
-  private revoked: Revocation | undefined;
-  /** When a revocation ends the lease (performance.now()), at the latest. */
-  private revokedAt: number | undefined;
-  private readonly listeners = new Map<string, Set<SignalListener>>();
+  private readonly listeners = new SignalListeners();
+  /** What keeps the lease, and ends it (keeper.ts): its state and renewals live there. */
+  private readonly keeper: Keeper;
 
   /** @internal Made by {@link Client.lock} and {@link Client.semaphore}. */
   constructor(init: LeaseInit) {
@@ -154,39 +81,30 @@ export class Lease implements AsyncDisposable {
     this.fencingToken = grant.fencing_token;
     this.kind = init.place.kind === "multilease" ? "multilease" : grant.kind;
     this.members = grant.members ?? [];
-    this.acked = acked(grant);
     this.holder = grant.holder ?? undefined;
     this.permits = grant.permits ?? undefined;
-    this.levels = grant.reentry_count ?? 1;
-    this.ttl = grant.ttl_ms;
-    this.expires = new Date(grant.expires_at);
-    this.renewedAt = init.sentAt;
-    this.signal = this.lossController.signal;
-    this.releaseOnSignal = init.releaseOnSignal;
     this.path = leasePath(init.place, grant.lease_id);
-    if (this.releaseOnSignal) track(this);
-    this.armDeadline();
-    void this.renewLoop();
-    if (init.watch) void this.watchLoop(init.expiringSlackMs);
+    this.keeper = new Keeper(init, this.path, this.listeners, this);
+    this.signal = this.keeper.signal;
   }
 
   get state(): LeaseState {
-    return this.current;
+    return this.keeper.current;
   }
 
   /** True once the lease has lost its lock (then {@link signal} is aborted). */
   get lost(): boolean {
-    return this.current === "lost";
+    return this.keeper.current === "lost";
   }
 
   /** Why the lease was lost, once it was. */
   get lostError(): LeaseLostError | undefined {
-    return this.lostWith;
+    return this.keeper.lostWith;
   }
 
   /** The levels held (reentries + 1). */
   get reentryCount(): number {
-    return this.levels;
+    return this.keeper.levels;
   }
 
   /**
@@ -194,22 +112,22 @@ export class Lease implements AsyncDisposable {
    * `--min-replica-acks`; undefined when it requires none). A multilease's: its weakest member's.
    */
   get replicasAcked(): number | undefined {
-    return this.acked.replicas;
+    return this.keeper.acked.replicas;
   }
 
   /** RedLock leases: the nodes that granted or last extended it. */
   get nodesAcked(): number | undefined {
-    return this.acked.nodes;
+    return this.keeper.acked.nodes;
   }
 
   /** RedLock leases: how long, in ms, the last grant or renewal could be relied on when answered. */
   get validityMs(): number | undefined {
-    return this.acked.validity;
+    return this.keeper.acked.validity;
   }
 
   /** Set when the last grant or renewal stands on its Redis primary alone (a failover could lose it). */
   get degraded(): Degraded | undefined {
-    return this.acked.degraded;
+    return this.keeper.acked.degraded;
   }
 
   /**
@@ -217,7 +135,7 @@ export class Lease implements AsyncDisposable {
    * watch stream, or in a heartbeat's answer): release before its `deadline`.
    */
   get revocation(): Revocation | undefined {
-    return this.revoked;
+    return this.keeper.revoked;
   }
 
   /**
@@ -228,31 +146,29 @@ export class Lease implements AsyncDisposable {
    * `EventTarget`'s is), after the other listeners ran.
    */
   on(event: "signal" | SignalKind, listener: SignalListener): this {
-    let set = this.listeners.get(event);
-    if (set === undefined) this.listeners.set(event, (set = new Set()));
-    set.add(listener);
+    this.listeners.add(event, listener);
     return this;
   }
 
   /** Removes a listener {@link on} added. */
   off(event: "signal" | SignalKind, listener: SignalListener): this {
-    this.listeners.get(event)?.delete(listener);
+    this.listeners.delete(event, listener);
     return this;
   }
 
   /** The TTL in ms that each renewal restarts. */
   get ttlMs(): number {
-    return this.ttl;
+    return this.keeper.ttl;
   }
 
   /** When the lease runs out unless renewed, by the server's clock (as of its last answer). */
   get expiresAt(): Date {
-    return this.expires;
+    return this.keeper.expires;
   }
 
   /** Throws the {@link LeaseLostError} if the lease is lost: call it before a write. */
   throwIfLost(): void {
-    if (this.lostWith !== undefined) throw this.lostWith;
+    if (this.keeper.lostWith !== undefined) throw this.keeper.lostWith;
   }
 
   /**
@@ -262,7 +178,7 @@ export class Lease implements AsyncDisposable {
    */
   async reenter(options: ReenterOptions = {}): Promise<void> {
     checkOptions(options, ["ttlMs", "waitMs", "kind", "signal"], "lease.reenter()");
-    this.assertHeld();
+    this.keeper.assertHeld();
     if (!hasLevels(this.place)) throw new TypeError(`${this.kind} leases cannot re-enter`);
     const deadline = now() + Math.max(0, options.waitMs ?? 0);
     const key = await randomKey();
@@ -280,25 +196,25 @@ export class Lease implements AsyncDisposable {
       retry: true,
       signal: options.signal,
     }).catch((error: unknown) => this.noticeLoss(error));
-    this.renewed(sentAt, reply.body);
+    this.keeper.renewed(sentAt, reply.body);
   }
 
   /** Renews the lease now (it renews itself anyway), optionally with a new TTL for later renewals too. */
   async renew(options: { ttlMs?: number | undefined; signal?: AbortSignal | undefined } = {}): Promise<void> {
     checkOptions(options, ["ttlMs", "signal"], "lease.renew()");
-    this.assertHeld();
+    this.keeper.assertHeld();
     const sentAt = now();
     const reply = await this.transport.request<RenewalBody>({
       method: "POST",
       path: `${this.path}/heartbeat`,
-      query: this.heartbeatQuery(),
+      query: this.keeper.heartbeatQuery(),
       body: options.ttlMs === undefined ? undefined : { ttl_ms: options.ttlMs },
       token: this.token,
       retry: true,
       signal: options.signal,
     }).catch((error: unknown) => this.noticeLoss(error));
-    this.keptTerm(reply.body);
-    this.renewed(sentAt, reply.body);
+    this.keeper.keptTerm(reply.body);
+    this.keeper.renewed(sentAt, reply.body);
   }
 
   /**
@@ -313,7 +229,7 @@ export class Lease implements AsyncDisposable {
     if (!hasLevels(this.place) && (options.all === false || options.mode !== undefined)) {
       return Promise.reject(new TypeError(`a ${this.kind} lease has no levels: release it whole`));
     }
-    const result = this.releaseChain.then(() => this.releaseNow(options));
+    const result = this.releaseChain.then(() => this.keeper.releaseNow(options));
     this.releaseChain = result.catch(() => {});
     return result;
   }
@@ -332,12 +248,12 @@ export class Lease implements AsyncDisposable {
       fencingToken: this.fencingToken,
       holder: this.holder,
       permits: this.permits,
-      state: this.current,
-      reentryCount: this.levels,
-      ttlMs: this.ttl,
-      expiresAt: this.expires.toISOString(),
-      lost: this.lostWith?.reason,
-      revocation: this.revoked,
+      state: this.keeper.current,
+      reentryCount: this.keeper.levels,
+      ttlMs: this.keeper.ttl,
+      expiresAt: this.keeper.expires.toISOString(),
+      lost: this.keeper.lostWith?.reason,
+      revocation: this.keeper.revoked,
     };
   }
 
@@ -347,286 +263,12 @@ export class Lease implements AsyncDisposable {
 
   /** @internal Releases on the way out of the process (a signal), within a bounded time. */
   async releaseForExit(): Promise<void> {
-    if (this.current === "held") await this.release().catch(() => {});
-  }
-
-  private async releaseNow(options: ReleaseOptions): Promise<ReleaseResult> {
-    if (this.current === "lost" && this.place.kind === "multilease" && !this.gaveBack) {
-      // A lost multilease still holds its other locks: its release gives them back now, not
-      // at the end of their TTL (the server answers 410, as expected).
-      this.gaveBack = true;
-      await this.transport.request({ method: "DELETE", path: this.path, token: this.token, retry: true }).catch(() => {});
-    }
-    if (this.current === "lost") throw this.lostWith;
-    if (this.current === "released") return { released: true, reentryCount: 0 };
-    const all = options.all ?? true;
-    const key = await randomKey();
-    const sentAt = now();
-    this.releasesInFlight++;
-    let reply: ReleaseBody;
-    try {
-      reply = (
-        await this.transport.request<ReleaseBody>({
-          method: "DELETE",
-          path: this.path,
-          query: hasLevels(this.place) ? { all: all ? true : undefined, mode: options.mode } : undefined,
-          token: this.token,
-          // A multilease's release and a resignation keep no key: a retry of one that went
-          // through answers 410 released.
-          idempotencyKey: this.place.kind === "multilease" || this.place.kind === "election" ? undefined : key,
-          retry: true,
-          signal: options.signal,
-        })
-      ).body;
-    } catch (error) {
-      this.releasesInFlight--;
-      if (error instanceof LeaseLostError && error.reason === "released") {
-        // A retry whose first attempt went through (or the token's other holder released it).
-        this.finish("released");
-        return { released: true, reentryCount: 0 };
-      }
-      if (error instanceof LeaseLostError) {
-        this.lose(error, true);
-        throw error;
-      }
-      const pending = this.releasesInFlight === 0 ? this.pendingLoss : undefined;
-      if (pending?.reason === "released") {
-        // Its answer never came, but the watch stream saw the lease end by this release.
-        this.finish("released");
-        return { released: true, reentryCount: 0 };
-      }
-      if (pending !== undefined) {
-        this.lose(pending, true);
-        throw pending;
-      }
-      // Not known whether it was released: a full release stops renewing, so it expires by its TTL.
-      if (all && !(error instanceof ProblemError && error.status < 500)) this.finish("released");
-      throw error;
-    }
-    this.releasesInFlight--;
-    // `released` is true once this lease holds no level (other readers may still hold a read lock).
-    if (reply.released || reply.reentry_count === 0) {
-      this.finish("released");
-      return { released: true, reentryCount: 0 };
-    }
-    this.levels = reply.reentry_count;
-    // Releasing one level of several renews the lease for its TTL.
-    if (sentAt > this.renewedAt) {
-      this.renewedAt = sentAt;
-      this.armDeadline();
-    }
-    const pending = this.pendingLoss;
-    if (pending !== undefined && this.releasesInFlight === 0) {
-      this.pendingLoss = undefined;
-      if (pending.reason !== "released") this.lose(pending);
-    }
-    return { released: false, reentryCount: reply.reentry_count };
-  }
-
-  private assertHeld(): void {
-    if (this.current === "lost") throw this.lostWith;
-    if (this.current === "released") throw new TypeError(`the lease ${this.leaseId} on ${this.name} was released`);
+    if (this.keeper.current === "held") await this.release().catch(() => {});
   }
 
   /** Rethrows an error of a call made with the lease, after marking the lease lost if it says so. */
   protected noticeLoss(error: unknown): never {
-    if (error instanceof LeaseLostError) this.lose(error);
+    if (error instanceof LeaseLostError) this.keeper.lose(error);
     throw error;
-  }
-
-  /**
-   * A leader's heartbeat names its term (`?term=N`): should Redis have lost the grant and put
-   * the candidate back in line, the server answers 410 instead of leading it into a new term
-   * this client would take for the old one.
-   */
-  private heartbeatQuery(): { term: number } | undefined {
-    return this.place.kind === "election" ? { term: this.fencingToken } : undefined;
-  }
-
-  /**
-   * Never adopts a new term silently: a heartbeat of a term that answers another is the loss
-   * of the held one (`term_changed`, thrown), and the new one is given up.
-   */
-  private keptTerm(body: RenewalBody): void {
-    if (this.place.kind !== "election" || body.term === undefined || body.term === this.fencingToken) return;
-    const loss = lossError("term_changed", `the heartbeat of term ${this.fencingToken} answered term ${body.term}`, {
-      lease_id: this.leaseId,
-      lock: this.name,
-    });
-    this.lose(loss);
-    void this.transport.request({ method: "DELETE", path: this.path, token: this.token, retry: false }).catch(() => {});
-    throw loss;
-  }
-
-  private renewed(sentAt: number, body: RenewalBody | GrantBody): void {
-    if (this.current !== "held") return;
-    if (body.reentry_count !== undefined) this.levels = body.reentry_count;
-    this.acked = acked(body);
-    // While a revocation is pending, `ttl_ms` is what is left until its deadline: the TTL the
-    // margin and the heartbeats are counted from stays the lease's.
-    const revocation = "revocation" in body ? parseRevocation(body.revocation) : undefined;
-    if (sentAt >= this.renewedAt) {
-      this.renewedAt = sentAt;
-      if (revocation === undefined) this.ttl = body.ttl_ms;
-      this.expires = new Date(body.expires_at);
-      this.armDeadline();
-    }
-    if (revocation !== undefined) this.noteRevocation(revocation, sentAt + body.ttl_ms);
-  }
-
-  /**
-   * An operator asked for the lease back: it is given up at `endsAt` (its deadline on our
-   * clock) less the margin, unless released first. Told once, whichever told it first.
-   */
-  private noteRevocation(revocation: Revocation, endsAt: number, signal?: Signal): void {
-    if (this.current !== "held") return;
-    this.revokedAt = Math.min(this.revokedAt ?? Infinity, endsAt);
-    const known = this.revoked !== undefined && this.revoked.deadline === revocation.deadline;
-    this.revoked = revocation;
-    this.armDeadline();
-    if (!known) this.tell(signal ?? { kind: "revocation_requested", leaseId: this.leaseId, lock: this.name, revocation });
-  }
-
-  /** One event of the watch stream: a signal (others a newer server may add are ignored). */
-  private told(event: SseEvent): void {
-    if (this.current !== "held" || this.releasesInFlight > 0 || !isSignalKind(event.event)) return;
-    const signal = parseSignal(event.event, event.data, event.id);
-    if (signal.revocation !== undefined) this.noteRevocation(signal.revocation, now() + msLeft(signal.revocation), signal);
-    else this.tell(signal);
-  }
-
-  private tell(signal: Signal): void {
-    const listeners = [...(this.listeners.get("signal") ?? []), ...(this.listeners.get(signal.kind) ?? [])];
-    for (const listener of listeners) {
-      try {
-        listener(signal);
-      } catch (error) {
-        queueMicrotask(() => {
-          throw error;
-        });
-      }
-    }
-  }
-
-  /**
-   * The lease certainly holds until `renewedAt + ttl` (the server counts the TTL from when it
-   * ran the renewal, after we sent it). When no renewal has been answered by the loss margin
-   * before that, report it lost (`unrenewable`) before the server may grant the lock to
-   * someone else, rather than let the work go on unprotected.
-   */
-  private armDeadline(): void {
-    clearTimeout(this.deadline);
-    if (this.current !== "held") return;
-    // A revocation moves the end to its deadline; the margin is the same.
-    const revoked = () => this.revokedAt !== undefined && this.revokedAt <= this.renewedAt + this.ttl;
-    const giveUpAt = () => Math.min(this.renewedAt + this.ttl, this.revokedAt ?? Infinity) - lossMargin(this.ttl);
-    this.deadline = setTimeout(() => {
-      if (now() < giveUpAt()) {
-        this.armDeadline();
-        return;
-      }
-      this.lose(
-        revoked()
-          ? lossError(
-              "revoked",
-              `an operator revoked the lease (${this.revoked?.reason || "no reason given"}) and it was not released before its deadline, ${this.revoked?.deadline}, less the margin`,
-              { lease_id: this.leaseId, lock: this.name },
-            )
-          : lossError(
-              "unrenewable",
-              `no renewal of the lease was answered in time (its TTL is ${this.ttl} ms): someone else may hold the lock soon`,
-              { lease_id: this.leaseId, lock: this.name },
-            ),
-      );
-      if (this.current === "lost") {
-        // It may still hold, if only the answers were lost: give it back for the next holder.
-        void this.transport
-          .request({
-            method: "DELETE",
-            path: this.path,
-            query: hasLevels(this.place) ? { all: true } : undefined,
-            token: this.token,
-            retry: false,
-          })
-          .catch(() => {});
-      }
-    }, Math.max(0, giveUpAt() - now()));
-  }
-
-  /** Heartbeats at a third of the TTL; retried sooner when one fails, until the deadline says lost. */
-  private async renewLoop(): Promise<void> {
-    const stop = this.stopper.signal;
-    let failures = 0;
-    let retryAt = 0;
-    while (!stop.aborted) {
-      const due = failures === 0 ? this.renewedAt + this.ttl / 3 : retryAt;
-      if (due > now()) {
-        try {
-          await sleep(due - now(), stop);
-        } catch {
-          return;
-        }
-        continue; // a reentry or a release may have renewed it meanwhile
-      }
-      const sentAt = now();
-      try {
-        const reply = await this.transport.request<RenewalBody>({
-          method: "POST",
-          path: `${this.path}/heartbeat`,
-          query: this.heartbeatQuery(),
-          token: this.token,
-          retry: false, // retried by this loop, until the deadline
-          signal: stop,
-          timeoutMs: Math.min(Math.max(this.ttl / 2, 500), this.transport.options.timeoutMs),
-        });
-        this.keptTerm(reply.body);
-        this.renewed(sentAt, reply.body);
-        failures = 0;
-      } catch (error) {
-        if (stop.aborted) return;
-        const loss = asLoss(error);
-        if (loss !== undefined) {
-          this.lose(loss);
-          if (this.current !== "held") return;
-        }
-        failures++;
-        const hinted = error instanceof ProblemError ? error.retryAfterMs : undefined;
-        retryAt = now() + Math.min(this.transport.backoff(failures, hinted), lossMargin(this.ttl) / 2);
-      }
-    }
-  }
-
-  /** Follows the watch stream (see watch.ts) until the lease ends, asking for its slack on every opening. */
-  private watchLoop(slackMs: number | undefined): Promise<void> {
-    return watchLease(
-      this.transport,
-      { path: `${this.path}/watch`, query: slackMs === undefined ? undefined : { expiring_slack_ms: slackMs } },
-      this.token,
-      this.stopper.signal,
-      (loss) => this.lose(loss),
-      (data) => lostEvent(data, this.leaseId, this.name),
-      (event) => this.told(event),
-    );
-  }
-
-  /** Marks the lease lost and aborts {@link signal}; ignored once it has ended. */
-  private lose(error: LeaseLostError, final = false): void {
-    if (this.current !== "held") return;
-    if (this.releasesInFlight > 0 && !final) {
-      // Our own release ends the watch with `lost` (reason `released`); its answer decides.
-      this.pendingLoss ??= error;
-      return;
-    }
-    this.lostWith = error;
-    this.finish("lost");
-    this.lossController.abort(error);
-  }
-
-  private finish(state: "released" | "lost"): void {
-    if (this.current !== "held") return;
-    this.current = state;
-    this.stopper.abort();
-    clearTimeout(this.deadline);
-    if (this.releaseOnSignal) untrack(this);
   }
 }

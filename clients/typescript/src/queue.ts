@@ -4,7 +4,7 @@
  */
 import { LeaseLostError, LockHeldError } from "./errors.js";
 import type { Transport } from "./http.js";
-import type { GrantBody, Queued, TicketBody } from "./types.js";
+import type { GrantBody, Queued, TicketBody } from "./wire.js";
 
 const now = () => performance.now();
 

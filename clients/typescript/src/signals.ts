@@ -1,10 +1,13 @@
 /**
  * What a held lease's watch stream tells before its end (clients/PROTOCOL.md, "Signals
- * before the loss"): the events, parsed into {@link Signal}s, and when a revocation ends a
- * lease on this client's clock.
+ * before the loss"): the events, parsed into {@link Signal}s, the listeners they are told to,
+ * and when a revocation ends a lease on this client's clock.
  */
 import { isObject } from "./http.js";
-import type { Revocation, Signal, SignalKind } from "./types.js";
+import type { Revocation, Signal, SignalKind } from "./wire.js";
+
+/** What {@link Lease.on} calls with each {@link Signal}. */
+export type SignalListener = (signal: Signal) => void;
 
 /** The watch stream's events before the loss (`lost` is the loss itself, not a signal). */
 export const SIGNAL_KINDS: readonly SignalKind[] = ["expiring", "renewed", "degraded", "recovered", "contended", "revocation_requested"];
@@ -67,4 +70,33 @@ export function msLeft(revocation: Revocation): number {
   const requested = Date.parse(revocation.requestedAt);
   if (!Number.isNaN(requested)) left = Math.min(left, deadline - requested);
   return Math.max(0, left);
+}
+
+/** A lease's listeners ({@link Lease.on}): of every signal (`"signal"`), or of one kind. */
+export class SignalListeners {
+  private readonly listeners = new Map<string, Set<SignalListener>>();
+
+  add(event: "signal" | SignalKind, listener: SignalListener): void {
+    let set = this.listeners.get(event);
+    if (set === undefined) this.listeners.set(event, (set = new Set()));
+    set.add(listener);
+  }
+
+  delete(event: "signal" | SignalKind, listener: SignalListener): void {
+    this.listeners.get(event)?.delete(listener);
+  }
+
+  /** Calls the listeners of every signal, then those of its kind; what one throws is reported as uncaught. */
+  tell(signal: Signal): void {
+    const listeners = [...(this.listeners.get("signal") ?? []), ...(this.listeners.get(signal.kind) ?? [])];
+    for (const listener of listeners) {
+      try {
+        listener(signal);
+      } catch (error) {
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+  }
 }
