@@ -11,7 +11,7 @@ import { hasLevels, type Place } from "./place.js";
 import type { GrantBody, ReleaseBody, RenewalBody, Revocation, RwMode, Signal } from "./wire.js";
 import { acked, type Acked } from "./acked.js";
 import { track, untrack, type Releasable } from "./exit.js";
-import { isSignalKind, msLeft, parseRevocation, parseSignal, type SignalListeners } from "./signals.js";
+import { heartbeatRevocation, isSignalKind, msLeft, parseSignal, type SignalListeners } from "./signals.js";
 import type { SseEvent } from "./sse.js";
 import { asLoss, lostEvent, watchLease } from "./watch.js";
 
@@ -228,29 +228,33 @@ export class Keeper {
     if (this.current !== "held") return;
     if (body.reentry_count !== undefined) this.levels = body.reentry_count;
     this.acked = acked(body);
-    // While a revocation is pending, `ttl_ms` is what is left until its deadline: the TTL the
-    // margin and the heartbeats are counted from stays the lease's.
-    const revocation = "revocation" in body ? parseRevocation(body.revocation) : undefined;
+    // While a revocation is pending (a multilease's: a member's), `ttl_ms` is what is left
+    // until its deadline: the TTL the margin and the heartbeats are counted from stays the lease's.
+    const told = heartbeatRevocation(body);
     if (sentAt >= this.renewedAt) {
       this.renewedAt = sentAt;
-      if (revocation === undefined) this.ttl = body.ttl_ms;
+      if (told === undefined) this.ttl = body.ttl_ms;
       this.expires = new Date(body.expires_at);
       this.armDeadline();
     }
-    if (revocation !== undefined) this.noteRevocation(revocation, sentAt + body.ttl_ms);
+    if (told !== undefined) {
+      const { revocation, member } = told;
+      // The signal names the revoked member's lock, as the watch's would.
+      this.noteRevocation(revocation, sentAt + body.ttl_ms, { kind: "revocation_requested", leaseId: this.leaseId, lock: member ?? this.name, revocation });
+    }
   }
 
   /**
    * An operator asked for the lease back: it is given up at `endsAt` (its deadline on our
-   * clock) less the margin, unless released first. Told once, whichever told it first.
+   * clock) less the margin, unless released first. `signal` is told once, whichever told it first.
    */
-  private noteRevocation(revocation: Revocation, endsAt: number, signal?: Signal): void {
+  private noteRevocation(revocation: Revocation, endsAt: number, signal: Signal): void {
     if (this.current !== "held") return;
     this.revokedAt = Math.min(this.revokedAt ?? Infinity, endsAt);
     const known = this.revoked !== undefined && this.revoked.deadline === revocation.deadline;
     this.revoked = revocation;
     this.armDeadline();
-    if (!known) this.listeners.tell(signal ?? { kind: "revocation_requested", leaseId: this.leaseId, lock: this.name, revocation });
+    if (!known) this.listeners.tell(signal);
   }
 
   /** One event of the watch stream: a signal (others a newer server may add are ignored). */

@@ -4,7 +4,7 @@
  * and when a revocation ends a lease on this client's clock.
  */
 import { isObject } from "./http.js";
-import type { Revocation, Signal, SignalKind } from "./wire.js";
+import type { GrantBody, RenewalBody, Revocation, Signal, SignalKind } from "./wire.js";
 
 /** What {@link Lease.on} calls with each {@link Signal}. */
 export type SignalListener = (signal: Signal) => void;
@@ -26,6 +26,21 @@ export function parseRevocation(body: unknown): Revocation | undefined {
     requestedAt: text(body["requested_at"]) || body["deadline"],
     deadline: body["deadline"],
   };
+}
+
+/**
+ * The revocation a heartbeat's answer carries, and the member it is about: a lease's is its
+ * own `revocation`; a multilease's answer has none of its own, but a revoked member's entry
+ * carries one (the first such member's is told, with its lock, as the watch names it).
+ */
+export function heartbeatRevocation(body: RenewalBody | GrantBody): { revocation: Revocation; member?: string } | undefined {
+  const own = "revocation" in body ? parseRevocation(body.revocation) : undefined;
+  if (own !== undefined) return { revocation: own };
+  for (const member of Array.isArray(body.members) ? body.members : []) {
+    const revocation = isObject(member) ? parseRevocation(member.revocation) : undefined;
+    if (revocation !== undefined) return { revocation, member: member.lock };
+  }
+  return undefined;
 }
 
 /** The signal an event of the watch stream tells. */

@@ -63,6 +63,8 @@ export interface MultileaseMember {
   replicas_acked?: number | null;
   /** Present when this member's grant or renewal stands on its Redis primary alone. */
   degraded?: Degraded | null;
+  /** A heartbeat's answer: an operator revoked this member's lock (the multilease ends with it). */
+  revocation?: RevocationBody | null;
 }
 
 /** A fair lock's place in its queue (202). */

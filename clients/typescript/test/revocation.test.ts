@@ -87,6 +87,30 @@ test("a revocation told by a heartbeat's answer, without the watch", async () =>
   await assert.rejects(lease.release(), LeaseLostError);
 });
 
+test("a multilease member's revocation told by a heartbeat's answer, without the watch", async () => {
+  const c = client();
+  const [a, b] = [unique("revoke-hb-a"), unique("revoke-hb-b")];
+  const lease = await c.multilease([a, b], { ttlMs: 3000, watch: false }); // heartbeats every second
+  const signals: Signal[] = [];
+  lease.on("signal", (s) => signals.push(s));
+  const lost = aborted(lease.signal);
+  await admin().revoke(b, { graceMs: 4000, reason: "move b" });
+  const answered = performance.now();
+  const revocation = await until("the revocation told", () => lease.revocation, 2500);
+  assert.equal(revocation.reason, "move b");
+  assert.deepEqual(
+    signals.map((s) => [s.kind, s.lock, s.leaseId, s.id]),
+    [["revocation_requested", b, lease.leaseId, undefined]],
+  );
+  assert.deepEqual(signals[0]?.revocation, revocation);
+  const lostAt = await within(5000, lost, "the loss");
+  assert.equal(lease.lostError?.reason, "revoked");
+  assert.ok(lostAt - answered < 4000, `lost ${(lostAt - answered).toFixed(0)} ms after the revocation, past its deadline`);
+  await assert.rejects(lease.release(), LeaseLostError);
+  // Its release gave the other lock back too.
+  await until("a given back", async () => !(await c.inspectLock(a).catch(() => ({ held: false }))).held, 2000);
+});
+
 test("contended tells the holder how many wait", async () => {
   const c = client();
   const name = unique("contended");
