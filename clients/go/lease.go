@@ -154,13 +154,43 @@ func lostFrom(err error) *LostError {
 }
 
 type renewalJSON struct {
-	TTLms        int64    `json:"ttl_ms"`
-	ReentryCount int      `json:"reentry_count"`
-	Members      []Member `json:"members"` // a multilease's
-	Term         int64    `json:"term"`    // an election term's
+	TTLms        int64           `json:"ttl_ms"`
+	ReentryCount int             `json:"reentry_count"`
+	Members      []renewedMember `json:"members"` // a multilease's
+	Term         int64           `json:"term"`    // an election term's
 	// Revocation: an operator asked the holder to let go; TTLms then stops at its deadline.
 	Revocation *Revocation `json:"revocation"`
 	acked
+}
+
+// renewedMember is a multilease's member in a heartbeat's answer: an operator's revocation of
+// its lock comes there (the answer has none at top level; its TTLms stops at the deadline).
+type renewedMember struct {
+	Member
+	Revocation *Revocation `json:"revocation"`
+}
+
+// revocation is the one the answer carries and the lock a signal names: a lease's (lock), or
+// a multilease's first revoked member's, as its watch would name that member.
+func (r *renewalJSON) revocation(lock string) (*Revocation, string) {
+	if r.Revocation != nil {
+		return r.Revocation, lock
+	}
+	for _, m := range r.Members {
+		if m.Revocation != nil {
+			return m.Revocation, m.Lock
+		}
+	}
+	return nil, lock
+}
+
+// members are the answer's members as a grant's (for withMembers).
+func (r *renewalJSON) members() []Member {
+	ms := make([]Member, len(r.Members))
+	for i, m := range r.Members {
+		ms[i] = m.Member
+	}
+	return ms
 }
 
 // heartbeatLoop renews the lease every TTL/3 (counted from when the last renewal was sent).
@@ -204,8 +234,9 @@ func (l *Lease) heartbeatLoop() {
 							Cause: fmt.Errorf("the heartbeat of term %d answered term %d", l.fence, r.Term)})
 						return
 					}
-					if r.Revocation != nil {
-						l.noteRevocation(r.Revocation, Signal{Lock: l.place.name})
+					revocation, lock := r.revocation(l.place.name)
+					if revocation != nil {
+						l.noteRevocation(revocation, Signal{Lock: lock})
 					}
 					l.mu.Lock()
 					// A reentry meanwhile may have renewed it later; keep the later time.
@@ -214,13 +245,13 @@ func (l *Lease) heartbeatLoop() {
 					}
 					// Under a revocation ttl_ms is what is left until its deadline, not the
 					// lease's TTL: the revocation's own timer ends the lease before then.
-					if r.TTLms > 0 && r.Revocation == nil {
+					if r.TTLms > 0 && revocation == nil {
 						l.ttl = time.Duration(r.TTLms) * time.Millisecond
 					}
 					if l.place.levels() {
 						l.count = r.ReentryCount
 					}
-					l.acked = r.acked.withMembers(r.Members)
+					l.acked = r.acked.withMembers(r.members())
 					l.mu.Unlock()
 				}
 				break

@@ -165,6 +165,57 @@ func TestRevocationIgnored(t *testing.T) {
 	}
 }
 
+// Without the watch, a multilease hears an operator's revocation of one member from its
+// heartbeat's answer (on that member's entry): told once, naming the member's lock, and the
+// lease is given up as lost (revoked) before the deadline.
+func TestMultileaseMemberRevocationByHeartbeat(t *testing.T) {
+	c, ctx, admin := newClient(t, leasehold.WithoutWatch()), testCtx(t), adminClient(t)
+	a, b := lockName(t)+"-a", lockName(t)+"-b"
+	// TTL 3 s: a heartbeat every second.
+	locks := []leasehold.MultiLock{{Name: a}, {Name: b}}
+	lease, err := c.Multilease(ctx, locks, leasehold.MultiOptions{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	res, err := admin.Revoke(ctx, b, 4*time.Second, leasehold.RevokeReason("rebalance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := res.Leases[0].Revocation.Deadline
+	select {
+	case <-lease.RevocationRequested():
+	case <-time.After(2500 * time.Millisecond):
+		t.Fatal("no heartbeat told the member's revocation within 2.5 s")
+	}
+	if r := lease.Revocation(); r == nil || r.Reason != "rebalance" || !r.Deadline.Equal(deadline) {
+		t.Fatalf("lease.Revocation() = %+v", r)
+	}
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not lost within 5 s of a 4 s revocation")
+	}
+	var lost *leasehold.LostError
+	if !errors.As(lease.Err(), &lost) || lost.Reason != leasehold.ReasonRevoked {
+		t.Fatalf("lost with %v, want reason revoked", lease.Err())
+	}
+	if !lost.At.Before(deadline) {
+		t.Fatalf("given up at %v, not before the deadline %v", lost.At, deadline)
+	}
+	_ = lease.Release(ctx)
+	var told []leasehold.Signal
+	for s := range lease.Signals() { // closed once the lease is over
+		if s.Kind == leasehold.SignalRevocationRequested {
+			told = append(told, s)
+		}
+	}
+	if len(told) != 1 || told[0].Lock != b || told[0].ID != "" || told[0].Revocation == nil ||
+		told[0].Revocation.Reason != "rebalance" {
+		t.Fatalf("revocation signals: %+v", told)
+	}
+}
+
 // watchCutter ends the first watch stream after its first event (as a proxy might) and
 // records the Last-Event-ID of every watch request.
 type watchCutter struct {

@@ -95,6 +95,29 @@ def test_a_revocation_told_by_a_heartbeat_without_the_watch(url: str, admin: lea
             lease.release()
 
 
+def test_a_member_revocation_told_by_a_multilease_heartbeat_without_the_watch(
+    url: str, admin: leasehold.Client, name: str
+) -> None:
+    a, b = f"{name}-a", f"{name}-b"
+    signals: list[leasehold.Signal] = []
+    with leasehold.Client(url, watch=False) as client:
+        lease = client.acquire_multilease([a, b], ttl_ms=3000)  # heartbeats every second
+        try:
+            lease.on_signal(signals.append)
+            answered = time.monotonic()
+            deadline = admin.revoke(b, 4000, reason="rebalance")["leases"][0]["revocation"]["deadline"]
+            assert lease.revocation_requested.wait(2.5), "no heartbeat told the member's revocation"
+            assert lease.revocation is not None and lease.revocation.reason == "rebalance"
+            assert lease.revocation.deadline == deadline
+            assert [(s.kind, s.lock) for s in signals] == [("revocation_requested", b)]
+            assert signals[0].id is None and signals[0].lease_id == lease.lease_id
+            assert lease.lost.wait(5)
+            assert lease.lost_reason == "revoked"
+            assert time.monotonic() - answered < 4.0, "lost after the deadline"
+        finally:
+            lease.release()
+
+
 def test_contended_tells_the_waiters(client: leasehold.Client, url: str, name: str) -> None:
     signals: list[leasehold.Signal] = []
     contended = threading.Event()

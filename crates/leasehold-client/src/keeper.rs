@@ -131,7 +131,8 @@ impl KeptLease {
     }
 
     /// What the watch tells while the lease holds (`expiring`, `degraded`, `contended`,
-    /// `revocation_requested`, ...), from now on.
+    /// `revocation_requested`, ...), from now on; a revocation once, also when a heartbeat's
+    /// answer told it first (the only signal of a lease kept without its watch).
     pub fn signals(&self) -> tokio::sync::broadcast::Receiver<Signal> {
         self.shared.signals.subscribe()
     }
@@ -208,7 +209,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{Degraded, GrantBody, RenewalBody};
+    use crate::{Degraded, GrantBody, RenewalBody, WatchSignal};
 
     #[test]
     fn a_renewal_keeps_what_the_server_said_of_the_copies_behind_the_lease() {
@@ -230,7 +231,7 @@ mod tests {
             "replicas_acked": 0, "degraded": "not_replicated",
         }))
         .expect("a renewal");
-        shared.renewed(Instant::now(), &renewal);
+        shared.renewed(Instant::now(), &renewal, None);
         let kept = shared.state().renewal.clone();
         assert_eq!(kept.degraded, Some(Degraded::NotReplicated));
         assert_eq!((kept.replicas_acked, kept.renewals), (Some(0), 1));
@@ -249,5 +250,54 @@ mod tests {
         shared.lose(loss("expired"));
         shared.lose(loss("force_released"));
         assert_eq!(shared.lost().map(|l| l.reason), Some("expired".to_owned()));
+    }
+
+    #[test]
+    fn a_members_revocation_is_told_once_naming_it_whichever_tells_it() {
+        let grant: GrantBody = serde_json::from_value(serde_json::json!({
+            "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "a,b", "kind": "multilease",
+            "holder": null, "fencing_token": 7, "reentry_count": 1, "ttl_ms": 3000,
+            "expires_at": "2026-01-01T00:00:03Z",
+        }))
+        .expect("a grant");
+        let shared = Shared::new(State {
+            renewal: Renewal::of_grant(&grant),
+            renewed_at: Instant::now(),
+            releasing: false,
+        });
+        let mut signals = shared.signals.subscribe();
+        let revocation = serde_json::json!({"reason": "drain", "requested_by": "admin token",
+            "requested_at": "2026-01-01T00:00:01Z", "deadline": "2026-01-01T00:00:02Z"});
+        let renewal: RenewalBody = serde_json::from_value(serde_json::json!({
+            "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "a,b", "fencing_token": 7,
+            "reentry_count": 1, "ttl_ms": 1000, "expires_at": "2026-01-01T00:00:02Z",
+            "revocation": revocation,
+        }))
+        .expect("a renewal");
+        // Every heartbeat's answer until the deadline carries it, and the watch tells it too.
+        shared.renewed(Instant::now(), &renewal, Some("b"));
+        shared.renewed(Instant::now(), &renewal, Some("b"));
+        let watched: WatchSignal = serde_json::from_value(serde_json::json!({
+            "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "b",
+            "revocation": revocation,
+        }))
+        .expect("a signal");
+        shared.told("revocation_requested".to_owned(), watched);
+        let told = signals.try_recv().expect("told");
+        assert_eq!(
+            (told.kind.as_str(), told.body.lock.as_str()),
+            ("revocation_requested", "b")
+        );
+        assert!(signals.try_recv().is_err(), "told once");
+        assert_eq!(
+            shared
+                .revocation
+                .borrow()
+                .as_ref()
+                .map(|r| r.reason.as_str()),
+            Some("drain")
+        );
+        // The lease's own TTL still paces the heartbeats (the answer's counts to the deadline).
+        assert_eq!(shared.state().renewal.ttl, Duration::from_secs(3));
     }
 }

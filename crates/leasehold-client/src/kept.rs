@@ -36,7 +36,8 @@ pub const REVOKED: &str = "revoked";
 
 /// What a kept lease's watch told while the lease held (`clients/PROTOCOL.md`, "Signals
 /// before the loss"): `kind` is the event (`expiring`, `renewed`, `degraded`, `recovered`,
-/// `contended`, `revocation_requested`; later servers may add others).
+/// `contended`, `revocation_requested`; later servers may add others). A revocation is told
+/// once, by the watch or first by a heartbeat's answer (then as the watch would tell it).
 #[derive(Debug, Clone)]
 pub struct Signal {
     pub kind: String,
@@ -115,6 +116,9 @@ pub(crate) struct Shared {
     pub(crate) signals: tokio::sync::broadcast::Sender<Signal>,
     /// An operator's revocation, once told (by the watch, or a heartbeat's answer).
     pub(crate) revocation: watch::Sender<Option<RevocationBody>>,
+    /// Each revocation passed on (its lock and deadline): the watch (reopened) and every
+    /// heartbeat's answer until the deadline tell it again.
+    revocations_told: Mutex<Vec<(String, String)>>,
 }
 
 /// How many signals a listener may fall behind before the oldest are dropped for it.
@@ -127,19 +131,23 @@ impl Shared {
             lost: watch::Sender::new(None),
             signals: tokio::sync::broadcast::Sender::new(SIGNALS_KEPT),
             revocation: watch::Sender::new(None),
+            revocations_told: Mutex::new(Vec::new()),
         }
     }
 
-    /// A signal the watch told: passed on, and a revocation kept.
+    /// A signal the watch told: passed on (a revocation once), and a revocation kept.
     pub(crate) fn told(&self, kind: String, body: WatchSignal) {
-        if let Some(revocation) = &body.revocation {
-            self.revoked(revocation);
+        if let Some(revocation) = &body.revocation
+            && !self.revoked(&body.lock, revocation)
+        {
+            return;
         }
         let _ = self.signals.send(Signal { kind, body });
     }
 
-    /// Keeps the first revocation told (a revocation is never put off).
-    pub(crate) fn revoked(&self, revocation: &RevocationBody) {
+    /// Keeps the first revocation told (a revocation is never put off); false when this one
+    /// (for `lock`, by its deadline) was told before.
+    fn revoked(&self, lock: &str, revocation: &RevocationBody) -> bool {
         self.revocation.send_if_modified(|current| {
             let first = current.is_none();
             if first {
@@ -147,6 +155,16 @@ impl Shared {
             }
             first
         });
+        let told = (lock.to_owned(), revocation.deadline.clone());
+        let mut revocations = self
+            .revocations_told
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if revocations.contains(&told) {
+            return false;
+        }
+        revocations.push(told);
+        true
     }
 }
 
@@ -170,9 +188,21 @@ impl Shared {
         (state.renewal.ttl, state.renewed_at)
     }
 
-    pub(crate) fn renewed(&self, sent: Instant, body: &RenewalBody) {
+    /// A renewal that succeeded; `member`: the multilease's member its revocation is for.
+    pub(crate) fn renewed(&self, sent: Instant, body: &RenewalBody, member: Option<&str>) {
         if let Some(revocation) = &body.revocation {
-            self.revoked(revocation);
+            // Told as the watch tells it (a multilease's naming the member), for a lease kept
+            // without one; once, whichever told it first.
+            let signal = WatchSignal {
+                lease_id: body.lease_id,
+                lock: member.unwrap_or(&body.lock).to_owned(),
+                remaining_ms: None,
+                valid_until: None,
+                since: None,
+                waiters: None,
+                revocation: Some(revocation.clone()),
+            };
+            self.told("revocation_requested".to_owned(), signal);
         }
         let mut state = self.state();
         state.renewed_at = state.renewed_at.max(sent);

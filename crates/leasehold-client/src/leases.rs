@@ -283,7 +283,8 @@ impl Client {
     }
 
     /// `POST /v1/{locks|semaphores}/{name}/leases/{id}/heartbeat`: the lease's TTL starts
-    /// again.
+    /// again. A multilease's answer is told as a lease's: its `revocation` is its first
+    /// revoked member's (whose lock it does not name: see the answer's `json`).
     pub async fn heartbeat(
         &self,
         resource: Resource,
@@ -306,6 +307,22 @@ impl Client {
         token: &LeaseToken,
         term: Option<u64>,
     ) -> Result<Reply<RenewalBody>, ClientError> {
+        let (reply, _) = self
+            .heartbeat_naming(resource, lock, id, token, term)
+            .await?;
+        Ok(reply)
+    }
+
+    /// [`Self::heartbeat_term`], and the member its revocation is for when a multilease's
+    /// (the answer carries it on that member): a keeper's signal names that lock.
+    pub(crate) async fn heartbeat_naming(
+        &self,
+        resource: Resource,
+        lock: &str,
+        id: LeaseId,
+        token: &LeaseToken,
+        term: Option<u64>,
+    ) -> Result<(Reply<RenewalBody>, Option<String>), ClientError> {
         let id = id.to_string();
         let mut path = resource.lease_path(lock, &id);
         path.push("heartbeat");
@@ -317,35 +334,14 @@ impl Client {
             .request(reqwest::Method::POST, url)
             .bearer_auth(token.expose())
             .timeout(self.timeout);
-        if resource == Resource::Election {
-            return crate::elections::renewal(lock, Self::send(request).await?);
+        match resource {
+            Resource::Election => {
+                let reply = crate::elections::renewal(lock, Self::send(request).await?)?;
+                Ok((reply, None))
+            }
+            Resource::Multilease => Ok(multi_renewal(lock, Self::send(request).await?)),
+            _ => Ok((Self::send(request).await?, None)),
         }
-        if resource == Resource::Multilease {
-            let reply: Reply<MultiRenewalBody> = Self::send(request).await?;
-            let body = reply.body;
-            return Ok(Reply {
-                body: RenewalBody {
-                    lease_id: body.lease_id,
-                    lock: lock.to_owned(),
-                    fencing_token: body
-                        .members
-                        .iter()
-                        .map(|m| m.fencing_token)
-                        .max()
-                        .unwrap_or(0),
-                    reentry_count: 1,
-                    ttl_ms: body.ttl_ms,
-                    expires_at: body.expires_at,
-                    replicas_acked: body.members.iter().filter_map(|m| m.replicas_acked).min(),
-                    degraded: body.members.iter().find_map(|m| m.degraded),
-                    nodes_acked: None,
-                    validity_ms: None,
-                    revocation: None,
-                },
-                json: reply.json,
-            });
-        }
-        Self::send(request).await
     }
 
     /// `DELETE /v1/{locks|semaphores}/{name}/leases/{id}[?all=true]`: one reentry level, or
@@ -420,6 +416,41 @@ impl Client {
         )
         .await
     }
+}
+
+/// A multilease's heartbeat answer as a lease's renewal (its highest fencing token, its
+/// weakest member's copies), with the first revoked member's revocation and lock: the answer
+/// carries a revocation on the member whose lock was revoked, never at top level.
+fn multi_renewal(
+    lock: &str,
+    reply: Reply<MultiRenewalBody>,
+) -> (Reply<RenewalBody>, Option<String>) {
+    let body = reply.body;
+    let revoked = body.members.iter().find(|m| m.revocation.is_some());
+    let renewal = RenewalBody {
+        lease_id: body.lease_id,
+        lock: lock.to_owned(),
+        fencing_token: body
+            .members
+            .iter()
+            .map(|m| m.fencing_token)
+            .max()
+            .unwrap_or(0),
+        reentry_count: 1,
+        ttl_ms: body.ttl_ms,
+        expires_at: body.expires_at,
+        replicas_acked: body.members.iter().filter_map(|m| m.replicas_acked).min(),
+        degraded: body.members.iter().find_map(|m| m.degraded),
+        nodes_acked: None,
+        validity_ms: None,
+        revocation: revoked.and_then(|m| m.revocation.clone()),
+    };
+    let member = revoked.map(|m| m.lock.clone());
+    let reply = Reply {
+        body: renewal,
+        json: reply.json,
+    };
+    (reply, member)
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ impl Upkeep {
         loop {
             let sent = Instant::now();
             let until = loss_at.min(sent + (ttl / 3).max(MIN_ATTEMPT));
-            let beat = self.client.heartbeat_term(
+            let beat = self.client.heartbeat_naming(
                 self.resource,
                 &self.name,
                 self.id,
@@ -64,8 +64,8 @@ impl Upkeep {
                 Some(self.fence),
             );
             match timeout_at(until, beat).await {
-                Ok(Ok(reply)) => {
-                    self.shared.renewed(sent, &reply.body);
+                Ok(Ok((reply, member))) => {
+                    self.shared.renewed(sent, &reply.body, member.as_deref());
                     return Ok(());
                 }
                 Ok(Err(ClientError::Problem(p))) if is_gone(&p) => return Err(self.lost_by(p)),

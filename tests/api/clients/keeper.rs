@@ -225,3 +225,57 @@ async fn a_revoked_kept_lease_tells_its_signal_and_is_given_up_before_the_deadli
         "given back: the next holder need not wait"
     );
 }
+
+#[tokio::test]
+async fn without_its_watch_a_kept_multilease_learns_a_members_revocation_from_a_heartbeat() {
+    let app = spawn_app().await;
+    let client = client(&app);
+    let locks = [("mrev-1".to_owned(), None), ("mrev-2".to_owned(), None)];
+    // TTL 3 s: a heartbeat every second; the loss margin 1 s.
+    let multi = client
+        .acquire_multi(&locks, &ttl(3_000))
+        .await
+        .expect("granted")
+        .body;
+    let keep = KeepOptions {
+        watch: false,
+        ..KeepOptions::default()
+    };
+    let lease = client.keep_with(multi, &keep);
+    let mut signals = lease.signals();
+    let asked = Instant::now();
+    let answer = app
+        .admin(
+            reqwest::Method::POST,
+            "/v1/admin/locks/mrev-2/revoke",
+            Some(serde_json::json!({"grace_ms": 4000, "reason": "rebalance"})),
+        )
+        .await;
+    answer.assert_status(200);
+    let deadline = answer.body["leases"][0]["revocation"]["deadline"].clone();
+    // The next heartbeat's answer tells it on the member (not the 410 at the deadline).
+    let told = timeout(Duration::from_millis(2_500), signals.recv())
+        .await
+        .expect("told by a heartbeat")
+        .expect("signals");
+    assert_eq!(told.kind, "revocation_requested");
+    assert_eq!(told.body.lock, "mrev-2", "names the member: {told:?}");
+    let revocation = lease.revocation().expect("kept on the lease");
+    assert_eq!(revocation.reason, "rebalance");
+    assert_eq!(deadline, revocation.deadline.as_str());
+    let lost = timeout(Duration::from_secs(5), lease.lost())
+        .await
+        .expect("given up");
+    assert_eq!(lost.reason, REVOKED, "{lost:?}");
+    assert!(
+        asked.elapsed() < Duration::from_millis(4_000),
+        "lost after the deadline: {:?}",
+        asked.elapsed()
+    );
+    // Told once, though every heartbeat until the loss carried it.
+    assert!(
+        signals.try_recv().is_err(),
+        "told again: the revocation is told once"
+    );
+    assert!(matches!(lease.release().await, Err(ClientError::Lost(_))));
+}

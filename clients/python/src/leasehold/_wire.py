@@ -372,6 +372,21 @@ class Revocation:
             deadline=str(body["deadline"]),
         )
 
+    @classmethod
+    def of_heartbeat(cls, body: Mapping[str, Any]) -> tuple[Optional[Revocation], Optional[str]]:
+        """The revocation a heartbeat's answer carries, and the member's lock when it is a
+        member's: a multilease's answer has none at top level but one on each member revoked
+        (the first is taken; its lock is returned for the signal to name, as the watch's does)."""
+        revocation = cls.parse(body.get("revocation"))
+        if revocation is not None:
+            return revocation, None
+        for member in body.get("members") or []:
+            revocation = cls.parse(member.get("revocation")) if isinstance(member, Mapping) else None
+            if revocation is not None:
+                lock = member.get("lock")
+                return revocation, lock if isinstance(lock, str) else None
+        return None, None
+
     def seconds_left(self) -> float:
         """Seconds from now to the deadline, at most the grace the server gave (``deadline`` −
         ``requested_at``, both its own clock): a clock of ours that runs behind the server's

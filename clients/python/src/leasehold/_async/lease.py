@@ -247,13 +247,15 @@ class AsyncLease:
         log.warning("lease %s of %r lost: %s", self.lease_id, self.name, error.detail)
 
     def _renewed(self, body: dict[str, Any], sent_at: float) -> None:
-        revocation = core.Revocation.parse(body.get("revocation"))
+        revocation, member = core.Revocation.of_heartbeat(body)
         with self._mutex:
             self._renewal.renewed(int(body.get("ttl_ms", self.ttl_ms)), sent_at, revoked=revocation is not None)
             self.replicas_acked, self.nodes_acked, self.validity_ms, self.degraded = core.acked(body)
         if revocation is not None:
-            # Its ttl_ms stops at the deadline: the end is known on our own clock.
-            self._revoked(revocation, None, None)
+            # Its ttl_ms stops at the deadline: the end is known on our own clock. A multilease's
+            # is a member's: the signal names that lock, as the watch's does.
+            signal = core.Signal("revocation_requested", self.lease_id, member or self.name, revocation=revocation)
+            self._revoked(revocation, None, signal)
 
     def _revoked(self, revocation: core.Revocation, ends_at: Optional[float], signal: Optional[core.Signal]) -> None:
         """An operator asked for the lease back (a heartbeat's answer told it, or the watch's
