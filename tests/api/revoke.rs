@@ -300,5 +300,8 @@ async fn a_multilease_heartbeat_names_the_member_asked_for() {
     assert!(members[1]["revocation"]["deadline"].is_string());
     // Extended no further than the deadline: the multilease's answer says so.
     assert!(after.u64("ttl_ms") <= 5_000, "{}", after.body);
-    assert_eq!(after.body["expires_at"], members[1]["revocation"]["deadline"]);
+    assert_eq!(
+        after.body["expires_at"],
+        members[1]["revocation"]["deadline"]
+    );
 }

@@ -58,6 +58,36 @@ async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
     app.lease("revoked-job", json!({})).await;
 }
 
+/// The watch tells the revocation, and so does every heartbeat's answer after it (a 3 s TTL:
+/// one a second while the command takes 2.5 s to stop): run says it once.
+#[tokio::test]
+async fn a_revocation_told_by_the_watch_and_the_heartbeats_is_said_once() {
+    let app = spawn_app().await;
+    let dir = temp_dir();
+    let (ready, termed) = (file(&dir, "ready"), file(&dir, "termed"));
+    let run = run_sh(
+        &app,
+        &["--ttl", "3s"],
+        "told-once",
+        r#"trap 'echo term > "$2"; sleep 2.5; exit 0' TERM; echo ready > "$1"; while :; do sleep 0.01; done"#,
+        &[&ready, &termed],
+    )
+    .spawn()
+    .expect("start leasehold run");
+    wait_for_file(&ready).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.admin(
+        Method::POST,
+        "/v1/admin/locks/told-once/revoke",
+        Some(json!({"grace_ms": 30_000, "reason": "maintenance"})),
+    )
+    .await
+    .assert_status(200);
+    wait_for_file(&termed).await;
+    let said = stderr(&finish(run).await);
+    assert_eq!(said.matches("asks us to let go").count(), 1, "{said}");
+}
+
 /// Starts `leasehold run` around `script`, which writes the pid of a background job it leaves
 /// behind (its output detached, so that it holds none of run's pipes) to its first argument
 /// and `ready` to its second; returns the run and that pid.

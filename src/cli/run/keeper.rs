@@ -4,6 +4,7 @@
 //! warns that the lease is about to end. Both report [`News`] to the supervisor; neither decides what to
 //! do about it. Also the release at the end ([`Leased`]).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -57,6 +58,34 @@ impl Leased<'_> {
     }
 }
 
+/// The deadlines of the revocations told so far: a revocation is told once, whether the watch
+/// (or a reopened one) or a heartbeat's answer tells it first.
+#[derive(Clone, Default)]
+struct Told(Arc<Mutex<Vec<String>>>);
+
+impl Told {
+    /// Whether the revocation with this `deadline` is new (and it is told from now on).
+    fn first_time(&self, deadline: &str) -> bool {
+        let mut told = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if told.iter().any(|d| d == deadline) {
+            return false;
+        }
+        told.push(deadline.to_owned());
+        true
+    }
+
+    fn news(&self, revocation: &crate::client::RevocationBody) -> Option<News> {
+        self.first_time(&revocation.deadline)
+            .then(|| News::Revoked {
+                deadline: instant_of(&revocation.deadline),
+                reason: revocation.reason.clone(),
+            })
+    }
+}
+
 /// What the heartbeat task reports.
 pub(super) enum News {
     /// The lease is ours until at least this instant.
@@ -91,13 +120,12 @@ impl Keeper {
         let mut ttl = held.ttl;
         let mut next_heartbeat = held.renewed_at + ttl / 3;
         let (tx, news) = mpsc::channel(4);
+        let told = Told::default();
         let watch = tokio::spawn(watch(
             lease.client.clone(),
-            resource,
-            lock.clone(),
-            id,
-            token.clone(),
+            (resource, lock.clone(), id, token.clone()),
             tx.clone(),
+            told.clone(),
         ));
         let heartbeat = tokio::spawn(async move {
             loop {
@@ -106,9 +134,20 @@ impl Keeper {
                 let beat = client.heartbeat_term(resource, &lock, id, &token, Some(fence));
                 let news = match beat.await {
                     Ok(renewal) => {
-                        ttl = Duration::from_millis(renewal.body.ttl_ms);
+                        let answered = Duration::from_millis(renewal.body.ttl_ms);
+                        // Under a revocation the answer stops at its deadline; heartbeats
+                        // keep the lease's own pace, not one that quickens towards it.
+                        let revoked = renewal.body.revocation.as_ref().and_then(|r| told.news(r));
+                        if renewal.body.revocation.is_none() {
+                            ttl = answered;
+                        }
                         next_heartbeat = sent + ttl / 3;
-                        News::Renewed(later(sent, ttl))
+                        if let Some(revoked) = revoked
+                            && tx.send(revoked).await.is_err()
+                        {
+                            return;
+                        }
+                        News::Renewed(later(sent, answered))
                     }
                     Err(ClientError::Problem(p)) if p.is_lease_gone() => {
                         let _ = tx.send(News::Lost(p.detail)).await;
@@ -141,11 +180,9 @@ impl Keeper {
 /// (`Last-Event-ID`). A server without watches (404 `not_found`) leaves it to the heartbeats.
 async fn watch(
     client: Client,
-    resource: Resource,
-    lock: String,
-    id: LeaseId,
-    token: LeaseToken,
+    (resource, lock, id, token): (Resource, String, LeaseId, LeaseToken),
     tx: mpsc::Sender<News>,
+    told: Told,
 ) {
     let mut last_id: Option<String> = None;
     loop {
@@ -154,7 +191,7 @@ async fn watch(
             .await;
         let lost = match opened {
             Ok(mut watch) => {
-                let lost = follow(&mut watch, &tx).await;
+                let lost = follow(&mut watch, &tx, &told).await;
                 last_id = watch.last_event_id().map(str::to_owned);
                 lost
             }
@@ -171,7 +208,7 @@ async fn watch(
 }
 
 /// Passes on what an open watch tells until it says the lease is lost (why) or breaks.
-async fn follow(watch: &mut Watch, tx: &mpsc::Sender<News>) -> Option<String> {
+async fn follow(watch: &mut Watch, tx: &mpsc::Sender<News>, told: &Told) -> Option<String> {
     loop {
         let news = match watch.next().await {
             Ok(WatchEvent::Lost(lost)) => {
@@ -182,12 +219,9 @@ async fn follow(watch: &mut Watch, tx: &mpsc::Sender<News>) -> Option<String> {
             }
             Ok(WatchEvent::Signal { kind, signal }) => match kind.as_str() {
                 "revocation_requested" => {
-                    let Some(revocation) = signal.revocation else {
-                        continue;
-                    };
-                    News::Revoked {
-                        deadline: instant_of(&revocation.deadline),
-                        reason: revocation.reason,
+                    match signal.revocation.as_ref().and_then(|r| told.news(r)) {
+                        Some(news) => news,
+                        None => continue,
                     }
                 }
                 "expiring" => News::Warned("expiring"),
