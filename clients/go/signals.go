@@ -93,9 +93,10 @@ func parseTime(s string) time.Time {
 // Signals hands on every signal the lease's watch tells (see Signal), in order. It is
 // buffered: when nobody reads, the oldest unread signal is dropped, so the keeper never
 // waits. It is closed when the lease is over (lost or released). A revocation is handed on
-// once (a reopened watch tells it again; it never changes). A multilease's watch tells
-// only its loss; without the watch (WithoutWatch), only a revocation a heartbeat answer
-// carries comes.
+// once (a reopened watch, or a heartbeat answer, tells it again; it never changes). A
+// multilease's watch tells each member's signals, Signal.Lock naming the member; without the
+// watch (WithoutWatch), only a revocation a heartbeat answer carries comes (a multilease's:
+// its first revoked member's).
 func (l *Lease) Signals() <-chan Signal { return l.signals }
 
 // Revocation is the operator's request to let go (nil until one came, by the watch or a
