@@ -155,7 +155,7 @@ pub async fn acquire(
         let kept = request
             .idempotency
             .as_ref()
-            .map(|key| leases.multi_answer_kept(key));
+            .map(|key| leases.claim_kept(key));
         admissions
             .push(Admission::acquire_or_replay(&state, &caller, leases.locks(), ask, kept).await?);
     }

@@ -126,7 +126,7 @@ impl Leases {
 
     /// Whether an answer to Idempotency-Key `key` is kept for a new lease of `kind` on
     /// `name`, which a retry replays (taking nothing new): on the name's own record, or for a
-    /// RedLock lease the key's claim (see [`Self::multi_answer_kept`]).
+    /// RedLock lease the key's claim (see [`Self::claim_kept`]).
     pub async fn answer_kept(
         &self,
         name: &LockName,
@@ -134,14 +134,14 @@ impl Leases {
         key: &IdempotencyKey,
     ) -> Result<bool, LeaseError> {
         if kind == Some(LeaseKind::Redlock) {
-            return self.multi_answer_kept(key).await;
+            return self.claim_kept(key).await;
         }
         Ok(self.locks.answer_kept(name, key).await?)
     }
 
     /// Whether `key` has a claim on a lease (a multilease's, a RedLock lease's): its first
     /// request's token, kept for a retry.
-    pub async fn multi_answer_kept(&self, key: &IdempotencyKey) -> Result<bool, LeaseError> {
+    pub async fn claim_kept(&self, key: &IdempotencyKey) -> Result<bool, LeaseError> {
         Ok(self.locks.records().claim_kept(key).await?)
     }
 
