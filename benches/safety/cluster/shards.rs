@@ -82,7 +82,8 @@ enum Role {
 }
 
 /// A loopback port free now whose bus port (port + 10000) is free too; both stay bound in
-/// `held` until the caller drops it, so that no later pick takes an earlier one's bus port.
+/// `held` (the port, then its bus port) until the caller drops them, so that no later pick
+/// takes an earlier one's bus port.
 fn free_port_pair(held: &mut Vec<std::net::TcpListener>) -> anyhow::Result<u16> {
     for _ in 0..1_000 {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -212,11 +213,14 @@ impl Shards {
         if plan.primaries < 3 || count > NODE_ADDRS.len() {
             bail!("Cluster mode runs 3 or 4 primaries (redis-cli refuses fewer than 3)");
         }
+        // Each node's pair stays bound until just before that node starts: any socket made
+        // meanwhile (a proxy's, the harness's connection to an earlier node) could otherwise
+        // take a port let go (a smoke run's reply-lost node once failed to bind its bus port).
         let mut held = Vec::new();
         let ports = (0..count)
             .map(|_| free_port_pair(&mut held))
             .collect::<anyhow::Result<Vec<u16>>>()?;
-        drop(held);
+        let mut held = held.into_iter();
         let mut proxies = Vec::new();
         if plan.proxied {
             for &port in &ports {
@@ -243,6 +247,8 @@ impl Shards {
                 cluster_node_timeout_ms: Some(plan.node_timeout_ms),
                 announce_port: proxies.get(i).map(|p| p.port),
             };
+            // Its port and bus port (held in that order).
+            drop((held.next(), held.next()));
             node.start().await?;
             nodes.push(node);
         }
