@@ -30,11 +30,16 @@ impl Locks {
         key: &IdempotencyKey,
     ) -> Result<bool, LockError> {
         let record = self.inner.keys.lock(name).idempotency(&key.digest_hex());
-        let kept: u64 = redis::cmd("EXISTS")
-            .arg(record)
+        self.exists(&record).await
+    }
+
+    /// Whether `key` exists: one `EXISTS`, routed by the key (its slot in Cluster mode).
+    pub(in crate::locks) async fn exists(&self, key: &str) -> Result<bool, LockError> {
+        let found: u64 = redis::cmd("EXISTS")
+            .arg(key)
             .query_async(&mut self.inner.conn.clone())
             .await?;
-        Ok(kept > 0)
+        Ok(found > 0)
     }
 
     /// The lock's kind, holders, fair queue and fencing counter; `None` when it is free and

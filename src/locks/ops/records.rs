@@ -61,14 +61,11 @@ impl<'a> Records<'a> {
         self.locks.call_own([&key, &key], &claim).await
     }
 
-    /// Whether `key` has a claim on a multilease (its first request's, kept for a retry).
+    /// Whether `key` has a claim on a lease (a multilease's, a RedLock lease's: its first
+    /// request's token, kept for a retry).
     pub async fn claim_kept(self, key: &IdempotencyKey) -> Result<bool, LockError> {
         let claim = self.locks.inner.keys.multilease_claim(&key.digest_hex());
-        let kept: u64 = redis::cmd("EXISTS")
-            .arg(claim)
-            .query_async(&mut self.locks.inner.conn.clone())
-            .await?;
-        Ok(kept > 0)
+        self.locks.exists(&claim).await
     }
 
     /// Queues `event` for this key space's events channel and journal: the events of leases
