@@ -40,8 +40,6 @@ async fn an_election_goes_through_every_route() {
     let first = campaign(&caller, "k-election", "node-a", Some("matrix-election-1")).await;
     first.assert_status(201);
     let leader_id = first.str("candidate_id");
-    let first_term = first.u64("term");
-    let leader_path = first.header("location").expect("Location").to_owned();
     let retry = campaign(&caller, "k-election", "node-a", Some("matrix-election-1")).await;
     retry.assert_status(201);
     assert_eq!(retry.str("candidate_id"), leader_id);
@@ -50,8 +48,6 @@ async fn an_election_goes_through_every_route() {
     // The quota counts candidates (the retry did not): one in line is the last one.
     let next = campaign(&caller, "k-election", "node-b", None).await;
     next.assert_status(202);
-    let next_token = next.str("token");
-    let next_path = next.header("location").expect("Location").to_owned();
     campaign(&caller, "k-election-2", "node-c", None)
         .await
         .assert_problem(429, "quota_exceeded");
@@ -69,13 +65,32 @@ async fn an_election_goes_through_every_route() {
         1.0
     );
 
-    // The election's inspection shows the leader and the line.
+    check_inspection_and_listing(&app, &caller, &secret, &leader_id).await;
+    check_end_of_term(&app, &caller, &first, &next).await;
+    check_events(&caller).await;
+
+    // The metric moved with the second term; nobody waits any more.
+    let last = scrape(&caller).await;
+    assert_eq!(terms_started(&last) - terms_started(&before), 2.0, "{last}");
+    assert_eq!(
+        sample(&last, "leasehold_election_candidates_waiting", &[]),
+        0.0
+    );
+}
+
+/// The election's inspection shows the leader and the line; the lock listing leaves the
+/// election's lock out, and the elections view lists it.
+async fn check_inspection_and_listing(
+    app: &TestApp,
+    caller: &TestApp,
+    secret: &str,
+    leader_id: &str,
+) {
     let inspected = caller.get("/v1/elections/k-election").await;
     inspected.assert_status(200);
-    assert_eq!(inspected.body["leader"]["candidate_id"], leader_id.as_str());
+    assert_eq!(inspected.body["leader"]["candidate_id"], leader_id);
     assert_eq!(inspected.body["candidates_waiting"], 1);
 
-    // Listing: the lock listing leaves the election's lock out; the elections view lists it.
     let locks = caller.get("/v1/locks").await;
     locks.assert_status(200);
     assert!(
@@ -86,7 +101,7 @@ async fn an_election_goes_through_every_route() {
     let view = app
         .http
         .get(app.url("/elections"))
-        .header("leasehold-key", &secret)
+        .header("leasehold-key", secret)
         .send()
         .await
         .expect("the elections view");
@@ -96,8 +111,15 @@ async fn an_election_goes_through_every_route() {
         view.contains(r#"<a href="/elections/k-election">k-election</a>"#),
         "{view}"
     );
+}
 
-    // An admin ends the term (audited once); the leader is out, the next one leads.
+/// An admin ends the term of `first`'s leader (audited once); the leader is out, and `next`,
+/// in line, leads in a later term.
+async fn check_end_of_term(app: &TestApp, caller: &TestApp, first: &Reply, next: &Reply) {
+    let first_term = first.u64("term");
+    let leader_path = first.header("location").expect("Location").to_owned();
+    let next_token = next.str("token");
+    let next_path = next.header("location").expect("Location").to_owned();
     let ended = app
         .admin(
             Method::DELETE,
@@ -143,12 +165,14 @@ async fn an_election_goes_through_every_route() {
         .filter(|e| e["target"] == "election/k-election" && e["reason"] == "matrix")
         .count();
     assert_eq!(ours, 1, "{}", audit.body);
+}
 
-    // `/v1/events`: each term's grant and the end of the first, under the election's lock
-    // (seen by a key whose patterns name the election), on its own with `election/` and the
-    // start of its name.
+/// `/v1/events`: each term's grant and the end of the first, under the election's lock
+/// (seen by a key whose patterns name the election), on its own with `election/` and the
+/// start of its name.
+async fn check_events(caller: &TestApp) {
     for filter in ["", "prefix=election/k-el&"] {
-        let events = backlog_of(&caller, filter).await;
+        let events = backlog_of(caller, filter).await;
         let ours: Vec<&Value> = events
             .iter()
             .filter(|e| e["lock"] == "election/k-election")
@@ -160,12 +184,4 @@ async fn an_election_goes_through_every_route() {
             assert_eq!(ours.len(), events.len(), "only the election's: {events:?}");
         }
     }
-
-    // The metric moved with the second term; nobody waits any more.
-    let last = scrape(&caller).await;
-    assert_eq!(terms_started(&last) - terms_started(&before), 2.0, "{last}");
-    assert_eq!(
-        sample(&last, "leasehold_election_candidates_waiting", &[]),
-        0.0
-    );
 }

@@ -220,18 +220,30 @@ async fn check_kind(app: &TestApp, kind: Kind) {
         .create_key(json!({"name": format!("matrix-{label}"), "roles": ["client", "reader"], "quotas": {"max_leases": 2 * kind.leases()}}))
         .await;
     let caller = app.with_key(&secret);
-    let before = scrape(&caller).await;
-
-    // Acquire with an Idempotency-Key, then its retry: the same lease, said to be a replay.
     let key = format!("matrix-{label}-1");
+    let held = check_keyed_acquire(&caller, kind, &key).await;
+    check_quota(&caller, kind, &key, &held).await;
+    check_reads(app, &caller, kind, &held).await;
+    check_force_release(app, &caller, kind, &held).await;
+    check_events(&caller, kind, &held).await;
+    check_audit(app, kind).await;
+    check_revocation(app, &caller, kind).await;
+}
+
+/// Acquire with an Idempotency-Key, then its retry: the same lease, said to be a replay. The
+/// metric counted the call once (a RedLock call too, whatever its nodes did); a multilease is
+/// one acquisition per member lock.
+async fn check_keyed_acquire(caller: &TestApp, kind: Kind, key: &str) -> Held {
+    let label = kind.label();
+    let before = scrape(caller).await;
     let first = caller
-        .send(kind.acquire(&caller, 0).header("idempotency-key", &key))
+        .send(kind.acquire(caller, 0).header("idempotency-key", key))
         .await;
     first.assert_status(201);
     let held = Held::of(&first);
-    let after = scrape(&caller).await;
+    let after = scrape(caller).await;
     let retry = caller
-        .send(kind.acquire(&caller, 0).header("idempotency-key", &key))
+        .send(kind.acquire(caller, 0).header("idempotency-key", key))
         .await;
     retry.assert_status(201);
     assert_eq!(
@@ -241,8 +253,6 @@ async fn check_kind(app: &TestApp, kind: Kind) {
     );
     assert_eq!(retry.header("idempotent-replayed"), Some("true"), "{label}");
 
-    // The metric counted the call once (a RedLock call too, whatever its nodes did); a
-    // multilease is one acquisition per member lock.
     let (metric_kind, count) = match kind {
         Kind::Multilease => ("reentrant", 2.0),
         _ => (label, 1.0),
@@ -270,17 +280,21 @@ async fn check_kind(app: &TestApp, kind: Kind) {
             "each node's calls are their own series: {node_calls}"
         );
     }
+    held
+}
 
-    // The caller's quota counts it (the retry did not): a second lease is the last one.
-    let second = caller.send(kind.acquire(&caller, 1)).await;
+/// The caller's quota counts `held` (its keyed retry did not): a second lease is the last
+/// one; at the quota, the keyed retry is still the first answer, as it takes nothing new.
+async fn check_quota(caller: &TestApp, kind: Kind, key: &str, held: &Held) {
+    let label = kind.label();
+    let second = caller.send(kind.acquire(caller, 1)).await;
     second.assert_status(201);
     caller
-        .send(kind.acquire(&caller, 2))
+        .send(kind.acquire(caller, 2))
         .await
         .assert_problem(429, "quota_exceeded");
-    // At the quota, the keyed retry is still the first answer: it takes nothing new.
     let at_quota = caller
-        .send(kind.acquire(&caller, 0).header("idempotency-key", &key))
+        .send(kind.acquire(caller, 0).header("idempotency-key", key))
         .await;
     at_quota.assert_status(201);
     assert_eq!(
@@ -297,10 +311,11 @@ async fn check_kind(app: &TestApp, kind: Kind) {
                 .bearer_auth(&second.token),
         )
         .await;
+}
 
-    check_reads(app, &caller, kind, &held).await;
-
-    // Heartbeat, then a watch; an admin's force release ends both.
+/// Heartbeat, then a watch; an admin's force release ends both.
+async fn check_force_release(app: &TestApp, caller: &TestApp, kind: Kind, held: &Held) {
+    let label = kind.label();
     let beat = caller
         .send(
             caller
@@ -346,13 +361,13 @@ async fn check_kind(app: &TestApp, kind: Kind) {
         )
         .await
         .assert_status(410);
+}
 
-    check_events(&caller, kind, &held).await;
-    check_audit(app, kind).await;
-
-    // The name is free again: granted at once. An operator's revocation reaches it: at its
-    // deadline the lease is gone (evicted where it lives), and its heartbeat says so.
-    let again = caller.send(kind.acquire(&caller, 0)).await;
+/// The name is free again: granted at once. An operator's revocation reaches it: at its
+/// deadline the lease is gone (evicted where it lives), and its heartbeat says so.
+async fn check_revocation(app: &TestApp, caller: &TestApp, kind: Kind) {
+    let label = kind.label();
+    let again = caller.send(kind.acquire(caller, 0)).await;
     again.assert_status(201);
     let next = Held::of(&again);
     let asked = app

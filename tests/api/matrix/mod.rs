@@ -5,6 +5,7 @@
 //! fails the test, so a new route cannot be forgotten.
 
 mod elections;
+mod fixture;
 pub(crate) mod kinds;
 mod probes;
 mod routes;
@@ -13,7 +14,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use self::probes::{Probe, fixture, probe};
+use self::fixture::fixture;
+use self::probes::{Probe, probe};
 use self::routes::{EXTRA_ROUTES, check_extra_routes_cover_the_router, documented_routes};
 use crate::helpers::{TestApp, spawn_app};
 
@@ -99,63 +101,13 @@ async fn every_route_answers_every_kind_of_caller_as_its_role_says() {
             .map(|(m, p, n)| ((*m).to_owned(), (*p).to_owned(), *n)),
     );
 
-    let key = |roles: Value, tenant: &str, patterns: Value, name: &str| json!({"name": name, "tenant": tenant, "roles": roles, "patterns": patterns});
     let (_, owner) = app
         .create_key(key(json!(["client"]), "a", json!(["*"]), "owner"))
         .await;
     let owner = app.with_key(&owner);
     let mut callers = Vec::new();
     for col in COLS {
-        let secret = match col {
-            Col::NoKey => None,
-            Col::Revoked => {
-                let (id, secret) = app
-                    .create_key(key(
-                        json!(["client", "reader", "admin"]),
-                        "a",
-                        json!(["*"]),
-                        "revoked",
-                    ))
-                    .await;
-                app.revoke_key(&id).await;
-                Some(secret)
-            }
-            Col::Reader => Some(
-                app.create_key(key(json!(["reader"]), "a", json!(["*"]), "reader"))
-                    .await
-                    .1,
-            ),
-            Col::Client => Some(
-                app.create_key(key(json!(["client"]), "a", json!(["*"]), "client"))
-                    .await
-                    .1,
-            ),
-            Col::Admin => Some(
-                app.create_key(key(json!(["admin"]), "a", json!(["*"]), "admin"))
-                    .await
-                    .1,
-            ),
-            Col::OtherTenant => Some(
-                app.create_key(key(
-                    json!(["client", "reader", "admin"]),
-                    "b",
-                    json!(["*"]),
-                    "other",
-                ))
-                .await
-                .1,
-            ),
-            Col::OutsidePatterns => Some(
-                app.create_key(key(
-                    json!(["client", "reader", "admin"]),
-                    "a",
-                    json!(["nothing:*"]),
-                    "outside",
-                ))
-                .await
-                .1,
-            ),
-        };
+        let secret = secret_of(&app, col).await;
         let view = app.view(secret.as_deref(), false);
         callers.push(Caller { col, view });
     }
@@ -180,23 +132,93 @@ async fn every_route_answers_every_kind_of_caller_as_its_role_says() {
                 .or_default()
                 .push(got);
             if got != want {
-                let body = if response
-                    .headers()
-                    .get("content-type")
-                    .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"))
-                {
-                    String::new()
-                } else {
-                    response.text().await.unwrap_or_default()
-                };
                 wrong.push(format!(
                     "{method} {template} as {:?}: {got}, expected {want} ({})",
                     caller.col,
-                    body.chars().take(160).collect::<String>()
+                    body_start(response).await
                 ));
             }
         }
     }
+    report(&table, n, &wrong);
+}
+
+/// A key's body: its roles in `tenant`, limited to names matching `patterns`.
+fn key(roles: Value, tenant: &str, patterns: Value, name: &str) -> Value {
+    json!({"name": name, "tenant": tenant, "roles": roles, "patterns": patterns})
+}
+
+/// The credential a caller of `col` sends (a key made for it), if any.
+async fn secret_of(app: &TestApp, col: Col) -> Option<String> {
+    match col {
+        Col::NoKey => None,
+        Col::Revoked => {
+            let (id, secret) = app
+                .create_key(key(
+                    json!(["client", "reader", "admin"]),
+                    "a",
+                    json!(["*"]),
+                    "revoked",
+                ))
+                .await;
+            app.revoke_key(&id).await;
+            Some(secret)
+        }
+        Col::Reader => Some(
+            app.create_key(key(json!(["reader"]), "a", json!(["*"]), "reader"))
+                .await
+                .1,
+        ),
+        Col::Client => Some(
+            app.create_key(key(json!(["client"]), "a", json!(["*"]), "client"))
+                .await
+                .1,
+        ),
+        Col::Admin => Some(
+            app.create_key(key(json!(["admin"]), "a", json!(["*"]), "admin"))
+                .await
+                .1,
+        ),
+        Col::OtherTenant => Some(
+            app.create_key(key(
+                json!(["client", "reader", "admin"]),
+                "b",
+                json!(["*"]),
+                "other",
+            ))
+            .await
+            .1,
+        ),
+        Col::OutsidePatterns => Some(
+            app.create_key(key(
+                json!(["client", "reader", "admin"]),
+                "a",
+                json!(["nothing:*"]),
+                "outside",
+            ))
+            .await
+            .1,
+        ),
+    }
+}
+
+/// The first 160 characters of a wrong cell's body (none of an event stream's, never read
+/// to its end).
+async fn body_start(response: reqwest::Response) -> String {
+    let body = if response
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"))
+    {
+        String::new()
+    } else {
+        response.text().await.unwrap_or_default()
+    };
+    body.chars().take(160).collect()
+}
+
+/// Prints the statuses each route answered every column, and fails with the wrong cells.
+fn report(table: &BTreeMap<(String, String), Vec<u16>>, n: usize, wrong: &[String]) {
     let printed: Vec<String> = table
         .iter()
         .map(|((m, p), statuses)| format!("{m:6} {p:55} {statuses:?}"))

@@ -1,95 +1,11 @@
-//! What each route's probe sends, on what (one cell's fixture: tenant A's lock, semaphore, fair
-//! ticket and key), and what an authorised caller gets.
+//! What each route's probe sends, on what (one cell's [`Fixture`]: tenant A's lock, semaphore,
+//! fair ticket and key), and what an authorised caller gets.
 
 use reqwest::RequestBuilder;
 use serde_json::json;
 
-use crate::helpers::{Lease, TestApp, Ticket};
-
-/// What one cell's requests act on: tenant A's lock, semaphore, fair ticket and key.
-pub(super) struct Fixture {
-    n: usize,
-    lease: Lease,
-    sem_lease: Lease,
-    ticket: Ticket,
-    key_id: String,
-    /// A multilease's path and token.
-    multi: (String, String),
-    /// The leader of election `e<n>`: its path and token.
-    leader: (String, String),
-}
-
-impl Fixture {
-    fn lock(&self) -> String {
-        format!("m{}", self.n)
-    }
-
-    fn sem(&self) -> String {
-        format!("s{}", self.n)
-    }
-
-    fn fair(&self) -> String {
-        format!("f{}", self.n)
-    }
-
-    fn election(&self) -> String {
-        format!("e{}", self.n)
-    }
-}
-
-pub(super) async fn fixture(app: &TestApp, owner: &TestApp, n: usize) -> Fixture {
-    let lease = owner
-        .lease(&format!("m{n}"), json!({"ttl_ms": 60_000}))
-        .await;
-    let sem_lease = owner
-        .permits(&format!("s{n}"), json!({"limit": 5, "ttl_ms": 60_000}))
-        .await;
-    owner
-        .lease(&format!("f{n}"), json!({"kind": "fair", "ttl_ms": 60_000}))
-        .await;
-    let queued = owner
-        .acquire_with(&format!("f{n}"), 50, json!({"kind": "fair"}), None)
-        .await;
-    let ticket = Ticket::from_reply(&format!("f{n}"), &queued);
-    let (key_id, _) = app
-        .create_key(json!({"name": format!("victim-{n}"), "tenant": "a", "roles": ["client"]}))
-        .await;
-    let multi = owner
-        .send(
-            owner
-                .http
-                .post(owner.url("/v1/multileases"))
-                .json(&json!({"locks": [{"name": format!("mm{n}")}], "ttl_ms": 60_000})),
-        )
-        .await;
-    multi.assert_status(201);
-    let multi = (
-        multi.header("location").expect("Location").to_owned(),
-        multi.str("token"),
-    );
-    let leader = owner
-        .send(
-            owner
-                .http
-                .post(owner.url(&format!("/v1/elections/e{n}/candidates")))
-                .json(&json!({"value": "matrix", "ttl_ms": 60_000})),
-        )
-        .await;
-    leader.assert_status(201);
-    let leader = (
-        leader.header("location").expect("Location").to_owned(),
-        leader.str("token"),
-    );
-    Fixture {
-        n,
-        lease,
-        sem_lease,
-        ticket,
-        key_id,
-        multi,
-        leader,
-    }
-}
+use super::fixture::Fixture;
+use crate::helpers::TestApp;
 
 /// The request a route's probe sends, and the status an authorised caller of tenant A gets,
 /// and the one a caller of another tenant (with every role) gets: the route then acts in that
@@ -100,14 +16,42 @@ pub(super) struct Probe {
     pub(super) other_tenant: u16,
 }
 
+/// A probe's parts: its request, an authorised caller's status, another tenant's.
+type ProbeParts = (RequestBuilder, u16, u16);
+
+/// The probes of one group of routes: `None` for a route not of that group.
+type RouteProbes = fn(&TestApp, (&str, &str), &Fixture) -> Option<ProbeParts>;
+
+const PROBES: [RouteProbes; 8] = [
+    lock_probe,
+    semaphore_probe,
+    multilease_probe,
+    election_probe,
+    operator_probe,
+    key_probe,
+    service_probe,
+    dashboard_probe,
+];
+
+/// The probe of the route `method template`, if the matrix has one. The watches' streams
+/// are never read: the status is all a cell needs.
 pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) -> Option<Probe> {
+    let (request, success, other_tenant) = PROBES
+        .iter()
+        .find_map(|group| group(view, (method, template), fx))?;
+    Some(Probe {
+        request,
+        success,
+        other_tenant,
+    })
+}
+
+/// A lock, its leases and its fair tickets.
+fn lock_probe(view: &TestApp, route: (&str, &str), fx: &Fixture) -> Option<ProbeParts> {
     let url = |path: String| view.url(&path);
     let http = &view.http;
-    let (lock, sem, fair) = (fx.lock(), fx.sem(), fx.fair());
-    let (lease, sem_lease, ticket) = (&fx.lease, &fx.sem_lease, &fx.ticket);
-    let (multi, multi_token) = (&fx.multi.0, &fx.multi.1);
-    let (leader, leader_token) = (&fx.leader.0, &fx.leader.1);
-    let (request, success, other_tenant) = match (method, template) {
+    let (lock, lease, ticket) = (fx.lock(), &fx.lease, &fx.ticket);
+    Some(match route {
         ("GET", "/v1/locks/{name}") => (http.get(url(format!("/v1/locks/{lock}"))), 200, 404),
         ("GET", "/v1/locks") => (http.get(url("/v1/locks".into())), 200, 200),
         // Another tenant's lock of that name is free there: not current, but answered.
@@ -117,40 +61,9 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             200,
             200,
         ),
-        // The watches' streams are never read: the status is all a cell needs.
         ("GET", "/v1/locks/{name}/leases/{lease_id}/watch") => (
             http.get(url(format!("{}/watch", lease.path)))
                 .bearer_auth(&lease.token),
-            200,
-            404,
-        ),
-        ("GET", "/v1/semaphores/{name}/leases/{lease_id}/watch") => (
-            http.get(url(format!("{}/watch", sem_lease.path)))
-                .bearer_auth(&sem_lease.token),
-            200,
-            404,
-        ),
-        ("POST", "/v1/multileases") => (
-            http.post(url("/v1/multileases".into()))
-                .json(&json!({"locks": [{"name": format!("newm{}", fx.n)}]})),
-            201,
-            201,
-        ),
-        ("GET", "/v1/multileases/{lease_id}") => (http.get(url(multi.clone())), 200, 404),
-        ("DELETE", "/v1/multileases/{lease_id}") => (
-            http.delete(url(multi.clone())).bearer_auth(multi_token),
-            200,
-            404,
-        ),
-        ("POST", "/v1/multileases/{lease_id}/heartbeat") => (
-            http.post(url(format!("{multi}/heartbeat")))
-                .bearer_auth(multi_token),
-            200,
-            404,
-        ),
-        ("GET", "/v1/multileases/{lease_id}/watch") => (
-            http.get(url(format!("{multi}/watch")))
-                .bearer_auth(multi_token),
             200,
             404,
         ),
@@ -187,6 +100,16 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             200,
             404,
         ),
+        _ => return None,
+    })
+}
+
+/// A semaphore and its leases.
+fn semaphore_probe(view: &TestApp, route: (&str, &str), fx: &Fixture) -> Option<ProbeParts> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    let (sem, sem_lease) = (fx.sem(), &fx.sem_lease);
+    Some(match route {
         ("GET", "/v1/semaphores/{name}") => {
             (http.get(url(format!("/v1/semaphores/{sem}"))), 200, 404)
         }
@@ -211,7 +134,56 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             200,
             404,
         ),
-        ("GET", "/v1/events") => (http.get(url("/v1/events".into())), 200, 200),
+        ("GET", "/v1/semaphores/{name}/leases/{lease_id}/watch") => (
+            http.get(url(format!("{}/watch", sem_lease.path)))
+                .bearer_auth(&sem_lease.token),
+            200,
+            404,
+        ),
+        _ => return None,
+    })
+}
+
+/// Multileases.
+fn multilease_probe(view: &TestApp, route: (&str, &str), fx: &Fixture) -> Option<ProbeParts> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    let (multi, multi_token) = (&fx.multi.0, &fx.multi.1);
+    Some(match route {
+        ("POST", "/v1/multileases") => (
+            http.post(url("/v1/multileases".into()))
+                .json(&json!({"locks": [{"name": format!("newm{}", fx.n)}]})),
+            201,
+            201,
+        ),
+        ("GET", "/v1/multileases/{lease_id}") => (http.get(url(multi.clone())), 200, 404),
+        ("DELETE", "/v1/multileases/{lease_id}") => (
+            http.delete(url(multi.clone())).bearer_auth(multi_token),
+            200,
+            404,
+        ),
+        ("POST", "/v1/multileases/{lease_id}/heartbeat") => (
+            http.post(url(format!("{multi}/heartbeat")))
+                .bearer_auth(multi_token),
+            200,
+            404,
+        ),
+        ("GET", "/v1/multileases/{lease_id}/watch") => (
+            http.get(url(format!("{multi}/watch")))
+                .bearer_auth(multi_token),
+            200,
+            404,
+        ),
+        _ => return None,
+    })
+}
+
+/// An election and its candidates.
+fn election_probe(view: &TestApp, route: (&str, &str), fx: &Fixture) -> Option<ProbeParts> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    let (leader, leader_token) = (&fx.leader.0, &fx.leader.1);
+    Some(match route {
         // Another tenant's election of that name is its own: empty, but answered.
         ("POST", "/v1/elections/{name}/candidates") => (
             http.post(url(format!("/v1/elections/new{}/candidates", fx.n)))
@@ -264,6 +236,16 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             200,
             404,
         ),
+        _ => return None,
+    })
+}
+
+/// An admin's force releases, evictions, revocations and limits.
+fn operator_probe(view: &TestApp, route: (&str, &str), fx: &Fixture) -> Option<ProbeParts> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    let (lock, sem, lease, sem_lease) = (fx.lock(), fx.sem(), &fx.lease, &fx.sem_lease);
+    Some(match route {
         ("DELETE", "/v1/admin/elections/{name}") => (
             http.delete(url(format!(
                 "/v1/admin/elections/{}?reason=matrix",
@@ -322,6 +304,15 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             200,
             404,
         ),
+        _ => return None,
+    })
+}
+
+/// The keys and the audit log, for admins.
+fn key_probe(view: &TestApp, route: (&str, &str), fx: &Fixture) -> Option<ProbeParts> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    Some(match route {
         ("POST", "/v1/admin/keys") => (
             http.post(url("/v1/admin/keys".into()))
                 .json(&json!({"name": format!("made-{}", fx.n)})),
@@ -345,9 +336,19 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
             404,
         ),
         ("GET", "/v1/admin/audit") => (http.get(url("/v1/admin/audit".into())), 200, 200),
+        _ => return None,
+    })
+}
+
+/// The service's own routes: its Redis, events, metrics, health and documents.
+fn service_probe(view: &TestApp, route: (&str, &str), _fx: &Fixture) -> Option<ProbeParts> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    Some(match route {
         // The deployment's Redis (addresses) is for the default tenant's admins; every key
         // here is a named tenant's (the admin token's 200 is tested in `replication`).
         ("GET", "/v1/admin/redis") => (http.get(url("/v1/admin/redis".into())), 403, 403),
+        ("GET", "/v1/events") => (http.get(url("/v1/events".into())), 200, 200),
         // The page answers every viewer; a named tenant's sees that it is not theirs.
         ("GET", "/redis") => (http.get(url("/redis".into())), 200, 200),
         // Every key here is a named tenant's; the metrics count every tenant's locks, so only
@@ -359,6 +360,16 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
         ("GET", "/openapi.json") => (http.get(url("/openapi.json".into())), 200, 200),
         ("GET", "/openapi-3.0.json") => (http.get(url("/openapi-3.0.json".into())), 200, 200),
         ("GET", "/docs/") => (http.get(url("/docs/".into())), 200, 200),
+        _ => return None,
+    })
+}
+
+/// The dashboard's pages and forms.
+fn dashboard_probe(view: &TestApp, route: (&str, &str), fx: &Fixture) -> Option<ProbeParts> {
+    let url = |path: String| view.url(&path);
+    let http = &view.http;
+    let (lock, fair, lease) = (fx.lock(), fx.fair(), &fx.lease);
+    Some(match route {
         // The dashboard's pages.
         ("GET", "/") => (http.get(url("/".into())), 200, 200),
         ("GET", "/locks/{name}") => (http.get(url(format!("/locks/{lock}"))), 200, 404),
@@ -425,10 +436,5 @@ pub(super) fn probe(view: &TestApp, method: &str, template: &str, fx: &Fixture) 
         }
         ("GET", "/static/dashboard.js") => (http.get(url("/static/dashboard.js".into())), 200, 200),
         _ => return None,
-    };
-    Some(Probe {
-        request,
-        success,
-        other_tenant,
     })
 }
