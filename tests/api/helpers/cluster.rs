@@ -39,14 +39,21 @@ impl Cluster {
             .tempdir()
             .expect("temp dir");
         let count = primaries * (1 + replicas_per_primary);
+        // Each node's pair stays bound until just before that node starts: a socket made
+        // meanwhile (an earlier node's listeners or connections, another test's server)
+        // could otherwise take a port let go, and the node would fail to bind it.
         let mut held = Vec::new();
         let ports: Vec<u16> = (0..count)
             .map(|_| node::free_port_pair(&mut held))
             .collect();
-        drop(held);
+        let mut held = held.into_iter();
         let nodes: Vec<Node> = ports
             .iter()
-            .map(|&port| Node::spawn(dir.path(), port))
+            .map(|&port| {
+                // Its port and bus port (held in that order).
+                drop((held.next(), held.next()));
+                Node::spawn(dir.path(), port)
+            })
             .collect();
         let cluster = Self { nodes, _dir: dir };
         for node in &cluster.nodes {

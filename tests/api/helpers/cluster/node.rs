@@ -108,8 +108,9 @@ impl Drop for Node {
 }
 
 /// A loopback port free now whose cluster bus port (port + 10000) is free too. Both stay
-/// bound in `held` until the caller drops it, so that no later pick lands on an earlier
-/// pick's bus port; another process may still take one before the node binds it (unlikely).
+/// bound in `held` (the port, then its bus port) until the caller drops them, so that no
+/// later pick lands on an earlier pick's bus port; the caller lets a node's pair go just
+/// before it spawns that node, so only the moment that node takes to bind them is left open.
 pub(super) fn free_port_pair(held: &mut Vec<TcpListener>) -> u16 {
     for _ in 0..1_000 {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
