@@ -5,11 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use fantoccini::Locator;
+use fantoccini::{Client, Locator};
 use serde_json::json;
 
-use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, save_screenshot, wait_for, which};
-use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
+use crate::helpers::browser::{
+    Driver, browser, save_screenshot, sign_in, skip_without_browser, wait_for,
+};
+use crate::helpers::{Lease, TestApp, spawn_app};
 
 async fn seed(app: &TestApp) {
     let lease = app
@@ -44,8 +46,7 @@ async fn seed(app: &TestApp) {
 
 #[tokio::test]
 async fn dashboard_updates_live_and_force_releases_in_chromium() {
-    if which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some() {
-        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+    if skip_without_browser() {
         return;
     }
     let app = spawn_app().await;
@@ -53,11 +54,18 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
     let driver = Driver::start();
     let profile = tempfile::tempdir().expect("profile dir");
     let client = browser(&driver, profile.path()).await;
+    let lease = a_new_lease_shows_without_a_reload(&client, &app).await;
+    force_release_from_the_lock_page(&client, &app, &lease).await;
+    client.close().await.expect("close the browser");
+}
 
-    // The overview, connected to its event stream.
+/// The overview, connected to its event stream, shows a lease taken through the API without
+/// a reload, well before the page's periodic refresh (5 s) could have fetched it. Returns
+/// that lease.
+async fn a_new_lease_shows_without_a_reload(client: &Client, app: &TestApp) -> Lease {
     client.goto(&app.url("/")).await.expect("open the overview");
     wait_for(
-        &client,
+        client,
         "document.querySelector('#live[data-connected]')",
         Duration::from_secs(10),
         "the overview's event stream",
@@ -71,8 +79,6 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
     assert!(body.contains("invoicer@app-1") && body.contains("gpu-pool"));
     assert!(!body.contains("settler@web-2"));
 
-    // A lease taken through the API shows up without a reload, well before the page's
-    // periodic refresh (5 s) could have fetched it.
     let taken = Instant::now();
     let lease = app
         .lease(
@@ -81,7 +87,7 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
         )
         .await;
     wait_for(
-        &client,
+        client,
         "document.querySelector('tr[data-lock=\"payments:settle\"]')",
         Duration::from_secs(4),
         "the new lease on the overview",
@@ -97,30 +103,17 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
         "the page was reloaded"
     );
     eprintln!("the overview showed the new lease after {latency:?}");
-    let overview = save_screenshot(&client, "overview.png").await;
+    let overview = save_screenshot(client, "overview.png").await;
     eprintln!("screenshot: {}", overview.display());
+    lease
+}
 
-    // Sign in, open the lock's page, force-release it with a reason.
-    client
-        .goto(&app.url("/login?next=/locks/payments:settle"))
-        .await
-        .expect("open sign-in");
-    client
-        .find(Locator::Css("input[name=token]"))
-        .await
-        .expect("token field")
-        .send_keys(ADMIN_TOKEN)
-        .await
-        .expect("type the token");
-    client
-        .find(Locator::Css("form.login button[type=submit]"))
-        .await
-        .expect("sign-in button")
-        .click()
-        .await
-        .expect("sign in");
+/// Signs in, opens the lock's page and force-releases `lease`'s lock with a reason: the page
+/// confirms it, and the lease is lost.
+async fn force_release_from_the_lock_page(client: &Client, app: &TestApp, lease: &Lease) {
+    sign_in(client, app, "/locks/payments:settle").await;
     wait_for(
-        &client,
+        client,
         "document.querySelector('#force-release')",
         Duration::from_secs(10),
         "the lock page with its force-release form",
@@ -142,7 +135,7 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
         .click()
         .await
         .expect("tick");
-    let lock_page = save_screenshot(&client, "lock-page.png").await;
+    let lock_page = save_screenshot(client, "lock-page.png").await;
     eprintln!("screenshot: {}", lock_page.display());
     client
         .find(Locator::Css("#force-release button[type=submit]"))
@@ -152,7 +145,7 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
         .await
         .expect("force release");
     wait_for(
-        &client,
+        client,
         "document.querySelector('.flash')",
         Duration::from_secs(10),
         "the force release's confirmation",
@@ -161,11 +154,9 @@ async fn dashboard_updates_live_and_force_releases_in_chromium() {
     let page = client.source().await.expect("source");
     assert!(page.contains("Force-released: removed 1 holder."));
     assert!(page.contains("by dashboard admin; reason: settlement run hung"));
-    app.heartbeat(&lease, json!({}))
+    app.heartbeat(lease, json!({}))
         .await
         .assert_problem(410, "lease_lost");
-    let released = save_screenshot(&client, "lock-page-released.png").await;
+    let released = save_screenshot(client, "lock-page-released.png").await;
     eprintln!("screenshot: {}", released.display());
-
-    client.close().await.expect("close the browser");
 }

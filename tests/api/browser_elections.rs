@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::dashboard::elections::{hand_over, stand};
-use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, save_screenshot, wait_for, which};
+use crate::helpers::browser::{Driver, browser, save_screenshot, skip_without_browser, wait_for};
 use crate::helpers::spawn_app;
 
 #[tokio::test]
 async fn an_elections_page_follows_its_leader_live_in_chromium() {
-    if which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some() {
-        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+    if skip_without_browser() {
         return;
     }
     let app = spawn_app().await;

@@ -6,31 +6,17 @@
 
 use std::time::Duration;
 
-use fantoccini::{Client, Locator};
-use serde_json::{Value, json};
+use fantoccini::Client;
+use serde_json::json;
 
-use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, save_screenshot, wait_for, which};
-use crate::helpers::{ADMIN_TOKEN, TestApp, spawn_app};
+use crate::helpers::browser::{
+    Driver, browser, js, save_screenshot, sign_in, skip_without_browser, wait_for,
+};
+use crate::helpers::{TestApp, spawn_app};
 
-async fn sign_in(client: &Client, app: &TestApp) {
-    client
-        .goto(&app.url("/login?next=/"))
-        .await
-        .expect("open sign-in");
-    client
-        .find(Locator::Css("input[name=token]"))
-        .await
-        .expect("token field")
-        .send_keys(ADMIN_TOKEN)
-        .await
-        .expect("type the token");
-    client
-        .find(Locator::Css("form.login button[type=submit]"))
-        .await
-        .expect("sign-in button")
-        .click()
-        .await
-        .expect("sign in");
+/// Signs in from the overview: the header shows the admin's badge.
+async fn sign_in_to_the_overview(client: &Client, app: &TestApp) {
+    sign_in(client, app, "/").await;
     wait_for(
         client,
         "document.querySelector('header .badge.admin')",
@@ -40,14 +26,9 @@ async fn sign_in(client: &Client, app: &TestApp) {
     .await;
 }
 
-async fn js(client: &Client, script: &str) -> Value {
-    client.execute(script, vec![]).await.expect("script")
-}
-
 #[tokio::test]
 async fn a_first_look_signed_in_header_timeline_and_events_in_chromium() {
-    if which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some() {
-        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+    if skip_without_browser() {
         return;
     }
     let app = spawn_app().await;
@@ -63,11 +44,18 @@ async fn a_first_look_signed_in_header_timeline_and_events_in_chromium() {
     let driver = Driver::start();
     let profile = tempfile::tempdir().expect("profile dir");
     let client = browser(&driver, profile.path()).await;
-    sign_in(&client, &app).await;
+    sign_in_to_the_overview(&client, &app).await;
 
-    // The header is one row: the badge, the sign-out button and the nav share a line.
+    check_the_header_is_one_row(&client).await;
+    check_a_new_locks_timeline(&client, &app).await;
+    check_the_events_page(&client, &app, &lease.id).await;
+    client.close().await.expect("close the browser");
+}
+
+/// The header is one row: the badge, the sign-out button and the nav share a line.
+async fn check_the_header_is_one_row(client: &Client) {
     let header = js(
-        &client,
+        client,
         "const h = document.querySelector('header').getBoundingClientRect(); \
          const b = document.querySelector('header .badge.admin').getBoundingClientRect(); \
          const s = document.querySelector('header .who button').getBoundingClientRect(); \
@@ -76,7 +64,7 @@ async fn a_first_look_signed_in_header_timeline_and_events_in_chromium() {
                  badgeHeight: b.height, buttonBottom: s.bottom, headerBottom: h.bottom};",
     )
     .await;
-    save_screenshot(&client, "overview-signed-in.png").await;
+    save_screenshot(client, "overview-signed-in.png").await;
     let num = |k: &str| header[k].as_f64().expect("a number");
     assert!(num("height") < 56.0, "the header wraps: {header}");
     assert!(
@@ -88,39 +76,43 @@ async fn a_first_look_signed_in_header_timeline_and_events_in_chromium() {
         "the button spills out: {header}"
     );
     assert!(num("badgeHeight") < 28.0, "the badge wraps: {header}");
+}
 
-    // A lock taken a moment ago: the timeline opens at the shortest window, not an hour.
+/// A lock taken a moment ago: the timeline opens at the shortest window, not an hour.
+async fn check_a_new_locks_timeline(client: &Client, app: &TestApp) {
     client
         .goto(&app.url("/locks/nightly-report"))
         .await
         .expect("the lock page");
     let current = js(
-        &client,
+        client,
         "return document.querySelector('.windows a[aria-current]').textContent;",
     )
     .await;
     assert_eq!(current, json!("1m"));
     let bar = js(
-        &client,
+        client,
         "const r = document.querySelector('.timeline .hold rect'); \
          return r.getBoundingClientRect().width / \
                 document.querySelector('.timeline svg').getBoundingClientRect().width;",
     )
     .await;
     assert!(bar.as_f64().expect("a ratio") > 0.0, "no hold drawn");
-    save_screenshot(&client, "lock-timeline.png").await;
+    save_screenshot(client, "lock-timeline.png").await;
+}
 
-    // The events page: the backlog, no stream internals, lease ids on one line.
+/// The events page: the backlog, no stream internals, lease ids on one line.
+async fn check_the_events_page(client: &Client, app: &TestApp, lease_id: &str) {
     client.goto(&app.url("/events")).await.expect("events page");
     wait_for(
-        &client,
+        client,
         "document.querySelectorAll('#feed tr').length >= 3",
         Duration::from_secs(10),
         "the events backlog",
     )
     .await;
     let feed = js(
-        &client,
+        client,
         "const rows = [...document.querySelectorAll('#feed tr')]; \
          const lease = rows.map(r => r.querySelector('td.lease')).filter(td => td.textContent); \
          const lines = td => { const r = document.createRange(); r.selectNodeContents(td); \
@@ -135,7 +127,7 @@ async fn a_first_look_signed_in_header_timeline_and_events_in_chromium() {
         !text.contains("at_us") && !text.contains("event_id"),
         "{text}"
     );
-    assert!(text.contains(&lease.id[..8]), "{text}");
+    assert!(text.contains(&lease_id[..8]), "{text}");
     assert_eq!(feed["lines"], json!(1), "a lease id wraps: {feed}");
     assert!(
         feed["titles"]
@@ -143,6 +135,5 @@ async fn a_first_look_signed_in_header_timeline_and_events_in_chromium() {
             .is_some_and(|t| t.iter().all(|n| n == 36)),
         "the whole id is the tooltip: {feed}"
     );
-    save_screenshot(&client, "events-first-look.png").await;
-    client.close().await.expect("close the browser");
+    save_screenshot(client, "events-first-look.png").await;
 }

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use fantoccini::Locator;
+use fantoccini::{Client, Locator};
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, wait_for, which};
-use crate::helpers::{ADMIN_TOKEN, next_event, spawn_app};
+use crate::helpers::browser::{Driver, browser, sign_in, skip_without_browser, wait_for};
+use crate::helpers::{next_event, spawn_app};
 
 #[tokio::test]
 async fn evicting_one_reader_leaves_the_others_and_is_recorded() {
@@ -119,8 +119,7 @@ async fn force_release_on_the_lock_route_works_for_a_semaphore() {
 
 #[tokio::test]
 async fn an_admin_evicts_one_reader_from_the_lock_page_in_chromium() {
-    if which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some() {
-        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+    if skip_without_browser() {
         return;
     }
     let app = spawn_app().await;
@@ -137,24 +136,7 @@ async fn an_admin_evicts_one_reader_from_the_lock_page_in_chromium() {
     let driver = Driver::start();
     let profile = tempfile::tempdir().expect("profile dir");
     let client = browser(&driver, profile.path()).await;
-    client
-        .goto(&app.url("/login?next=/locks/catalog"))
-        .await
-        .expect("sign-in page");
-    client
-        .find(Locator::Css("input[name=token]"))
-        .await
-        .expect("token field")
-        .send_keys(ADMIN_TOKEN)
-        .await
-        .expect("type");
-    client
-        .find(Locator::Css("form.login button[type=submit]"))
-        .await
-        .expect("button")
-        .click()
-        .await
-        .expect("sign in");
+    sign_in(&client, &app, "/locks/catalog").await;
     wait_for(
         &client,
         "document.querySelector('#evict')",
@@ -162,34 +144,7 @@ async fn an_admin_evicts_one_reader_from_the_lock_page_in_chromium() {
         "the evict form",
     )
     .await;
-    client
-        .execute(
-            "document.querySelector('#evict select').value = arguments[0];",
-            vec![json!(readers[1].id)],
-        )
-        .await
-        .expect("choose the lease");
-    client
-        .find(Locator::Css("#evict input[name=reason]"))
-        .await
-        .expect("reason")
-        .send_keys("reader-2 is dead")
-        .await
-        .expect("type");
-    client
-        .find(Locator::Css("#evict input[name=confirm]"))
-        .await
-        .expect("confirm")
-        .click()
-        .await
-        .expect("tick");
-    client
-        .find(Locator::Css("#evict button[type=submit]"))
-        .await
-        .expect("evict")
-        .click()
-        .await
-        .expect("evict");
+    evict_with_the_form(&client, &readers[1].id, "reader-2 is dead").await;
     wait_for(
         &client,
         "document.querySelector('.flash')",
@@ -223,4 +178,37 @@ async fn an_admin_evicts_one_reader_from_the_lock_page_in_chromium() {
         .await
         .assert_problem(410, "lease_lost");
     client.close().await.expect("close");
+}
+
+/// Chooses `lease_id` in the lock page's evict form, gives `reason`, ticks the confirmation
+/// and submits it.
+async fn evict_with_the_form(client: &Client, lease_id: &str, reason: &str) {
+    client
+        .execute(
+            "document.querySelector('#evict select').value = arguments[0];",
+            vec![json!(lease_id)],
+        )
+        .await
+        .expect("choose the lease");
+    client
+        .find(Locator::Css("#evict input[name=reason]"))
+        .await
+        .expect("reason")
+        .send_keys(reason)
+        .await
+        .expect("type");
+    client
+        .find(Locator::Css("#evict input[name=confirm]"))
+        .await
+        .expect("confirm")
+        .click()
+        .await
+        .expect("tick");
+    client
+        .find(Locator::Css("#evict button[type=submit]"))
+        .await
+        .expect("evict")
+        .click()
+        .await
+        .expect("evict");
 }

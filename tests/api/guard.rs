@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, which};
+use crate::helpers::browser::{Driver, browser, skip_without_browser};
 use crate::helpers::{Reply, spawn_app};
 
 #[tokio::test]
@@ -107,8 +107,7 @@ async fn a_host_outside_the_allowed_names_is_refused() {
 
 #[tokio::test]
 async fn a_page_on_another_origin_cannot_take_a_lock_in_chromium() {
-    if which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some() {
-        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+    if skip_without_browser() {
         return;
     }
     let app = spawn_app().await;

@@ -5,14 +5,12 @@
 
 use std::time::Duration;
 
+use fantoccini::Client;
 use serde_json::json;
+use tokio::task::JoinHandle;
 
-use crate::helpers::browser::{CHROMEDRIVER, Driver, browser, save_screenshot, wait_for, which};
-use crate::helpers::{TestApp, spawn_app};
-
-fn no_browser() -> bool {
-    which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some()
-}
+use crate::helpers::browser::{Driver, browser, save_screenshot, skip_without_browser, wait_for};
+use crate::helpers::{Reply, TestApp, spawn_app};
 
 /// Waits (bounded) until `GET path` shows `count` waiting requests in `field`.
 async fn until_waiting(app: &TestApp, path: &str, field: &str, count: u64) {
@@ -25,19 +23,33 @@ async fn until_waiting(app: &TestApp, path: &str, field: &str, count: u64) {
 
 #[tokio::test]
 async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
-    if no_browser() {
-        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+    if skip_without_browser() {
         return;
     }
     let app = spawn_app().await;
-    // A reentrant lock with a waiter, a read/write lock with a waiting writer, a semaphore
-    // with a waiter for permits.
+    let _waiters = waiters_of_every_kind(&app).await;
+    let expires_at = a_locks_busy_minute(&app).await;
+
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().expect("profile dir");
+    let client = browser(&driver, profile.path()).await;
+    check_the_overview(&client, &app).await;
+    check_the_waiting_tables(&client, &app).await;
+    check_the_expiry(&client, &app, &expires_at).await;
+    check_the_events_page(&client, &app).await;
+    check_the_overview_at_phone_width(&client, &app).await;
+    client.close().await.expect("close the browser");
+}
+
+/// A reentrant lock with a waiter, a read/write lock with a waiting writer, a semaphore with
+/// a waiter for permits; the waiters' requests are returned, to be kept waiting.
+async fn waiters_of_every_kind(app: &TestApp) -> Vec<JoinHandle<Reply>> {
     app.lease(
         "billing:invoices",
         json!({"holder": "invoicer@app-1", "ttl_ms": 600_000}),
     )
     .await;
-    let _w1 = app.spawn_post(
+    let w1 = app.spawn_post(
         "/v1/locks/billing:invoices/leases?wait_ms=25000",
         json!({"holder": "invoicer@app-2"}),
     );
@@ -48,7 +60,7 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         )
         .await;
     }
-    let _w2 = app.spawn_post(
+    let w2 = app.spawn_post(
         "/v1/locks/catalog/leases?wait_ms=25000",
         json!({"kind": "write", "holder": "importer@etl-3"}),
     );
@@ -57,15 +69,19 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         json!({"limit": 4, "permits": 4, "holder": "trainer-7", "ttl_ms": 600_000}),
     )
     .await;
-    let _w3 = app.spawn_post(
+    let w3 = app.spawn_post(
         "/v1/semaphores/gpu-pool/leases?wait_ms=25000",
         json!({"limit": 4, "permits": 2, "holder": "trainer-9"}),
     );
-    until_waiting(&app, "/v1/locks/billing:invoices", "waiting_count", 1).await;
-    until_waiting(&app, "/v1/locks/catalog", "waiting_count", 1).await;
-    until_waiting(&app, "/v1/semaphores/gpu-pool", "waiting_count", 1).await;
-    // A lock's busy minute: a hold with a reentry handed to a waiter, a force release, then
-    // a short hold nobody heartbeats or looks at again.
+    until_waiting(app, "/v1/locks/billing:invoices", "waiting_count", 1).await;
+    until_waiting(app, "/v1/locks/catalog", "waiting_count", 1).await;
+    until_waiting(app, "/v1/semaphores/gpu-pool", "waiting_count", 1).await;
+    vec![w1, w2, w3]
+}
+
+/// A lock's busy minute: a hold with a reentry handed to a waiter, a force release, then a
+/// short hold nobody heartbeats or looks at again. Returns when that last one expires.
+async fn a_locks_busy_minute(app: &TestApp) -> String {
     let first = app
         .lease(
             "nightly-report",
@@ -79,7 +95,7 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         "/v1/locks/nightly-report/leases?wait_ms=10000",
         json!({"holder": "cron@db2", "ttl_ms": 60_000}),
     );
-    until_waiting(&app, "/v1/locks/nightly-report", "waiting_count", 1).await;
+    until_waiting(app, "/v1/locks/nightly-report", "waiting_count", 1).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     app.release(&first, true).await.assert_status(200);
     let second = crate::helpers::Lease::from_reply(
@@ -108,18 +124,18 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         )
         .await;
     grant.assert_status(201);
-    let expires_at = grant.str("expires_at");
+    grant.str("expires_at")
+}
 
-    let driver = Driver::start();
-    let profile = tempfile::tempdir().expect("profile dir");
-    let client = browser(&driver, profile.path()).await;
-
+/// The overview, sorted by waiters: each lock's waiter, and how long the catalog has been
+/// held.
+async fn check_the_overview(client: &Client, app: &TestApp) {
     client
         .goto(&app.url("/?sort=waiters"))
         .await
         .expect("overview");
     wait_for(
-        &client,
+        client,
         "document.querySelector('[data-live-status][data-up]')",
         Duration::from_secs(10),
         "the live indicator",
@@ -147,8 +163,11 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
             .is_some_and(|t| t.ends_with(" s") || t.ends_with(" ms")),
         "{held}"
     );
-    save_screenshot(&client, "overview-operator.png").await;
+    save_screenshot(client, "overview-operator.png").await;
+}
 
+/// Each lock's page: its waiter, what it wants, and the instance it waits on.
+async fn check_the_waiting_tables(client: &Client, app: &TestApp) {
     for (lock, who, wants) in [
         ("billing:invoices", "invoicer@app-2", "reentrant"),
         ("catalog", "importer@etl-3", "write"),
@@ -172,15 +191,17 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
             "the instance: {row}"
         );
     }
+}
 
-    // The expiry: recorded by the server within a few seconds, at the time it ran out, and on
-    // the timeline as a hold ending in an expiry mark.
+/// The expiry: recorded by the server within a few seconds, at the time it ran out, and on
+/// the timeline as a hold ending in an expiry mark.
+async fn check_the_expiry(client: &Client, app: &TestApp, expires_at: &str) {
     client
         .goto(&app.url("/locks/nightly-report?window=1m"))
         .await
         .expect("lock page");
     wait_for(
-        &client,
+        client,
         "document.querySelector('tr.ev-expired')",
         Duration::from_secs(8),
         "the expiry in the history (the page refreshes itself)",
@@ -194,7 +215,7 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         .await
         .expect("script");
     assert!(
-        at.as_str().is_some_and(|t| t.starts_with(&expires_at)),
+        at.as_str().is_some_and(|t| t.starts_with(expires_at)),
         "expired at {expires_at}, shown {at}"
     );
     let timeline = client
@@ -226,20 +247,24 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         )
         .await
         .expect("scroll");
-    save_screenshot(&client, "lock-page-timeline.png").await;
+    save_screenshot(client, "lock-page-timeline.png").await;
+}
 
-    // The events page starts with the latest events from Redis.
+/// The events page starts with the latest events from Redis.
+async fn check_the_events_page(client: &Client, app: &TestApp) {
     client.goto(&app.url("/events")).await.expect("events page");
     wait_for(
-        &client,
+        client,
         "document.querySelectorAll('#feed tr.ev-expired').length > 0",
         Duration::from_secs(5),
         "the backlog on the events page",
     )
     .await;
-    save_screenshot(&client, "events.png").await;
+    save_screenshot(client, "events.png").await;
+}
 
-    // Phone width: the overview still fits.
+/// Phone width: the overview still fits.
+async fn check_the_overview_at_phone_width(client: &Client, app: &TestApp) {
     client.set_window_size(420, 900).await.expect("resize");
     client.goto(&app.url("/")).await.expect("overview");
     let wide = client
@@ -250,7 +275,5 @@ async fn waiters_of_every_kind_and_an_unobserved_expiry_show_in_chromium() {
         wide.as_u64().is_some_and(|w| w <= 420),
         "no sideways scroll at 420 px: {wide}"
     );
-    save_screenshot(&client, "overview-phone.png").await;
-
-    client.close().await.expect("close the browser");
+    save_screenshot(client, "overview-phone.png").await;
 }

@@ -73,21 +73,8 @@ async fn force_release_from_the_lock_page() {
     app.wait_for_waiters(1).await;
 
     let mut browser = Browser::new(&app);
-    // Not signed in: no form, a sign-in link; the POST is refused.
-    browser
-        .get("/locks/stuck")
-        .await
-        .assert_lacks(r#"id="force-release""#)
-        .assert_contains("/login?next=/locks/stuck");
     let origin = browser.origin();
-    browser
-        .post_form(
-            "/locks/stuck/force-release",
-            &[("confirm", "yes")],
-            Some(&origin),
-        )
-        .await
-        .assert_status(401);
+    refused_while_signed_out(&browser, &origin).await;
 
     browser.sign_in(ADMIN_TOKEN).await.assert_status(303);
     let page = browser.get("/locks/stuck").await;
@@ -98,58 +85,7 @@ async fn force_release_from_the_lock_page() {
         ("reason", "job <crashed>"),
         ("confirm", "yes"),
     ];
-
-    // GET changes nothing.
-    browser
-        .get("/locks/stuck/force-release")
-        .await
-        .assert_status(405);
-    // Refusals: no Origin, a foreign Origin, a wrong CSRF token, no confirmation.
-    browser
-        .post_form("/locks/stuck/force-release", &form, None)
-        .await
-        .assert_status(403);
-    browser
-        .post_form(
-            "/locks/stuck/force-release",
-            &form,
-            Some("http://evil.example"),
-        )
-        .await
-        .assert_status(403);
-    browser
-        .post_form(
-            "/locks/stuck/force-release",
-            &[("csrf", "00ff"), ("reason", "x"), ("confirm", "yes")],
-            Some(&origin),
-        )
-        .await
-        .assert_status(403);
-    browser
-        .post_form(
-            "/locks/stuck/force-release",
-            &[("csrf", csrf.as_str()), ("reason", "x")],
-            Some(&origin),
-        )
-        .await
-        .assert_status(400);
-    // The API's reason policy, one owner (`operator`): too long is 422 here too (it used to
-    // be cut silently), told as a page with the problem's title.
-    let long = "x".repeat(501);
-    browser
-        .post_form(
-            "/locks/stuck/force-release",
-            &[
-                ("csrf", csrf.as_str()),
-                ("reason", &long),
-                ("confirm", "yes"),
-            ],
-            Some(&origin),
-        )
-        .await
-        .assert_status(422)
-        .assert_contains("The reason is too long")
-        .assert_contains("at most 500 characters");
+    refused_when_signed_in(&browser, &origin, &csrf, &form).await;
     app.heartbeat(&lease, json!({})).await.assert_status(200);
 
     let done = browser
@@ -172,6 +108,78 @@ async fn force_release_from_the_lock_page() {
     page.assert_contains("Force-released: removed 1 holder.")
         .assert_contains("by dashboard admin; reason: job &#60;crashed&#62;; removed ")
         .assert_contains(&lease.id);
+}
+
+/// Not signed in: the lock page has no form, but a sign-in link; the POST is refused.
+async fn refused_while_signed_out(browser: &Browser, origin: &str) {
+    browser
+        .get("/locks/stuck")
+        .await
+        .assert_lacks(r#"id="force-release""#)
+        .assert_contains("/login?next=/locks/stuck");
+    browser
+        .post_form(
+            "/locks/stuck/force-release",
+            &[("confirm", "yes")],
+            Some(origin),
+        )
+        .await
+        .assert_status(401);
+}
+
+/// Signed in, what the force release still refuses: a GET (it changes nothing), `form` with
+/// no Origin or a foreign one, a wrong CSRF token, no confirmation, and a reason too long.
+async fn refused_when_signed_in(
+    browser: &Browser,
+    origin: &str,
+    csrf: &str,
+    form: &[(&str, &str)],
+) {
+    browser
+        .get("/locks/stuck/force-release")
+        .await
+        .assert_status(405);
+    browser
+        .post_form("/locks/stuck/force-release", form, None)
+        .await
+        .assert_status(403);
+    browser
+        .post_form(
+            "/locks/stuck/force-release",
+            form,
+            Some("http://evil.example"),
+        )
+        .await
+        .assert_status(403);
+    browser
+        .post_form(
+            "/locks/stuck/force-release",
+            &[("csrf", "00ff"), ("reason", "x"), ("confirm", "yes")],
+            Some(origin),
+        )
+        .await
+        .assert_status(403);
+    browser
+        .post_form(
+            "/locks/stuck/force-release",
+            &[("csrf", csrf), ("reason", "x")],
+            Some(origin),
+        )
+        .await
+        .assert_status(400);
+    // The API's reason policy, one owner (`operator`): too long is 422 here too (it used to
+    // be cut silently), told as a page with the problem's title.
+    let long = "x".repeat(501);
+    browser
+        .post_form(
+            "/locks/stuck/force-release",
+            &[("csrf", csrf), ("reason", &long), ("confirm", "yes")],
+            Some(origin),
+        )
+        .await
+        .assert_status(422)
+        .assert_contains("The reason is too long")
+        .assert_contains("at most 500 characters");
 }
 
 #[tokio::test]

@@ -8,13 +8,24 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder};
-use serde_json::json;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
 
-use super::children;
+use super::{ADMIN_TOKEN, TestApp, children};
 
 pub const CHROMEDRIVER: &str = "chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Whether a browser test is skipped (and says so): only when there is no chromedriver and
+/// `LEASEHOLD_SKIP_BROWSER_TESTS` is set; a missing chromedriver otherwise fails the test.
+pub fn skip_without_browser() -> bool {
+    let skip =
+        which(CHROMEDRIVER).is_none() && std::env::var_os("LEASEHOLD_SKIP_BROWSER_TESTS").is_some();
+    if skip {
+        eprintln!("skipping: no chromedriver and LEASEHOLD_SKIP_BROWSER_TESTS is set");
+    }
+    skip
+}
 
 /// A chromedriver on a port it picked itself, killed on drop or when the test process dies;
 /// the Chromium it starts is killed when chromedriver dies.
@@ -155,6 +166,34 @@ pub async fn save_screenshot(client: &Client, name: &str) -> PathBuf {
     let path = screenshots_dir().join(name);
     std::fs::write(&path, png).expect("write screenshot");
     path
+}
+
+/// Signs in with the admin token on the sign-in page, which sends the browser on to `next`
+/// (the caller waits for what that page shows).
+pub async fn sign_in(client: &Client, app: &TestApp, next: &str) {
+    client
+        .goto(&app.url(&format!("/login?next={next}")))
+        .await
+        .expect("open sign-in");
+    client
+        .find(Locator::Css("input[name=token]"))
+        .await
+        .expect("token field")
+        .send_keys(ADMIN_TOKEN)
+        .await
+        .expect("type the token");
+    client
+        .find(Locator::Css("form.login button[type=submit]"))
+        .await
+        .expect("sign-in button")
+        .click()
+        .await
+        .expect("sign in");
+}
+
+/// The value of `script` (a function body: it says `return ...` for a value).
+pub async fn js(client: &Client, script: &str) -> Value {
+    client.execute(script, vec![]).await.expect("script")
 }
 
 /// Polls `check` (a JS expression) until it is true, for at most `limit`.
