@@ -150,9 +150,38 @@ async fn a_cluster_shard_whose_primary_died_is_served_again_by_its_promoted_only
     let lease = Lease::from_reply(&victims[0], &granted);
 
     let promoted = cluster.fail_over_by_killing(&victim).await;
-    // Redis answers from here on: what is refused says why, and the shard serves again.
+    served_again_marked_no_replica(&app, &lease, &victims, &bystander).await;
+    operators_told_of_the_unreplicated_shard(&app, &promoted).await;
+
+    // The lost node comes back as the promoted one's replica: grants there ask for it again.
+    cluster.restart(&victim).await;
+    status_until(&app, "the shard asking its replica again", |s| {
+        s["acks"]["unreplicated"] == json!([])
+    })
+    .await;
+    let replicated = served_again("a grant acknowledged again", async || {
+        app.acquire(&victims[3], json!({"ttl_ms": 30_000})).await
+    })
+    .await;
+    assert_eq!(replicated.body["replicas_acked"], 1, "{}", replicated.body);
+    assert!(
+        readyz(&app).await.get("degraded").is_none(),
+        "no longer degraded"
+    );
+}
+
+/// The failed-over shard of `victims` serves again (Redis answers from here on: what is
+/// refused says why): `lease` renews, a new name is granted, and once the topology says the
+/// shard has no replica, grants say so and wait for none; `bystander`'s shard keeps asking
+/// for its replica.
+async fn served_again_marked_no_replica(
+    app: &TestApp,
+    lease: &Lease,
+    victims: &[String],
+    bystander: &str,
+) {
     let beat = served_again("the held lease's heartbeat", async || {
-        app.heartbeat(&lease, json!({})).await
+        app.heartbeat(lease, json!({})).await
     })
     .await;
     assert!(
@@ -179,7 +208,7 @@ async fn a_cluster_shard_whose_primary_died_is_served_again_by_its_promoted_only
     })
     .await;
     assert_eq!(marked.body["replicas_acked"], 0, "{}", marked.body);
-    app.heartbeat(&lease, json!({}))
+    app.heartbeat(lease, json!({}))
         .await
         .assert_status(200)
         .body["degraded"]
@@ -189,7 +218,7 @@ async fn a_cluster_shard_whose_primary_died_is_served_again_by_its_promoted_only
             |d| assert_eq!(d, "no_replica"),
         );
     // The other shards keep asking for their replica.
-    let elsewhere = app.acquire(&bystander, json!({})).await;
+    let elsewhere = app.acquire(bystander, json!({})).await;
     elsewhere.assert_status(201);
     assert_eq!(elsewhere.body["replicas_acked"], 1, "{}", elsewhere.body);
     assert!(
@@ -197,43 +226,30 @@ async fn a_cluster_shard_whose_primary_died_is_served_again_by_its_promoted_only
         "{}",
         elsewhere.body
     );
+}
 
-    // The operators are told: the Redis status, /readyz (still ready), the metric.
-    let status = redis_status(&app).await;
+/// The operators are told of the shard `promoted` serves without a replica: the Redis
+/// status, /readyz (still ready), the metric.
+async fn operators_told_of_the_unreplicated_shard(app: &TestApp, promoted: &str) {
+    let status = redis_status(app).await;
     assert_eq!(
         status["acks"]["unreplicated"],
         json!([promoted]),
         "{status}"
     );
     assert!(status["acks"]["no_replica"].as_u64() >= Some(2), "{status}");
-    let ready = readyz(&app).await;
+    let ready = readyz(app).await;
     assert!(
         ready["degraded"][0]
             .as_str()
-            .is_some_and(|d| d.contains(&promoted)),
+            .is_some_and(|d| d.contains(promoted)),
         "{ready}"
     );
     assert!(
-        scrape(&app)
+        scrape(app)
             .await
             .contains("leasehold_redis_unreplicated_shards 1"),
         "the gauge"
-    );
-
-    // The lost node comes back as the promoted one's replica: grants there ask for it again.
-    cluster.restart(&victim).await;
-    status_until(&app, "the shard asking its replica again", |s| {
-        s["acks"]["unreplicated"] == json!([])
-    })
-    .await;
-    let replicated = served_again("a grant acknowledged again", async || {
-        app.acquire(&victims[3], json!({"ttl_ms": 30_000})).await
-    })
-    .await;
-    assert_eq!(replicated.body["replicas_acked"], 1, "{}", replicated.body);
-    assert!(
-        readyz(&app).await.get("degraded").is_none(),
-        "no longer degraded"
     );
 }
 

@@ -4,13 +4,14 @@
 //! locks on the failed-over shard, starts the killed node again when asked (SIGUSR1), and
 //! leaves nothing running when stopped, the restarted node included.
 
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::helpers::cluster::{
-    Role, connect, field, info_at, keyslot_at, owner_in, role_at, slot_map_at,
+    Role, SlotRange, connect, field, info_at, keyslot_at, owner_in, role_at, slot_map_at,
 };
 use crate::local_ha::{descendants, start_local_script};
 
@@ -21,12 +22,48 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
     // local_ha's take 20000..24800 and 40000..44000, the fixtures' free ports come from the
     // kernel's ephemeral range (32768 and up).
     let base = 3_000 + (std::process::id() % 200) as u16 * 10;
-    let (mut child, urls) = start_local_script("cluster.sh", "LEASEHOLD_CLUSTER_BASE", base).await;
+    let (child, urls) = start_local_script("cluster.sh", "LEASEHOLD_CLUSTER_BASE", base).await;
     let http = leasehold::client::http_builder()
         .timeout(Duration::from_secs(10))
         .build()
         .expect("an HTTP client");
-    for url in &urls {
+    let lease = hold_demo(&http, &urls).await;
+
+    // The primary serving the lock's key (the lock's name, for the default tenant), and a
+    // replica that has the key: then its promotion cannot lose the lock.
+    let first = format!("127.0.0.1:{base}");
+    let slot = keyslot_at(&first, "demo").await;
+    let map = slot_map_at(&first).await.expect("CLUSTER SLOTS");
+    let primary = owner_in(&map, slot).expect("an owner").to_owned();
+    let replica = replica_with_demo(base, &primary).await;
+
+    let deadline = fail_over(&http, &urls, &primary, &replica).await;
+
+    // The lease is renewed, through either instance, and a new lock on the failed-over
+    // shard is granted: the shard serves again (marked: its new primary has no replica).
+    renewed_through_either_instance(&http, &urls, &lease, deadline).await;
+    let on_shard = names_on(&map, &primary, &replica).await;
+    let fresh = served(&http, deadline, "a new lock there", || {
+        acquire(&http, &urls[0], &on_shard[0])
+    })
+    .await;
+    eprintln!("a new lock on the shard: {fresh}");
+
+    killed_node_rejoins(&child, &http, &urls[0], &on_shard[1]).await;
+    assert_eq!(
+        role_at(&primary).await,
+        Ok(Role::Replica {
+            of: replica.clone(),
+            linked: true
+        })
+    );
+    stop_leaves_nothing_running(child).await;
+}
+
+/// Both instances are ready; one grants the lock `demo` (its lease returned) and the other
+/// sees it held.
+async fn hold_demo(http: &reqwest::Client, urls: &[String]) -> serde_json::Value {
+    for url in urls {
         let ready = http
             .get(format!("{url}/readyz"))
             .send()
@@ -50,13 +87,11 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
         .await
         .expect("acquire");
     assert_eq!(other.status(), 409);
+    lease
+}
 
-    // The primary serving the lock's key (the lock's name, for the default tenant), and a
-    // replica that has the key: then its promotion cannot lose the lock.
-    let first = format!("127.0.0.1:{base}");
-    let slot = keyslot_at(&first, "demo").await;
-    let map = slot_map_at(&first).await.expect("CLUSTER SLOTS");
-    let primary = owner_in(&map, slot).expect("an owner").to_owned();
+/// A replica of `primary` among the script's six nodes, once it has the key `demo`.
+async fn replica_with_demo(base: u16, primary: &str) -> String {
     let mut replica = None;
     for port in base..base + 6 {
         let addr = format!("127.0.0.1:{port}");
@@ -85,21 +120,30 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
         assert!(Instant::now() < deadline, "{replica} never got the lock");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    replica
+}
 
-    // Kill that primary: its replica takes over the slot, both instances follow.
-    let server = info_at(&primary, "server").await.expect("INFO server");
+/// Kills `primary`: `replica` takes over the slot, both instances follow (ready, the lock
+/// still held). Returns the deadline, 30 s after the kill, for the shard to serve again.
+async fn fail_over(
+    http: &reqwest::Client,
+    urls: &[String],
+    primary: &str,
+    replica: &str,
+) -> Instant {
+    let server = info_at(primary, "server").await.expect("INFO server");
     let pid: i32 = field(&server, "process_id").parse().expect("process_id");
     kill(Pid::from_raw(pid), Signal::SIGKILL).expect("kill the primary");
     let killed = Instant::now();
     let deadline = killed + Duration::from_secs(30);
-    while role_at(&replica).await.ok() != Some(Role::Primary) {
+    while role_at(replica).await.ok() != Some(Role::Primary) {
         assert!(Instant::now() < deadline, "{replica} was not promoted");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     eprintln!("{replica} promoted {:?} after the kill", killed.elapsed());
-    for url in &urls {
+    for url in urls {
         loop {
-            let last = ready_and_held(&http, url).await;
+            let last = ready_and_held(http, url).await;
             if last.is_ok() {
                 break;
             }
@@ -111,11 +155,19 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
         }
     }
     eprintln!("both instances ready {:?} after the kill", killed.elapsed());
+    deadline
+}
 
-    // The lease is renewed, through either instance, and a new lock on the failed-over
-    // shard is granted: the shard serves again (marked: its new primary has no replica).
-    for url in &urls {
-        let beat = served(&http, deadline, "a heartbeat", || {
+/// `lease` (the lock `demo`'s) is renewed through each instance, before `deadline`; each
+/// heartbeat is marked degraded.
+async fn renewed_through_either_instance(
+    http: &reqwest::Client,
+    urls: &[String],
+    lease: &serde_json::Value,
+    deadline: Instant,
+) {
+    for url in urls {
+        let beat = served(http, deadline, "a heartbeat", || {
             http.post(format!(
                 "{url}/v1/locks/demo/leases/{}/heartbeat",
                 lease["lease_id"].as_str().unwrap_or_default()
@@ -126,38 +178,42 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
         .await;
         assert!(beat["degraded"].is_string(), "{beat}");
     }
+}
+
+/// Two names whose slots `primary` served in `map` (asked of `node`, a running one).
+async fn names_on(map: &[SlotRange], primary: &str, node: &str) -> Vec<String> {
     let mut on_shard = Vec::new();
     for i in 0.. {
         let name = format!("job-{i}");
-        if owner_in(&map, keyslot_at(&replica, &name).await) == Some(primary.as_str()) {
+        if owner_in(map, keyslot_at(node, &name).await) == Some(primary) {
             on_shard.push(name);
             if on_shard.len() == 2 {
                 break;
             }
         }
     }
-    let acquire = |name: &str| {
-        http.post(format!("{}/v1/locks/{name}/leases", urls[0]))
-            .json(&serde_json::json!({"ttl_ms": 60_000}))
-    };
-    let fresh = served(&http, deadline, "a new lock there", || {
-        acquire(&on_shard[0])
-    })
-    .await;
-    eprintln!("a new lock on the shard: {fresh}");
+    on_shard
+}
 
-    // Brought back by the script, the killed node rejoins as the new primary's replica, and
-    // grants there are acknowledged by it again.
+/// A request for a one-minute lease of `name` at `url`.
+fn acquire(http: &reqwest::Client, url: &str, name: &str) -> reqwest::RequestBuilder {
+    http.post(format!("{url}/v1/locks/{name}/leases"))
+        .json(&serde_json::json!({"ttl_ms": 60_000}))
+}
+
+/// Brought back by the script (asked with SIGUSR1), the killed node rejoins as the new
+/// primary's replica, and grants of `name` at `url` are acknowledged by it again.
+async fn killed_node_rejoins(child: &Child, http: &reqwest::Client, url: &str, name: &str) {
     kill(Pid::from_raw(child.id() as i32), Signal::SIGUSR1).expect("ask for the node back");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let reply = served(&http, deadline, "a lock there", || acquire(&on_shard[1])).await;
+        let reply = served(http, deadline, "a lock there", || acquire(http, url, name)).await;
         if reply["replicas_acked"] == 1 {
             break;
         }
         let id = reply["lease_id"].as_str().unwrap_or_default().to_owned();
         let token = reply["token"].as_str().unwrap_or_default().to_owned();
-        http.delete(format!("{}/v1/locks/{}/leases/{id}", urls[0], on_shard[1]))
+        http.delete(format!("{url}/v1/locks/{name}/leases/{id}"))
             .bearer_auth(token)
             .send()
             .await
@@ -168,15 +224,10 @@ async fn the_local_cluster_script_serves_keeps_a_lock_through_a_failover_and_sto
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(
-        role_at(&primary).await,
-        Ok(Role::Replica {
-            of: replica.clone(),
-            linked: true
-        })
-    );
+}
 
-    // Stopped, it takes everything with it.
+/// Stopped, the script takes everything it started with it.
+async fn stop_leaves_nothing_running(mut child: Child) {
     let pids = descendants(child.id());
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("stop the script");
     tokio::task::spawn_blocking(move || child.wait())
