@@ -1,6 +1,7 @@
 //! The `leasehold` binary itself: embedded Redis by default, clean shutdown, clear failures.
 
 use std::io::{BufRead as _, BufReader};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -34,42 +35,9 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
         .await
         .expect("heartbeat");
     assert_eq!(heartbeat.status(), 200);
-    let token = std::fs::read_to_string(data.path().join("admin-token")).expect("admin token file");
-    assert!(token.trim().starts_with("lha_"));
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(data.path().join("admin-token"))
-            .expect("token file")
-            .permissions()
-            .mode();
-        assert_eq!(
-            mode & 0o777,
-            0o600,
-            "the admin token file is the user's alone"
-        );
-    }
+    let token = admin_token_of(data.path());
     assert!(data.path().join("redis.sock").exists());
-    // The embedded Redis stops taking writes when full instead of evicting held locks.
-    let mut redis = redis::Client::open(format!(
-        "redis+unix://{}",
-        data.path().join("redis.sock").display()
-    ))
-    .expect("url")
-    .get_multiplexed_async_connection()
-    .await
-    .expect("connect");
-    let policy: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory*")
-        .query_async(&mut redis)
-        .await
-        .expect("config");
-    let policy: std::collections::HashMap<_, _> = policy
-        .chunks(2)
-        .map(|kv| (kv[0].clone(), kv[1].clone()))
-        .collect();
-    assert_eq!(policy["maxmemory-policy"], "noeviction");
-    assert_eq!(policy["maxmemory"], (512u64 << 20).to_string());
+    embedded_redis_never_evicts(data.path()).await;
     let addr = serve.addr.clone();
     let healthcheck = || {
         Command::new(BIN)
@@ -120,6 +88,47 @@ async fn serve_runs_its_own_redis_with_persistence_and_stops_it() {
         "fences follow the clock: {other:?}"
     );
     assert!(serve.terminate().success());
+}
+
+/// The admin token `leasehold serve` wrote in `data`, whose file only its user may read.
+fn admin_token_of(data: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let token = std::fs::read_to_string(data.join("admin-token")).expect("admin token file");
+    assert!(token.trim().starts_with("lha_"));
+    let mode = std::fs::metadata(data.join("admin-token"))
+        .expect("token file")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the admin token file is the user's alone"
+    );
+    token
+}
+
+/// The embedded Redis stops taking writes when full instead of evicting held locks.
+async fn embedded_redis_never_evicts(data: &Path) {
+    let mut redis = redis::Client::open(format!(
+        "redis+unix://{}",
+        data.join("redis.sock").display()
+    ))
+    .expect("url")
+    .get_multiplexed_async_connection()
+    .await
+    .expect("connect");
+    let policy: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory*")
+        .query_async(&mut redis)
+        .await
+        .expect("config");
+    let policy: std::collections::HashMap<_, _> = policy
+        .chunks(2)
+        .map(|kv| (kv[0].clone(), kv[1].clone()))
+        .collect();
+    assert_eq!(policy["maxmemory-policy"], "noeviction");
+    assert_eq!(policy["maxmemory"], (512u64 << 20).to_string());
 }
 
 #[tokio::test]

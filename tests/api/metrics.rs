@@ -72,6 +72,15 @@ async fn metrics_follow_acquire_contend_wait_release_heartbeat_and_expiry() {
     assert_eq!(sample(&before, acquisitions, &[]), 0.0);
     assert_eq!(sample(&before, "leasehold_leases_active", &[]), 0.0);
 
+    the_sequence(&app).await;
+    let text = scrape(&app).await;
+    lease_metrics_follow(&text, acquisitions);
+    redis_and_http_metrics_follow(&text);
+}
+
+/// Acquire, contend, wait (granted, then in vain), release, heartbeat (in time, then too
+/// late for a lease that expired).
+async fn the_sequence(app: &TestApp) {
     // Acquire, then someone contends without waiting.
     let first = app.lease("jobs", json!({"ttl_ms": 60_000})).await;
     app.acquire("jobs", json!({}))
@@ -81,7 +90,7 @@ async fn metrics_follow_acquire_contend_wait_release_heartbeat_and_expiry() {
     let waiter = app.spawn_waiter("jobs", 10_000);
     app.wait_for_waiters(1).await;
     assert_eq!(
-        sample(&scrape(&app).await, "leasehold_waiting_requests", &[]),
+        sample(&scrape(app).await, "leasehold_waiting_requests", &[]),
         1.0
     );
     app.release(&first, true).await.assert_status(200);
@@ -94,77 +103,78 @@ async fn metrics_follow_acquire_contend_wait_release_heartbeat_and_expiry() {
     app.heartbeat(&second, json!({})).await.assert_status(200);
     // A lease that expires, and its heartbeat that comes too late.
     let short = app.lease("short", json!({"ttl_ms": 100})).await;
-    until_expired(&app, "short").await;
+    until_expired(app, "short").await;
     app.heartbeat(&short, json!({}))
         .await
         .assert_problem(410, "lease_lost");
+}
 
-    let text = scrape(&app).await;
+/// What the sequence counted of leases: `acquisitions` by outcome, waits, the hand-off,
+/// holds, heartbeats, expiries, and what is live now.
+fn lease_metrics_follow(text: &str, acquisitions: &str) {
     let reentrant = ("kind", "reentrant");
     assert_eq!(
-        sample(&text, acquisitions, &[reentrant, ("outcome", "granted")]),
+        sample(text, acquisitions, &[reentrant, ("outcome", "granted")]),
         3.0,
         "{text}"
     );
-    assert_eq!(
-        sample(&text, acquisitions, &[("outcome", "contended")]),
-        1.0
-    );
-    assert_eq!(
-        sample(&text, acquisitions, &[("outcome", "timed_out")]),
-        1.0
-    );
+    assert_eq!(sample(text, acquisitions, &[("outcome", "contended")]), 1.0);
+    assert_eq!(sample(text, acquisitions, &[("outcome", "timed_out")]), 1.0);
     // Two requests waited: one was granted, one timed out.
     let waits = "leasehold_acquire_wait_seconds_count";
-    assert_eq!(sample(&text, waits, &[("outcome", "granted")]), 1.0);
-    assert_eq!(sample(&text, waits, &[("outcome", "timed_out")]), 1.0);
+    assert_eq!(sample(text, waits, &[("outcome", "granted")]), 1.0);
+    assert_eq!(sample(text, waits, &[("outcome", "timed_out")]), 1.0);
     // The waiter was handed the lock by the release's unlock message.
     assert_eq!(
         sample(
-            &text,
+            text,
             "leasehold_handoff_seconds_count",
             &[reentrant, ("wake", "message")]
         ),
         1.0
     );
     assert_eq!(
-        sample(&text, "leasehold_lease_hold_seconds_count", &[reentrant]),
+        sample(text, "leasehold_lease_hold_seconds_count", &[reentrant]),
         1.0
     );
     assert_eq!(
-        sample(&text, "leasehold_heartbeat_slack_seconds_count", &[]),
+        sample(text, "leasehold_heartbeat_slack_seconds_count", &[]),
         1.0
     );
     assert_eq!(
         sample(
-            &text,
+            text,
             "leasehold_heartbeats_late_total",
             &[("outcome", "expired")]
         ),
         1.0
     );
-    assert_eq!(sample(&text, "leasehold_lease_expirations_total", &[]), 1.0);
+    assert_eq!(sample(text, "leasehold_lease_expirations_total", &[]), 1.0);
     // Only the waiter's lease is still live ("short" expired, the first was released).
-    assert_eq!(sample(&text, "leasehold_leases_active", &[]), 1.0);
-    assert_eq!(sample(&text, "leasehold_waiting_requests", &[]), 0.0);
+    assert_eq!(sample(text, "leasehold_leases_active", &[]), 1.0);
+    assert_eq!(sample(text, "leasehold_waiting_requests", &[]), 0.0);
+}
+
+/// What the sequence counted of Redis and HTTP; no lock name became a label value.
+fn redis_and_http_metrics_follow(text: &str) {
     assert!(
         sample(
-            &text,
+            text,
             "leasehold_redis_script_duration_seconds_count",
             &[("script", "acquire")]
         ) >= 5.0
     );
     assert_eq!(
-        sample(&text, "leasehold_redis_script_errors_total", &[]),
+        sample(text, "leasehold_redis_script_errors_total", &[]),
         0.0
     );
     assert_eq!(
-        sample(&text, "leasehold_subscriber_reconnects_total", &[]),
+        sample(text, "leasehold_subscriber_reconnects_total", &[]),
         0.0
     );
     assert_eq!(
         sample(
-            &text,
+            text,
             "leasehold_http_requests_total",
             &[
                 ("method", "POST"),
@@ -176,7 +186,7 @@ async fn metrics_follow_acquire_contend_wait_release_heartbeat_and_expiry() {
     );
     assert_eq!(
         sample(
-            &text,
+            text,
             "leasehold_http_requests_total",
             &[("route", "/v1/locks/{name}/leases"), ("status", "409")]
         ),

@@ -48,26 +48,7 @@ async fn tenants_never_see_each_others_locks() {
     op.inspect_lock("deploy")
         .await
         .assert_problem(404, "lock_not_found");
-    // In Redis: a prefix per tenant, so a Redisson client of tenant a names it "a/deploy".
-    let mut redis = app.redis.conn().await;
-    let fields: Vec<String> = redis::cmd("HKEYS")
-        .arg("a/deploy")
-        .query_async(&mut redis)
-        .await
-        .expect("hkeys");
-    assert_eq!(fields, [format!("{}:1", la.id)]);
-    let exists: bool = redis::cmd("EXISTS")
-        .arg("deploy")
-        .query_async(&mut redis)
-        .await
-        .expect("exists");
-    assert!(!exists, "no lock in the default space");
-    let state: bool = redis::cmd("EXISTS")
-        .arg("{a/deploy}:leasehold")
-        .query_async(&mut redis)
-        .await
-        .expect("exists");
-    assert!(state, "the lock's state hash is in a's space too");
+    in_redis_each_tenant_has_its_prefix(&app, &la.id).await;
 
     // The listing: each tenant's own locks; the default tenant sees neither.
     assert_eq!(listed(&a).await, ["deploy"]);
@@ -86,7 +67,37 @@ async fn tenants_never_see_each_others_locks() {
         .expect("watch");
     assert_eq!(watch.status(), 404);
 
-    // The event stream: a's events only.
+    events_are_the_tenants_own(&a, &b).await;
+    dashboard_shows_the_tenants_own(&a, &b).await;
+    drop(lb);
+}
+
+/// In Redis: a prefix per tenant, so a Redisson client of tenant a names it "a/deploy"
+/// (held by a's lease `lease_id`).
+async fn in_redis_each_tenant_has_its_prefix(app: &TestApp, lease_id: &str) {
+    let mut redis = app.redis.conn().await;
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg("a/deploy")
+        .query_async(&mut redis)
+        .await
+        .expect("hkeys");
+    assert_eq!(fields, [format!("{lease_id}:1")]);
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("deploy")
+        .query_async(&mut redis)
+        .await
+        .expect("exists");
+    assert!(!exists, "no lock in the default space");
+    let state: bool = redis::cmd("EXISTS")
+        .arg("{a/deploy}:leasehold")
+        .query_async(&mut redis)
+        .await
+        .expect("exists");
+    assert!(state, "the lock's state hash is in a's space too");
+}
+
+/// The event stream `a` reads: a's events only, whatever `b` does meanwhile.
+async fn events_are_the_tenants_own(a: &TestApp, b: &TestApp) {
     let mut stream = a
         .http
         .get(a.url("/v1/events"))
@@ -108,8 +119,10 @@ async fn tenants_never_see_each_others_locks() {
         }
         assert_eq!(event["lock"], "deploy", "{event}");
     }
+}
 
-    // The dashboard: a's locks only.
+/// The dashboard `a` sees: a's locks only, none of `b`'s.
+async fn dashboard_shows_the_tenants_own(a: &TestApp, b: &TestApp) {
     b.lease("b-secret", json!({})).await;
     let page = a
         .http
@@ -135,7 +148,6 @@ async fn tenants_never_see_each_others_locks() {
         .await
         .expect("lock page");
     assert_eq!(other.status(), 404);
-    drop(lb);
 }
 
 async fn first_comment(response: &mut reqwest::Response, buffer: &mut String) {
