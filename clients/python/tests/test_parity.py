@@ -2,7 +2,7 @@
 server can answer has its exception class and no other code is known; every operation of the
 served OpenAPI document is covered as clients/parity.json says, by calls that exist (on both
 halves: the blocking one is generated from the asyncio one), or not offered for a reason it
-gives."""
+gives; every behaviour it lists is held by the Python test it names."""
 
 from __future__ import annotations
 
@@ -43,3 +43,13 @@ def test_parity_with_the_server(raw: httpx.Client) -> None:
         assert type_name in types, f"{operation}: no type {type_name}"
         for cls in types[type_name]:
             assert not method or callable(getattr(cls, method, None)), f"{operation}: {cls.__name__}.{method}"
+
+
+def test_every_behaviour_of_parity_json_has_its_python_test() -> None:
+    behaviours = json.loads(PARITY.read_text())["behaviours"]
+    assert behaviours, "clients/parity.json lists behaviours"
+    for behaviour, by in behaviours.items():
+        assert by.get("rule"), f"{behaviour}: says no rule"
+        path, _, test = by["python"].partition("::")
+        source = PARITY.parent / "python" / path
+        assert source.is_file() and f"\ndef {test}(" in source.read_text(), f"{behaviour}: no test {by['python']}"

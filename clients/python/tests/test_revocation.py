@@ -118,6 +118,41 @@ def test_a_member_revocation_told_by_a_multilease_heartbeat_without_the_watch(
             lease.release()
 
 
+def test_a_multilease_keeps_the_revocation_with_the_earliest_deadline(
+    client: leasehold.Client, admin: leasehold.Client, name: str
+) -> None:
+    """clients/parity.json ``multileaseRevocationEarliestDeadline``: of its members'
+    revocations a multilease keeps the one with the earliest deadline (a later-told one with an
+    earlier deadline replaces it; one with a later deadline changes nothing), is given up at its
+    deadline less the margin naming that member, and each member shows its own revocation."""
+    a, b, c = f"{name}-a", f"{name}-b", f"{name}-c"
+    signals: list[leasehold.Signal] = []
+    with pytest.raises(leasehold.LeaseLost) as raised:
+        with client.multilease([a, b, c], ttl_ms=3000) as lease:  # loss margin 1 s
+            lease.on_signal(signals.append)
+            assert lease._watching.wait(5)
+            first = admin.revoke(a, 8000, reason="first")["leases"][0]["revocation"]["deadline"]
+            wait_until(lambda: lease.revocation is not None, 3, "the first revocation told")
+            assert lease.revocation is not None and lease.revocation.deadline == first
+            second = admin.revoke(b, 3000, reason="second")["leases"][0]["revocation"]["deadline"]
+            answered = time.monotonic()
+            wait_until(lambda: lease.revocation and lease.revocation.deadline == second, 3, "the earlier deadline kept")
+            admin.revoke(c, 6000, reason="third")  # later than the kept one: nothing changes
+            wait_until(lambda: len(signals) == 3, 3, "every revocation told")
+            assert [(s.kind, s.lock) for s in signals] == [("revocation_requested", m) for m in (a, b, c)]
+            assert lease.revocation is not None and lease.revocation.reason == "second"
+            assert lease.lost.wait(5), "the lease was never given up"
+            lost_after = time.monotonic() - answered
+            # b's deadline less the margin: about 2 s after b's revocation (a's would be 7 s).
+            assert 1.5 < lost_after < 3.0, f"given up {lost_after:.2f} s after the earliest revocation"
+            assert lease.lost_reason == "revoked"
+            shown = {m.lock: m.revocation.reason if m.revocation else None for m in lease.members}
+            assert shown == {a: "first", b: "second", c: "third"}
+            assert [m.revocation.deadline for m in lease.members if m.lock == b and m.revocation] == [second]
+    assert raised.value.reason == "revoked" and raised.value.member == b
+    assert repr(b) in raised.value.detail, raised.value.detail
+
+
 def test_contended_tells_the_waiters(client: leasehold.Client, url: str, name: str) -> None:
     signals: list[leasehold.Signal] = []
     contended = threading.Event()

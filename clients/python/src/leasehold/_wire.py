@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from urllib.parse import quote
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ._core import Call, Reply
 
 LOCKS = "locks"
@@ -94,6 +96,9 @@ class Member:
     #: lose it: ``no_replica`` (its shard has no replica a failover could promote) or
     #: ``not_replicated`` (too few replicas acknowledged a heartbeat in time).
     degraded: Optional[str] = None
+    #: An operator's revocation of this member's lock, once told (by the watch or a heartbeat's
+    #: answer); the multilease ends by the earliest deadline of its members'.
+    revocation: Optional[Revocation] = None
 
     @classmethod
     def parse(cls, body: Mapping[str, Any]) -> Member:
@@ -106,6 +111,7 @@ class Member:
             fencing_token=int(body["fencing_token"]),
             replicas_acked=int(acked) if isinstance(acked, int) else None,
             degraded=degraded if isinstance(degraded, str) else None,
+            revocation=Revocation.parse(body.get("revocation")),
         )
 
 
@@ -373,19 +379,26 @@ class Revocation:
         )
 
     @classmethod
-    def of_heartbeat(cls, body: Mapping[str, Any]) -> tuple[Optional[Revocation], Optional[str]]:
-        """The revocation a heartbeat's answer carries, and the member's lock when it is a
-        member's: a multilease's answer has none at top level but one on each member revoked
-        (the first is taken; its lock is returned for the signal to name, as the watch's does)."""
+    def of_heartbeat(cls, body: Mapping[str, Any]) -> list[tuple[Revocation, Optional[str]]]:
+        """The revocations a heartbeat's answer carries, each with its member's lock when it is
+        a member's: a multilease's answer has none at top level but one on each member revoked
+        (each is returned, with its lock for the signal to name, as the watch's does)."""
         revocation = cls.parse(body.get("revocation"))
         if revocation is not None:
-            return revocation, None
+            return [(revocation, None)]
+        told: list[tuple[Revocation, Optional[str]]] = []
         for member in body.get("members") or []:
             revocation = cls.parse(member.get("revocation")) if isinstance(member, Mapping) else None
             if revocation is not None:
                 lock = member.get("lock")
-                return revocation, lock if isinstance(lock, str) else None
-        return None, None
+                told.append((revocation, lock if isinstance(lock, str) else None))
+        return told
+
+    def ends_before(self, other: Revocation) -> bool:
+        """Its deadline is earlier than ``other``'s (the server's clock for both): of a
+        multilease's members' revocations, the one that ends it."""
+        mine, theirs = _instant(self.deadline), _instant(other.deadline)
+        return mine is not None and (theirs is None or mine < theirs)
 
     def seconds_left(self) -> float:
         """Seconds from now to the deadline, at most the grace the server gave (``deadline`` −
@@ -393,19 +406,23 @@ class Revocation:
         does not move the end later than that. At least 0."""
         from datetime import datetime, timezone
 
-        def parse(text: str) -> Optional[datetime]:
-            try:
-                return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-            except ValueError:
-                return None
-
-        deadline, requested = parse(self.deadline), parse(self.requested_at)
+        deadline, requested = _instant(self.deadline), _instant(self.requested_at)
         if deadline is None:
             return 0.0
         left = (deadline - datetime.now(timezone.utc)).total_seconds()
         if requested is not None:
             left = min(left, (deadline - requested).total_seconds())
         return max(0.0, left)
+
+
+def _instant(text: str) -> Optional[datetime]:
+    """An RFC 3339 time the server sent, or None when it does not parse."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
 
 
 #: The watch stream's events before the loss (``lost`` is the loss itself, not a signal).

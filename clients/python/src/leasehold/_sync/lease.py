@@ -10,6 +10,7 @@ edit this file, then regenerate. It runs on ``_async_runtime``; the generated tw
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("leasehold")
 
 UNRENEWABLE = "the lease could not be renewed before it would expire; someone else may hold the lock now"
-REVOKED = "an operator revoked the lease and it was not released before the deadline (less the margin)"
+REVOKED = "an operator revoked the lease"
 
 
 class Lease:
@@ -67,9 +68,13 @@ class Lease:
         self.degraded: Optional[str] = grant.degraded
         self.lost = rt.Event()
         self.lost_reason: Optional[str] = None
-        #: An operator's request to let go (``None`` until one comes), and its event.
+        #: An operator's request to let go (``None`` until one comes), and its event. Of a
+        #: multilease's members' revocations, the one with the earliest deadline (the first
+        #: told of equal ones): the one that ends it; each member shows its own (``members``).
         self.revocation: Optional[core.Revocation] = None
         self.revocation_requested = rt.Event()
+        self._revoked_member: Optional[str] = None  # a multilease's: whose revocation is kept
+        self._revocations_told: set[tuple[str, str]] = set()  # (lock, deadline): told once
         self._listeners: list[Callable[[core.Signal], Any]] = []
         self._last_event_id: Optional[str] = None
         #: When the watch tells ``expiring`` (ms before the end; None: the server's default).
@@ -248,30 +253,46 @@ class Lease:
         log.warning("lease %s of %r lost: %s", self.lease_id, self.name, error.detail)
 
     def _renewed(self, body: dict[str, Any], sent_at: float) -> None:
-        revocation, member = core.Revocation.of_heartbeat(body)
+        told = core.Revocation.of_heartbeat(body)
         with self._mutex:
-            self._renewal.renewed(int(body.get("ttl_ms", self.ttl_ms)), sent_at, revoked=revocation is not None)
+            self._renewal.renewed(int(body.get("ttl_ms", self.ttl_ms)), sent_at, revoked=bool(told))
             self.replicas_acked, self.nodes_acked, self.validity_ms, self.degraded = core.acked(body)
-        if revocation is not None:
-            # Its ttl_ms stops at the deadline: the end is known on our own clock. A multilease's
-            # is a member's: the signal names that lock, as the watch's does.
+        for revocation, member in told:
+            # Its ttl_ms stops at the (earliest) deadline: the end is known on our own clock. A
+            # multilease's are its members': each signal names that lock, as the watch's does.
             signal = core.Signal("revocation_requested", self.lease_id, member or self.name, revocation=revocation)
             self._revoked(revocation, None, signal)
 
-    def _revoked(self, revocation: core.Revocation, ends_at: Optional[float], signal: Optional[core.Signal]) -> None:
+    def _revoked(self, revocation: core.Revocation, ends_at: Optional[float], signal: core.Signal) -> None:
         """An operator asked for the lease back (a heartbeat's answer told it, or the watch's
         ``signal``): it is given up at ``ends_at`` (the deadline on our clock) less the margin,
-        unless released first. Tells the revocation once, whichever told it first."""
+        unless released first. Keeps the revocation with the earliest deadline (a multilease's
+        members may each have one); tells each once, whichever told it first."""
+        lock = signal.lock or self.name
         with self._mutex:
             if ends_at is not None:
                 self._renewal.revoke(ends_at)
-            new = self.revocation is None or self.revocation.deadline != revocation.deadline
-            self.revocation = revocation
+            new = (lock, revocation.deadline) not in self._revocations_told
+            self._revocations_told.add((lock, revocation.deadline))
+            if self.revocation is None or revocation.ends_before(self.revocation):
+                self.revocation, self._revoked_member = revocation, lock
+            if any(m.lock == lock and m.revocation is None for m in self.members):
+                self.members = [replace(m, revocation=revocation) if m.lock == lock else m for m in self.members]
             if self._enforcer is None and not self._finished():
                 self._enforcer = rt.Worker(self._enforce_revocation, f"revocation-{self.name}/{self.lease_id[:8]}")
         if new:
             self.revocation_requested.set()
-            self._tell(signal or core.Signal("revocation_requested", self.lease_id, self.name, revocation=revocation))
+            self._tell(signal)
+
+    def _revoked_loss(self) -> LeaseLost:
+        """The loss of a lease given up before its revocation's deadline, naming a
+        multilease's member whose revocation ended it."""
+        with self._mutex:
+            revocation, member = self.revocation, self._revoked_member if self.members else None
+        whose = "" if member is None else f" (the revocation of member {member!r})"
+        deadline = "" if revocation is None else f" {revocation.deadline}"
+        detail = f"{REVOKED}{whose} and it was not released before its deadline{deadline}, less the margin"
+        return lost("revoked", detail, self.lease_id, self.name, member=member)
 
     def _tell(self, signal: core.Signal) -> None:
         if self._finished():
@@ -301,7 +322,7 @@ class Lease:
             left = at - core.now()
             if left <= 0:
                 if revoked:
-                    self._lose(lost("revoked", REVOKED, self.lease_id, self.name), gave_up=True)
+                    self._lose(self._revoked_loss(), gave_up=True)
                 return  # else the keeper gives it up (unrenewable)
             if self._stop.wait(min(left, step)):
                 return
@@ -372,7 +393,7 @@ class Lease:
                     with self._mutex:
                         revoked = self._renewal.revoked
                     if revoked:
-                        self._lose(lost("revoked", REVOKED, self.lease_id, self.name), gave_up=True)
+                        self._lose(self._revoked_loss(), gave_up=True)
                     else:
                         self._lose(lost("unrenewable", UNRENEWABLE, self.lease_id, self.name), gave_up=True)
                     return
