@@ -73,11 +73,14 @@ impl Client {
     /// [`keep`](Self::keep) with options (a lease without its watch).
     pub fn keep_with(&self, lease: Lease, options: &KeepOptions) -> KeptLease {
         let resource = lease.resource;
-        let shared = Arc::new(Shared::new(State {
-            renewal: Renewal::of_grant(&lease.grant),
-            renewed_at: Instant::from_std(lease.sent_at),
-            releasing: false,
-        }));
+        let shared = Arc::new(
+            Shared::new(State {
+                renewal: Renewal::of_grant(&lease.grant),
+                renewed_at: Instant::from_std(lease.sent_at),
+                releasing: false,
+            })
+            .with_members(lease.members.clone()),
+        );
         let upkeep = Upkeep {
             client: self.clone(),
             resource,
@@ -120,9 +123,14 @@ impl KeptLease {
         self.lease.grant.fencing_token
     }
 
-    /// A multilease's locks, each with its own lease and fencing token; empty otherwise.
-    pub fn members(&self) -> &[MultiMemberBody] {
-        &self.lease.members
+    /// A multilease's locks, each with its own lease and fencing token, and its
+    /// `revocation` once one was told (by the watch or a heartbeat's answer); empty otherwise.
+    pub fn members(&self) -> Vec<MultiMemberBody> {
+        self.shared
+            .members
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// What the last grant or renewal said (TTL, replicas, RedLock nodes, degraded).
@@ -139,8 +147,15 @@ impl KeptLease {
 
     /// An operator's request that the lease be let go, once told: the lease is given up as
     /// [`REVOKED`](crate::REVOKED) the loss margin before its deadline, unless released first.
+    /// A multilease whose members are revoked keeps the one with the earliest deadline (of
+    /// equal ones, the first told): the one that ends it; each member shows its own
+    /// ([`members`](Self::members)).
     pub fn revocation(&self) -> Option<RevocationBody> {
-        self.shared.revocation.borrow().clone()
+        self.shared
+            .revocation
+            .borrow()
+            .as_ref()
+            .map(|(_, revocation)| revocation.clone())
     }
 
     /// The loss signal, for the work under the lease.
@@ -231,7 +246,7 @@ mod tests {
             "replicas_acked": 0, "degraded": "not_replicated",
         }))
         .expect("a renewal");
-        shared.renewed(Instant::now(), &renewal, None);
+        shared.renewed(Instant::now(), &renewal, &[]);
         let kept = shared.state().renewal.clone();
         assert_eq!(kept.degraded, Some(Degraded::NotReplicated));
         assert_eq!((kept.replicas_acked, kept.renewals), (Some(0), 1));
@@ -274,9 +289,16 @@ mod tests {
             "revocation": revocation,
         }))
         .expect("a renewal");
+        let members: Vec<MultiMemberBody> = serde_json::from_value(serde_json::json!([
+            {"lock": "a", "kind": "exclusive", "lease_id": "01a2243f-0422-718f-8e97-9531327afc6c",
+             "fencing_token": 7},
+            {"lock": "b", "kind": "exclusive", "lease_id": "01a2243f-0422-718f-8e97-9531327afc6d",
+             "fencing_token": 7, "revocation": revocation},
+        ]))
+        .expect("members");
         // Every heartbeat's answer until the deadline carries it, and the watch tells it too.
-        shared.renewed(Instant::now(), &renewal, Some("b"));
-        shared.renewed(Instant::now(), &renewal, Some("b"));
+        shared.renewed(Instant::now(), &renewal, &members);
+        shared.renewed(Instant::now(), &renewal, &members);
         let watched: WatchSignal = serde_json::from_value(serde_json::json!({
             "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "b",
             "revocation": revocation,
@@ -294,10 +316,67 @@ mod tests {
                 .revocation
                 .borrow()
                 .as_ref()
-                .map(|r| r.reason.as_str()),
-            Some("drain")
+                .map(|(lock, r)| (lock.as_str(), r.reason.as_str())),
+            Some(("b", "drain"))
         );
         // The lease's own TTL still paces the heartbeats (the answer's counts to the deadline).
         assert_eq!(shared.state().renewal.ttl, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn of_its_members_revocations_a_multilease_keeps_the_earliest_deadline() {
+        let grant: GrantBody = serde_json::from_value(serde_json::json!({
+            "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": "a,b,c", "kind": "multilease",
+            "holder": null, "fencing_token": 7, "reentry_count": 1, "ttl_ms": 3000,
+            "expires_at": "2026-01-01T00:00:03Z",
+        }))
+        .expect("a grant");
+        let members: Vec<MultiMemberBody> = ["a", "b", "c"]
+            .iter()
+            .map(|lock| {
+                serde_json::from_value(serde_json::json!({"lock": lock, "kind": "exclusive",
+                    "lease_id": "01a2243f-0422-718f-8e97-9531327afc6c", "fencing_token": 7}))
+                .expect("a member")
+            })
+            .collect();
+        let shared = Shared::new(State {
+            renewal: Renewal::of_grant(&grant),
+            renewed_at: Instant::now(),
+            releasing: false,
+        })
+        .with_members(members);
+        let tell = |lock: &str, deadline: &str| {
+            let signal: WatchSignal = serde_json::from_value(serde_json::json!({
+                "lease_id": "01a2243f-0422-718f-8e97-9531327afc6b", "lock": lock,
+                "revocation": {"reason": lock, "requested_by": "admin token",
+                    "requested_at": "2026-01-01T00:00:00Z", "deadline": deadline},
+            }))
+            .expect("a signal");
+            shared.told("revocation_requested".to_owned(), signal);
+        };
+        let kept = || {
+            shared
+                .revocation
+                .borrow()
+                .clone()
+                .map(|(lock, r)| (lock, r.deadline))
+        };
+        tell("a", "2026-01-01T00:00:08Z");
+        tell("b", "2026-01-01T00:00:03.5Z"); // told later, earlier: it ends the lease
+        assert_eq!(kept(), Some(("b".into(), "2026-01-01T00:00:03.5Z".into())));
+        tell("c", "2026-01-01T00:00:06Z"); // later: nothing changes
+        tell("a", "2026-01-01T00:00:03.5Z"); // an equal deadline: the first told stays
+        assert_eq!(kept(), Some(("b".into(), "2026-01-01T00:00:03.5Z".into())));
+        let shown: Vec<Option<String>> = shared
+            .members
+            .lock()
+            .expect("members")
+            .iter()
+            .map(|m| m.revocation.as_ref().map(|r| r.reason.clone()))
+            .collect();
+        assert_eq!(
+            shown,
+            [Some("a".into()), Some("b".into()), Some("c".into())]
+        );
     }
 }

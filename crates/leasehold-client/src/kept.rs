@@ -7,7 +7,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{Degraded, GrantBody, LeaseId, RenewalBody, RevocationBody, WatchSignal};
+use crate::{
+    Degraded, GrantBody, LeaseId, MultiMemberBody, RenewalBody, RevocationBody, WatchSignal,
+};
 
 /// A kept lease was lost: the work under it may no longer be protected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,7 +22,8 @@ pub struct LeaseLost {
     /// else with its token, ...), `not_found` (the server no longer knows the lease), or
     /// [`UNRENEWABLE`].
     pub reason: String,
-    /// A multilease's: the lock whose end ended it.
+    /// A multilease's: the lock whose end ended it (given up as [`REVOKED`]: the member
+    /// whose revocation had the earliest deadline).
     pub member: Option<String>,
     /// What happened, for people.
     pub detail: String,
@@ -114,11 +117,15 @@ pub(crate) struct Shared {
     /// Each signal the watch told, to any number of listeners (the oldest dropped for one
     /// that falls behind).
     pub(crate) signals: tokio::sync::broadcast::Sender<Signal>,
-    /// An operator's revocation, once told (by the watch, or a heartbeat's answer).
-    pub(crate) revocation: watch::Sender<Option<RevocationBody>>,
+    /// An operator's revocation, once told (by the watch, or a heartbeat's answer), and the
+    /// lock it is for: of a multilease's members' revocations, the one with the earliest
+    /// deadline (of equal ones, the first told), which ends the lease.
+    pub(crate) revocation: watch::Sender<Option<(String, RevocationBody)>>,
     /// Each revocation passed on (its lock and deadline): the watch (reopened) and every
     /// heartbeat's answer until the deadline tell it again.
     revocations_told: Mutex<Vec<(String, String)>>,
+    /// A multilease's members, each with its revocation once one was told.
+    pub(crate) members: Mutex<Vec<MultiMemberBody>>,
 }
 
 /// How many signals a listener may fall behind before the oldest are dropped for it.
@@ -132,7 +139,14 @@ impl Shared {
             signals: tokio::sync::broadcast::Sender::new(SIGNALS_KEPT),
             revocation: watch::Sender::new(None),
             revocations_told: Mutex::new(Vec::new()),
+            members: Mutex::new(Vec::new()),
         }
+    }
+
+    /// With a multilease's members (as granted).
+    pub(crate) fn with_members(self, members: Vec<MultiMemberBody>) -> Self {
+        *self.members.lock().unwrap_or_else(PoisonError::into_inner) = members;
+        self
     }
 
     /// A signal the watch told: passed on (a revocation once), and a revocation kept.
@@ -145,16 +159,28 @@ impl Shared {
         let _ = self.signals.send(Signal { kind, body });
     }
 
-    /// Keeps the first revocation told (a revocation is never put off); false when this one
-    /// (for `lock`, by its deadline) was told before.
+    /// Keeps the revocation with the earliest deadline (a multilease's members may each have
+    /// one; a revocation is never put off), shows it on its member; false when this one (for
+    /// `lock`, by its deadline) was told before.
     fn revoked(&self, lock: &str, revocation: &RevocationBody) -> bool {
         self.revocation.send_if_modified(|current| {
-            let first = current.is_none();
-            if first {
-                *current = Some(revocation.clone());
+            let earlier = current
+                .as_ref()
+                .is_none_or(|(_, kept)| ends_before(revocation, kept));
+            if earlier {
+                *current = Some((lock.to_owned(), revocation.clone()));
             }
-            first
+            earlier
         });
+        for member in self
+            .members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter_mut()
+            .filter(|m| m.lock == lock && m.revocation.is_none())
+        {
+            member.revocation = Some(revocation.clone());
+        }
         let told = (lock.to_owned(), revocation.deadline.clone());
         let mut revocations = self
             .revocations_told
@@ -165,6 +191,17 @@ impl Shared {
         }
         revocations.push(told);
         true
+    }
+}
+
+/// Whether `a`'s deadline is earlier than `b`'s (both RFC 3339 by the server's clock).
+pub(crate) fn ends_before(a: &RevocationBody, b: &RevocationBody) -> bool {
+    match (
+        humantime::parse_rfc3339(&a.deadline),
+        humantime::parse_rfc3339(&b.deadline),
+    ) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => a.deadline < b.deadline,
     }
 }
 
@@ -188,14 +225,26 @@ impl Shared {
         (state.renewal.ttl, state.renewed_at)
     }
 
-    /// A renewal that succeeded; `member`: the multilease's member its revocation is for.
-    pub(crate) fn renewed(&self, sent: Instant, body: &RenewalBody, member: Option<&str>) {
-        if let Some(revocation) = &body.revocation {
+    /// A renewal that succeeded; `members`: a multilease's, as the answer gave them (each
+    /// revoked one's revocation on it; `body.revocation` is then the earliest of them).
+    pub(crate) fn renewed(&self, sent: Instant, body: &RenewalBody, members: &[MultiMemberBody]) {
+        let told: Vec<(&str, &RevocationBody)> = if members.is_empty() {
+            body.revocation
+                .iter()
+                .map(|r| (body.lock.as_str(), r))
+                .collect()
+        } else {
+            members
+                .iter()
+                .filter_map(|m| Some((m.lock.as_str(), m.revocation.as_ref()?)))
+                .collect()
+        };
+        for (lock, revocation) in told {
             // Told as the watch tells it (a multilease's naming the member), for a lease kept
             // without one; once, whichever told it first.
             let signal = WatchSignal {
                 lease_id: body.lease_id,
-                lock: member.unwrap_or(&body.lock).to_owned(),
+                lock: lock.to_owned(),
                 remaining_ms: None,
                 valid_until: None,
                 since: None,

@@ -313,8 +313,8 @@ impl Client {
         Ok(reply)
     }
 
-    /// [`Self::heartbeat_term`], and the member its revocation is for when a multilease's
-    /// (the answer carries it on that member): a keeper's signal names that lock.
+    /// [`Self::heartbeat_term`], and a multilease's members as the answer gave them (each
+    /// revoked one's revocation on it): a keeper's signal names that lock.
     pub(crate) async fn heartbeat_naming(
         &self,
         resource: Resource,
@@ -322,7 +322,7 @@ impl Client {
         id: LeaseId,
         token: &LeaseToken,
         term: Option<u64>,
-    ) -> Result<(Reply<RenewalBody>, Option<String>), ClientError> {
+    ) -> Result<(Reply<RenewalBody>, Vec<MultiMemberBody>), ClientError> {
         let id = id.to_string();
         let mut path = resource.lease_path(lock, &id);
         path.push("heartbeat");
@@ -337,10 +337,10 @@ impl Client {
         match resource {
             Resource::Election => {
                 let reply = crate::elections::renewal(lock, Self::send(request).await?)?;
-                Ok((reply, None))
+                Ok((reply, Vec::new()))
             }
             Resource::Multilease => Ok(multi_renewal(lock, Self::send(request).await?)),
-            _ => Ok((Self::send(request).await?, None)),
+            _ => Ok((Self::send(request).await?, Vec::new())),
         }
     }
 
@@ -419,14 +419,26 @@ impl Client {
 }
 
 /// A multilease's heartbeat answer as a lease's renewal (its highest fencing token, its
-/// weakest member's copies), with the first revoked member's revocation and lock: the answer
-/// carries a revocation on the member whose lock was revoked, never at top level.
+/// weakest member's copies, the revocation with the earliest deadline of its members'), and
+/// its members: the answer carries a revocation on each member whose lock was revoked, never
+/// at top level.
 fn multi_renewal(
     lock: &str,
     reply: Reply<MultiRenewalBody>,
-) -> (Reply<RenewalBody>, Option<String>) {
+) -> (Reply<RenewalBody>, Vec<MultiMemberBody>) {
     let body = reply.body;
-    let revoked = body.members.iter().find(|m| m.revocation.is_some());
+    let revocation = body
+        .members
+        .iter()
+        .filter_map(|m| m.revocation.as_ref())
+        .reduce(|kept, r| {
+            if crate::kept::ends_before(r, kept) {
+                r
+            } else {
+                kept
+            }
+        })
+        .cloned();
     let renewal = RenewalBody {
         lease_id: body.lease_id,
         lock: lock.to_owned(),
@@ -443,14 +455,13 @@ fn multi_renewal(
         degraded: body.members.iter().find_map(|m| m.degraded),
         nodes_acked: None,
         validity_ms: None,
-        revocation: revoked.and_then(|m| m.revocation.clone()),
+        revocation,
     };
-    let member = revoked.map(|m| m.lock.clone());
     let reply = Reply {
         body: renewal,
         json: reply.json,
     };
-    (reply, member)
+    (reply, body.members)
 }
 
 #[cfg(test)]

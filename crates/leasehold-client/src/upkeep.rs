@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
 use crate::kept::{LeaseLost, REVOKED, Shared, UNRENEWABLE};
-use crate::{Client, ClientError, LeaseId, LeaseToken, LostEvent, Problem, Resource};
+use crate::{
+    Client, ClientError, LeaseId, LeaseToken, LostEvent, Problem, Resource, RevocationBody,
+};
 
 /// Longest pause between two attempts of a call that failed.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
@@ -64,8 +66,8 @@ impl Upkeep {
                 Some(self.fence),
             );
             match timeout_at(until, beat).await {
-                Ok(Ok((reply, member))) => {
-                    self.shared.renewed(sent, &reply.body, member.as_deref());
+                Ok(Ok((reply, members))) => {
+                    self.shared.renewed(sent, &reply.body, &members);
                     return Ok(());
                 }
                 Ok(Err(ClientError::Problem(p))) if is_gone(&p) => return Err(self.lost_by(p)),
@@ -144,37 +146,57 @@ impl Upkeep {
 
     /// Gives the lease up as [`REVOKED`] the loss margin before an operator's revocation's
     /// deadline, once one is told: the work stops before the server may grant the lock to
-    /// someone else. Ends with the lease (the task is aborted by a release).
+    /// someone else. A revocation with an earlier deadline told meanwhile (a multilease's
+    /// other member's) moves the end earlier. Ends with the lease (the task is aborted by a
+    /// release).
     pub(crate) async fn until_revoked(self) {
         let mut told = self.shared.revocation.subscribe();
-        let revocation = match told.wait_for(Option::is_some).await {
-            Ok(revocation) => revocation.clone(),
-            Err(_) => return,
-        };
-        let Some(revocation) = revocation else {
+        loop {
+            let kept = match told.wait_for(Option::is_some).await {
+                Ok(kept) => kept.clone(),
+                Err(_) => return,
+            };
+            let Some((lock, revocation)) = kept else {
+                return;
+            };
+            let (ttl, _) = self.shared.schedule();
+            let left = humantime::parse_rfc3339(&revocation.deadline)
+                .ok()
+                .and_then(|deadline| deadline.duration_since(std::time::SystemTime::now()).ok())
+                .unwrap_or_default();
+            match tokio::time::timeout(left.saturating_sub(loss_margin(ttl)), told.changed()).await
+            {
+                Ok(Ok(())) => continue, // an earlier deadline: wait for that one instead
+                Ok(Err(_)) => return,
+                Err(_) => {}
+            }
+            self.shared.lose(self.revoked(lock, &revocation));
             return;
-        };
-        let (ttl, _) = self.shared.schedule();
-        let left = humantime::parse_rfc3339(&revocation.deadline)
-            .ok()
-            .and_then(|deadline| deadline.duration_since(std::time::SystemTime::now()).ok())
-            .unwrap_or_default();
-        sleep(left.saturating_sub(loss_margin(ttl))).await;
+        }
+    }
+
+    /// The loss of a lease given up before `revocation`'s deadline: a multilease's names the
+    /// member (`lock`) whose revocation ended it.
+    fn revoked(&self, lock: String, revocation: &RevocationBody) -> LeaseLost {
+        let member = (self.resource == Resource::Multilease).then_some(lock);
+        let whose = member
+            .as_ref()
+            .map_or_else(String::new, |lock| format!(" (member {lock:?})"));
         let why = if revocation.reason.is_empty() {
             String::new()
         } else {
             format!(": {}", revocation.reason)
         };
-        self.shared.lose(LeaseLost {
+        LeaseLost {
             lease_id: self.id,
             lock: self.name.clone(),
             reason: REVOKED.to_owned(),
-            member: None,
+            member,
             detail: format!(
-                "an operator revoked it{why}; given up before its deadline {}",
+                "an operator revoked it{whose}{why}; given up before its deadline {}",
                 revocation.deadline
             ),
-        });
+        }
     }
 
     fn lost_by(&self, problem: Problem) -> LeaseLost {
