@@ -47,11 +47,15 @@ type Lease struct {
 	lostErr   *LostError
 	releasing bool // a release of ours is under way: its "released" is no loss
 	over      bool
-	// revocation is the operator's request to let go (the first told); revoked is closed
-	// then, and revokeTimer gives the lease up at its deadline less the margin.
-	revocation  *Revocation
-	revoked     chan struct{}
-	revokeTimer *time.Timer
+	// revocation is the operator's request to let go (of a multilease's members', the one
+	// with the earliest deadline; revokedMember its lock); revoked is closed at the first, and
+	// revokeTimer gives the lease up at the kept deadline less the margin. told: each
+	// revocation handed on (lock and deadline), once.
+	revocation    *Revocation
+	revokedMember string
+	revoked       chan struct{}
+	revokeTimer   *time.Timer
+	told          map[string]bool
 
 	// signals hands the watch's signals on (sends under sigMu; closed when the lease is over).
 	signals   chan Signal
@@ -154,43 +158,30 @@ func lostFrom(err error) *LostError {
 }
 
 type renewalJSON struct {
-	TTLms        int64           `json:"ttl_ms"`
-	ReentryCount int             `json:"reentry_count"`
-	Members      []renewedMember `json:"members"` // a multilease's
-	Term         int64           `json:"term"`    // an election term's
+	TTLms        int64    `json:"ttl_ms"`
+	ReentryCount int      `json:"reentry_count"`
+	Members      []Member `json:"members"` // a multilease's: a revoked one's Revocation set
+	Term         int64    `json:"term"`    // an election term's
 	// Revocation: an operator asked the holder to let go; TTLms then stops at its deadline.
 	Revocation *Revocation `json:"revocation"`
 	acked
 }
 
-// renewedMember is a multilease's member in a heartbeat's answer: an operator's revocation of
-// its lock comes there (the answer has none at top level; its TTLms stops at the deadline).
-type renewedMember struct {
-	Member
-	Revocation *Revocation `json:"revocation"`
-}
-
-// revocation is the one the answer carries and the lock a signal names: a lease's (lock), or
-// a multilease's first revoked member's, as its watch would name that member.
-func (r *renewalJSON) revocation(lock string) (*Revocation, string) {
+// revocations are the ones the answer carries, each as the signal that tells it: a lease's
+// (naming lock), or each revoked member's of a multilease (an operator's revocation of a
+// member comes on its entry, none at top level; TTLms stops at the earliest deadline), naming
+// that member as its watch would.
+func (r *renewalJSON) revocations(lock string) []Signal {
 	if r.Revocation != nil {
-		return r.Revocation, lock
+		return []Signal{{Lock: lock, Revocation: r.Revocation}}
 	}
+	var told []Signal
 	for _, m := range r.Members {
 		if m.Revocation != nil {
-			return m.Revocation, m.Lock
+			told = append(told, Signal{Lock: m.Lock, Revocation: m.Revocation})
 		}
 	}
-	return nil, lock
-}
-
-// members are the answer's members as a grant's (for withMembers).
-func (r *renewalJSON) members() []Member {
-	ms := make([]Member, len(r.Members))
-	for i, m := range r.Members {
-		ms[i] = m.Member
-	}
-	return ms
+	return told
 }
 
 // heartbeatLoop renews the lease every TTL/3 (counted from when the last renewal was sent).
@@ -234,9 +225,9 @@ func (l *Lease) heartbeatLoop() {
 							Cause: fmt.Errorf("the heartbeat of term %d answered term %d", l.fence, r.Term)})
 						return
 					}
-					revocation, lock := r.revocation(l.place.name)
-					if revocation != nil {
-						l.noteRevocation(revocation, Signal{Lock: lock})
+					told := r.revocations(l.place.name)
+					for _, s := range told {
+						l.noteRevocation(s.Revocation, s)
 					}
 					l.mu.Lock()
 					// A reentry meanwhile may have renewed it later; keep the later time.
@@ -245,13 +236,13 @@ func (l *Lease) heartbeatLoop() {
 					}
 					// Under a revocation ttl_ms is what is left until its deadline, not the
 					// lease's TTL: the revocation's own timer ends the lease before then.
-					if r.TTLms > 0 && revocation == nil {
+					if r.TTLms > 0 && len(told) == 0 {
 						l.ttl = time.Duration(r.TTLms) * time.Millisecond
 					}
 					if l.place.levels() {
 						l.count = r.ReentryCount
 					}
-					l.acked = r.acked.withMembers(r.members())
+					l.acked = r.acked.withMembers(r.Members)
 					l.mu.Unlock()
 				}
 				break

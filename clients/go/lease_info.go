@@ -25,9 +25,20 @@ func (l *Lease) FencingToken() int64 { return l.fence }
 // multilease.
 func (l *Lease) Kind() string { return l.kind }
 
-// Members are a multilease's locks, each with its own lease and fencing token (nil for a
-// lease of one lock or semaphore).
-func (l *Lease) Members() []Member { return append([]Member(nil), l.members...) }
+// Members are a multilease's locks, each with its own lease and fencing token, and its
+// revocation once one was told (nil for a lease of one lock or semaphore).
+func (l *Lease) Members() []Member {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	members := append([]Member(nil), l.members...)
+	for i, m := range members {
+		if m.Revocation != nil {
+			r := *m.Revocation
+			members[i].Revocation = &r
+		}
+	}
+	return members
+}
 
 // ReplicasAcked is how many Redis replicas acknowledged the last grant or heartbeat (0 when
 // the server requires none: --min-replica-acks). For a multilease, its weakest member's.

@@ -39,6 +39,10 @@ type Member struct {
 	ReplicasAcked int `json:"replicas_acked"`
 	// Degraded: set when this member's grant or renewal stands on its Redis primary alone.
 	Degraded string `json:"degraded,omitempty"`
+	// Revocation: an operator's request that this member's lock be let go, once told (by the
+	// watch or a heartbeat's answer; nil until then). The multilease ends by the earliest
+	// deadline of its members' (Lease.Revocation).
+	Revocation *Revocation `json:"revocation,omitempty"`
 }
 
 // withMembers is what a grant or heartbeat says of the copies behind the whole lease: a

@@ -32,7 +32,8 @@ type serverDocument struct {
 
 // The client against the server's own tables (clients/PROTOCOL.md): it knows every problem
 // code the server can answer and no other, and covers each operation as clients/parity.json
-// says, with calls that exist (or says why it does not offer it).
+// says, with calls that exist (or says why it does not offer it); every behaviour it lists is
+// held by the Go test it names.
 func TestParityWithServer(t *testing.T) {
 	resp, err := http.Get(serverURL(t) + "/openapi.json")
 	if err != nil {
@@ -57,6 +58,7 @@ func TestParityWithServer(t *testing.T) {
 	}
 	var parity struct {
 		Operations map[string]map[string]*string `json:"operations"`
+		Behaviours map[string]map[string]string  `json:"behaviours"`
 	}
 	if err := json.Unmarshal(raw, &parity); err != nil {
 		t.Fatal(err)
@@ -72,6 +74,16 @@ func TestParityWithServer(t *testing.T) {
 	}
 	if missing, unknown := diff(served, listed); len(missing)+len(unknown) > 0 {
 		t.Fatalf("clients/parity.json lacks the operations %v and lists %v, which the server has not", missing, unknown)
+	}
+	if len(parity.Behaviours) == 0 {
+		t.Error("clients/parity.json lists no behaviours")
+	}
+	for behaviour, by := range parity.Behaviours {
+		file, test, _ := strings.Cut(by["go"], "::")
+		source, err := os.ReadFile(file)
+		if by["rule"] == "" || err != nil || !strings.Contains(string(source), "\nfunc "+test+"(t *testing.T) {") {
+			t.Errorf("%s: no rule, or no Go test %q (%v)", behaviour, by["go"], err)
+		}
 	}
 	types := map[string]reflect.Type{
 		"Client": reflect.TypeOf(&leasehold.Client{}),

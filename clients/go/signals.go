@@ -95,13 +95,15 @@ func parseTime(s string) time.Time {
 // waits. It is closed when the lease is over (lost or released). A revocation is handed on
 // once (a reopened watch, or a heartbeat answer, tells it again; it never changes). A
 // multilease's watch tells each member's signals, Signal.Lock naming the member; without the
-// watch (WithoutWatch), only a revocation a heartbeat answer carries comes (a multilease's:
-// its first revoked member's).
+// watch (WithoutWatch), only the revocations a heartbeat answer carries come (a multilease's:
+// each revoked member's).
 func (l *Lease) Signals() <-chan Signal { return l.signals }
 
 // Revocation is the operator's request to let go (nil until one came, by the watch or a
 // heartbeat answer). The lease is then given up as lost (ReasonRevoked) a margin before
-// its Deadline, unless released first: finish or stop, and Release.
+// its Deadline, unless released first: finish or stop, and Release. A multilease whose
+// members are revoked keeps the one with the earliest deadline (of equal ones, the first
+// told): the one that ends it; each member shows its own (Members).
 func (l *Lease) Revocation() *Revocation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -160,28 +162,54 @@ func (l *Lease) onWatchEvent(kind, id, data string) {
 	l.emit(s)
 }
 
-// noteRevocation keeps the first revocation told (a revocation is never put off: told again,
-// by a reopened watch or a heartbeat, it is the same), hands it on as a signal, and moves
-// the lease's end to its deadline less the loss margin.
+// noteRevocation hands a revocation on as a signal, once (a reopened watch or a heartbeat
+// tells it again: it is never put off), shows it on its member, and keeps the one with the
+// earliest deadline (of equal ones, the first told): the lease's end moves to its deadline
+// less the loss margin. One told later with a later deadline (another member's) changes
+// nothing but its member.
 func (l *Lease) noteRevocation(r *Revocation, s Signal) {
 	l.mu.Lock()
-	if l.revocation != nil || l.over || l.lostErr != nil {
+	key := s.Lock + " " + r.Deadline.Format(time.RFC3339Nano)
+	if l.over || l.lostErr != nil || l.told[key] {
 		l.mu.Unlock()
 		return
 	}
+	if l.told == nil {
+		l.told = map[string]bool{}
+	}
+	l.told[key] = true
 	rc := *r
-	l.revocation = &rc
-	close(l.revoked)
-	if !rc.Deadline.IsZero() {
-		l.revokeTimer = time.AfterFunc(time.Until(rc.Deadline.Add(-lossMargin(l.ttl))), l.giveUpRevoked)
+	for i, m := range l.members {
+		if m.Lock == s.Lock && m.Revocation == nil {
+			r := rc
+			l.members[i].Revocation = &r
+		}
+	}
+	if l.revocation == nil {
+		close(l.revoked)
+	}
+	if l.revocation == nil || endsBefore(rc, *l.revocation) {
+		l.revocation, l.revokedMember = &rc, s.Lock
+		if l.revokeTimer != nil {
+			l.revokeTimer.Stop()
+		}
+		if !rc.Deadline.IsZero() {
+			l.revokeTimer = time.AfterFunc(time.Until(rc.Deadline.Add(-lossMargin(l.ttl))), l.giveUpRevoked)
+		}
 	}
 	l.mu.Unlock()
 	s.Kind, s.Revocation = SignalRevocationRequested, &rc
 	l.emit(s)
 }
 
+// endsBefore: a's deadline is earlier than b's (a deadline that did not parse is no earlier).
+func endsBefore(a, b Revocation) bool {
+	return !a.Deadline.IsZero() && (b.Deadline.IsZero() || a.Deadline.Before(b.Deadline))
+}
+
 // giveUpRevoked gives the lease up as lost at its revocation's deadline less the margin,
-// unless it was released first (a release under way is waited for).
+// unless it was released first (a release under way is waited for). A multilease's loss
+// names the member whose revocation ended it (LostError.Member).
 func (l *Lease) giveUpRevoked() {
 	l.mu.Lock()
 	if l.over || l.lostErr != nil {
@@ -195,10 +223,14 @@ func (l *Lease) giveUpRevoked() {
 	}
 	r := *l.revocation
 	margin := lossMargin(l.ttl)
+	var member, whose string
+	if l.place.shape == shapeMultilease {
+		member, whose = l.revokedMember, fmt.Sprintf("member %q ", l.revokedMember)
+	}
 	l.mu.Unlock()
-	l.markLost(&LostError{Reason: ReasonRevoked, Revocation: &r, givenUp: true,
-		Cause: fmt.Errorf("revoked by %s (reason %q): given up %v before its deadline %s, not released by then",
-			r.RequestedBy, r.Reason, margin, r.Deadline.Format(time.RFC3339Nano))})
+	l.markLost(&LostError{Reason: ReasonRevoked, Member: member, Revocation: &r, givenUp: true,
+		Cause: fmt.Errorf("%srevoked by %s (reason %q): given up %v before its deadline %s, not released by then",
+			whose, r.RequestedBy, r.Reason, margin, r.Deadline.Format(time.RFC3339Nano))})
 }
 
 // RevokeOption configures Revoke.

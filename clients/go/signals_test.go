@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -263,6 +264,71 @@ func (b *cutAfterEvent) Read(p []byte) (int, error) {
 		b.cut = true
 	}
 	return n, err
+}
+
+// Of its members' revocations a multilease keeps the one with the earliest deadline
+// (clients/parity.json multileaseRevocationEarliestDeadline): a later-told one with an earlier
+// deadline replaces it, one with a later deadline changes nothing; the lease is given up at
+// the kept deadline less the margin, its LostError naming that member, and each member shows
+// its own revocation.
+func TestMultileaseKeepsTheEarliestRevocation(t *testing.T) {
+	c, ctx, admin := newClient(t), testCtx(t), adminClient(t)
+	a, b, cc := lockName(t)+"-a", lockName(t)+"-b", lockName(t)+"-c"
+	locks := []leasehold.MultiLock{{Name: a}, {Name: b}, {Name: cc}}
+	lease, err := c.Multilease(ctx, locks, leasehold.MultiOptions{TTL: 3 * time.Second}) // margin 1 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	time.Sleep(100 * time.Millisecond) // the watch open
+	revoke := func(name string, grace time.Duration, reason string) time.Time {
+		res, err := admin.Revoke(ctx, name, grace, leasehold.RevokeReason(reason))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := nextSignal(t, lease.Signals(), leasehold.SignalRevocationRequested, 3*time.Second)
+		if s.Lock != name || s.Revocation == nil || s.Revocation.Reason != reason {
+			t.Fatalf("the signal of %s's revocation: %+v", name, s)
+		}
+		return res.Leases[0].Revocation.Deadline
+	}
+	first := revoke(a, 8*time.Second, "first")
+	if r := lease.Revocation(); r == nil || !r.Deadline.Equal(first) {
+		t.Fatalf("after the first revocation, lease.Revocation() = %+v", r)
+	}
+	second := revoke(b, 3*time.Second, "second")
+	if r := lease.Revocation(); r == nil || !r.Deadline.Equal(second) || r.Reason != "second" {
+		t.Fatalf("an earlier deadline told later is not kept: lease.Revocation() = %+v", r)
+	}
+	revoke(cc, 6*time.Second, "third") // later than the kept one: nothing changes
+	if r := lease.Revocation(); r == nil || !r.Deadline.Equal(second) {
+		t.Fatalf("a later deadline replaced the earlier one: lease.Revocation() = %+v", r)
+	}
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not lost within 5 s of a 3 s revocation")
+	}
+	var lost *leasehold.LostError
+	if !errors.As(lease.Err(), &lost) || lost.Reason != leasehold.ReasonRevoked {
+		t.Fatalf("lost with %v, want reason revoked", lease.Err())
+	}
+	// b's deadline less the margin (a's would be 7 s after it was asked).
+	if !lost.At.Before(second.Add(-500*time.Millisecond)) || lost.At.Before(second.Add(-1500*time.Millisecond)) {
+		t.Fatalf("given up at %v, not b's deadline %v less the 1 s margin", lost.At, second)
+	}
+	if lost.Member != b || !strings.Contains(lost.Error(), b) || lost.Revocation == nil || lost.Revocation.Reason != "second" {
+		t.Fatalf("the loss does not name the member whose revocation ended it (%s): %v, %+v", b, lost, lost.Revocation)
+	}
+	shown := map[string]string{}
+	for _, m := range lease.Members() {
+		if m.Revocation != nil {
+			shown[m.Lock] = m.Revocation.Reason
+		}
+	}
+	if want := map[string]string{a: "first", b: "second", cc: "third"}; !reflect.DeepEqual(shown, want) {
+		t.Fatalf("the members' revocations: %v, want %v", shown, want)
+	}
 }
 
 // Another caller waits: the holder hears contended (with the number waiting); a stream cut
