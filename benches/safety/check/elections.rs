@@ -206,101 +206,6 @@ fn granted_after_leaving(ops: &[Op], report: &mut Report) {
 /// observer streams told 1, 2, 3 (none), 1, 3 (a skip), 1, 3 after a resumed gap filled
 /// (none), 3 then 2 (out of order); a candidate granted after it left (one).
 pub fn self_checks() -> Vec<(&'static str, bool)> {
-    let op = |seq: usize, client, send: u64, request, outcome| Op {
-        seq,
-        client,
-        instance: 0,
-        name: "el-0".to_owned(),
-        family: Family::Election,
-        send,
-        recv: send + 1_000,
-        request,
-        outcome,
-        echo: None,
-    };
-    let campaign = || Request::Acquire {
-        kind: "election",
-        ttl_ms: Some(500),
-        wait_ms: 0,
-        reentry_of: None,
-        idempotency: None,
-        gave_up_ms: None,
-    };
-    let granted = |id: &str, term| Outcome::Granted {
-        status: 201,
-        lease: id.to_owned(),
-        fence: term,
-        ttl_ms: 500,
-        count: 1,
-        kind: "election".to_owned(),
-    };
-    let grants = || {
-        vec![
-            op(0, 0, 0, campaign(), granted("a", 1)),
-            op(1, 1, 1_000_000, campaign(), granted("b", 2)),
-            op(2, 2, 2_000_000, campaign(), granted("c", 3)),
-        ]
-    };
-    let observed = |told: &[(u64, Option<&str>)]| {
-        let mut ops = grants();
-        for (k, &(term, resumed)) in told.iter().enumerate() {
-            let seq = ops.len();
-            ops.push(op(
-                seq,
-                10_000,
-                2_500_000 + k as u64 * 1_000,
-                Request::Observe {
-                    observer: 0,
-                    stream: 1,
-                    resumed_from: resumed.map(str::to_owned),
-                },
-                Outcome::Seen {
-                    event: "leader".to_owned(),
-                    id: Some(format!("{term}-0")),
-                    term,
-                    value: None,
-                },
-            ));
-        }
-        let mut report = Report::default();
-        elections(&ops, &|_, _| false, &|_| false, &mut report);
-        report
-    };
-    let left_then_granted = {
-        let mut ops = vec![
-            op(
-                0,
-                0,
-                0,
-                campaign(),
-                Outcome::Queued {
-                    ticket: "d".to_owned(),
-                },
-            ),
-            op(
-                1,
-                0,
-                10_000,
-                Request::Leave {
-                    ticket: "d".to_owned(),
-                },
-                Outcome::Left,
-            ),
-        ];
-        ops.push(op(
-            2,
-            0,
-            20_000,
-            Request::Poll {
-                ticket: "d".to_owned(),
-                wait_ms: 0,
-            },
-            granted("d", 4),
-        ));
-        let mut report = Report::default();
-        elections(&ops, &|_, _| false, &|_| false, &mut report);
-        report
-    };
     vec![
         (
             "an observer told terms 1, 2, 3: none skipped, none out of order",
@@ -324,7 +229,105 @@ pub fn self_checks() -> Vec<(&'static str, bool)> {
         ),
         (
             "a candidate granted after it left the line: granted after leaving",
-            left_then_granted.granted_after_leaving == 1,
+            left_then_granted().granted_after_leaving == 1,
         ),
     ]
+}
+
+/// An op on election `el-0`, answered 1 ms after it was sent.
+fn op(seq: usize, client: usize, send: u64, request: Request, outcome: Outcome) -> Op {
+    Op {
+        seq,
+        client,
+        instance: 0,
+        name: "el-0".to_owned(),
+        family: Family::Election,
+        send,
+        recv: send + 1_000,
+        request,
+        outcome,
+        echo: None,
+    }
+}
+
+fn campaign() -> Request {
+    Request::Acquire {
+        kind: "election",
+        ttl_ms: Some(500),
+        wait_ms: 0,
+        reentry_of: None,
+        idempotency: None,
+        gave_up_ms: None,
+    }
+}
+
+fn granted(id: &str, term: u64) -> Outcome {
+    Outcome::Granted {
+        status: 201,
+        lease: id.to_owned(),
+        fence: term,
+        ttl_ms: 500,
+        count: 1,
+        kind: "election".to_owned(),
+    }
+}
+
+/// Terms 1, 2 and 3 granted a second apart, then an observer stream told `told` (term, and
+/// the `Last-Event-ID` it was resumed from).
+fn observed(told: &[(u64, Option<&str>)]) -> Report {
+    let mut ops = vec![
+        op(0, 0, 0, campaign(), granted("a", 1)),
+        op(1, 1, 1_000_000, campaign(), granted("b", 2)),
+        op(2, 2, 2_000_000, campaign(), granted("c", 3)),
+    ];
+    for (k, &(term, resumed)) in told.iter().enumerate() {
+        let seq = ops.len();
+        ops.push(op(
+            seq,
+            10_000,
+            2_500_000 + k as u64 * 1_000,
+            Request::Observe {
+                observer: 0,
+                stream: 1,
+                resumed_from: resumed.map(str::to_owned),
+            },
+            Outcome::Seen {
+                event: "leader".to_owned(),
+                id: Some(format!("{term}-0")),
+                term,
+                value: None,
+            },
+        ));
+    }
+    let mut report = Report::default();
+    elections(&ops, &|_, _| false, &|_| false, &mut report);
+    report
+}
+
+/// A candidate queued, then left the line, then granted by a poll.
+fn left_then_granted() -> Report {
+    let ticket = || "d".to_owned();
+    let ops = vec![
+        op(0, 0, 0, campaign(), Outcome::Queued { ticket: ticket() }),
+        op(
+            1,
+            0,
+            10_000,
+            Request::Leave { ticket: ticket() },
+            Outcome::Left,
+        ),
+        op(
+            2,
+            0,
+            20_000,
+            Request::Poll {
+                ticket: ticket(),
+                wait_ms: 0,
+            },
+            granted("d", 4),
+        ),
+    ];
+    let mut report = Report::default();
+    elections(&ops, &|_, _| false, &|_| false, &mut report);
+    report
 }

@@ -30,15 +30,7 @@ pub(super) fn mutual_exclusion(
                 if b.start >= a.end {
                     continue;
                 }
-                let conflict = match (a.permits > 0, b.permits > 0) {
-                    (true, true) => false, // counted below
-                    (true, false) | (false, true) => true,
-                    (false, false) => {
-                        a.excl.is_some_and(|x| overlaps(x, (b.start, b.end)))
-                            || b.excl.is_some_and(|x| overlaps(x, (a.start, a.end)))
-                    }
-                };
-                if !conflict {
+                if !conflict(a, b) {
                     continue;
                 }
                 if across_loss((a.grant_lb, a.start), (b.grant_lb, b.start)) {
@@ -46,20 +38,7 @@ pub(super) fn mutual_exclusion(
                     continue;
                 }
                 report.overlaps += 1;
-                let forced: Vec<usize> = ops
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, o)| {
-                        o.name == name
-                            && matches!(
-                                o.request,
-                                Request::ForceRelease { .. } | Request::Revoke { .. }
-                            )
-                            && o.recv + 1_000_000 >= a.start.min(b.start)
-                            && o.send <= a.end.max(b.end) + 1_000_000
-                    })
-                    .map(|(i, _)| i)
-                    .collect();
+                let forced = admin_ends_near(ops, name, a, b);
                 report.violations.push(Violation {
                     what: "mutual exclusion",
                     detail: format!(
@@ -77,39 +56,79 @@ pub(super) fn mutual_exclusion(
                 });
             }
         }
-        // Semaphores: permits out never above the limit.
-        let sem: Vec<&&Hold> = hs.iter().filter(|h| h.permits > 0).collect();
-        let mut events: Vec<(u64, i64, usize)> = Vec::new();
-        for (k, h) in sem.iter().enumerate() {
-            events.push((h.start, i64::from(h.permits), k));
-            events.push((h.end, -i64::from(h.permits), k));
+        semaphore_limit(ops, name, &hs, across_loss, report);
+    }
+}
+
+/// Whether two holds of a name may not overlap (semaphore holds are counted by
+/// `semaphore_limit`).
+fn conflict(a: &Hold, b: &Hold) -> bool {
+    match (a.permits > 0, b.permits > 0) {
+        (true, true) => false,
+        (true, false) | (false, true) => true,
+        (false, false) => {
+            a.excl.is_some_and(|x| overlaps(x, (b.start, b.end)))
+                || b.excl.is_some_and(|x| overlaps(x, (a.start, a.end)))
         }
-        events.sort_by_key(|&(t, d, _)| (t, d));
-        let mut out = 0i64;
-        let mut live: Vec<usize> = Vec::new();
-        for (_, d, k) in events {
-            out += d;
-            if d > 0 {
-                live.push(k);
-            } else {
-                live.retain(|&x| x != k);
+    }
+}
+
+/// The admin force releases and revocations of `name` near two holds, for the slice.
+fn admin_ends_near(ops: &[Op], name: &str, a: &Hold, b: &Hold) -> Vec<usize> {
+    ops.iter()
+        .enumerate()
+        .filter(|(_, o)| {
+            o.name == name
+                && matches!(
+                    o.request,
+                    Request::ForceRelease { .. } | Request::Revoke { .. }
+                )
+                && o.recv + 1_000_000 >= a.start.min(b.start)
+                && o.send <= a.end.max(b.end) + 1_000_000
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Semaphores: permits out never above the limit.
+fn semaphore_limit(
+    ops: &[Op],
+    name: &str,
+    hs: &[&Hold],
+    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
+    report: &mut Report,
+) {
+    let sem: Vec<&&Hold> = hs.iter().filter(|h| h.permits > 0).collect();
+    let mut events: Vec<(u64, i64, usize)> = Vec::new();
+    for (k, h) in sem.iter().enumerate() {
+        events.push((h.start, i64::from(h.permits), k));
+        events.push((h.end, -i64::from(h.permits), k));
+    }
+    events.sort_by_key(|&(t, d, _)| (t, d));
+    let mut out = 0i64;
+    let mut live: Vec<usize> = Vec::new();
+    for (_, d, k) in events {
+        out += d;
+        if d > 0 {
+            live.push(k);
+        } else {
+            live.retain(|&x| x != k);
+        }
+        let limit = sem.get(k).map_or(0, |h| h.limit);
+        if out > i64::from(limit) && d > 0 {
+            let involved: Vec<&Hold> = live.iter().map(|&x| *sem[x]).collect();
+            let lbs: Vec<(u64, u64)> = involved.iter().map(|h| (h.grant_lb, h.start)).collect();
+            let expected = lbs.iter().any(|&x| lbs.iter().any(|&y| across_loss(x, y)));
+            if expected {
+                report.expected_overlaps += 1;
+                continue;
             }
-            let limit = sem.get(k).map_or(0, |h| h.limit);
-            if out > i64::from(limit) && d > 0 {
-                let involved: Vec<&Hold> = live.iter().map(|&x| *sem[x]).collect();
-                let lbs: Vec<(u64, u64)> = involved.iter().map(|h| (h.grant_lb, h.start)).collect();
-                let expected = lbs.iter().any(|&x| lbs.iter().any(|&y| across_loss(x, y)));
-                if expected {
-                    report.expected_overlaps += 1;
-                    continue;
-                }
-                report.overlaps += 1;
-                report.violations.push(Violation {
-                    what: "semaphore over its limit",
-                    detail: format!("{name}: {out} permits out of {limit}"),
-                    slice: slice_of(ops, &involved, &[]),
-                });
-            }
+            report.overlaps += 1;
+            report.violations.push(Violation {
+                what: "semaphore over its limit",
+                detail: format!("{name}: {out} permits out of {limit}"),
+                slice: slice_of(ops, &involved, &[]),
+            });
         }
     }
 }

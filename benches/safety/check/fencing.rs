@@ -6,13 +6,29 @@ use std::collections::HashMap;
 use super::{Hold, Report, Violation, slice_of};
 use crate::history::{Family, Op, Outcome, Request};
 
+/// A loss of Redis data between two spans (`(grant_lb, start)` of each) excuses what it
+/// explains.
+type AcrossLoss<'a> = &'a dyn Fn((u64, u64), (u64, u64)) -> bool;
+
 pub(super) fn fencing(
     ops: &[Op],
     holds: &[Hold],
     resources: &[(String, u64, u64)],
-    across_loss: &dyn Fn((u64, u64), (u64, u64)) -> bool,
+    across_loss: AcrossLoss,
     report: &mut Report,
 ) {
+    fences_grow(ops, holds, across_loss, report);
+    let fence_of: HashMap<&str, (u64, &Hold)> = holds
+        .iter()
+        .filter_map(|h| Some((h.lease.as_str(), (h.fence?, h))))
+        .collect();
+    fences_kept(ops, &fence_of, across_loss, report);
+    lost_updates(ops, resources, &fence_of, report);
+    resource_fenced(ops, holds, across_loss, report);
+}
+
+/// A grant asked after another grant's answer came carries a larger fence.
+fn fences_grow(ops: &[Op], holds: &[Hold], across_loss: AcrossLoss, report: &mut Report) {
     let mut by_name: HashMap<&str, Vec<&Hold>> = HashMap::new();
     for h in holds.iter().filter(|h| h.fence.is_some()) {
         by_name.entry(h.name.as_str()).or_default().push(h);
@@ -57,14 +73,18 @@ pub(super) fn fencing(
             }
         }
     }
-    // Reentries and heartbeats keep the lease's fence. (Not RedLock's: there each answer gives
-    // the largest fence of the nodes that answered it, and while the node that gave the
-    // grant's largest is down that is another; the book's RedLock page says so. Its
-    // grants are still checked above.)
-    let fence_of: HashMap<&str, (u64, &Hold)> = holds
-        .iter()
-        .filter_map(|h| Some((h.lease.as_str(), (h.fence?, h))))
-        .collect();
+}
+
+/// Reentries and heartbeats keep the lease's fence. (Not RedLock's: there each answer gives
+/// the largest fence of the nodes that answered it, and while the node that gave the grant's
+/// largest is down that is another; the book's RedLock page says so. Its grants are still
+/// checked by `fences_grow`.)
+fn fences_kept(
+    ops: &[Op],
+    fence_of: &HashMap<&str, (u64, &Hold)>,
+    across_loss: AcrossLoss,
+    report: &mut Report,
+) {
     for op in ops.iter().filter(|op| op.family != Family::Redlock) {
         let got = match (&op.request, &op.outcome) {
             (
@@ -100,7 +120,15 @@ pub(super) fn fencing(
             });
         }
     }
-    // Lost updates: acknowledged increments the final value does not show.
+}
+
+/// Lost updates: acknowledged increments the final value does not show.
+fn lost_updates(
+    ops: &[Op],
+    resources: &[(String, u64, u64)],
+    fence_of: &HashMap<&str, (u64, &Hold)>,
+    report: &mut Report,
+) {
     for (name, value, acked) in resources {
         if value != acked {
             report.lost_updates += acked.abs_diff(*value);
@@ -129,7 +157,10 @@ pub(super) fn fencing(
             });
         }
     }
-    // Resource operations refused inside a hold, or accepted after it.
+}
+
+/// Resource operations refused inside a hold, or accepted after it.
+fn resource_fenced(ops: &[Op], holds: &[Hold], across_loss: AcrossLoss, report: &mut Report) {
     let hold_of: HashMap<&str, &Hold> = holds.iter().map(|h| (h.lease.as_str(), h)).collect();
     for (i, op) in ops.iter().enumerate() {
         let Request::Resource { lease, write, .. } = &op.request else {

@@ -145,6 +145,10 @@ fn early_unavailable(op: &Op, wait_ms: u64, gave_up: bool, report: &mut Report) 
     }
 }
 
+/// Upper-bound intervals in which something may have held (or queued for) each name:
+/// (from, to, exclusive, permits).
+type Busy<'a> = HashMap<&'a str, Vec<(u64, u64, bool, u32)>>;
+
 /// A waiter refused after its whole wait while the lock was certainly free for a good part
 /// of it missed a wake-up.
 fn parked_while_free(
@@ -154,8 +158,69 @@ fn parked_while_free(
     ttl_max_ms: u64,
     report: &mut Report,
 ) {
-    // Upper-bound intervals in which something may have held (or queued for) each name.
-    let mut busy: HashMap<&str, Vec<(u64, u64, bool, u32)>> = HashMap::new();
+    let busy = busy_intervals(ops, holds, ttl_max_ms);
+    let ttl_us = ttl_max_ms * 1000;
+    for op in ops {
+        let Some((wait_ms, wants_exclusive, permits, limit)) = refused_waiter(op) else {
+            continue;
+        };
+        if wait_ms * 1000 < FREE_STRETCH_US + 200_000 {
+            continue;
+        }
+        let from = op.send + 100_000;
+        let to = (op.send + wait_ms * 1000).saturating_sub(100_000);
+        if in_fault(
+            windows,
+            op.send.saturating_sub(ttl_us * 3),
+            op.recv,
+            RECOVERY_US,
+        ) {
+            continue;
+        }
+        let blocking: Vec<(u64, u64, u32)> = busy
+            .get(op.name.as_str())
+            .into_iter()
+            .flatten()
+            .filter(|&&(s, e, excl, p)| {
+                s < to
+                    && from < e
+                    && (wants_exclusive || excl || (permits > 0 && p > 0))
+                    && !(s == op.send && e > op.recv)
+            })
+            .map(|&(s, e, _, p)| (s, e, p))
+            // While Redis refuses new leases (full) no waiter can be granted: the name is as
+            // good as taken (every permit of a semaphore), however free its holds left it.
+            .chain(
+                windows
+                    .iter()
+                    .filter(|w| w.refuses_new)
+                    .map(|w| (w.start, w.end + REFUSED_NEW_RETRY_US, limit.max(1))),
+            )
+            .collect();
+        let stretch = longest_free((from, to), &blocking, permits, limit);
+        if stretch >= FREE_STRETCH_US {
+            report.parked_while_free += 1;
+            let slice: Vec<Op> = ops
+                .iter()
+                .filter(|o| o.name == op.name && o.send < op.recv && o.recv + 2_000_000 > op.send)
+                .cloned()
+                .collect();
+            report.violations.push(Violation {
+                what: "waiter parked while the lock was free",
+                detail: format!(
+                    "{}: refused after a {wait_ms} ms wait; free for {} ms of it",
+                    op.name,
+                    stretch / 1000
+                ),
+                slice,
+            });
+        }
+    }
+}
+
+/// Every hold's upper bound, and every answer that may have granted or queued.
+fn busy_intervals<'a>(ops: &'a [Op], holds: &'a [Hold], ttl_max_ms: u64) -> Busy<'a> {
+    let mut busy: Busy = HashMap::new();
     for h in holds {
         let exclusive = h.kind != "read";
         busy.entry(h.name.as_str()).or_default().push((
@@ -177,24 +242,20 @@ fn parked_while_free(
             Request::AcquirePermits { permits, .. } => *permits,
             _ => 0,
         };
-        match (&op.request, &op.outcome) {
+        let interval = match (&op.request, &op.outcome) {
             // An answer that may have granted: busy until its TTL could have run out.
-            (Request::Acquire { ttl_ms, .. }, Outcome::Failed { .. }) => {
-                busy.entry(op.name.as_str()).or_default().push((
-                    op.send,
-                    op.recv + ttl_ms.unwrap_or(ttl_max_ms) * 1000 * 3,
-                    true,
-                    0,
-                ))
+            (Request::Acquire { ttl_ms, .. }, Outcome::Failed { .. }) => (
+                op.send,
+                op.recv + ttl_ms.unwrap_or(ttl_max_ms) * 1000 * 3,
+                true,
+                0,
+            ),
+            (Request::AcquirePermits { ttl_ms, .. }, Outcome::Failed { .. }) => {
+                (op.send, op.recv + ttl_ms * 1000, false, permits)
             }
-            (Request::AcquirePermits { ttl_ms, .. }, Outcome::Failed { .. }) => busy
-                .entry(op.name.as_str())
-                .or_default()
-                .push((op.send, op.recv + ttl_ms * 1000, false, permits)),
-            (Request::Poll { .. }, Outcome::Failed { .. }) => busy
-                .entry(op.name.as_str())
-                .or_default()
-                .push((op.send, op.recv + ttl_us * 3, true, 0)),
+            (Request::Poll { .. }, Outcome::Failed { .. }) => {
+                (op.send, op.recv + ttl_us * 3, true, 0)
+            }
             // A queued ticket holds its place until its last request plus the ticket timeout.
             (_, Outcome::Queued { ticket }) => {
                 let last = ticket_polls
@@ -202,125 +263,80 @@ fn parked_while_free(
                     .and_then(|p| p.iter().map(|o| o.recv).max())
                     .unwrap_or(op.recv)
                     .max(op.recv);
-                busy.entry(op.name.as_str()).or_default().push((
-                    op.send,
-                    last + TICKET_TIMEOUT_US + 200_000,
-                    true,
-                    0,
-                ));
+                (op.send, last + TICKET_TIMEOUT_US + 200_000, true, 0)
             }
-            _ => {}
-        }
-    }
-    for op in ops {
-        let (wait_ms, wants_exclusive, permits, limit) = match &op.request {
-            Request::Acquire {
-                wait_ms,
-                kind,
-                reentry_of: None,
-                gave_up_ms: None,
-                ..
-            } => (*wait_ms, *kind != "read", 0, 0),
-            Request::Poll { wait_ms, .. } => (*wait_ms, true, 0, 0),
-            Request::AcquirePermits {
-                wait_ms,
-                permits,
-                limit,
-                ..
-            } => (*wait_ms, false, *permits, *limit),
             _ => continue,
         };
-        let refused = match &op.outcome {
-            Outcome::Refused { code, .. } => code == "lock_held" || code == "no_permits",
-            Outcome::Queued { .. } => true,
-            _ => false,
+        busy.entry(op.name.as_str()).or_default().push(interval);
+    }
+    busy
+}
+
+/// A first request for a lease refused after its wait (or queued): (wait_ms, exclusive,
+/// permits, limit).
+fn refused_waiter(op: &Op) -> Option<(u64, bool, u32, u32)> {
+    let waiter = match &op.request {
+        Request::Acquire {
+            wait_ms,
+            kind,
+            reentry_of: None,
+            gave_up_ms: None,
+            ..
+        } => (*wait_ms, *kind != "read", 0, 0),
+        Request::Poll { wait_ms, .. } => (*wait_ms, true, 0, 0),
+        Request::AcquirePermits {
+            wait_ms,
+            permits,
+            limit,
+            ..
+        } => (*wait_ms, false, *permits, *limit),
+        _ => return None,
+    };
+    let refused = match &op.outcome {
+        Outcome::Refused { code, .. } => code == "lock_held" || code == "no_permits",
+        Outcome::Queued { .. } => true,
+        _ => false,
+    };
+    refused.then_some(waiter)
+}
+
+/// The longest stretch of `[from, to)` not covered by a blocking interval (for semaphores: by
+/// more permits than leave room for this request).
+fn longest_free(
+    (from, to): (u64, u64),
+    blocking: &[(u64, u64, u32)],
+    permits: u32,
+    limit: u32,
+) -> u64 {
+    let mut points: Vec<u64> = vec![from, to];
+    for &(s, e, _) in blocking {
+        points.push(s.clamp(from, to));
+        points.push(e.clamp(from, to));
+    }
+    points.sort_unstable();
+    points.dedup();
+    let mut stretch = 0u64;
+    let mut run_start: Option<u64> = None;
+    for w in points.windows(2) {
+        let mid = w[0] + (w[1] - w[0]) / 2;
+        let used: u32 = blocking
+            .iter()
+            .filter(|&&(s, e, _)| s <= mid && mid < e)
+            .map(|&(_, _, p)| p.max(if permits > 0 { 0 } else { 1 }))
+            .sum();
+        let free = if permits > 0 {
+            used + permits <= limit
+        } else {
+            used == 0
         };
-        if !refused || wait_ms * 1000 < FREE_STRETCH_US + 200_000 {
-            continue;
-        }
-        let from = op.send + 100_000;
-        let to = (op.send + wait_ms * 1000).saturating_sub(100_000);
-        if in_fault(
-            windows,
-            op.send.saturating_sub(ttl_us * 3),
-            op.recv,
-            RECOVERY_US,
-        ) {
-            continue;
-        }
-        let own_ticket = match &op.outcome {
-            Outcome::Queued { ticket } => Some(ticket.as_str()),
-            _ => None,
-        };
-        let blocking: Vec<(u64, u64, u32)> = busy
-            .get(op.name.as_str())
-            .into_iter()
-            .flatten()
-            .filter(|&&(s, e, excl, p)| {
-                let _ = own_ticket;
-                s < to
-                    && from < e
-                    && (wants_exclusive || excl || (permits > 0 && p > 0))
-                    && !(s == op.send && e > op.recv)
-            })
-            .map(|&(s, e, _, p)| (s, e, p))
-            // While Redis refuses new leases (full) no waiter can be granted: the name is as
-            // good as taken (every permit of a semaphore), however free its holds left it.
-            .chain(
-                windows
-                    .iter()
-                    .filter(|w| w.refuses_new)
-                    .map(|w| (w.start, w.end + REFUSED_NEW_RETRY_US, limit.max(1))),
-            )
-            .collect();
-        // Longest stretch in [from, to) not covered by a blocking interval (for
-        // semaphores: by more permits than leave room for this request).
-        let mut points: Vec<u64> = vec![from, to];
-        for &(s, e, _) in &blocking {
-            points.push(s.clamp(from, to));
-            points.push(e.clamp(from, to));
-        }
-        points.sort_unstable();
-        points.dedup();
-        let mut stretch = 0u64;
-        let mut run_start: Option<u64> = None;
-        for w in points.windows(2) {
-            let mid = w[0] + (w[1] - w[0]) / 2;
-            let used: u32 = blocking
-                .iter()
-                .filter(|&&(s, e, _)| s <= mid && mid < e)
-                .map(|&(_, _, p)| p.max(if permits > 0 { 0 } else { 1 }))
-                .sum();
-            let free = if permits > 0 {
-                used + permits <= limit
-            } else {
-                used == 0
-            };
-            if free {
-                let s = *run_start.get_or_insert(w[0]);
-                stretch = stretch.max(w[1] - s);
-            } else {
-                run_start = None;
-            }
-        }
-        if stretch >= FREE_STRETCH_US {
-            report.parked_while_free += 1;
-            let slice: Vec<Op> = ops
-                .iter()
-                .filter(|o| o.name == op.name && o.send < op.recv && o.recv + 2_000_000 > op.send)
-                .cloned()
-                .collect();
-            report.violations.push(Violation {
-                what: "waiter parked while the lock was free",
-                detail: format!(
-                    "{}: refused after a {wait_ms} ms wait; free for {} ms of it",
-                    op.name,
-                    stretch / 1000
-                ),
-                slice,
-            });
+        if free {
+            let s = *run_start.get_or_insert(w[0]);
+            stretch = stretch.max(w[1] - s);
+        } else {
+            run_start = None;
         }
     }
+    stretch
 }
 
 /// Known histories for the parked-while-free check: a semaphore waiter refused while every

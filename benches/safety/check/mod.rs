@@ -36,6 +36,7 @@ mod elections;
 mod exclusion;
 mod fencing;
 mod holds;
+mod lease_hold;
 mod liveness;
 mod recovery;
 mod replies;
