@@ -9,25 +9,26 @@
 //! The children also die with the harness when it is killed and drops nothing (see [`guarded`]).
 
 mod ha;
+mod instances;
 mod netns;
 mod proxy;
+mod redis_proc;
 mod shards;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
+use anyhow::bail;
+use nix::sys::signal::Signal;
+use tokio::process::Command;
 
 pub use self::ha::{HaPlan, Return};
+use self::instances::InstanceProc;
 pub use self::netns::can_partition;
 use self::netns::{Netns, sh};
+use self::redis_proc::RedisProc;
 pub use self::shards::ShardPlan;
 
 pub const ADMIN_TOKEN: &str = "safety-harness-admin-token-0123456789";
@@ -116,130 +117,6 @@ impl Targets {
 /// threads, which live as long as the process.
 fn guarded(program: impl AsRef<OsStr>) -> Command {
     Command::from(leasehold::parent_death::command(program.as_ref(), "KILL"))
-}
-
-struct RedisProc {
-    child: Option<Child>,
-    port: u16,
-    binds: Vec<String>,
-    persistence: Persistence,
-    dir: PathBuf,
-    /// A replica of the master on this port (Sentinel mode).
-    replica_of: Option<u16>,
-    /// Sentinel mode: connect out from this loopback address (`bind-source-addr`), so that
-    /// the partition fault can cut the data nodes and Sentinels off one node while the
-    /// instances (from 127.0.0.1) still reach it. (Cluster mode: each node its own.)
-    source_addr: Option<&'static str>,
-    /// Cluster mode: a cluster node with this `cluster-node-timeout` (ms).
-    cluster_node_timeout_ms: Option<u64>,
-    /// Cluster mode: the port the node tells clients and peers (its proxy's), if not its own.
-    announce_port: Option<u16>,
-}
-
-impl RedisProc {
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn aof_incr_file(&self) -> Option<PathBuf> {
-        let dir = self.dir.join("appendonlydir");
-        std::fs::read_dir(dir)
-            .ok()?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
-            .max()
-    }
-
-    async fn start(&mut self) -> anyhow::Result<()> {
-        let mut cmd = guarded("redis-server");
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .arg("--bind")
-            .args(&self.binds)
-            .arg("--protected-mode")
-            .arg("no")
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(["--save", "", "--auto-aof-rewrite-percentage", "0"])
-            .args(["--logfile", "redis.log"]);
-        if let Some(master) = self.replica_of {
-            cmd.args(["--replicaof", "127.0.0.1"])
-                .arg(master.to_string());
-        }
-        if let Some(addr) = self.source_addr {
-            cmd.args(["--bind-source-addr", addr])
-                .args(["--replica-announce-ip", "127.0.0.1"]);
-        }
-        if let Some(timeout) = self.cluster_node_timeout_ms {
-            // Its peers and clients are told 127.0.0.1 (not the source address it connects
-            // from); nodes.conf in its directory keeps its identity across a restart.
-            cmd.args(["--cluster-enabled", "yes"])
-                .args(["--cluster-config-file", "nodes.conf"])
-                .arg("--cluster-node-timeout")
-                .arg(timeout.to_string())
-                .args(["--cluster-announce-ip", "127.0.0.1"]);
-            if let Some(port) = self.announce_port {
-                cmd.arg("--cluster-announce-port")
-                    .arg(port.to_string())
-                    .arg("--cluster-announce-bus-port")
-                    .arg((u32::from(self.port) + 10_000).to_string());
-            }
-        }
-        // Replicas link at once instead of after the 5 s default.
-        cmd.args(["--repl-diskless-sync-delay", "0"]);
-        match self.persistence {
-            Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
-            Persistence::AofEverysec => {
-                cmd.args(["--appendonly", "yes", "--appendfsync", "everysec"])
-            }
-            Persistence::None => cmd.args(["--appendonly", "no"]),
-        };
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        self.child = Some(
-            cmd.spawn()
-                .context("cannot start redis-server (are redis-server and setpriv installed?)")?,
-        );
-        let client = redis::Client::open(self.url())?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await
-                && redis::cmd("PING")
-                    .query_async::<()>(&mut conn)
-                    .await
-                    .is_ok()
-            {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        bail!(
-            "redis-server did not answer within 10 s; see {}",
-            self.dir.display()
-        )
-    }
-
-    async fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-        }
-    }
-
-    fn signal(&self, signal: Signal) {
-        if let Some(pid) = self.child.as_ref().and_then(Child::id) {
-            let _ = kill(Pid::from_raw(pid as i32), signal);
-        }
-    }
-}
-
-struct InstanceProc {
-    child: Option<Child>,
-    in_netns: bool,
-    log: PathBuf,
 }
 
 /// Redis and the Leasehold instances of one run.
@@ -387,110 +264,6 @@ impl Cluster {
         self.shards.as_ref().map(shards::Shards::addrs)
     }
 
-    pub fn instance_count(&self) -> usize {
-        self.instances.len()
-    }
-
-    pub async fn start_instance(&mut self, i: usize) -> anyhow::Result<()> {
-        let inst = &mut self.instances[i];
-        let (listen, redis_url) = match (&self.netns, inst.in_netns) {
-            (Some(ns), true) => (
-                format!("{}:0", ns.ns_ip),
-                format!("redis://{}:{}", ns.host_ip, self.redis.port),
-            ),
-            _ => ("127.0.0.1:0".to_owned(), self.redis.url()),
-        };
-        let mut cmd = match (&self.netns, inst.in_netns) {
-            (Some(ns), true) => {
-                let mut c = guarded("ip");
-                c.args(["netns", "exec", &ns.name]).arg(&self.binary);
-                c
-            }
-            _ => guarded(&self.binary),
-        };
-        cmd.args(["serve", "--listen", &listen]);
-        match (&self.ha, &self.shards) {
-            (Some(ha), _) => cmd.args(ha.serve_args(i)),
-            (None, Some(shards)) => cmd.args(shards.serve_args()),
-            (None, None) => cmd.args(["--redis-url", &redis_url]),
-        };
-        if !self.redlock.is_empty() {
-            let host = match (&self.netns, inst.in_netns) {
-                (Some(ns), true) => ns.host_ip.clone(),
-                _ => "127.0.0.1".to_owned(),
-            };
-            let nodes: Vec<String> = self
-                .redlock
-                .iter()
-                .map(|n| format!("redis://{host}:{}", n.port))
-                .collect();
-            cmd.args(["--redlock-nodes", &nodes.join(",")]);
-        }
-        cmd.args(["--log-format", "json", "--min-ttl-ms", "100"])
-            .args(["--ticket-timeout-ms", "1000", "--admin-token", ADMIN_TOKEN])
-            // The clients call without a key; the instance in the partition's namespace
-            // listens on a non-loopback address, where anonymous callers need this.
-            .arg("--allow-anonymous")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().context("cannot start leasehold serve")?;
-        let stderr = child.stderr.take().context("no stderr")?;
-        let log_path = inst.log.clone();
-        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let mut addr_tx = Some(addr_tx);
-            let mut lines = BufReader::new(stderr).lines();
-            let mut log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .ok();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(addr) = line
-                    .split("\"addr\":\"")
-                    .nth(1)
-                    .and_then(|rest| rest.split('"').next())
-                    && let Some(tx) = addr_tx.take()
-                {
-                    let _ = tx.send(addr.to_owned());
-                }
-                if let Some(log) = log.as_mut() {
-                    use std::io::Write as _;
-                    let _ = writeln!(log, "{line}");
-                }
-            }
-        });
-        let addr = tokio::time::timeout(Duration::from_secs(20), addr_rx)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .with_context(|| format!("instance {i} did not start; see {}", inst.log.display()))?;
-        inst.child = Some(child);
-        let url = format!("http://{addr}");
-        wait_ready(&url).await?;
-        self.targets.set(i, Some(url));
-        Ok(())
-    }
-
-    /// `kill -9` of one instance; it stays down until [`Self::start_instance`].
-    pub async fn kill_instance(&mut self, i: usize) {
-        self.targets.set(i, None);
-        if let Some(mut child) = self.instances[i].child.take() {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-        }
-    }
-
-    /// SIGSTOP or SIGCONT to one instance: it keeps its connections and answers nothing.
-    pub fn signal_instance(&self, i: usize, signal: Signal) {
-        if let Some(pid) = self.instances[i].child.as_ref().and_then(Child::id) {
-            let _ = kill(Pid::from_raw(pid as i32), signal);
-        }
-    }
-
     /// How many RedLock nodes the run has.
     pub fn redlock_count(&self) -> usize {
         self.redlock.len()
@@ -618,25 +391,4 @@ impl Drop for Cluster {
             ns.teardown();
         }
     }
-}
-
-/// Waits until `url/readyz` answers 200 (Redis reachable, subscriber connected).
-async fn wait_ready(url: &str) -> anyhow::Result<()> {
-    let http = leasehold::client::http_builder()
-        .build()
-        .expect("an HTTP client");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(r) = http
-            .get(format!("{url}/readyz"))
-            .timeout(Duration::from_secs(1))
-            .send()
-            .await
-            && r.status().is_success()
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    bail!("{url} did not become ready")
 }
