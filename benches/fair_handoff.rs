@@ -77,54 +77,75 @@ async fn main() -> anyhow::Result<()> {
     let mut tasks = Vec::new();
     for _ in 0..waiters {
         let (http, base, timeline) = (http.clone(), base.clone(), timeline.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                if timeline.lock().expect("timeline").grants > handoffs {
-                    return anyhow::Ok(());
-                }
-                let reply = http
-                    .post(format!("{base}/v1/locks/bench/leases?wait_ms=30000"))
-                    .json(&json!({"kind": "fair"}))
-                    .send()
-                    .await?;
-                let status = reply.status();
-                let body: Value = reply.json().await?;
-                let at = Instant::now();
-                anyhow::ensure!(status == 201, "expected a grant, got {status}: {body}");
-                let fence = body["fencing_token"].as_u64().unwrap_or(0);
-                {
-                    let mut t = timeline.lock().expect("timeline");
-                    t.granted.insert(fence, at);
-                    t.grants += 1;
-                }
-                let lease = body["lease_id"].as_str().unwrap_or_default();
-                let token = body["token"].as_str().unwrap_or_default();
-                let released = http
-                    .delete(format!("{base}/v1/locks/bench/leases/{lease}"))
-                    .bearer_auth(token)
-                    .send()
-                    .await?;
-                let at = Instant::now();
-                anyhow::ensure!(
-                    released.status() == 200,
-                    "release failed: {}",
-                    released.status()
-                );
-                timeline
-                    .lock()
-                    .expect("timeline")
-                    .released
-                    .insert(fence, at);
-            }
-        }));
+        tasks.push(tokio::spawn(wait_release_loop(
+            http, base, timeline, handoffs,
+        )));
     }
     for task in tasks {
         task.await??;
     }
     let elapsed = bench_started.elapsed();
 
+    report(&timeline.lock().expect("timeline"), elapsed, waiters);
+
+    shutdown.cancel();
+    server.await??;
+    redis.kill()?;
+    redis.wait()?;
+    Ok(())
+}
+
+/// One waiter: takes the fair lock (waiting in line), notes when, releases it at once, and
+/// notes when; until `handoffs` grants were made.
+async fn wait_release_loop(
+    http: reqwest::Client,
+    base: String,
+    timeline: Arc<Mutex<Timeline>>,
+    handoffs: usize,
+) -> anyhow::Result<()> {
+    loop {
+        if timeline.lock().expect("timeline").grants > handoffs {
+            return Ok(());
+        }
+        let reply = http
+            .post(format!("{base}/v1/locks/bench/leases?wait_ms=30000"))
+            .json(&json!({"kind": "fair"}))
+            .send()
+            .await?;
+        let status = reply.status();
+        let body: Value = reply.json().await?;
+        let at = Instant::now();
+        anyhow::ensure!(status == 201, "expected a grant, got {status}: {body}");
+        let fence = body["fencing_token"].as_u64().unwrap_or(0);
+        {
+            let mut t = timeline.lock().expect("timeline");
+            t.granted.insert(fence, at);
+            t.grants += 1;
+        }
+        let lease = body["lease_id"].as_str().unwrap_or_default();
+        let token = body["token"].as_str().unwrap_or_default();
+        let released = http
+            .delete(format!("{base}/v1/locks/bench/leases/{lease}"))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        let at = Instant::now();
+        anyhow::ensure!(
+            released.status() == 200,
+            "release failed: {}",
+            released.status()
+        );
+        timeline
+            .lock()
+            .expect("timeline")
+            .released
+            .insert(fence, at);
+    }
+}
+
+/// Prints the handoff latencies: from each release's 200 to the next holder's 201.
+fn report(t: &Timeline, elapsed: Duration, waiters: usize) {
     let (mut latencies, grants) = {
-        let t = timeline.lock().expect("timeline");
         // Fences grow with every grant (not by one: they are floored by Redis's clock), so
         // the previous holder is the previous fence in order.
         let mut fences: Vec<u64> = t.granted.keys().copied().collect();
@@ -164,10 +185,4 @@ async fn main() -> anyhow::Result<()> {
         "  max:               {:.3} ms",
         pick(1.0).as_secs_f64() * 1e3
     );
-
-    shutdown.cancel();
-    server.await??;
-    redis.kill()?;
-    redis.wait()?;
-    Ok(())
 }

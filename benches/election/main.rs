@@ -78,55 +78,14 @@ async fn handoff(
     if let Some(events) = events.as_mut() {
         events.next_event().await;
     }
-    let observer = {
-        let terms = terms.clone();
-        tokio::spawn(async move {
-            let Some(mut events) = events else {
-                return anyhow::Ok(());
-            };
-            while let Some((term, _)) = events.next_leader().await {
-                let at = Instant::now();
-                terms
-                    .lock()
-                    .expect("terms")
-                    .observed
-                    .entry(term)
-                    .or_insert(at);
-            }
-            anyhow::Ok(())
-        })
-    };
+    let observer = tokio::spawn(observe(events, terms.clone()));
     let started = Instant::now();
     let mut candidates = Vec::new();
     for c in 0..4 {
         let (http, base, terms) = (http.clone(), base.to_owned(), terms.clone());
-        candidates.push(tokio::spawn(async move {
-            while terms.lock().expect("terms").granted.len() < rounds as usize {
-                let reply = http
-                    .post(format!(
-                        "{base}/v1/elections/{name}/candidates?wait_ms=30000"
-                    ))
-                    .json(&json!({"value": format!("c{c}"), "ttl_ms": 10_000}))
-                    .send()
-                    .await?;
-                let status = reply.status();
-                let body: Value = reply.json().await?;
-                let at = Instant::now();
-                anyhow::ensure!(status == 201, "expected the lead, got {status}: {body}");
-                let term = body["term"].as_u64().unwrap_or(0);
-                terms.lock().expect("terms").granted.insert(term, at);
-                let id = body["candidate_id"].as_str().unwrap_or_default();
-                let resigned = http
-                    .delete(format!("{base}/v1/elections/{name}/candidates/{id}"))
-                    .bearer_auth(body["token"].as_str().unwrap_or_default())
-                    .send()
-                    .await?;
-                let at = Instant::now();
-                anyhow::ensure!(resigned.status() == 200, "resign: {}", resigned.status());
-                terms.lock().expect("terms").resigned.insert(term, at);
-            }
-            anyhow::Ok(())
-        }));
+        candidates.push(tokio::spawn(campaign_rounds(
+            http, base, name, c, rounds, terms,
+        )));
     }
     for c in candidates {
         c.await??;
@@ -135,7 +94,66 @@ async fn handoff(
     // The last observed event may still be on its way.
     tokio::time::sleep(Duration::from_millis(200)).await;
     observer.abort();
-    let t = terms.lock().expect("terms");
+    report(&terms.lock().expect("terms"), elapsed, observed);
+    Ok(())
+}
+
+/// Notes when the observer was told each term.
+async fn observe(events: Option<fanout::Observer>, terms: Arc<Mutex<Terms>>) -> anyhow::Result<()> {
+    let Some(mut events) = events else {
+        return Ok(());
+    };
+    while let Some((term, _)) = events.next_leader().await {
+        let at = Instant::now();
+        terms
+            .lock()
+            .expect("terms")
+            .observed
+            .entry(term)
+            .or_insert(at);
+    }
+    Ok(())
+}
+
+/// Candidate `c`: campaigns, leads, resigns at once, again, until `rounds` terms were granted.
+async fn campaign_rounds(
+    http: reqwest::Client,
+    base: String,
+    name: &'static str,
+    c: usize,
+    rounds: u64,
+    terms: Arc<Mutex<Terms>>,
+) -> anyhow::Result<()> {
+    while terms.lock().expect("terms").granted.len() < rounds as usize {
+        let reply = http
+            .post(format!(
+                "{base}/v1/elections/{name}/candidates?wait_ms=30000"
+            ))
+            .json(&json!({"value": format!("c{c}"), "ttl_ms": 10_000}))
+            .send()
+            .await?;
+        let status = reply.status();
+        let body: Value = reply.json().await?;
+        let at = Instant::now();
+        anyhow::ensure!(status == 201, "expected the lead, got {status}: {body}");
+        let term = body["term"].as_u64().unwrap_or(0);
+        terms.lock().expect("terms").granted.insert(term, at);
+        let id = body["candidate_id"].as_str().unwrap_or_default();
+        let resigned = http
+            .delete(format!("{base}/v1/elections/{name}/candidates/{id}"))
+            .bearer_auth(body["token"].as_str().unwrap_or_default())
+            .send()
+            .await?;
+        let at = Instant::now();
+        anyhow::ensure!(resigned.status() == 200, "resign: {}", resigned.status());
+        terms.lock().expect("terms").resigned.insert(term, at);
+    }
+    Ok(())
+}
+
+/// Prints the handoff's figures: from each resign to the next leader's grant and to the
+/// observer being told.
+fn report(t: &Terms, elapsed: Duration, observed: bool) {
     let mut order: Vec<u64> = t.granted.keys().copied().collect();
     order.sort_unstable();
     let after = |seen: &HashMap<u64, Instant>| -> Vec<Duration> {
@@ -179,5 +197,4 @@ async fn handoff(
     if !missed.is_empty() {
         println!("  terms the observer was not told (their places in order): {missed:?}");
     }
-    Ok(())
 }

@@ -29,21 +29,7 @@ pub async fn run_fault(
     tag: u32,
 ) -> anyhow::Result<Report> {
     let _ = std::fs::remove_dir_all(dir);
-    let mode = match acks {
-        Some(acks) if fault.cluster_mode() => RedisMode::Cluster(cluster::ShardPlan {
-            primaries: 3,
-            node_timeout_ms: args.cluster_node_timeout_ms,
-            acks,
-            proxied: fault == Fault::ReplyLost,
-        }),
-        Some(acks) => RedisMode::Sentinel(cluster::HaPlan {
-            replicas: 2,
-            sentinels: 3,
-            acks,
-            follow: !args.no_follow,
-        }),
-        None => RedisMode::Standalone,
-    };
+    let mode = redis_mode(args, fault, acks);
     let mut cluster = Cluster::start(
         dir,
         binary,
@@ -89,22 +75,7 @@ pub async fn run_fault(
         .map(|id| tokio::spawn(Client::new(id, args.seed, shared.clone()).run()))
         .chain(workload::spawn_observers(&shared, args.seed))
         .collect();
-    let started = Instant::now();
-    loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let enough = match args.tier {
-            Tier::Smoke => true,
-            Tier::Full => shared.recorder.acquisitions() >= args.min_acquisitions,
-        };
-        if started.elapsed() >= duration && enough {
-            // A fault may ask for more (to see every name served again after a failover);
-            // it starts no other meanwhile.
-            shared.winding_down.store(true, Ordering::Relaxed);
-            if shared.recorder.now() >= shared.hold_until.load(Ordering::Relaxed) {
-                break;
-            }
-        }
-    }
+    run_until_done(args, &shared, duration).await;
     shared.running.store(false, Ordering::Relaxed);
     // Every request is bounded (its wait plus a slack), so clients finish soon.
     for c in clients {
@@ -126,6 +97,46 @@ pub async fn run_fault(
     let mut report = check::check(&ops, &windows, &totals, 1500 * 3);
     report.multileases = shared.recorder.multileases();
     Ok(report)
+}
+
+/// Standalone, or the Sentinel or Cluster setup the fault runs against (with `acks`).
+fn redis_mode(args: &Args, fault: Fault, acks: Option<Acks>) -> RedisMode {
+    match acks {
+        Some(acks) if fault.cluster_mode() => RedisMode::Cluster(cluster::ShardPlan {
+            primaries: 3,
+            node_timeout_ms: args.cluster_node_timeout_ms,
+            acks,
+            proxied: fault == Fault::ReplyLost,
+        }),
+        Some(acks) => RedisMode::Sentinel(cluster::HaPlan {
+            replicas: 2,
+            sentinels: 3,
+            acks,
+            follow: !args.no_follow,
+        }),
+        None => RedisMode::Standalone,
+    }
+}
+
+/// Returns once the run lasted `duration` (and, in the full tier, made enough acquisitions)
+/// and no fault asks for more time.
+async fn run_until_done(args: &Args, shared: &Shared, duration: Duration) {
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let enough = match args.tier {
+            Tier::Smoke => true,
+            Tier::Full => shared.recorder.acquisitions() >= args.min_acquisitions,
+        };
+        if started.elapsed() >= duration && enough {
+            // A fault may ask for more (to see every name served again after a failover);
+            // it starts no other meanwhile.
+            shared.winding_down.store(true, Ordering::Relaxed);
+            if shared.recorder.now() >= shared.hold_until.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+    }
 }
 
 /// Cluster mode: how the workload's names spread over the primaries, shown once per

@@ -79,31 +79,7 @@ pub(super) async fn contended(
     let secs = started.elapsed().as_secs_f64();
     // A handoff is the lock passing to another client; a client that re-takes the lock it
     // just released hands nothing over (and says how fair the lock is).
-    let (mut latencies, grants, self_regrants) = {
-        let log = log.lock().expect("log");
-        let mut fences: Vec<u64> = log.granted.keys().copied().collect();
-        fences.sort_unstable();
-        let mut lat = Vec::new();
-        let mut same = 0u64;
-        // Fences grow with every grant (not by one: they are floored by Redis's clock), so
-        // the previous holder is the previous fence in order.
-        for pair in fences.windows(2) {
-            let (previous, f) = (&pair[0], &pair[1]);
-            let (Some((at, who)), Some((_, before)), Some(released)) = (
-                log.granted.get(f),
-                log.granted.get(previous),
-                log.released.get(previous),
-            ) else {
-                continue;
-            };
-            if who == before {
-                same += 1;
-            } else {
-                lat.push(at.saturating_duration_since(*released));
-            }
-        }
-        (lat, fences.len(), same)
-    };
+    let (mut latencies, grants, self_regrants) = handoffs(&log.lock().expect("log"));
     let inversions = match events {
         Some((seen, reader)) => {
             // Let the last events arrive, then stop listening.
@@ -121,6 +97,33 @@ pub(super) async fn contended(
         "self_regrants": self_regrants, "handoff_ms": percentiles(&mut latencies),
         "fifo_inversions": inversions,
     }))
+}
+
+/// (handoff latencies, grants, grants to the client that held it just before): a handoff is
+/// the lock passing to another client, from the release's answer to the next grant's.
+fn handoffs(log: &Handoffs) -> (Vec<Duration>, usize, u64) {
+    let mut fences: Vec<u64> = log.granted.keys().copied().collect();
+    fences.sort_unstable();
+    let mut lat = Vec::new();
+    let mut same = 0u64;
+    // Fences grow with every grant (not by one: they are floored by Redis's clock), so
+    // the previous holder is the previous fence in order.
+    for pair in fences.windows(2) {
+        let (previous, f) = (&pair[0], &pair[1]);
+        let (Some((at, who)), Some((_, before)), Some(released)) = (
+            log.granted.get(f),
+            log.granted.get(previous),
+            log.released.get(previous),
+        ) else {
+            continue;
+        };
+        if who == before {
+            same += 1;
+        } else {
+            lat.push(at.saturating_duration_since(*released));
+        }
+    }
+    (lat, fences.len(), same)
 }
 
 /// The events of one lock, as (Redis time in µs, type, lease_id), in the order they arrived.

@@ -90,14 +90,7 @@ pub(super) async fn parked(
     }
     // Everyone parked (bounded).
     let parking_started = Instant::now();
-    let mut parked = 0;
-    while parking_started.elapsed() < Duration::from_secs(60) {
-        parked = waiting_requests(&http, url).await;
-        if parked as usize >= waiters {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let parked = wait_parked(&http, url, waiters).await;
     let parking_secs = parking_started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (rss_parked, cpu0) = process_stats(pid)?;
@@ -105,25 +98,7 @@ pub(super) async fn parked(
     let (_, cpu1) = process_stats(pid)?;
     let idle_cpu_percent = (cpu1 - cpu0) / idle_window.as_secs_f64() * 100.0;
     let redis_info = match redis_url {
-        Some(redis_url) => {
-            let client = redis::Client::open(redis_url)?;
-            let mut conn = client.get_multiplexed_async_connection().await?;
-            let clients: String = redis::cmd("CLIENT")
-                .arg("LIST")
-                .query_async(&mut conn)
-                .await?;
-            let numpat: i64 = redis::cmd("PUBSUB")
-                .arg("NUMPAT")
-                .query_async(&mut conn)
-                .await?;
-            let channels: Vec<String> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
-                .query_async(&mut conn)
-                .await?;
-            // Our own connection is one of them.
-            json!({"connections": clients.lines().count().saturating_sub(1), "pattern_subscriptions": numpat,
-                   "channel_subscriptions": channels.len()})
-        }
+        Some(redis_url) => redis_subscriptions(redis_url).await?,
         None => Value::Null,
     };
     let released_at = Instant::now();
@@ -154,4 +129,42 @@ pub(super) async fn parked(
         "redis": redis_info, "drain_seconds": drained.map(|d| d.as_secs_f64()),
         "answered_after_release_ms": percentiles(&mut answers), "failures": failures,
     }))
+}
+
+/// What Redis holds for the parked waiters: its connections and subscriptions.
+async fn redis_subscriptions(redis_url: &str) -> anyhow::Result<Value> {
+    let client = redis::Client::open(redis_url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await?;
+    let numpat: i64 = redis::cmd("PUBSUB")
+        .arg("NUMPAT")
+        .query_async(&mut conn)
+        .await?;
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .query_async(&mut conn)
+        .await?;
+    // Our own connection is one of them.
+    Ok(
+        json!({"connections": clients.lines().count().saturating_sub(1), "pattern_subscriptions": numpat,
+               "channel_subscriptions": channels.len()}),
+    )
+}
+
+/// Waits (up to a minute) until the server counts `waiters` waiting requests; returns how
+/// many it counted last.
+async fn wait_parked(http: &reqwest::Client, url: &str, waiters: usize) -> u64 {
+    let parking_started = Instant::now();
+    let mut parked = 0;
+    while parking_started.elapsed() < Duration::from_secs(60) {
+        parked = waiting_requests(http, url).await;
+        if parked as usize >= waiters {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    parked
 }

@@ -220,23 +220,7 @@ impl Client {
         if h.kind == "exclusive" && !self.rng.random_bool(0.2) {
             return true;
         }
-        let kind: &'static str = match h.kind.as_str() {
-            "read" | "write" => {
-                let downgrade = h.writes > 0 && self.rng.random_bool(0.4);
-                let upgrade = h.writes == 0 && self.rng.random_bool(0.05);
-                // The same mode again; a downgrade (write, then read); rarely an upgrade,
-                // which must be refused.
-                if downgrade || (h.writes == 0 && !upgrade) {
-                    "read"
-                } else {
-                    "write"
-                }
-            }
-            "fair" => "fair",
-            "exclusive" => "exclusive",
-            "redlock" => "redlock",
-            _ => "reentrant",
-        };
+        let kind = self.reentry_kind(h);
         // Sometimes a longer TTL (it must then hold for every level), sometimes the lease's.
         let ttl_ms = match self.rng.random_range(0..4) {
             0 => Some(h.ttl_ms * self.rng.random_range(2..=3)),
@@ -294,35 +278,39 @@ impl Client {
         };
         match op.outcome {
             Outcome::Granted { count, ttl_ms, .. } => {
-                if kind == "read" && h.kind != "read" && h.kind != "write" {
-                    return true;
+                if !(kind == "read" && h.kind != "read" && h.kind != "write") {
+                    entered(h, kind, count);
+                    h.ttl_ms = ttl_ms;
+                    h.renewed_at = op.send;
                 }
-                if kind == "read" {
-                    h.reads += 1;
-                } else {
-                    h.writes += 1;
-                }
-                // The server's count is the truth (a replay answers the first count).
-                if h.kind == "read" || h.kind == "write" {
-                    let total = h.reads + h.writes;
-                    if count < total {
-                        if kind == "read" {
-                            h.reads -= total - count;
-                        } else {
-                            h.writes -= total - count;
-                        }
-                    }
-                } else {
-                    h.writes = count;
-                }
-                h.ttl_ms = ttl_ms;
-                h.renewed_at = op.send;
                 true
             }
             Outcome::Lost { .. } => false,
             // A failed reentry might have happened: stop using the lease.
             Outcome::Failed { .. } => false,
             _ => true,
+        }
+    }
+
+    /// The kind a reentry asks: the same mode again; for a read-write lease sometimes a
+    /// downgrade (write, then read), rarely an upgrade, which must be refused.
+    fn reentry_kind(&mut self, h: &Held) -> &'static str {
+        match h.kind.as_str() {
+            "read" | "write" => {
+                let downgrade = h.writes > 0 && self.rng.random_bool(0.4);
+                let upgrade = h.writes == 0 && self.rng.random_bool(0.05);
+                // The same mode again; a downgrade (write, then read); rarely an upgrade,
+                // which must be refused.
+                if downgrade || (h.writes == 0 && !upgrade) {
+                    "read"
+                } else {
+                    "write"
+                }
+            }
+            "fair" => "fair",
+            "exclusive" => "exclusive",
+            "redlock" => "redlock",
+            _ => "reentrant",
         }
     }
 
@@ -449,5 +437,27 @@ impl Client {
             Outcome::Refused { .. } => !h.semaphore && self.rng.random_bool(0.5),
             _ => false,
         }
+    }
+}
+
+/// A reentry of `kind` granted, the lease now `count` levels deep (the server's count is the
+/// truth: a replay answers the first count).
+fn entered(h: &mut Held, kind: &str, count: u64) {
+    if kind == "read" {
+        h.reads += 1;
+    } else {
+        h.writes += 1;
+    }
+    if h.kind == "read" || h.kind == "write" {
+        let total = h.reads + h.writes;
+        if count < total {
+            if kind == "read" {
+                h.reads -= total - count;
+            } else {
+                h.writes -= total - count;
+            }
+        }
+    } else {
+        h.writes = count;
     }
 }

@@ -31,39 +31,9 @@ fn kind_of(family: Family, read: bool) -> Option<&'static str> {
 
 impl Client {
     pub(super) async fn multi_session(&mut self) {
-        let families: Vec<Family> = self
-            .shared
-            .plan
-            .families
-            .iter()
-            .copied()
-            .filter(|f| kind_of(*f, false).is_some())
-            .collect();
-        if families.is_empty() {
+        let Some(members) = self.pick_members() else {
             return;
-        }
-        let want = self.rng.random_range(2..=3);
-        let mut members: Vec<(String, Family, &'static str)> = Vec::new();
-        for _ in 0..want * 3 {
-            if members.len() == want {
-                break;
-            }
-            let family = families[self.rng.random_range(0..families.len())];
-            let names = self.shared.plan.names(family);
-            let name = names[self.rng.random_range(0..names.len())].clone();
-            let read = self.rng.random_bool(0.5);
-            if members.iter().any(|(n, _, _)| *n == name) {
-                continue;
-            }
-            if let Some(kind) = kind_of(family, read) {
-                members.push((name, family, kind));
-            }
-        }
-        if members.len() < 2 {
-            return;
-        }
-        // Callers name their sets in any order: the server must not deadlock on it.
-        members.shuffle(&mut self.rng);
+        };
         let ttl_ms: u64 = self.rng.random_range(400..=1500);
         let wait_ms: u64 = if self.rng.random_bool(0.3) {
             0
@@ -141,6 +111,45 @@ impl Client {
             ));
         }
         self.use_multilease(&id, &token, held).await;
+    }
+
+    /// Two or three distinct names of the run's families, each with the kind to hold it as,
+    /// in a random order; None when the families offer fewer.
+    fn pick_members(&mut self) -> Option<Vec<(String, Family, &'static str)>> {
+        let families: Vec<Family> = self
+            .shared
+            .plan
+            .families
+            .iter()
+            .copied()
+            .filter(|f| kind_of(*f, false).is_some())
+            .collect();
+        if families.is_empty() {
+            return None;
+        }
+        let want = self.rng.random_range(2..=3);
+        let mut members: Vec<(String, Family, &'static str)> = Vec::new();
+        for _ in 0..want * 3 {
+            if members.len() == want {
+                break;
+            }
+            let family = families[self.rng.random_range(0..families.len())];
+            let names = self.shared.plan.names(family);
+            let name = names[self.rng.random_range(0..names.len())].clone();
+            let read = self.rng.random_bool(0.5);
+            if members.iter().any(|(n, _, _)| *n == name) {
+                continue;
+            }
+            if let Some(kind) = kind_of(family, read) {
+                members.push((name, family, kind));
+            }
+        }
+        if members.len() < 2 {
+            return None;
+        }
+        // Callers name their sets in any order: the server must not deadlock on it.
+        members.shuffle(&mut self.rng);
+        Some(members)
     }
 
     /// Uses, renews and lets go of a granted multilease.

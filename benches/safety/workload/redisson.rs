@@ -120,49 +120,8 @@ impl Client {
                 return;
             }
             if locked {
-                let mut renewed_at = send;
-                let rounds = self.rng.random_range(0..3);
-                for _ in 0..rounds {
-                    self.pause(ttl_ms / 2).await;
-                    let send = self.now();
-                    let (result, synced) = self
-                        .eval_synced(
-                            REDISSON_RENEW,
-                            std::slice::from_ref(&name),
-                            &[ttl_ms.to_string(), holder.clone()],
-                        )
-                        .await;
-                    let ok = matches!(result, Ok(redis::Value::Int(1)));
-                    let outcome = if ok && !synced {
-                        // Renewed on the primary only: the client cannot count on it.
-                        Outcome::Failed {
-                            status: None,
-                            what: "no replica synced the renewal".to_owned(),
-                        }
-                    } else {
-                        Outcome::RedissonDone { ok }
-                    };
-                    self.shared.recorder.record(
-                        self.id,
-                        usize::MAX,
-                        &name,
-                        Family::Reentrant,
-                        send,
-                        Request::RedissonRenew {
-                            holder: holder.clone(),
-                            ttl_ms,
-                        },
-                        outcome,
-                    );
-                    if !ok || !synced {
-                        return;
-                    }
-                    renewed_at = send;
-                }
-                if self.now() + 50_000 < renewed_at + ttl_ms * 1000 {
-                    self.pause(ttl_ms / 3).await;
-                }
-                self.redisson_unlock(&name, &holder, ttl_ms, cluster).await;
+                self.redisson_hold(&name, &holder, ttl_ms, cluster, send)
+                    .await;
                 return;
             }
             if !busy {
@@ -170,6 +129,61 @@ impl Client {
             }
             self.pause(100).await;
         }
+    }
+
+    /// Holds a lock Redisson's script granted at `send`: renews it a few times (each at half
+    /// the TTL, as its watchdog does), then unlocks; a renewal refused or unsynced ends it.
+    async fn redisson_hold(
+        &mut self,
+        name: &str,
+        holder: &str,
+        ttl_ms: u64,
+        cluster: bool,
+        send: u64,
+    ) {
+        let mut renewed_at = send;
+        let rounds = self.rng.random_range(0..3);
+        for _ in 0..rounds {
+            self.pause(ttl_ms / 2).await;
+            let send = self.now();
+            let (result, synced) = self
+                .eval_synced(
+                    REDISSON_RENEW,
+                    &[name.to_owned()],
+                    &[ttl_ms.to_string(), holder.to_owned()],
+                )
+                .await;
+            let ok = matches!(result, Ok(redis::Value::Int(1)));
+            let outcome = if ok && !synced {
+                // Renewed on the primary only: the client cannot count on it.
+                Outcome::Failed {
+                    status: None,
+                    what: "no replica synced the renewal".to_owned(),
+                }
+            } else {
+                Outcome::RedissonDone { ok }
+            };
+            self.shared.recorder.record(
+                self.id,
+                usize::MAX,
+                name,
+                Family::Reentrant,
+                send,
+                Request::RedissonRenew {
+                    holder: holder.to_owned(),
+                    ttl_ms,
+                },
+                outcome,
+            );
+            if !ok || !synced {
+                return;
+            }
+            renewed_at = send;
+        }
+        if self.now() + 50_000 < renewed_at + ttl_ms * 1000 {
+            self.pause(ttl_ms / 3).await;
+        }
+        self.redisson_unlock(name, holder, ttl_ms, cluster).await;
     }
 
     async fn redisson_unlock(&mut self, name: &str, holder: &str, ttl_ms: u64, cluster: bool) {

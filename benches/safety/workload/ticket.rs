@@ -22,41 +22,13 @@ impl Client {
             return; // abandoned: never polled; it must stop blocking others by itself
         }
         if plan == 1 {
-            let path = format!("/v1/locks/{name}/tickets/{ticket}");
-            self.call(
-                &name,
-                family,
-                reqwest::Method::DELETE,
-                path,
-                None,
-                Some(&token),
-                None,
-                CLIENT_SLACK,
-                Request::Leave {
-                    ticket: ticket.clone(),
-                },
-            )
-            .await;
+            self.leave(&name, family, &ticket, &token).await;
             return;
         }
         for _ in 0..20 {
             if !self.running() {
                 // Give the place up rather than leave it to expire.
-                let path = format!("/v1/locks/{name}/tickets/{ticket}");
-                self.call(
-                    &name,
-                    family,
-                    reqwest::Method::DELETE,
-                    path,
-                    None,
-                    Some(&token),
-                    None,
-                    CLIENT_SLACK,
-                    Request::Leave {
-                        ticket: ticket.clone(),
-                    },
-                )
-                .await;
+                self.leave(&name, family, &ticket, &token).await;
                 return;
             }
             let wait_ms = self.rng.random_range(0..=800);
@@ -112,6 +84,25 @@ impl Client {
                 return;
             }
         }
+    }
+
+    /// Gives the ticket's place in line up (`DELETE .../tickets/{ticket}`).
+    async fn leave(&mut self, name: &str, family: Family, ticket: &str, token: &str) {
+        let path = format!("/v1/locks/{name}/tickets/{ticket}");
+        self.call(
+            name,
+            family,
+            reqwest::Method::DELETE,
+            path,
+            None,
+            Some(token),
+            None,
+            CLIENT_SLACK,
+            Request::Leave {
+                ticket: ticket.to_owned(),
+            },
+        )
+        .await;
     }
 
     async fn poll(
