@@ -8,10 +8,10 @@
 import { LeaseLostError, ProblemError, lossError } from "./errors.js";
 import { randomKey, sleep, type Transport } from "./http.js";
 import { hasLevels, type Place } from "./place.js";
-import type { GrantBody, ReleaseBody, RenewalBody, Revocation, RwMode, Signal } from "./wire.js";
+import type { GrantBody, HeldMember, ReleaseBody, RenewalBody, Revocation, RwMode, Signal } from "./wire.js";
 import { acked, type Acked } from "./acked.js";
 import { track, untrack, type Releasable } from "./exit.js";
-import { heartbeatRevocation, isSignalKind, msLeft, parseSignal, type SignalListeners } from "./signals.js";
+import { endsBefore, heartbeatRevocations, heldMember, isSignalKind, msLeft, parseSignal, type SignalListeners } from "./signals.js";
 import type { SseEvent } from "./sse.js";
 import { asLoss, lostEvent, watchLease } from "./watch.js";
 
@@ -72,7 +72,10 @@ export class Keeper {
   ttl: number;
   expires: Date;
   acked: Acked;
+  /** Of a multilease's members' revocations, the one with the earliest deadline (of equal ones, the first told). */
   revoked: Revocation | undefined;
+  /** A multilease's locks; each shows its revocation once one was told. */
+  members: readonly HeldMember[];
 
   private readonly transport: Transport;
   private readonly place: Place;
@@ -93,6 +96,9 @@ export class Keeper {
   private gaveBack = false;
   /** When a revocation ends the lease (performance.now()), at the latest. */
   private revokedAt: number | undefined;
+  /** The lock whose revocation is kept (`revoked`), and each one told (lock and deadline), once. */
+  private revokedLock: string | undefined;
+  private readonly revocationsTold = new Set<string>();
 
   /**
    * Starts keeping the lease at `path` that `lease` is (released on the way out of the
@@ -107,6 +113,7 @@ export class Keeper {
     this.token = init.token;
     this.fencingToken = grant.fencing_token;
     this.acked = acked(grant);
+    this.members = (grant.members ?? []).map(heldMember);
     this.levels = grant.reentry_count ?? 1;
     this.ttl = grant.ttl_ms;
     this.expires = new Date(grant.expires_at);
@@ -230,29 +237,39 @@ export class Keeper {
     this.acked = acked(body);
     // While a revocation is pending (a multilease's: a member's), `ttl_ms` is what is left
     // until its deadline: the TTL the margin and the heartbeats are counted from stays the lease's.
-    const told = heartbeatRevocation(body);
+    const told = heartbeatRevocations(body);
     if (sentAt >= this.renewedAt) {
       this.renewedAt = sentAt;
-      if (told === undefined) this.ttl = body.ttl_ms;
+      if (told.length === 0) this.ttl = body.ttl_ms;
       this.expires = new Date(body.expires_at);
       this.armDeadline();
     }
-    if (told !== undefined) {
-      const { revocation, member } = told;
-      // The signal names the revoked member's lock, as the watch's would.
+    for (const { revocation, member } of told) {
+      // Each signal names the revoked member's lock, as the watch's would.
       this.noteRevocation(revocation, sentAt + body.ttl_ms, { kind: "revocation_requested", leaseId: this.leaseId, lock: member ?? this.name, revocation });
     }
   }
 
   /**
    * An operator asked for the lease back: it is given up at `endsAt` (its deadline on our
-   * clock) less the margin, unless released first. `signal` is told once, whichever told it first.
+   * clock) less the margin, unless released first. Of a multilease's members' revocations the
+   * one with the earliest deadline is kept (of equal ones, the first told); each shows on its
+   * member. `signal` is told once, whichever told it first.
    */
   private noteRevocation(revocation: Revocation, endsAt: number, signal: Signal): void {
     if (this.current !== "held") return;
     this.revokedAt = Math.min(this.revokedAt ?? Infinity, endsAt);
-    const known = this.revoked !== undefined && this.revoked.deadline === revocation.deadline;
-    this.revoked = revocation;
+    const lock = signal.lock ?? this.name;
+    const key = `${lock} ${revocation.deadline}`;
+    const known = this.revocationsTold.has(key);
+    this.revocationsTold.add(key);
+    if (this.revoked === undefined || endsBefore(revocation, this.revoked)) {
+      this.revoked = revocation;
+      this.revokedLock = lock;
+    }
+    if (this.members.some((m) => m.lock === lock && m.revocation === undefined)) {
+      this.members = this.members.map((m) => (m.lock === lock ? { ...m, revocation } : m));
+    }
     this.armDeadline();
     if (!known) this.listeners.tell(signal);
   }
@@ -263,6 +280,17 @@ export class Keeper {
     const signal = parseSignal(event.event, event.data, event.id);
     if (signal.revocation !== undefined) this.noteRevocation(signal.revocation, now() + msLeft(signal.revocation), signal);
     else this.listeners.tell(signal);
+  }
+
+  /** The loss of a lease given up before its revocation's deadline: a multilease's names the member whose revocation ended it. */
+  private revokedLoss(): LeaseLostError {
+    const member = this.place.kind === "multilease" ? this.revokedLock : undefined;
+    const whose = member === undefined ? "" : ` of member ${JSON.stringify(member)}`;
+    return lossError(
+      "revoked",
+      `an operator revoked the lease${whose} (${this.revoked?.reason || "no reason given"}) and it was not released before its deadline, ${this.revoked?.deadline}, less the margin`,
+      member === undefined ? { lease_id: this.leaseId, lock: this.name } : { lease_id: this.leaseId, lock: this.name, member },
+    );
   }
 
   /**
@@ -284,11 +312,7 @@ export class Keeper {
       }
       this.lose(
         revoked()
-          ? lossError(
-              "revoked",
-              `an operator revoked the lease (${this.revoked?.reason || "no reason given"}) and it was not released before its deadline, ${this.revoked?.deadline}, less the margin`,
-              { lease_id: this.leaseId, lock: this.name },
-            )
+          ? this.revokedLoss()
           : lossError(
               "unrenewable",
               `no renewal of the lease was answered in time (its TTL is ${this.ttl} ms): someone else may hold the lock soon`,

@@ -3,7 +3,7 @@ import { LeaseLostError } from "./errors.js";
 import { randomKey, type Transport } from "./http.js";
 import { checkOptions } from "./options.js";
 import { hasLevels, leasePath, type Place } from "./place.js";
-import type { Degraded, GrantBody, LockKind, MultileaseMember, RenewalBody, Revocation, SignalKind } from "./wire.js";
+import type { Degraded, GrantBody, HeldMember, LockKind, RenewalBody, Revocation, SignalKind } from "./wire.js";
 import { Keeper, type LeaseInit, type LeaseState, type ReleaseOptions, type ReleaseResult } from "./keeper.js";
 import { SignalListeners, type SignalListener } from "./signals.js";
 
@@ -45,11 +45,6 @@ export class Lease implements AsyncDisposable {
   readonly fencingToken: number;
   /** `reentrant`, `exclusive`, `fair`, `read`, `write`, `redlock`, `semaphore`, `multilease` or `election`. */
   readonly kind: string;
-  /**
-   * A multilease's locks, each with its own lease and fencing token (pass each lock's token
-   * to the resource that lock protects); empty for a lease of one lock or semaphore.
-   */
-  readonly members: readonly MultileaseMember[];
   readonly holder: string | undefined;
   /** Semaphore leases: the permits held. */
   readonly permits: number | undefined;
@@ -80,12 +75,20 @@ export class Lease implements AsyncDisposable {
     this.token = init.token;
     this.fencingToken = grant.fencing_token;
     this.kind = init.place.kind === "multilease" ? "multilease" : grant.kind;
-    this.members = grant.members ?? [];
     this.holder = grant.holder ?? undefined;
     this.permits = grant.permits ?? undefined;
     this.path = leasePath(init.place, grant.lease_id);
     this.keeper = new Keeper(init, this.path, this.listeners, this);
     this.signal = this.keeper.signal;
+  }
+
+  /**
+   * A multilease's locks, each with its own lease and fencing token (pass each lock's token
+   * to the resource that lock protects), and an operator's revocation of it once one was told;
+   * empty for a lease of one lock or semaphore.
+   */
+  get members(): readonly HeldMember[] {
+    return this.keeper.members;
   }
 
   get state(): LeaseState {

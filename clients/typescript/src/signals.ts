@@ -4,7 +4,7 @@
  * and when a revocation ends a lease on this client's clock.
  */
 import { isObject } from "./http.js";
-import type { GrantBody, RenewalBody, Revocation, Signal, SignalKind } from "./wire.js";
+import type { GrantBody, HeldMember, MultileaseMember, RenewalBody, Revocation, Signal, SignalKind } from "./wire.js";
 
 /** What {@link Lease.on} calls with each {@link Signal}. */
 export type SignalListener = (signal: Signal) => void;
@@ -29,18 +29,32 @@ export function parseRevocation(body: unknown): Revocation | undefined {
 }
 
 /**
- * The revocation a heartbeat's answer carries, and the member it is about: a lease's is its
- * own `revocation`; a multilease's answer has none of its own, but a revoked member's entry
- * carries one (the first such member's is told, with its lock, as the watch names it).
+ * The revocations a heartbeat's answer carries, each with the member it is about: a lease's is
+ * its own `revocation`; a multilease's answer has none of its own, but each revoked member's
+ * entry carries one (each is told, with its lock, as the watch names it).
  */
-export function heartbeatRevocation(body: RenewalBody | GrantBody): { revocation: Revocation; member?: string } | undefined {
+export function heartbeatRevocations(body: RenewalBody | GrantBody): { revocation: Revocation; member?: string }[] {
   const own = "revocation" in body ? parseRevocation(body.revocation) : undefined;
-  if (own !== undefined) return { revocation: own };
+  if (own !== undefined) return [{ revocation: own }];
+  const told: { revocation: Revocation; member?: string }[] = [];
   for (const member of Array.isArray(body.members) ? body.members : []) {
     const revocation = isObject(member) ? parseRevocation(member.revocation) : undefined;
-    if (revocation !== undefined) return { revocation, member: member.lock };
+    if (revocation !== undefined) told.push({ revocation, member: member.lock });
   }
-  return undefined;
+  return told;
+}
+
+/** Whether `a`'s deadline is earlier than `b`'s (both the server's clock): the one that ends a multilease. */
+export function endsBefore(a: Revocation, b: Revocation): boolean {
+  const [mine, theirs] = [Date.parse(a.deadline), Date.parse(b.deadline)];
+  return !Number.isNaN(mine) && (Number.isNaN(theirs) || mine < theirs);
+}
+
+/** A grant's member as the lease shows it ({@link HeldMember}). */
+export function heldMember(member: MultileaseMember): HeldMember {
+  const { revocation, ...held } = member;
+  const told = parseRevocation(revocation);
+  return told === undefined ? held : { ...held, revocation: told };
 }
 
 /** The signal an event of the watch stream tells. */

@@ -67,6 +67,14 @@ export interface MultileaseMember {
   revocation?: RevocationBody | null;
 }
 
+/**
+ * One lock of a held multilease as {@link Lease.members} shows it: the grant's member, and an
+ * operator's revocation of its lock once one was told (by the watch or a heartbeat's answer).
+ */
+export interface HeldMember extends Omit<MultileaseMember, "revocation"> {
+  revocation?: Revocation;
+}
+
 /** A fair lock's place in its queue (202). */
 export interface TicketBody {
   ticket_id: string;

@@ -1,7 +1,7 @@
 // The client against the server's own tables (clients/PROTOCOL.md): every problem code the
 // server can answer, and no other, has its error class; every operation of the server's
 // OpenAPI document is covered as clients/parity.json says, by calls that exist, or not offered
-// for a reason it gives.
+// for a reason it gives; every behaviour it lists is held by the TypeScript test it names.
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { test } from "node:test";
@@ -10,6 +10,7 @@ import { Client, ERROR_CLASSES, Lease, PROBLEM_CODES, ProblemError, Term } from 
 import { URL_ } from "./support.js";
 
 const parityFile = fileURLToPath(new URL("../../../parity.json", import.meta.url));
+const clientFolder = fileURLToPath(new URL("../../", import.meta.url));
 
 test("parity with the server: problem codes and operations", async () => {
   const doc = (await (await fetch(`${URL_}/openapi.json`)).json()) as any;
@@ -38,5 +39,16 @@ test("parity with the server: problem codes and operations", async () => {
     const proto = types[type!];
     assert.ok(proto !== undefined, `${operation}: no type ${type}`);
     if (method !== undefined) assert.equal(typeof (proto as any)[method], "function", `${operation}: ${call}`);
+  }
+});
+
+test("parity: every behaviour clients/parity.json lists has its TypeScript test", async () => {
+  const parity = JSON.parse(await readFile(parityFile, "utf8")) as { behaviours: Record<string, Record<string, string>> };
+  assert.ok(Object.keys(parity.behaviours).length > 0, "clients/parity.json lists behaviours");
+  for (const [behaviour, by] of Object.entries(parity.behaviours)) {
+    assert.ok(by["rule"], `${behaviour}: says no rule`);
+    const [path, name] = (by["typescript"] ?? "").split("::");
+    const source = await readFile(`${clientFolder}${path}`, "utf8").catch(() => "");
+    assert.ok(source.includes(`\ntest(${JSON.stringify(name)},`), `${behaviour}: no test ${by["typescript"]}`);
   }
 });

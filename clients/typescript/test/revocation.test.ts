@@ -111,6 +111,41 @@ test("a multilease member's revocation told by a heartbeat's answer, without the
   await until("a given back", async () => !(await c.inspectLock(a).catch(() => ({ held: false }))).held, 2000);
 });
 
+// clients/parity.json multileaseRevocationEarliestDeadline.
+test("a multilease keeps the revocation with the earliest deadline", async () => {
+  const c = client();
+  const [a, b, d] = [unique("revoke-first-a"), unique("revoke-first-b"), unique("revoke-first-c")];
+  const lease = await c.multilease([a, b, d], { ttlMs: 3000 }); // loss margin 1 s
+  const signals: Signal[] = [];
+  lease.on("revocation_requested", (s) => signals.push(s));
+  const lost = aborted(lease.signal);
+  const first = (await admin().revoke(a, { graceMs: 8000, reason: "first" })).leases[0]?.revocation.deadline;
+  await until("the first revocation told", () => lease.revocation?.deadline === first, 3000);
+  const second = (await admin().revoke(b, { graceMs: 3000, reason: "second" })).leases[0]?.revocation.deadline;
+  const answered = performance.now();
+  // Told later with an earlier deadline: it replaces the first.
+  await until("the earlier deadline kept", () => lease.revocation?.deadline === second, 3000);
+  await admin().revoke(d, { graceMs: 6000, reason: "third" }); // later than the kept one: nothing changes
+  await until("every revocation told", () => signals.length === 3, 3000);
+  assert.deepEqual(
+    signals.map((s) => [s.lock, s.revocation?.reason]),
+    [[a, "first"], [b, "second"], [d, "third"]],
+  );
+  assert.equal(lease.revocation?.reason, "second");
+  const lostAt = await within(5000, lost, "the loss");
+  // b's deadline less the margin: about 2 s after b's revocation (a's would be 7 s).
+  const after = lostAt - answered;
+  assert.ok(after > 1500 && after < 3000, `given up ${after.toFixed(0)} ms after the earliest revocation`);
+  assert.equal(lease.lostError?.reason, "revoked");
+  assert.equal(lease.lostError?.member, b);
+  assert.ok(lease.lostError?.message.includes(b), lease.lostError?.message);
+  assert.deepEqual(
+    lease.members.map((m) => [m.lock, m.revocation?.reason, m.revocation?.deadline === (m.lock === b ? second : m.revocation?.deadline)]),
+    [[a, "first", true], [b, "second", true], [d, "third", true]],
+  );
+  await assert.rejects(lease.release(), LeaseLostError);
+});
+
 test("contended tells the holder how many wait", async () => {
   const c = client();
   const name = unique("contended");
