@@ -39,9 +39,6 @@ def main(path, command):
     minimal = med([r["pairs_per_s"] for r in pairs])
     server = med([r["server_cpu_us_per_cycle"] for r in u16])
     redis = med([r["redis"]["cpu_us_per_cycle"] for r in u16])
-    ratios = [r["server_cpu_us_per_cycle"] / r["redis"]["cpu_us_per_cycle"] for r in u16]
-    http = med([r["server_cpu_us_per_cycle"] for r in floor])
-    client = med([r["client_cpu_us_per_pair"] for r in pairs])
     rounds = len(u16)
     out = []
     w = out.append
@@ -119,33 +116,43 @@ def main(path, command):
       f"{us(med(list(both.values())))}.")
     w("")
     if two:
-        cps2 = [r["cycles_per_s"] for r in two]
-        srv2 = [r["server_cpu_us_per_cycle"] for r in two]
-        rds2 = [r["redis"]["cpu_us_per_cycle"] for r in two]
-        w("**Several instances.** The same 16 connections spread over two instances against the "
-          "one Redis (the servers' CPU per cycle is both together):")
-        w("")
-        w("| instances | cycles/s | servers' CPU µs per cycle | Redis CPU µs per cycle |")
-        w("|---|---|---|---|")
-        w(f"| 1 | {num(med([r['cycles_per_s'] for r in u16]))} | {us(server)} | {us(redis)} |")
-        w(f"| 2 | {num(med(cps2))} ({rng(cps2, num)}) | {us(med(srv2))} ({rng(srv2, us)}) | {us(med(rds2))} ({rng(rds2, us)}) |")
-        w("")
+        instances(w, u16, two, server, redis)
     if cg:
-        w(f"**Instructions and allocations** (one instance under callgrind, {num(cg['cycles'])} "
-          f"cycles at 4 connections; `benches/allocations.py`): "
-          f"{num(cg['instructions_per_cycle'])} instructions per cycle in the server's own "
-          f"code and libraries (the kernel's not counted), "
-          f"{cg['allocations_per_cycle']:.1f} allocations per cycle (about "
-          f"{cg['allocations_per_cycle'] / 2:.0f} per request). The functions that allocate most, "
-          f"per cycle:")
-        w("")
-        w("| allocations per cycle | function (the allocation's caller) |")
-        w("|---|---|")
-        for name, n in cg["allocating"][:10]:
-            short = name if len(name) < 110 else name[:107] + "..."
-            w(f"| {n:.1f} | `{short}` |")
-        w("")
+        allocations(w, cg)
     print("\n".join(out))
+
+
+def instances(w, u16, two, server, redis):
+    """The same loop spread over two instances, beside one (`server`, `redis`: its medians)."""
+    cps2 = [r["cycles_per_s"] for r in two]
+    srv2 = [r["server_cpu_us_per_cycle"] for r in two]
+    rds2 = [r["redis"]["cpu_us_per_cycle"] for r in two]
+    w("**Several instances.** The same 16 connections spread over two instances against the "
+      "one Redis (the servers' CPU per cycle is both together):")
+    w("")
+    w("| instances | cycles/s | servers' CPU µs per cycle | Redis CPU µs per cycle |")
+    w("|---|---|---|---|")
+    w(f"| 1 | {num(med([r['cycles_per_s'] for r in u16]))} | {us(server)} | {us(redis)} |")
+    w(f"| 2 | {num(med(cps2))} ({rng(cps2, num)}) | {us(med(srv2))} ({rng(srv2, us)}) | {us(med(rds2))} ({rng(rds2, us)}) |")
+    w("")
+
+
+def allocations(w, cg):
+    """The callgrind counts: instructions and allocations per cycle, the top allocators."""
+    w(f"**Instructions and allocations** (one instance under callgrind, {num(cg['cycles'])} "
+      f"cycles at 4 connections; `benches/allocations.py`): "
+      f"{num(cg['instructions_per_cycle'])} instructions per cycle in the server's own "
+      f"code and libraries (the kernel's not counted), "
+      f"{cg['allocations_per_cycle']:.1f} allocations per cycle (about "
+      f"{cg['allocations_per_cycle'] / 2:.0f} per request). The functions that allocate most, "
+      f"per cycle:")
+    w("")
+    w("| allocations per cycle | function (the allocation's caller) |")
+    w("|---|---|")
+    for name, n in cg["allocating"][:10]:
+        short = name if len(name) < 110 else name[:107] + "..."
+        w(f"| {n:.1f} | `{short}` |")
+    w("")
 
 
 if __name__ == "__main__":

@@ -8,49 +8,28 @@ python3 benches/report.py bench-out/results.jsonl "benches/run.sh 10" benches/be
 import json
 from pathlib import Path
 import sys
+from types import SimpleNamespace
+
+from report_format import load
+from report_sections import (ceiling, contended, dashboard, end_to_end, end_to_end_extras,
+                             parked_waiters, peers_uncontended, read_heavy, redis_cost)
+from report_targets import targets_redis, targets_waiters
 
 
-def load(path):
-    rows = [json.loads(line) for line in open(path) if line.strip()]
-    return rows
+# The pages after the run's own sections, in this order: those the runs of their own write
+# (benches/cpu.sh: what a cycle costs the server against Redis, and its floor; benches/peers/
+# run.sh: the cross-system lock benchmark; benches/replicas.sh: replica acknowledgements and
+# failover; benches/failover.sh: failover to the next grant per name; benches/cluster.sh: Redis
+# Cluster against one Redis; benches/image.sh: the container image's binary), and those kept by
+# hand (elections_signals.md: the figures of cargo bench --bench election, signals and
+# wait_estimate; leases_cost.md: what the leases layer and the quota budget cost Redis; why.md:
+# the measurements behind the code's shape).
+OWN_PAGES = ("cpu.md", "peers.md", "replicas.md", "failover.md", "elections_signals.md", "cluster.md",
+             "image.md", "leases_cost.md", "why.md")
 
 
-def find(rows, **match):
-    for r in rows:
-        if all(r.get(k) == v for k, v in match.items()):
-            return r
-    return None
-
-
-def ms(v):
-    return "–" if v is None else f"{v:.3f}"
-
-
-def num(v, digits=0):
-    return "–" if v is None else f"{v:,.{digits}f}"
-
-
-def ratio(a, b):
-    if a is None or b in (None, 0):
-        return "–"
-    return f"{a / b:.2f}×"
-
-
-def pct_of(block, q):
-    return None if not block else block.get(q)
-
-
-def yes(ok):
-    return "–" if ok is None else ("yes" if ok else "**no**")
-
-
-def main():
-    rows = load(sys.argv[1])
-    command = sys.argv[2] if len(sys.argv) > 2 else "benches/run.sh"
-    before = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else {}
-    machine = next((r["machine"] for r in rows if "machine" in r), {})
-    out = []
-    w = out.append
+def header(w, command, machine):
+    """The title, and the machine, date, command and settings of the run."""
     w("# Benchmarks\n")
     w(f"One run of `{command}` on {machine.get('date', '?')}: {machine.get('cpus', '?')} cores "
       f"({machine.get('cpu', '?')}), {machine.get('memory_gb', '?')} GiB, Linux {machine.get('kernel', '?')}; "
@@ -64,6 +43,24 @@ def main():
       "these cores, so the server leaves it one, as the book's Sizing page advises (§3 compares one thread "
       "per core).\n")
 
+
+def replayed(replay):
+    """(the server's rounds, the minimal pair's rounds, their medians, the features floor's
+    rounds and median), each sorted; all None without a replay."""
+    if not replay:
+        return None, None, None, None, None, None
+    rep_ours = sorted(replay["script_us_per_cycle"])
+    rep_min = sorted(replay["minimal_us_per_pair"])
+    rep_us, rep_base = rep_ours[(len(rep_ours) - 1) // 2], rep_min[(len(rep_min) - 1) // 2]
+    # The features floor replayed the same way (runs before it was added have none).
+    rep_floor = sorted(replay.get("floor_us_per_cycle") or [])
+    rep_floor_us = rep_floor[(len(rep_floor) - 1) // 2] if rep_floor else None
+    return rep_ours, rep_min, rep_us, rep_base, rep_floor, rep_floor_us
+
+
+def prepare(rows):
+    """What the sections share: the rows by scenario, the median round of each, and the
+    helpers that format a figure's range over the rounds."""
     # The ceiling: Redisson's minimal RLock pair.
     rb = {(r["op"], r["connections"]): r for r in rows if r.get("ceiling") == "redisson-minimal"}
     minimal = {r["connections"]: r for r in rows if r.get("scenario") == "redis_minimal"}
@@ -143,30 +140,13 @@ def main():
     # The server's FCALLs replayed back to back beside the minimal pair (replay.py): medians of
     # the rounds, each side's own.
     replay = next((r for r in rows if r.get("scenario") == "replay"), None)
-    if replay:
-        rep_ours = sorted(replay["script_us_per_cycle"])
-        rep_min = sorted(replay["minimal_us_per_pair"])
-        rep_us, rep_base = rep_ours[(len(rep_ours) - 1) // 2], rep_min[(len(rep_min) - 1) // 2]
-        # The features floor replayed the same way (runs before it was added have none).
-        rep_floor = sorted(replay.get("floor_us_per_cycle") or [])
-        rep_floor_us = rep_floor[(len(rep_floor) - 1) // 2] if rep_floor else None
+    rep_ours, rep_min, rep_us, rep_base, rep_floor, rep_floor_us = replayed(replay)
     # The features floor in instructions (benches/floor/), where the run counted it.
     floor_i = instr.get("floor_script_per_cycle") if instr else None
 
     def floor_note(value, base, unit):
         return f"; features floor: {value}{unit} = {base:.2f}×" if value is not None else ""
 
-    # ---- Targets --------------------------------------------------------------------------
-    w("## Issue 10's targets: before → after\n")
-    w("\"Before\" is from `benches/before.json` (the issue's text and the BENCHMARKS.md of "
-      "2026-11-21); \"after\" is this run. Ratios are taken within this run only.\n")
-    w("| target | before | after (this run) | met |")
-    w("|---|---|---|---|")
-    if reentrant and base_us:
-        r = reentrant["script_us_per_cycle"] / base_us
-        w(f"| Redis time per uncontended cycle ≤ 3× the minimal pair's (reentrant; FCALL µs from `INFO commandstats`) "
-          f"| {before.get('redis_cycle', '–')} | {reentrant['script_us_per_cycle']:.1f} µs vs {base_us:.1f} µs = {r:.1f}× "
-          f"(Redis CPU: {reentrant['redis_cpu_us_per_cycle']:.1f} vs {base_cpu:.1f} µs = {reentrant['redis_cpu_us_per_cycle'] / base_cpu:.1f}×) | {yes(r <= 3)} |")
     # The same under the 16-connection loop of §3, as the issue measured its "before" (16
     # connections, one lock name per connection): the loop's FCALL µs per cycle against the
     # minimal pair's script µs per pair at 16 connections, true pairs and redis-benchmark.
@@ -174,487 +154,26 @@ def main():
         return spread(unc_rounds[c], lambda r: (r.get("redis") or {}).get("script_us_per_cycle", 0),
                       lambda v: f"{v:.1f}")
 
-    loaded = unc.get(16, {}).get("redis")
-    if loaded:
-        ours = loaded["script_us_per_cycle"]
-        refs = [(name, v) for name, v in (("true pairs", minimal.get(16) and minimal[16]["redis_us_per_pair"]),
-                                          ("redis-benchmark", rb_us(16))) if v]
-        if refs:
-            text = "; ".join(f"{name} {v:.1f} µs = {ours / v:.1f}×" for name, v in refs)
-            w(f"| the same under the 16-connection loop, as the issue measured it (§3: the light client's "
-              f"loop, FCALL µs per cycle; the minimal pair at 16 connections) | – | {ours:.1f} µs{loop_us_spread(16)} vs {text} "
-              f"(Redis CPU {loaded['cpu_us_per_cycle']:.1f} µs per cycle) | {yes(all(ours / v <= 3 for _, v in refs))} |")
-    if replay:
-        r = rep_us / rep_base
-        fl = floor_note(f"{rep_floor_us:.1f}", rep_floor_us / rep_base, " µs") if rep_floor_us else ""
-        w(f"| the same with Redis busy (the server's FCALLs and the minimal pair, each replayed back to back) "
-          f"| – | {rep_us:.1f} µs vs {rep_base:.1f} µs = {r:.1f}× (§2{fl}) | {yes(r <= 3)} |")
-    if instr:
-        r = instr["script_per_cycle"] / instr["minimal_script_per_pair"]
-        w(f"| the same, in instructions (callgrind: the same count in every run, whatever else the cores do) "
-          f"| – | {instr['script_per_cycle'] / 1000:.1f}k vs {instr['minimal_script_per_pair'] / 1000:.1f}k instructions = {r:.2f}× "
-          f"(all of Redis: {instr['redis_per_cycle'] / 1000:.1f}k vs {instr['minimal_redis_per_pair'] / 1000:.1f}k = "
-          f"{instr['redis_per_cycle'] / instr['minimal_redis_per_pair']:.2f}×; §2"
-          + (floor_note(f"{floor_i / 1000:.1f}", floor_i / instr["minimal_script_per_pair"], "k") if floor_i else "")
-          + f") | {yes(r <= 3)} |")
-    if reentrant and len(costs) > 1:
-        worst = max((k for k in costs if k != "reentrant"), key=lambda k: costs[k]["script_us_per_cycle"])
-        r = costs[worst]["script_us_per_cycle"] / reentrant["script_us_per_cycle"]
-        w(f"| every other kind within 1.5× of the reentrant cycle | {before.get('kinds', '–')} | worst: {worst}, "
-          f"{costs[worst]['script_us_per_cycle']:.1f} µs = {r:.2f}× (all kinds in §2) | {yes(r <= 1.5)} |")
-    if "reentrant" in ikinds and len(ikinds) > 1:
-        base_i = ikinds["reentrant"]["script_per_cycle"]
-        worst = max((k for k in ikinds if k != "reentrant"), key=lambda k: ikinds[k]["script_per_cycle"])
-        r = ikinds[worst]["script_per_cycle"] / base_i
-        w(f"| the same, in instructions (callgrind) | – | worst: {worst}, {ikinds[worst]['script_per_cycle'] / 1000:.1f}k "
-          f"vs {base_i / 1000:.1f}k = {r:.2f}× (§2) | {yes(r <= 1.5)} |")
-    if 16 in unc and rb_pairs(16):
-        cps = unc[16]["cycles_per_s"]
-        r = cps / rb_pairs(16)
-        by_wrk = ""
-        if 16 in wrk:
-            wcps = wrk[16].get("cycles_per_s")
-            by_wrk = (f"; wrk: {num(wcps)}{spread(wrk_rounds[16], wrk_cps, num)} = "
-                      f"{wcps / rb_pairs(16):.2f}× (§3)")
-        w(f"| cycles/s at 16 connections ≥ 0.3× the minimal pair's pairs/s (light client vs redis-benchmark) "
-          f"| {before.get('cycles_16', '–')} | {num(cps)}{spread(unc_rounds[16], lambda r: r['cycles_per_s'], num)} vs "
-          f"{num(rb_pairs(16))} = {r:.2f}×{by_wrk} | {yes(r >= 0.3)} |")
-    if 64 in unc:
-        p99 = unc[64]["acquire_ms"]["p99"]
-        w(f"| acquire p99 at 64 connections < 5 ms | {before.get('acquire_p99_64', '–')} | {ms(p99)} ms"
-          f"{spread(unc_rounds[64], lambda r: r['acquire_ms']['p99'], ms)} | {yes(p99 < 5)} |")
-    def whole(p):
-        # A run where not every waiter parked, or some failed, measures something else.
-        return p["parked"] >= p["waiters"] and p["failures"] == 0
-
-    def not_whole(p):
-        return f"not measured: {p['parked']:,} of {p['waiters']:,} parked, {p['failures']:,} failed (§5)"
-
-    for label, key, p, limit in (("HTTP/1.1", "h1_kb_per_waiter", h1, 16), ("h2c", "h2c_kb_per_waiter", h2, 5)):
-        if p and whole(p):
-            w(f"| a parked waiter ≤ {limit} KB of server memory over {label} | {before.get(key, '–')} | "
-              f"{p['kb_per_waiter']:.1f} KB | {yes(p['kb_per_waiter'] <= limit)} |")
-        elif p:
-            w(f"| a parked waiter ≤ {limit} KB of server memory over {label} | {before.get(key, '–')} | {not_whole(p)} | – |")
-    drains = [(n, p) for n, p in (("HTTP/1.1", h1), ("h2c", h2)) if p and p.get("drain_seconds") is not None]
-    if drains:
-        text = ", ".join(f"{p['drain_seconds']:.2f} s{drain_spread(p)} ({n})" if whole(p) else f"{n} {not_whole(p)}" for n, p in drains)
-        ok = all(p["drain_seconds"] <= 1 for _, p in drains) and all(whole(p) for _, p in drains)
-        w(f"| 10,000 parked waiters answered within 1 s of the release | {before.get('drain', '–')} | {text} | {yes(ok)} |")
-    for n in (16, 64):
-        f = find(rows, scenario="contended", kind="fair", clients=n, hold_ms=0)
-        if f and f.get("handoff_ms"):
-            h = f["handoff_ms"]
-            w(f"| contended handoff p50 ≤ 0.4 ms, p99 ≤ 1 ms (fair, {n} clients) | "
-              f"{before.get('handoff', '–') if n == 16 else ''} | {ms(h['p50'])} / {ms(h['p99'])} ms | {yes(h['p50'] <= 0.4 and h['p99'] <= 1)} |")
-    fifo = [r for r in rows if r.get("scenario") == "contended" and r.get("kind") == "fair" and r.get("fifo_inversions")]
-    if fifo:
-        total = sum(r["fifo_inversions"]["count"] for r in fifo)
-        seen = sum(r["fifo_inversions"]["events_seen"] for r in fifo)
-        w(f"| 0 FIFO inversions (fair lock, every contended run) | {before.get('fifo_inversions', '–')} | {total} "
-          f"({seen:,} events checked) | {yes(total == 0 and seen > 0)} |")
-    if parked:
-        # (Every round's, not only the shown one's.)
-        every_round = [p for runs in parked_rounds.values() for p in runs]
-        worst = max(p["idle_cpu_percent"] for p in every_round)
-        w(f"| idle CPU < 2 % (10,000 parked waiters) | {before.get('idle_cpu', '–')} | {worst:.2f} % | {yes(worst < 2)} |")
-        conns = [(p.get("redis") or {}).get("connections") for p in every_round]
-        conns = [c for c in conns if c is not None]
-        if conns:
-            w(f"| ≤ 2 Redis connections per process | {before.get('redis_connections', '–')} | {max(conns)} | {yes(max(conns) <= 2)} |")
-    w("")
-
-    # ---- 1. Ceiling ---------------------------------------------------------------------------
-    w("## 1. The ceiling: Redisson's minimal RLock pair\n")
-    w("Redisson's own RLock acquire and release scripts (`benches/redisson/`, verbatim), straight "
-      "at the same Redis: what any lock on Redisson's layout costs at least. `redis-benchmark` "
-      "runs the acquire on a fresh lock each call (EXISTS, HSET, PEXPIRE) and the release on one "
-      "level of a lock held 10⁹ times (HEXISTS, HINCRBY, PEXPIRE; the last level's DEL + "
-      "PUBLISH instead of the PEXPIRE costs about the same); pairs/s = 1/(1/acquire + 1/release). "
-      "Script µs per call from `INFO commandstats`, Redis CPU per call from `INFO cpu`.\n")
-    w("| connections | acquire/s | release/s | pairs/s | acquire p99 ms | script µs per pair | Redis CPU µs per pair |")
-    w("|---|---|---|---|---|---|---|")
-    for c in (1, 16, 64):
-        a, r = rb.get(("acquire", c)), rb.get(("release", c))
-        if a and r:
-            w(f"| {c} | {num(a['requests_per_s'])} | {num(r['requests_per_s'])} | {num(rb_pairs(c))} | {ms(a['p99_ms'])} | "
-              f"{rb_us(c):.1f} | {rb_us(c, 'redis_cpu_us_per_call'):.1f} |")
-    if minimal:
-        w("\nTrue pairs (`scenarios redis-minimal`: a Rust client, one lock per connection, acquire "
-          "then release, the last level every time):\n")
-        w("| connections | pairs/s | script µs per pair | Redis CPU µs per pair | acquire p50 / p99 ms |")
-        w("|---|---|---|---|---|")
-        for c in sorted(minimal):
-            m = minimal[c]
-            a = m["acquire_ms"] or {}
-            cpu = m.get("redis_cpu_us_per_pair")
-            w(f"| {c} | {num(m['pairs_per_s'])} | {m['redis_us_per_pair']:.1f} | {'–' if cpu is None else f'{cpu:.1f}'} | "
-              f"{ms(a.get('p50'))} / {ms(a.get('p99'))} |")
-    w("")
-
-    # ---- 2. Redis cost per kind -----------------------------------------------------------------
-    if costs:
-        w("## 2. What one Leasehold cycle costs Redis, per kind\n")
-        n = next(iter(costs.values()))["cycles"]
-        rounds = max(len(v) for v in cost_rounds.values())
-        w(f"{n:,} uncontended cycles (acquire + release over HTTP, one at a time) per kind on a "
-          "fresh lock name" + (f", in {rounds} rounds that take the kinds in turn; each kind's median "
-          "round is shown, with the range of its rounds" if rounds > 1 else "") + ". Script µs = the FCALL time in `INFO commandstats` (it includes the "
-          "commands a function calls, which commandstats also lists under their own names, so "
-          "they are not added again); Redis CPU = `used_cpu_user + used_cpu_sys` over the run, "
-          "everything Redis did for those cycles (the events' PUBLISH from the server too). "
-          "Baseline: the minimal pair one at a time (`redis-minimal`, 1 connection: "
-          f"{'–' if base_us is None else f'{base_us:.1f}'} µs script, "
-          f"{'–' if base_cpu is None else f'{base_cpu:.1f}'} µs CPU per pair).\n")
-        w("| kind | script µs per cycle | rounds | × minimal pair | × reentrant | Redis CPU µs per cycle | × minimal pair | commands per cycle (calls, nested ones included) |")
-        w("|---|---|---|---|---|---|---|---|")
-        for kind in ("reentrant", "exclusive", "fair", "read", "write", "semaphore"):
-            c = costs.get(kind)
-            if not c:
-                continue
-            us, cpu = c["script_us_per_cycle"], c["redis_cpu_us_per_cycle"]
-            cmds = sorted(c["commands"].items(), key=lambda kv: -kv[1]["calls_per_cycle"])
-            cmd_text = ", ".join(f"{k} {v['calls_per_cycle']:.1f}" for k, v in cmds if v["calls_per_cycle"] >= 0.05)
-            round_us = [r["script_us_per_cycle"] for r in cost_rounds[kind]]
-            spread_text = f"{round_us[0]:.1f}–{round_us[-1]:.1f}" if len(round_us) > 1 else "–"
-            w(f"| {kind} | {us:.1f} | {spread_text} | {ratio(us, base_us)} | {ratio(us, reentrant and reentrant['script_us_per_cycle'])} | "
-              f"{cpu:.1f} | {ratio(cpu, base_cpu)} | {cmd_text} |")
-        w("")
-    if replay:
-        w("**With Redis busy.** One at a time over HTTP (above), Redis waits for the server between "
-          "calls, and the server's work on these cores leaves Redis's caches cold: the µs above are "
-          "partly that. Here the server's own acquire and release FCALLs of one cycle (captured with "
-          "MONITOR) are replayed back to back, pipelined, on "
-          f"{replay['names']:,} fresh lock names per round, beside Redisson's minimal pair replayed "
-          f"the same way (`benches/replay.py`), in {replay['rounds']} rounds that take the "
-          f"{'three' if rep_floor_us else 'two'} in turn: "
-          f"script µs per cycle {rep_us:.1f} ({rep_ours[0]:.1f}–{rep_ours[-1]:.1f}) vs "
-          f"{rep_base:.1f} ({rep_min[0]:.1f}–{rep_min[-1]:.1f}) per minimal pair = "
-          f"{rep_us / rep_base:.2f}× (medians of the rounds, their range in brackets)."
-          + (f" The features floor (below), replayed in the same rounds: {rep_floor_us:.1f} "
-             f"({rep_floor[0]:.1f}–{rep_floor[-1]:.1f}) µs per cycle = {rep_floor_us / rep_base:.2f}× the "
-             f"minimal pair; Leasehold's cycle is {rep_us / rep_floor_us:.2f}× the floor."
-             if rep_floor_us else "") + "\n")
-    if instr:
-        w("**In instructions.** The µs above move with whatever else these shared cores are doing "
-          "(two runs of the same Lua on 2026-11-23 measured 114.2 and 162.0 µs per reentrant cycle). "
-          "Instructions do not: Redis ran under callgrind (`valgrind --tool=callgrind`) for "
-          f"{instr['cycles']:,} cycles of each kind over HTTP through a server of this build, then for "
-          f"{instr['pairs']:,} minimal pairs (`redis-minimal`, 1 connection), counted apart "
-          "(`benches/instructions.py`). Script = every FCALL (or EVALSHA) with everything it calls "
-          "(the server's sweeper makes a few FCALLs a second of its own; they are counted too); all "
-          "of Redis = the whole process over the same span (also the server's own event PUBLISH "
-          "and XADD, networking, Redis's timers).\n")
-        min_s, min_r = instr["minimal_script_per_pair"], instr["minimal_redis_per_pair"]
-        base_i = ikinds["reentrant"]["script_per_cycle"]
-        w("| | script instructions per cycle | × minimal pair | × reentrant | all Redis instructions per cycle | × minimal pair |")
-        w("|---|---|---|---|---|---|")
-        for kind in ("reentrant", "exclusive", "fair", "read", "write", "semaphore"):
-            k = ikinds.get(kind)
-            if k:
-                w(f"| {kind} | {k['script_per_cycle']:,.0f} | {k['script_per_cycle'] / min_s:.2f}× | "
-                  f"{k['script_per_cycle'] / base_i:.2f}× | {k['redis_per_cycle']:,.0f} | {k['redis_per_cycle'] / min_r:.2f}× |")
-        if floor_i:
-            floor_r = instr["floor_redis_per_cycle"]
-            w(f"| features floor | {floor_i:,.0f} | {floor_i / min_s:.2f}× | {floor_i / base_i:.2f}× | "
-              f"{floor_r:,.0f} | {floor_r / min_r:.2f}× |")
-        w(f"| minimal pair | {min_s:,.0f} | 1.00× | | {min_r:,.0f} | 1.00× |")
-        w("")
-        if floor_i:
-            w("**The features floor.** The issue keeps every feature of the cycle: Redisson's layout "
-              "and wake-up, a fencing token never below Redis's clock, the lease record with its "
-              "rollback nonce, the history entry and the live event in the reply, the deadline "
-              "after which a call changes nothing, state and history that expire when unused. "
-              "`benches/floor/floor.lua` is the least a reentrant acquire + release can do and keep "
-              "them: a pair of functions for a free reentrant lock with no label and no "
-              "Idempotency-Key, writing the same record, history entry and replies as Leasehold's "
-              "for that cycle, and nothing for the other kinds, fair queues, reentry, conflicts or "
-              "late expiries (`benches/floor.py` drives it; it is a yardstick, not a lock to use). "
-              f"It ran {instr['floor_cycles']:,} cycles, one call at a time, on the same callgrind-run "
-              f"Redis: {floor_i:,.0f} script instructions per cycle, {floor_i / min_s:.2f}× the "
-              f"minimal pair. So of Leasehold's {base_i / min_s:.2f}×, the features themselves take "
-              f"{floor_i / min_s:.2f}×; the rest ({(base_i - floor_i) / 1000:.1f}k instructions per "
-              "cycle) is what the general scripts spend on everything else they must handle.\n")
-
-    # ---- 3. End to end ------------------------------------------------------------------------
-    w("## 3. Uncontended acquire + release, end to end\n")
-    w("Each connection acquires and releases its own lock name in a loop over HTTP/1.1 keep-alive. "
-      "Two clients drive the same loop in turn. The light client (`scenarios uncontended`: "
-      "HTTP/1.1 keep-alive connections it writes and reads itself, as redis-benchmark does with "
-      "RESP, all on one thread, as redis-benchmark drives the ceiling from one thread; its "
-      "answers are parsed with httparse, hyper's parser) gives cycles/s and per-operation "
-      "latency. wrk runs it with one "
-      "thread and one Lua VM per connection (its script keeps each connection's lease). Both "
-      "share these cores with the server and Redis, so what a client spends is taken from them: "
-      "each client's CPU per request is shown. Ratios: the light client's cycles/s against the "
-      "minimal pair's pairs/s with as many connections, from redis-benchmark (§1) and from true "
-      "pairs (redis-minimal)."
-      + (f" Each loop ran in {max(len(v) for v in unc_rounds.values())} rounds (a fresh server each); "
-         "the round with the median cycles/s is shown, with the range of the rounds' cycles/s and "
-         "acquire p99 in brackets." if unc_rounds and max(len(v) for v in unc_rounds.values()) > 1 else "")
-      + "\n")
-
-    def cpu_us(r):
-        v = r and r.get("client_cpu_us_per_request")
-        return "–" if v is None else f"{v:.1f}"
-
-    w("| connections | light client cycles/s | ÷ redis-benchmark pairs/s | ÷ true pairs/s | acquire p50 / p99 / p999 ms | release p50 / p99 / p999 ms | client CPU µs per request | wrk cycles/s | wrk p50 / p99 ms (requests) | wrk CPU µs per request |")
-    w("|---|---|---|---|---|---|---|---|---|---|")
-    for c in (1, 16, 64):
-        wk, u = wrk.get(c), unc.get(c)
-        if not wk and not u:
-            continue
-        m = minimal.get(c)
-        if u:
-            a, rl = u["acquire_ms"], u["release_ms"]
-            cps = u["cycles_per_s"]
-            p99_range = spread(unc_rounds[c], lambda r: r["acquire_ms"]["p99"], ms)
-            cells = [str(c), num(cps) + spread(unc_rounds[c], lambda r: r["cycles_per_s"], num),
-                     ratio(cps, rb_pairs(c)), ratio(cps, m and m["pairs_per_s"]),
-                     f"{ms(a['p50'])} / {ms(a['p99'])}{p99_range} / {ms(a['p999'])}",
-                     f"{ms(rl['p50'])} / {ms(rl['p99'])} / {ms(rl['p999'])}", cpu_us(u)]
-        else:
-            cells = [str(c)] + ["–"] * 6
-        if wk:
-            cells += [num(wk.get("cycles_per_s")) + spread(wrk_rounds[c], wrk_cps, num),
-                      f"{ms(wk['p50_ms'])} / {ms(wk['p99_ms'])}", cpu_us(wk)]
-        else:
-            cells += ["–", "–", "–"]
-        w("| " + " | ".join(cells) + " |")
-    # What the light client's loops cost Redis (runs before it was recorded have none).
-    if any((u or {}).get("redis") for u in unc.values()):
-        w("\nWhat the light client's loop cost Redis, from Redis's own counters over each loop "
-          "(the median round's, the rounds' range in brackets): the FCALL µs per cycle from `INFO "
-          "commandstats` and Redis's CPU per cycle from `INFO cpu` (everything: networking, the "
-          "events' PUBLISH), beside the minimal pair's with as many connections (true pairs; "
-          "redis-benchmark in §1). This is how issue 10 measured its \"before\" (16 connections, "
-          "one lock name per connection). Calls here come many at a time, as in production, "
-          "where §2 makes them one at a time with Redis idle in between.\n")
-        w("| connections | script µs per cycle | ÷ true pair | ÷ redis-benchmark pair | Redis CPU µs per cycle | ÷ true pair | ÷ redis-benchmark pair |")
-        w("|---|---|---|---|---|---|---|")
-        for c in (1, 16, 64):
-            u = unc.get(c)
-            red = u and u.get("redis")
-            if not red:
-                continue
-            m = minimal.get(c)
-            us, cpu = red["script_us_per_cycle"], red["cpu_us_per_cycle"]
-            w(f"| {c} | {us:.1f}{loop_us_spread(c)} | {ratio(us, m and m['redis_us_per_pair'])} | {ratio(us, rb_us(c))} | "
-              f"{cpu:.1f} | {ratio(cpu, m and m.get('redis_cpu_us_per_pair'))} | "
-              f"{ratio(cpu, rb_us(c, 'redis_cpu_us_per_call'))} |")
-    # A refused acquire or failed release (each run's locks are its own: see acquire_release.lua).
-    wrk_runs = [r for r in rows if r.get("stack") == "wrk-acquire-release"]
-    failed = [(r["connections"], r.get("round"), r["wrk"]["failures"]) for r in wrk_runs
-              if r["wrk"].get("failures")]
-    if wrk_runs and "failures" in wrk_runs[0]["wrk"]:
-        w("\nwrk requests answered other than 201 (acquire) or 200 (release): "
-          + ("none, in every run." if not failed else
-             "; ".join(f"{n} at {c} connections (round {rd})" for c, rd, n in failed) + "."))
-    hz = find(rows, stack="http-healthz")
-    if hz:
-        w(f"\nA bare HTTP round trip on the same server stack (`GET /healthz`, wrk, 64 connections): "
-          f"{num(hz['wrk']['requests_per_s'])} requests/s, p99 {ms(hz['wrk']['p99_ms'])} ms.")
-    if wrk_all_cores:
-        threads = machine.get("server_threads", "?")
-        w(f"\nServer threads: the same wrk loop on a server with one thread per core (tokio's "
-          f"default, {next(iter(wrk_all_cores.values()))['server_threads']}) against this run's "
-          f"{threads} (one core left to Redis).\n")
-        w("| connections | threads | wrk cycles/s | wrk p50 / p99 ms |")
-        w("|---|---|---|---|")
-        for c in sorted(wrk_all_cores):
-            alt, ours = wrk_all_cores[c], wrk.get(c)
-            if ours:
-                w(f"| {c} | {threads} | {num(ours.get('cycles_per_s'))}{spread(wrk_rounds[c], wrk_cps, num)} | "
-                  f"{ms(ours['p50_ms'])} / {ms(ours['p99_ms'])} |")
-            aw = alt["wrk"]
-            w(f"| {c} | {alt['server_threads']} | {num(aw.get('cycles_per_s'))}{spread(all_cores_rounds[c], wrk_cps, num)} | "
-              f"{ms(aw['p50_ms'])} / {ms(aw['p99_ms'])} |")
-    w("")
-    def peer_p50(peer, n, hold=5):
-        r = find(rows, peer=peer, scenario="contended", clients=n, hold_ms=hold)
-        return pct_of(r and r.get("handoff_ms"), "p50")
-
-    w("## 4. Contended handoff\n")
-    w("N clients compete for one lock with server-side waits (`wait_ms`); each releases as soon as "
-      "it is granted, then stands back until another client holds the lock (at most 1 s) before "
-      "asking again, the same for every system, so that every handoff is a real transfer to a "
-      "waiting client. Handoff = from the 200 of a release to the 201 of the next "
-      "holder, as the clients see it, counted only when the lock passes to another client; a "
-      "client re-taking the lock it just released is a self-regrant (no handoff, and a sign of "
-      "unfairness). FIFO inversions (fair lock) are counted from the server's own `queued` / "
-      "`granted` events: a grant that skipped a live waiter queued before it.\n")
-    w("### 4a. Throughput under contention (no critical section)\n")
-    w("| system | kind | clients | grants/s | handoff p50 ms | handoff p99 ms | self-regrants | FIFO inversions |")
-    w("|---|---|---|---|---|---|---|---|")
-    for kind in ("reentrant", "fair"):
-        for n in (2, 16, 64):
-            r = find(rows, scenario="contended", kind=kind, clients=n, hold_ms=0)
-            if not r:
-                continue
-            h = r.get("handoff_ms") or {}
-            inv = r.get("fifo_inversions") or {}
-            inv_s = str(inv.get("count")) if kind == "fair" else "n/a (not FIFO)"
-            w(f"| Leasehold | {kind} | {n} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {r.get('self_regrants', '–')} | {inv_s} |")
-    peers = (("Python `redis` Lock", "python-redis-lock"), ("etcd lock", "etcd-lock"))
-    for name, peer in peers:
-        for n in (2, 16):
-            r = find(rows, peer=peer, scenario="contended", clients=n, hold_ms=0)
-            if r:
-                h = r.get("handoff_ms") or {}
-                w(f"| {name} | – | {n} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {r.get('self_regrants', '–')} | – |")
-    w("")
-    w("With no critical section the Python Lock's figures are a race, not a handoff: a waiter "
-      "that polls just after the release gets the lock at once, one that just missed it sleeps "
-      "its full 0.1 s poll; the median falls on either side. 4b measures the handoff to a waiter "
-      "that is really blocked.\n")
-    w("### 4b. Handoff to a blocked waiter (5 ms critical section)\n")
-    w("Each holder keeps the lock 5 ms, so at every release the other clients are already "
-      "waiting (Leasehold: parked server-side; Python: in its polling loop; etcd: queued on its "
-      "lock key). Python Lock: `acquire()` with its defaults (blocking, `sleep=0.1`); etcd: "
-      "`/v3/lock/lock` through etcd's JSON gateway.\n")
-    w("| system | clients | grants/s | handoff p50 ms | handoff p99 ms | Python p50 ÷ this | etcd p50 ÷ this |")
-    w("|---|---|---|---|---|---|---|")
-    for n in (2, 16):
-        pp, ep = peer_p50("python-redis-lock", n), peer_p50("etcd-lock", n)
-        entries = [(f"Leasehold {k}", find(rows, scenario="contended", kind=k, clients=n, hold_ms=5)) for k in ("reentrant", "fair")]
-        entries += [(name, find(rows, peer=peer, scenario="contended", clients=n, hold_ms=5)) for name, peer in peers]
-        for name, r in entries:
-            if not r:
-                continue
-            h = r.get("handoff_ms") or {}
-            rp = f"{pp / h['p50']:.1f}×" if pp and h.get("p50") else "–"
-            re_ = f"{ep / h['p50']:.1f}×" if ep and h.get("p50") else "–"
-            w(f"| {name} | {n} | {num(r['grants_per_s'])} | {ms(h.get('p50'))} | {ms(h.get('p99'))} | {rp} | {re_} |")
-    for r in rows:
-        if "note" in r:
-            w(f"\nNote: {r['note']}: {r['detail']}")
-    w("")
-
-    w("## 5. Parked waiters\n")
-    parked = list(parked.values())
-    if parked:
-        w("10,000 concurrent waiting requests on 100 locks held by others, each on a fresh server; "
-          "once all are parked the holders release and every waiter, once granted, releases at "
-          "once, so each lock passes through its 100 waiters in turn (the drain is 10,000 "
-          "handoffs, 100 locks at a time). Over HTTP/1.1 each waiter has its own connection; over "
-          "h2c (HTTP/2 without TLS, prior knowledge) the waiters are streams multiplexed over a "
-          "few connections. The waiters are the light client of §3 (each waiter's own release "
-          "is part of the drain)."
-          + (f" Each protocol ran in {max(len(v) for v in parked_rounds.values())} rounds (the "
-             "protocols in turn); the round with the median drain is shown, with the range of "
-             "the rounds' drains in brackets." if max(len(v) for v in parked_rounds.values()) > 1
-             else "") + "\n")
-        w("| measure | " + " | ".join(r["protocol"] + f" ({r['client_connections']:,} client connections)" for r in parked) + " | target |")
-        w("|---|" + "---|" * len(parked) + "---|")
-        def row(label, f, target):
-            w(f"| {label} | " + " | ".join(f(r) for r in parked) + f" | {target} |")
-        row("waiters parked (time to park)", lambda r: f"{r['parked']:,} ({r['parking_seconds']:.1f} s)", "10,000")
-        row("server RSS idle / parked", lambda r: f"{r['rss_mb_before']:.1f} / {r['rss_mb_parked']:.1f} MB", "< 150 MB")
-        row("per parked waiter (RSS delta / waiters)", lambda r: f"{(r['rss_mb_parked'] - r['rss_mb_before']) * 1024 / max(r['parked'], 1):.1f} KB", "≤ 16 KB (HTTP/1.1), ≤ 5 KB (h2c)")
-        row("server CPU while they wait", lambda r: f"{r['idle_cpu_percent']:.2f} % ({r.get('idle_seconds', 5):.0f} s)", "< 2 %")
-        row("Redis connections of the server", lambda r: str((r.get('redis') or {}).get('connections', '–')), "≤ 2")
-        row("subscriptions (patterns / channels)", lambda r: f"{(r.get('redis') or {}).get('pattern_subscriptions', '–')} / {(r.get('redis') or {}).get('channel_subscriptions', '–')}", "–")
-        row("release all → every waiter answered", lambda r: f"{r['drain_seconds']:.2f} s{drain_spread(r)}" if r.get('drain_seconds') is not None else "–", "≤ 1 s")
-        row("answered after the release: p50 / p99 ms", lambda r: f"{ms((r.get('answered_after_release_ms') or {}).get('p50'))} / {ms((r.get('answered_after_release_ms') or {}).get('p99'))}", "–")
-        row("failed waiters", lambda r: str(r['failures']), "0")
-    w("")
-
-    w("## 6. Read-heavy read/write lock\n")
-    w("64 readers and 2 writers on one lock, each acquiring and releasing in a loop.\n")
-    w("| policy | reads/s | writer grants | writer wait p50 ms | writer wait p99 ms |")
-    w("|---|---|---|---|---|")
-    for policy in ("readers_first", "fifo"):
-        r = find(rows, scenario="read_heavy", policy=policy)
-        if r:
-            ww = r.get("writer_wait_ms") or {}
-            w(f"| {policy} | {num(r['reads_per_s'])} | {r['writes']} | {ms(ww.get('p50'))} | {ms(ww.get('p99'))} |")
-    w("")
-
-    w("## 7. Dashboard\n")
-    d = find(rows, scenario="dashboard")
-    if d and "render_ms" in d:
-        rm = d["render_ms"]
-        w(f"Overview page (`GET /`) with {d['locks']:,} live locks: p50 {ms(rm['p50'])} ms, p99 {ms(rm['p99'])} ms "
-          f"({d['page_bytes']:,} bytes).")
-    elif d:
-        w(f"Not measured: {d.get('unavailable')}.")
-    w("")
-
-    w("## Peers, uncontended (16 connections each)\n")
-    w("| | cycles/s | acquire p50 / p99 ms |")
-    w("|---|---|---|")
-    # Leasehold's median round, as in §3 (the first round that matched used to stand here).
-    r16 = unc.get(16)
-    if r16:
-        w(f"| Leasehold (HTTP) | {num(r16['cycles_per_s'])} | {ms(r16['acquire_ms']['p50'])} / {ms(r16['acquire_ms']['p99'])} |")
-    for name, peer in (("Python `redis` Lock (direct Redis)", "python-redis-lock"), ("etcd lock (JSON gateway)", "etcd-lock")):
-        r = find(rows, peer=peer, scenario="uncontended")
-        if r:
-            w(f"| {name} | {num(r['cycles_per_s'])} | {ms(r['acquire_ms']['p50'])} / {ms(r['acquire_ms']['p99'])} |")
-    w("")
-
-    # What a cycle costs the server against Redis, and its floor: its own run (benches/cpu.sh),
-    # which writes benches/cpu.md.
-    cpu_md = Path(__file__).with_name("cpu.md")
-    if cpu_md.exists():
-        w(cpu_md.read_text().rstrip())
-        w("")
-
-    # The cross-system lock benchmark: its own run (benches/peers/run.sh), which writes
-    # benches/peers.md.
-    peers_md = Path(__file__).with_name("peers.md")
-    if peers_md.exists():
-        w(peers_md.read_text().rstrip())
-        w("")
-
-    # Replica acknowledgements and failover: their own run (benches/replicas.sh), which
-    # writes benches/replicas.md.
-    replicas = Path(__file__).with_name("replicas.md")
-    if replicas.exists():
-        w(replicas.read_text().rstrip())
-        w("")
-
-    # Failover to the next grant per name: its own run (benches/failover.sh), which writes
-    # benches/failover.md.
-    failover = Path(__file__).with_name("failover.md")
-    if failover.exists():
-        w(failover.read_text().rstrip())
-        w("")
-
-    # Elections and holder signals: their own benchmarks (cargo bench --bench election,
-    # signals, wait_estimate), whose figures are copied by hand into benches/elections_signals.md.
-    elections = Path(__file__).with_name("elections_signals.md")
-    if elections.exists():
-        w(elections.read_text().rstrip())
-        w("")
-
-    # Redis Cluster against one Redis: its own run too (benches/cluster.sh), which writes
-    # benches/cluster.md.
-    cluster = Path(__file__).with_name("cluster.md")
-    if cluster.exists():
-        w(cluster.read_text().rstrip())
-        w("")
-
-    # The container image's binary: its own run (benches/image.sh), which writes benches/image.md.
-    image = Path(__file__).with_name("image.md")
-    if image.exists():
-        w(image.read_text().rstrip())
-        w("")
-
-    # What the leases layer and the quota budget cost Redis (callgrind): kept by hand in
-    # benches/leases_cost.md (the runs it describes).
-    leases_cost = Path(__file__).with_name("leases_cost.md")
-    if leases_cost.exists():
-        w(leases_cost.read_text().rstrip())
-        w("")
-
-    # The measurements behind the code's shape: kept by hand in benches/why.md, not made by a run.
-    why = Path(__file__).with_name("why.md")
-    if why.exists():
-        w(why.read_text().rstrip())
-        w("")
+    return SimpleNamespace(**locals())
 
 
+def main():
+    rows = load(sys.argv[1])
+    command = sys.argv[2] if len(sys.argv) > 2 else "benches/run.sh"
+    before = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else {}
+    machine = next((r["machine"] for r in rows if "machine" in r), {})
+    out = []
+    w = out.append
+    header(w, command, machine)
+    ctx = prepare(rows)
+    for section in (targets_redis, targets_waiters, ceiling, redis_cost, end_to_end, end_to_end_extras,
+                    contended, parked_waiters, read_heavy, dashboard, peers_uncontended):
+        section(w, ctx, before, machine)
+    for page in OWN_PAGES:
+        path = Path(__file__).with_name(page)
+        if path.exists():
+            w(path.read_text().rstrip())
+            w("")
     print("\n".join(out))
 
 
