@@ -24,6 +24,26 @@ pub(super) const HELPERS: [(&str, &str); 3] = [
     ("semlib", include_str!("../../../lua/semlib.lua")),
 ];
 
+/// Parts of a helper's or an operation's text kept in files of their own (so that no file of
+/// `lua/` is over 500 lines), by file name: the library puts each part's text, its first
+/// paragraph (the part's own header) aside, where the line `-- @part <name>` stands, so the
+/// library is the same text as with the part written in place.
+pub(super) const PARTS: [(&str, &str); 2] = [
+    ("records", include_str!("../../../lua/records.lua")),
+    (
+        "acquire_free",
+        include_str!("../../../lua/acquire_free.lua"),
+    ),
+];
+
+/// `source` with each of its `-- @part <name>` lines replaced by that part's text.
+fn with_parts(source: &str) -> String {
+    PARTS.iter().fold(source.to_owned(), |text, (name, part)| {
+        let body = part.split_once("\n\n").map_or(*part, |(_, body)| body);
+        text.replace(&format!("-- @part {name}\n"), body)
+    })
+}
+
 /// The assembled library.
 pub(in crate::locks) struct Library {
     /// `leasehold_<hash>`.
@@ -71,10 +91,10 @@ fn build(sharded: bool) -> Library {
     // (`redis.call(PUBLISH, channel, message)`): sharded on a cluster, classic elsewhere.
     let publish = if sharded { "SPUBLISH" } else { "PUBLISH" };
     let mut body = format!("local PUBLISH = '{publish}'\n");
-    body.push_str(&HELPERS.map(|(_, source)| source).join("\n"));
+    body.push_str(&HELPERS.map(|(_, source)| with_parts(source)).join("\n"));
     for operation in OPERATIONS {
-        let (op, source) = (operation.file, operation.source);
-        let (once, per_call) = split_once_part(source);
+        let (op, source) = (operation.file, with_parts(operation.source));
+        let (once, per_call) = split_once_part(&source);
         // The operations that only take Redis memory: every other one frees or keeps what a
         // lease already holds (release, heartbeat, inspection, sweeping, admin removals) and
         // is registered `allow-oom`, so that under `maxmemory` with `noeviction` (Redis full)
@@ -165,6 +185,29 @@ mod tests {
             assert!(lib.text.contains(&format!("function_name = '{f}'")));
         }
         assert!(!lib.text.contains("{V}"));
+    }
+
+    #[test]
+    fn each_part_stands_in_one_file_and_leaves_no_marker() {
+        for (name, _) in PARTS {
+            let marker = format!("-- @part {name}\n");
+            let sources = HELPERS
+                .iter()
+                .map(|(_, source)| *source)
+                .chain(OPERATIONS.iter().map(|op| op.source));
+            assert_eq!(
+                sources.filter(|s| s.contains(&marker)).count(),
+                1,
+                "lua/{name}.lua stands in exactly one file"
+            );
+        }
+        for library in [&*LIBRARY, &*SHARDED_LIBRARY] {
+            assert!(!library.text.contains("-- @part "));
+            assert!(
+                !library.text.contains("-- Part of "),
+                "a part's header stays out"
+            );
+        }
     }
 
     #[test]

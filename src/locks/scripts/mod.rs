@@ -324,6 +324,7 @@ mod registry_tests {
         files.sort();
         let mut known: Vec<String> = OPERATIONS.iter().map(|o| o.file.to_owned()).collect();
         known.extend(super::library::HELPERS.iter().map(|(f, _)| (*f).to_owned()));
+        known.extend(super::library::PARTS.iter().map(|(f, _)| (*f).to_owned()));
         // The quota library's (`limits::budget`), a library of its own.
         known.push("quota".to_owned());
         known.sort();
