@@ -1,7 +1,8 @@
-//! Size discipline as a test: no production file in `src/` or `crates/*/src` over 500 lines,
-//! no function over 100, and no import circle between the files of one folder. Test modules
-//! (a `tests` folder or a `tests.rs` of their room, `#[cfg(test)]` items) are not production
-//! code and are not counted.
+//! Size discipline as a test: no source file over 500 lines and no function over 100, in every
+//! language of the repository (the server, its unit and integration tests, the crates, the
+//! benches and the safety harness, the clients, the scripts, `lua/`, the templates), and no
+//! import circle between the files of one folder of production Rust (`src/`, `crates/*/src`;
+//! test modules aside).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -10,11 +11,6 @@ use syn::visit::Visit;
 
 const MAX_FILE_LINES: usize = 500;
 const MAX_FUNCTION_LINES: usize = 100;
-/// Functions still over the limit, each at most as long as it is now: the waiting loop and
-/// its attempt, whose future's layout is tuned for parked waiters' memory (BENCHMARKS.md,
-/// W10), are split with a measurement of that memory, not blind (issue 54 stays open for
-/// them). The list may only shrink.
-const NOT_YET_SPLIT: [(&str, &str, usize); 0] = [];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -67,9 +63,47 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The source files: every file git tracks (or would: untracked and not ignored) whose
+/// extension is a language's, generated code (`_sync/`, from `_async/`) included.
+fn source_files() -> Vec<PathBuf> {
+    const SOURCE: [&str; 10] = [
+        "rs", "py", "go", "ts", "js", "sh", "lua", "html", "css", "mjs",
+    ];
+    let listed = std::process::Command::new("git")
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("git ls-files runs");
+    assert!(listed.status.success(), "git ls-files failed");
+    let mut files: Vec<PathBuf> = String::from_utf8_lossy(&listed.stdout)
+        .split('\0')
+        .filter(|name| {
+            Path::new(name)
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| SOURCE.contains(&e))
+        })
+        .map(|name| root().join(name))
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+fn has_extension(path: &Path, extension: &str) -> bool {
+    path.extension().is_some_and(|e| e == extension)
+}
+
 #[test]
-fn no_production_file_is_over_500_lines() {
-    let over: Vec<String> = production_files()
+fn no_source_file_is_over_500_lines() {
+    let over: Vec<String> = source_files()
         .iter()
         .filter_map(|path| {
             let lines = read(path).lines().count();
@@ -83,18 +117,10 @@ fn no_production_file_is_over_500_lines() {
     );
 }
 
-/// Collects each function's name and its span in lines, skipping `#[cfg(test)]` items.
+/// Collects each function's name and its span in lines (test functions too).
 #[derive(Default)]
 struct Functions {
     found: Vec<(String, usize)>,
-}
-
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        attr.path().is_ident("test")
-            || (attr.path().is_ident("cfg")
-                && attr.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
-    })
 }
 
 trait EndLine {
@@ -118,27 +144,13 @@ impl Functions {
 }
 
 impl<'ast> Visit<'ast> for Functions {
-    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
-        if !is_test_only(&module.attrs) {
-            syn::visit::visit_item_mod(self, module);
-        }
-    }
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        if !is_test_only(&item.attrs) {
-            self.note(&item.sig, Some(item.block.brace_token.span.close()));
-            syn::visit::visit_item_fn(self, item);
-        }
-    }
-    fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
-        if !is_test_only(&item.attrs) {
-            syn::visit::visit_item_impl(self, item);
-        }
+        self.note(&item.sig, Some(item.block.brace_token.span.close()));
+        syn::visit::visit_item_fn(self, item);
     }
     fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
-        if !is_test_only(&item.attrs) {
-            self.note(&item.sig, Some(item.block.brace_token.span.close()));
-            syn::visit::visit_impl_item_fn(self, item);
-        }
+        self.note(&item.sig, Some(item.block.brace_token.span.close()));
+        syn::visit::visit_impl_item_fn(self, item);
     }
     fn visit_trait_item_fn(&mut self, item: &'ast syn::TraitItemFn) {
         let body = item.default.as_ref().map(|b| b.brace_token.span.close());
@@ -147,25 +159,96 @@ impl<'ast> Visit<'ast> for Functions {
     }
 }
 
-#[test]
-fn no_production_function_is_over_100_lines() {
-    let mut over = Vec::new();
-    for path in production_files() {
-        let file = syn::parse_file(&read(&path))
+/// Every Rust function's (file, name, lines).
+fn rust_functions(files: &[PathBuf]) -> Vec<(String, String, usize)> {
+    let mut found = Vec::new();
+    for path in files.iter().filter(|p| has_extension(p, "rs")) {
+        let file = syn::parse_file(&read(path))
             .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
         let mut functions = Functions::default();
         functions.visit_file(&file);
-        let file = relative(&path);
-        for (name, lines) in functions.found {
-            let allowed = NOT_YET_SPLIT
-                .iter()
-                .find(|(f, n, _)| *f == file && *n == name)
-                .map_or(MAX_FUNCTION_LINES, |(_, _, now)| *now);
-            if lines > allowed {
-                over.push(format!("{file}: fn {name} ({lines} lines)"));
+        let file = relative(path);
+        found.extend(
+            functions
+                .found
+                .into_iter()
+                .map(|(n, l)| (file.clone(), n, l)),
+        );
+    }
+    found
+}
+
+/// Every Python function's (file, name, lines), by Python's own parser (`end_lineno`).
+fn python_functions(files: &[PathBuf]) -> Vec<(String, String, usize)> {
+    const LIST: &str = "import ast, sys\n\
+        for path in sys.argv[1:]:\n\
+        \x20   for n in ast.walk(ast.parse(open(path).read(), path)):\n\
+        \x20       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):\n\
+        \x20           print(path, n.name, n.end_lineno - n.lineno + 1, sep='\\t')\n";
+    let python: Vec<&PathBuf> = files.iter().filter(|p| has_extension(p, "py")).collect();
+    let listed = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(LIST)
+        .args(&python)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        listed.status.success(),
+        "python3 could not parse the Python files: {}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.split('\t');
+            let (path, name, lines) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((
+                relative(Path::new(path)),
+                name.to_owned(),
+                lines.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Every Go function's and shell function's (file, name, lines): gofmt and our scripts put a
+/// function's closing brace alone at the start of a line.
+fn braced_functions(files: &[PathBuf]) -> Vec<(String, String, usize)> {
+    let mut found = Vec::new();
+    for path in files
+        .iter()
+        .filter(|p| has_extension(p, "go") || has_extension(p, "sh"))
+    {
+        let mut open: Option<(String, usize)> = None;
+        for (i, line) in read(path).lines().enumerate() {
+            let starts = if has_extension(path, "go") {
+                line.starts_with("func ")
+            } else {
+                line.ends_with("() {") && !line.starts_with(char::is_whitespace)
+            };
+            if starts && open.is_none() {
+                open = Some((line.trim_end_matches(" {").to_owned(), i));
+            } else if line == "}"
+                && let Some((name, from)) = open.take()
+            {
+                found.push((relative(path), name, i - from + 1));
             }
         }
     }
+    found
+}
+
+#[test]
+fn no_function_is_over_100_lines() {
+    let files = source_files();
+    let mut functions = rust_functions(&files);
+    functions.extend(python_functions(&files));
+    functions.extend(braced_functions(&files));
+    let over: Vec<String> = functions
+        .into_iter()
+        .filter(|(_, _, lines)| *lines > MAX_FUNCTION_LINES)
+        .map(|(file, name, lines)| format!("{file}: fn {name} ({lines} lines)"))
+        .collect();
     assert!(
         over.is_empty(),
         "functions over {MAX_FUNCTION_LINES} lines: {over:#?}"
