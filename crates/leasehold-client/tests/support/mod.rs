@@ -1,7 +1,8 @@
 //! A real Leasehold server for the client's tests, as the other clients' `test.sh` start one:
 //! `leasehold serve` (its embedded Redis) on a free loopback port, with a private data dir and
 //! an admin token, stopped when dropped. The binary: `$LEASEHOLD_BIN`, else the workspace's
-//! `target/debug/leasehold` (built by `cargo build --bin leasehold`, or by a workspace test run).
+//! `leasehold` of the same build as this test (beside its `deps/`, wherever the target dir is:
+//! built by `cargo build --bin leasehold`, or by a workspace test run).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -11,6 +12,16 @@ use leasehold_client::{ApiKey, Client, ClientOptions};
 
 /// The admin token the server is started with.
 const ADMIN_TOKEN: &str = "leasehold-client-tests-admin-token";
+
+/// The `leasehold` binary beside this test's own `deps/` folder (`<target>/<profile>/`).
+fn same_build() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("a test runs from <target>/<profile>/deps/");
+    profile.join("leasehold")
+}
 
 pub struct Server {
     child: Child,
@@ -22,10 +33,7 @@ impl Server {
     /// Starts a server (`--min-ttl-ms 300`, as the other clients' main one) and waits until it
     /// is ready.
     pub async fn start() -> Self {
-        let bin = std::env::var_os("LEASEHOLD_BIN").map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/leasehold"),
-            PathBuf::from,
-        );
+        let bin = std::env::var_os("LEASEHOLD_BIN").map_or_else(same_build, PathBuf::from);
         assert!(
             bin.is_file(),
             "no server binary at {}: set LEASEHOLD_BIN, or run `cargo build --bin leasehold`",
