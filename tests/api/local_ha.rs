@@ -148,13 +148,13 @@ pub(crate) fn descendants(pid: u32) -> Vec<i32> {
     found
 }
 
-/// Starts `deploy/local/<script>` with its base port in `base_var`, and waits (at most 60 s)
-/// until it wrote its two Leasehold URLs to its ready file: the running script (stop it
-/// with SIGINT) and the URLs. Its stderr goes to the test's, to say why it failed.
 /// The admin token the local scripts' instances get in these tests (they make one up
 /// otherwise): what shows `/readyz`'s Redis addresses.
 pub(crate) const SCRIPT_ADMIN_TOKEN: &str = "local-script-admin-token-0123456789";
 
+/// Starts `deploy/local/<script>` with its base port in `base_var`, and waits (at most 60 s)
+/// until it wrote its two Leasehold URLs to its ready file: the running script (stop it
+/// with SIGINT) and the URLs. Its stderr goes to the test's, to say why it failed.
 pub(crate) async fn start_local_script(
     script: &str,
     base_var: &str,
