@@ -269,7 +269,7 @@ impl Leases {
         let ended: LeaseEnding = match Self::placement(resource, id) {
             Placement::Redlock => {
                 let watch = self.nodes()?.watch(name, id, token).await?;
-                Box::pin(watch.ended())
+                Box::pin(watch.ended_telling(slack, tx))
             }
             _ => {
                 let watch = self.locks.watch(resource, name, id, token).await?;

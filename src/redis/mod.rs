@@ -175,8 +175,14 @@ impl Redis {
             Link::Standalone { .. } => {}
         }
         tasks.push(replication::spawn(self.clone(), shutdown.clone()));
-        tasks.push(health::spawn(self.clone(), shutdown.clone()));
+        tasks.push(self.spawn_health(shutdown));
         tasks
+    }
+
+    /// Starts the health probe alone (a RedLock node, which follows nothing and whose
+    /// replication nobody reads): it pings only while someone subscribes to [`Self::health`].
+    pub fn spawn_health(&self, shutdown: &CancellationToken) -> JoinHandle<()> {
+        health::spawn(self.clone(), shutdown.clone())
     }
 
     /// Whether Redis answers now (probed while someone subscribes).

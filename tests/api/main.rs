@@ -49,6 +49,7 @@ mod redis_page;
 mod redisson;
 mod redlock;
 mod redlock_routes;
+mod redlock_signals;
 mod replication;
 mod revocation;
 mod revoke;

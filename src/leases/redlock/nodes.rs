@@ -84,6 +84,14 @@ pub struct Node {
     pub(super) redis: Redis,
 }
 
+impl Node {
+    /// Whether this node answers from now on: it is pinged while the receiver lives (a
+    /// RedLock watch's `degraded`).
+    pub fn reach(&self) -> tokio::sync::watch::Receiver<crate::redis::health::Reach> {
+        self.redis.health().subscribe()
+    }
+}
+
 /// Connects every node (lazily: a node that does not answer yet is no error), starts its
 /// subscriber, clock and event publisher until `shutdown`.
 pub(super) fn connect(
@@ -140,6 +148,7 @@ pub(super) fn connect(
         // grow.
         locks.stop_noting_names();
         tasks.push(subscriber_task);
+        tasks.push(redis.spawn_health(shutdown));
         tasks.push(locks.spawn_clock_sync());
         tasks.push(locks.spawn_publisher());
         nodes.push(Node {

@@ -1,20 +1,31 @@
 //! Watching a RedLock lease until it ends (`GET .../watch`), as [`crate::locks::LeaseWatch`]
 //! watches any other: no polling. The watch registers on every node's waiter registry (each
-//! node's unlock messages wake it) and sets a timer at the moment fewer than a majority of
-//! the nodes would still hold the lease; each wake-up reads the lease on every node. It ends
-//! when a majority says the lease no longer holds there; while too few nodes answer to tell,
-//! it keeps looking.
-
+//! node's unlock messages and watch messages wake it) and sets a timer at the moment fewer
+//! than a majority of the nodes would still hold the lease; each wake-up reads the lease on
+//! every node. It ends when a majority says the lease no longer holds there; while too few
+//! nodes answer to tell, it keeps looking.
+//!
+//! A watch that tells its holder ([`RedWatch::ended_telling`]) tells what the majority says,
+//! with the same [`Signals`] as a lease on the main Redis: `expiring` when the lease would
+//! end on a majority within the slack (the quorum-th longest expiry), `renewed` after a late
+//! heartbeat, `revocation_requested` when a node that holds the lease records a revocation
+//! (the earliest deadline any of them set), and `degraded` while too few nodes answer to
+//! confirm it (each node pinged while someone watches, as the main Redis is), `recovered`
+//! when they do again. `contended` is never told: RedLock waiters are not listed anywhere.
 use std::time::Duration;
 
 use futures_util::future::{join_all, select_all};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{ARM_WAIT, Redlock};
-use crate::locks::wakeups::{Parking, WatchRegistration};
+use crate::locks::ops::signals::{Notice, Signals};
+use crate::locks::wakeups::{Parking, WakeEpoch, WatchRegistration};
 use crate::locks::{
-    LeaseEnd, LeaseId, LeaseState, LeaseToken, LeaseView, LockError, LockName, Resource,
+    LeaseEnd, LeaseId, LeaseKind, LeaseState, LeaseToken, LeaseView, LockError, LockName, Resource,
+    Revocation, Timestamp,
 };
+use crate::redis::health::Reach;
 
 /// How long to wait before reading again when too few nodes answered (an unlock message or
 /// a subscriber reconnect wakes the watch sooner).
@@ -31,9 +42,9 @@ pub struct RedWatch {
 
 /// What one read of every node found.
 enum Read {
-    /// A majority holds it, the last of them until `expires`.
+    /// A majority holds it: the lease as the majority holds it (see [`quorum_view`]).
     Held {
-        expires: Instant,
+        view: Box<LeaseView>,
     },
     Ended(LeaseEnd),
     /// Too few nodes answered to tell.
@@ -84,7 +95,32 @@ impl Redlock {
 impl RedWatch {
     /// Waits until a majority of the nodes no longer hold the lease, and says how.
     pub async fn ended(self) -> Result<LeaseEnd, LockError> {
+        self.follow(None, None).await
+    }
+
+    /// As [`Self::ended`], telling the holder on the way through `tx` (see the module's
+    /// comment), with `slack` before the majority's expiry for `expiring` (`None`: a third of
+    /// the TTL). It stops early when `tx`'s receiver goes.
+    pub async fn ended_telling(
+        self,
+        slack: Option<Duration>,
+        tx: mpsc::Sender<Notice>,
+    ) -> Result<LeaseEnd, LockError> {
+        self.follow(Some(Signals::new(slack)), Some(tx)).await
+    }
+
+    async fn follow(
+        self,
+        mut signals: Option<Signals>,
+        tx: Option<mpsc::Sender<Notice>>,
+    ) -> Result<LeaseEnd, LockError> {
         let shutdown = self.redlock.shutdown.clone();
+        // Whether each node answers (probed only while someone is told).
+        let mut reach: Vec<tokio::sync::watch::Receiver<Reach>> = match signals {
+            Some(_) => self.redlock.nodes.iter().map(|n| n.reach()).collect(),
+            None => Vec::new(),
+        };
+        let mut told_revocation: Option<Revocation> = None;
         loop {
             let mut notified: Vec<_> = self
                 .registrations
@@ -103,43 +139,97 @@ impl RedWatch {
                 .map(|(n, r)| n.locks.redlock_node().waiter_registry().epoch(r.key()))
                 .collect();
             let (read, answered, _) = self.read().await;
-            let retry_at = match read {
-                Read::Ended(end) => return Ok(end),
-                Read::Held { expires } => (expires + Duration::from_millis(1))
-                    .max(Instant::now() + Duration::from_millis(5)),
-                Read::Unknown => Instant::now() + RETRY_AFTER_ERROR,
+            let (told, retry_at) = match read {
+                Read::Ended(end) => {
+                    let revoked = signals.as_ref().and_then(Signals::revocation).is_some();
+                    return Ok(end.revoked_if(revoked));
+                }
+                Read::Held { mut view } => {
+                    view.revocation = earliest(told_revocation.take(), view.revocation.take());
+                    told_revocation.clone_from(&view.revocation);
+                    match signals.as_mut() {
+                        Some(s) => s.held(&view, Instant::now()),
+                        None => (Vec::new(), after(&view)),
+                    }
+                }
+                Read::Unknown => {
+                    let told = signals
+                        .as_mut()
+                        .and_then(|s| s.unreachable(Timestamp(crate::redis::wall_ms())));
+                    (
+                        told.into_iter().collect(),
+                        Instant::now() + RETRY_AFTER_ERROR,
+                    )
+                }
             };
-            let parks = join_all(
-                self.redlock
-                    .nodes
-                    .iter()
-                    .zip(&self.registrations)
-                    .zip(epochs)
-                    .zip(answered)
-                    .map(|(((n, r), epoch), answered)| async move {
-                        if !answered {
-                            return Parking::Unheard;
-                        }
-                        let until = retry_at.min(Instant::now() + ARM_WAIT);
-                        n.locks
-                            .redlock_node()
-                            .waiter_registry()
-                            .park(r.key(), epoch, until)
-                            .await
-                    }),
-            )
-            .await;
-            if parks.iter().any(|p| matches!(p, Parking::Armed)) {
-                continue;
+            if let Some(tx) = &tx {
+                for signal in told {
+                    let notice = Notice {
+                        member: None,
+                        signal,
+                    };
+                    if tx.send(notice).await.is_err() {
+                        return Err(LockError::ShuttingDown);
+                    }
+                }
             }
-            let _claims = parks;
+            // Held while the watch sleeps: each node's subscription it relies on stays.
+            let Some(_claims) = self.arm(epochs, answered, retry_at).await else {
+                continue;
+            };
             let woken = select_all(notified.iter_mut().map(|n| n.as_mut()));
+            let reach_changed = async {
+                if reach.is_empty() {
+                    std::future::pending::<()>().await;
+                }
+                let _ = select_all(reach.iter_mut().map(|r| Box::pin(r.changed()))).await;
+            };
+            let gone = async {
+                match &tx {
+                    Some(tx) => tx.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = woken => {}
                 () = tokio::time::sleep_until(retry_at) => {}
+                () = reach_changed => {}
+                () = gone => return Err(LockError::ShuttingDown),
                 () = shutdown.cancelled() => return Err(LockError::ShuttingDown),
             }
         }
+    }
+
+    /// Parks the watch on every node that answered until `retry_at` (or [`ARM_WAIT`]): the
+    /// parkings, or `None` when a node's subscription was only just armed, so the lease must
+    /// be read again (a message may have come before it listened).
+    async fn arm(
+        &self,
+        epochs: Vec<WakeEpoch>,
+        answered: Vec<bool>,
+        retry_at: Instant,
+    ) -> Option<Vec<Parking>> {
+        let parks = join_all(
+            self.redlock
+                .nodes
+                .iter()
+                .zip(&self.registrations)
+                .zip(epochs)
+                .zip(answered)
+                .map(|(((n, r), epoch), answered)| async move {
+                    if !answered {
+                        return Parking::Unheard;
+                    }
+                    let until = retry_at.min(Instant::now() + ARM_WAIT);
+                    n.locks
+                        .redlock_node()
+                        .waiter_registry()
+                        .park(r.key(), epoch, until)
+                        .await
+                }),
+        )
+        .await;
+        (!parks.iter().any(|p| matches!(p, Parking::Armed))).then_some(parks)
     }
 
     /// Reads the lease on every node; which nodes answered, and whether any knew the lease.
@@ -160,23 +250,14 @@ impl RedWatch {
             .collect();
         let known = views.iter().any(Result::is_ok);
         let quorum = redlock.quorum();
-        let mut held: Vec<u64> = views
+        let held: Vec<&LeaseView> = views
             .iter()
             .filter_map(|v| v.as_ref().ok())
             .filter(|v| v.state == LeaseState::Held)
-            .map(|v| v.remaining_ms.unwrap_or(3_600_000))
             .collect();
         if held.len() >= quorum {
-            // Held until fewer than a majority would hold it: the quorum-th longest.
-            held.sort_unstable_by(|a, b| b.cmp(a));
-            let left = held[quorum - 1];
-            return (
-                Read::Held {
-                    expires: Instant::now() + Duration::from_millis(left),
-                },
-                answered,
-                known,
-            );
+            let view = quorum_view(held, quorum);
+            return (Read::Held { view }, answered, known);
         }
         let ended: Vec<Option<&LeaseView>> = views
             .iter()
@@ -192,24 +273,67 @@ impl RedWatch {
         if held.len() + unanswered >= quorum {
             return (Read::Unknown, answered, known);
         }
-        // Released where a node says so; else how the others ended; else expired.
         let views: Vec<&LeaseView> = ended.iter().flatten().copied().collect();
-        let end = views
-            .iter()
-            .find(|v| v.state == LeaseState::Released)
-            .or(views.first())
-            .map_or(
-                LeaseEnd {
-                    state: LeaseState::Expired,
-                    ended_at: None,
-                    revoked: false,
-                },
-                |v| LeaseEnd {
-                    state: v.state,
-                    ended_at: v.ended_at,
-                    revoked: v.revocation.is_some() && v.state != LeaseState::Released,
-                },
-            );
-        (Read::Ended(end), answered, known)
+        (Read::Ended(end_of(&views)), answered, known)
     }
+}
+
+/// The lease as a majority of the nodes hold it (`held`: at least `quorum` views): held until
+/// fewer than a majority would hold it, the quorum-th longest expiry, as this instance's
+/// clock has it (the nodes' clocks are independent); with the earliest revocation any of
+/// them recorded.
+fn quorum_view(mut held: Vec<&LeaseView>, quorum: usize) -> Box<LeaseView> {
+    let left = |v: &LeaseView| v.remaining_ms.unwrap_or(3_600_000);
+    held.sort_unstable_by_key(|v| std::cmp::Reverse(left(v)));
+    let revocation = held
+        .iter()
+        .filter_map(|v| v.revocation.clone())
+        .min_by_key(|r| r.deadline);
+    let mut view = Box::new(held[quorum - 1].clone());
+    let remaining = left(&view);
+    view.kind = LeaseKind::Redlock;
+    view.remaining_ms = Some(remaining);
+    view.expires_at = Timestamp(crate::redis::wall_ms()).plus(remaining);
+    view.revocation = revocation;
+    view.waiters = None;
+    view
+}
+
+/// How a lease ended, from the nodes' views of its end: released where a node says so; else
+/// how the others ended; else (no node remembers it) expired.
+fn end_of(views: &[&LeaseView]) -> LeaseEnd {
+    views
+        .iter()
+        .find(|v| v.state == LeaseState::Released)
+        .or(views.first())
+        .map_or(
+            LeaseEnd {
+                state: LeaseState::Expired,
+                ended_at: None,
+                revoked: false,
+            },
+            |v| LeaseEnd {
+                state: v.state,
+                ended_at: v.ended_at,
+                revoked: v.revocation.is_some() && v.state != LeaseState::Released,
+            },
+        )
+}
+
+/// The earlier of two revocations: the one told stands until a read shows an earlier
+/// deadline (a node that recorded the earliest may not answer every read).
+fn earliest(told: Option<Revocation>, read: Option<Revocation>) -> Option<Revocation> {
+    match (told, read) {
+        (Some(t), Some(r)) if r.deadline < t.deadline => Some(r),
+        (Some(t), Some(_)) => Some(t),
+        (t, r) => t.or(r),
+    }
+}
+
+/// When to read a held lease again when nothing wakes the watch sooner: just past the
+/// majority's expiry (never in a tight loop).
+fn after(view: &LeaseView) -> Instant {
+    let left = Duration::from_millis(view.remaining_ms.unwrap_or(3_600_000));
+    (Instant::now() + left + Duration::from_millis(1))
+        .max(Instant::now() + Duration::from_millis(5))
 }

@@ -43,7 +43,7 @@ pub struct LeaseEnd {
 impl LeaseEnd {
     /// This end, marked revoked when the watch told a revocation and the lease was not
     /// released.
-    fn revoked_if(mut self, told: bool) -> Self {
+    pub(crate) fn revoked_if(mut self, told: bool) -> Self {
         self.revoked |= told && self.state != LeaseState::Released;
         self
     }
