@@ -8,21 +8,8 @@ use leasehold::leases::redlock::RedlockSettings;
 use serde_json::json;
 
 use crate::helpers::RedisServer;
-use crate::helpers::{AppOptions, Lease, TestApp, spawn_app, spawn_app_tweaked};
-
-/// A server with three RedLock nodes of its own (beside its main Redis).
-async fn with_nodes(n: usize) -> (TestApp, Vec<RedisServer>) {
-    let nodes: Vec<RedisServer> = (0..n).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let app = spawn_app_tweaked(AppOptions::default(), |config| {
-        config.redlock = Some(RedlockSettings {
-            nodes: urls,
-            ca_file: None,
-        });
-    })
-    .await;
-    (app, nodes)
-}
+use crate::helpers::{AppOptions, Lease, spawn_app, spawn_app_tweaked};
+use crate::matrix::kinds::with_nodes;
 
 /// What node `node` holds under key `name` (Redisson's RLock hash: holder field → count).
 async fn hash_of(node: &RedisServer, name: &str) -> Vec<(String, String)> {
@@ -44,7 +31,7 @@ async fn exists(node: &RedisServer, key: &str) -> bool {
 
 #[tokio::test]
 async fn a_redlock_lease_is_granted_by_all_three_nodes_in_redissons_layout() {
-    let (app, nodes) = with_nodes(3).await;
+    let (app, nodes) = with_nodes().await;
     let reply = app
         .acquire("jobs", json!({"kind": "redlock", "ttl_ms": 10_000}))
         .await;
@@ -103,7 +90,7 @@ async fn a_redlock_lease_is_granted_by_all_three_nodes_in_redissons_layout() {
 
 #[tokio::test]
 async fn one_node_down_still_grants_with_two_and_heartbeats_with_two() {
-    let (app, mut nodes) = with_nodes(3).await;
+    let (app, mut nodes) = with_nodes().await;
     nodes[0].stop();
     let reply = app
         .acquire("jobs", json!({"kind": "redlock", "ttl_ms": 5_000}))
@@ -123,7 +110,7 @@ async fn one_node_down_still_grants_with_two_and_heartbeats_with_two() {
 
 #[tokio::test]
 async fn two_nodes_down_is_503_no_quorum_and_leaves_nothing_behind() {
-    let (app, mut nodes) = with_nodes(3).await;
+    let (app, mut nodes) = with_nodes().await;
     nodes[0].stop();
     nodes[1].stop();
     let reply = app
@@ -142,7 +129,7 @@ async fn two_nodes_down_is_503_no_quorum_and_leaves_nothing_behind() {
 #[tokio::test]
 async fn a_heartbeat_without_a_majority_is_503_and_a_majority_gone_is_410() {
     use nix::sys::signal::Signal;
-    let (app, nodes) = with_nodes(3).await;
+    let (app, nodes) = with_nodes().await;
     let lease = Lease::from_reply(
         "jobs",
         &app.acquire("jobs", json!({"kind": "redlock", "ttl_ms": 5_000}))
@@ -174,7 +161,7 @@ async fn a_heartbeat_without_a_majority_is_503_and_a_majority_gone_is_410() {
 
 #[tokio::test]
 async fn a_redisson_holder_on_two_nodes_excludes_us_and_we_take_nothing() {
-    let (app, nodes) = with_nodes(3).await;
+    let (app, nodes) = with_nodes().await;
     let redisson = "8a4c2f1e-3b5d-4c6e-9f70-81a2b3c4d5e6:57";
     for node in &nodes[..2] {
         redis::pipe()
@@ -200,7 +187,7 @@ async fn a_redisson_holder_on_two_nodes_excludes_us_and_we_take_nothing() {
 
 #[tokio::test]
 async fn a_waiter_wakes_on_an_unlock_message_from_the_nodes() {
-    let (app, nodes) = with_nodes(3).await;
+    let (app, nodes) = with_nodes().await;
     let holder = Lease::from_reply(
         "jobs",
         &app.acquire("jobs", json!({"kind": "redlock", "ttl_ms": 60_000}))
@@ -284,7 +271,7 @@ fn an_even_count_or_fewer_than_three_is_refused() {
 
 #[tokio::test]
 async fn the_lock_page_shows_the_name_on_each_redlock_node() {
-    let (app, mut nodes) = with_nodes(3).await;
+    let (app, mut nodes) = with_nodes().await;
     let lease = Lease::from_reply(
         "jobs",
         &app.acquire(
@@ -311,7 +298,7 @@ async fn the_lock_page_shows_the_name_on_each_redlock_node() {
 
 #[tokio::test]
 async fn with_a_node_down_a_waiter_waits_for_a_holder_on_one_node_instead_of_failing() {
-    let (app, mut nodes) = with_nodes(3).await;
+    let (app, mut nodes) = with_nodes().await;
     nodes[0].stop();
     // A Redisson client holds the lock on node 1 alone: with node 0 down no majority is
     // possible now, but the holder may let go within the wait.
@@ -405,7 +392,7 @@ async fn a_redlock_lease_reenters_on_every_node_up_to_the_depth_cap() {
 
 #[tokio::test]
 async fn a_watch_says_lost_when_the_lease_runs_out_on_the_majority_with_a_node_down() {
-    let (app, mut nodes) = with_nodes(3).await;
+    let (app, mut nodes) = with_nodes().await;
     nodes[0].stop();
     let lease = Lease::from_reply(
         "jobs",

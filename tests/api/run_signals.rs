@@ -1,6 +1,7 @@
 //! `leasehold run` and the holder signals (issue 56): an operator's revocation reaches the
 //! command as SIGTERM at once, long before its deadline; the command that then exits has its
-//! lease released (an ordinary release), so the next holder need not wait for the deadline.
+//! lease released (an ordinary release), so the next holder need not wait for the deadline;
+//! the same for a RedLock lease.
 //! And whatever the command leaves running in its group when it exits (on its own, or on a
 //! signal run forwarded) is stopped before the lease is released.
 
@@ -16,16 +17,35 @@ use crate::helpers::cli::{
     wait_for_file,
 };
 use crate::helpers::{TestApp, spawn_app};
+use crate::matrix::kinds::with_nodes;
 
 #[tokio::test]
 async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
     let app = spawn_app().await;
+    revocation_stops_the_command(&app, &[], "revoked-job").await;
+    // Released at once, not at the deadline: the next holder gets it now.
+    app.lease("revoked-job", json!({})).await;
+}
+
+/// The same for a RedLock lease (its watch tells the revocation as the nodes record it).
+#[tokio::test]
+async fn a_revocation_stops_a_command_holding_a_redlock_lease_at_once() {
+    let (app, _nodes) = with_nodes().await;
+    revocation_stops_the_command(&app, &["--kind", "redlock"], "revoked-red").await;
+    app.acquire("revoked-red", json!({"kind": "redlock"}))
+        .await
+        .assert_status(201);
+}
+
+/// Runs a command under `leasehold run` on `lock` (with `options`), revokes its lease with a
+/// 30 s grace and sees the command stopped within 20 s, run saying why and failing.
+async fn revocation_stops_the_command(app: &TestApp, options: &[&str], lock: &str) {
     let dir = temp_dir();
     let (ready, termed) = (file(&dir, "ready"), file(&dir, "termed"));
     let run = run_sh(
-        &app,
-        &["--ttl", "60s"],
-        "revoked-job",
+        app,
+        &[options, &["--ttl", "60s"]].concat(),
+        lock,
         r#"trap 'echo term > "$2"; exit 0' TERM; echo ready > "$1"; while :; do sleep 0.01; done"#,
         &[&ready, &termed],
     )
@@ -37,7 +57,7 @@ async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
     let asked = Instant::now();
     app.admin(
         Method::POST,
-        "/v1/admin/locks/revoked-job/revoke",
+        &format!("/v1/admin/locks/{lock}/revoke"),
         Some(json!({"grace_ms": 30_000, "reason": "maintenance"})),
     )
     .await
@@ -53,9 +73,7 @@ async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
         stopped < Duration::from_secs(20),
         "stopped after {stopped:?}"
     );
-    println!("run: revocation asked -> command stopped and run ended: {stopped:?}");
-    // Released at once, not at the deadline: the next holder gets it now.
-    app.lease("revoked-job", json!({})).await;
+    println!("run {options:?}: revocation asked -> command stopped and run ended: {stopped:?}");
 }
 
 /// The watch tells the revocation, and so does every heartbeat's answer after it (a 3 s TTL:

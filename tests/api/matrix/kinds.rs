@@ -19,7 +19,7 @@ use crate::helpers::{AppOptions, RedisServer, TestApp, spawn_app_tweaked};
 
 /// The kinds of lease, and the routes each uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     /// A lock kind on `/v1/locks` (`kind` in the body).
     Lock(&'static str),
     Semaphore,
@@ -38,7 +38,7 @@ const KINDS: [Kind; 8] = [
 ];
 
 impl Kind {
-    fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Self::Lock(kind) => kind,
             Self::Semaphore => "semaphore",
@@ -60,7 +60,7 @@ impl Kind {
         self.names(0).len()
     }
 
-    fn acquire(self, app: &TestApp, n: u32) -> reqwest::RequestBuilder {
+    pub(super) fn acquire(self, app: &TestApp, n: u32) -> reqwest::RequestBuilder {
         let names = self.names(n);
         let (path, body) = match self {
             Self::Lock(kind) => (
@@ -89,7 +89,7 @@ impl Kind {
     }
 
     /// Where an admin asks the lease's (first) name's holders to let go.
-    fn revoke_path(self, n: u32) -> String {
+    pub(super) fn revoke_path(self, n: u32) -> String {
         let name = &self.names(n)[0];
         match self {
             Self::Semaphore => format!("/v1/admin/semaphores/{name}/revoke"),
@@ -107,7 +107,7 @@ impl Kind {
     }
 }
 
-/// A server with three RedLock nodes beside its main Redis (`redlock_routes.rs` too).
+/// A server with three RedLock nodes beside its main Redis (every RedLock test's).
 pub(crate) async fn with_nodes() -> (TestApp, Vec<RedisServer>) {
     let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
@@ -180,14 +180,14 @@ pub(crate) async fn backlog_of(app: &TestApp, filter: &str) -> Vec<Value> {
 }
 
 /// One lease as the routes use it: its URL and token.
-struct Held {
-    path: String,
-    token: String,
-    id: String,
+pub(super) struct Held {
+    pub(super) path: String,
+    pub(super) token: String,
+    pub(super) id: String,
 }
 
 impl Held {
-    fn of(reply: &Reply) -> Self {
+    pub(super) fn of(reply: &Reply) -> Self {
         Self {
             path: reply.header("location").expect("Location").to_owned(),
             token: reply.str("token"),
@@ -227,7 +227,7 @@ async fn check_kind(app: &TestApp, kind: Kind) {
     check_force_release(app, &caller, kind, &held).await;
     check_events(&caller, kind, &held).await;
     check_audit(app, kind).await;
-    check_revocation(app, &caller, kind).await;
+    super::revocations::check_revocation(app, &caller, kind).await;
 }
 
 /// Acquire with an Idempotency-Key, then its retry: the same lease, said to be a replay. The
@@ -363,40 +363,6 @@ async fn check_force_release(app: &TestApp, caller: &TestApp, kind: Kind, held: 
         .assert_status(410);
 }
 
-/// The name is free again: granted at once. An operator's revocation reaches it: at its
-/// deadline the lease is gone (evicted where it lives), and its heartbeat says so.
-async fn check_revocation(app: &TestApp, caller: &TestApp, kind: Kind) {
-    let label = kind.label();
-    let again = caller.send(kind.acquire(caller, 0)).await;
-    again.assert_status(201);
-    let next = Held::of(&again);
-    let asked = app
-        .admin(
-            Method::POST,
-            &kind.revoke_path(0),
-            Some(json!({"grace_ms": 300, "reason": "matrix"})),
-        )
-        .await;
-    asked.assert_status(200);
-    assert!(
-        asked.body["leases"]
-            .as_array()
-            .is_some_and(|l| !l.is_empty()),
-        "{label}: revoke asked nobody: {}",
-        asked.body
-    );
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    let beat = caller
-        .send(
-            caller
-                .http
-                .post(caller.url(&format!("{}/heartbeat", next.path)))
-                .bearer_auth(&next.token),
-        )
-        .await;
-    beat.assert_status(410);
-}
-
 /// The lock's inspection, the listing and the lease's inspection all show the lease.
 async fn check_reads(app: &TestApp, caller: &TestApp, kind: Kind, held: &Held) {
     let label = kind.label();
@@ -478,8 +444,8 @@ async fn check_audit(app: &TestApp, kind: Kind) {
     assert_eq!(ours, 1, "{}: audit {}", kind.label(), audit.body);
 }
 
-/// The watch's `lost` event (bounded).
-async fn read_lost(watch: reqwest::Response) -> String {
+/// The watch's `lost` event (bounded), and all it said before.
+pub(super) async fn read_lost(watch: reqwest::Response) -> String {
     let mut stream = watch.bytes_stream();
     let mut text = String::new();
     let read = async {

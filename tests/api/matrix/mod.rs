@@ -8,6 +8,7 @@ mod elections;
 mod fixture;
 pub(crate) mod kinds;
 mod probes;
+mod revocations;
 mod routes;
 
 use std::collections::BTreeMap;
