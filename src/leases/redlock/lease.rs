@@ -42,6 +42,12 @@ impl Redlock {
             let mut renewal = (*best).clone();
             renewal.replicas_acked = None;
             renewal.degraded = None;
+            // A revocation any extending node recorded is told (the earliest deadline), as
+            // the watch tells it: the node with the largest counter may not have it.
+            renewal.revocation = renewed
+                .iter()
+                .filter_map(|r| r.revocation.clone())
+                .min_by_key(|r| r.deadline);
             return Ok(RedRenewal {
                 renewal,
                 ack: QuorumAck {

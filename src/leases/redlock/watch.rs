@@ -337,3 +337,69 @@ fn after(view: &LeaseView) -> Instant {
     (Instant::now() + left + Duration::from_millis(1))
         .max(Instant::now() + Duration::from_millis(5))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::{FencingToken, LeaseKind};
+
+    fn held(remaining_ms: u64, deadline: Option<u64>) -> LeaseView {
+        LeaseView {
+            lease_id: LeaseId::parse("0190f0b2-0000-9000-8000-000000000000").expect("id"),
+            lock: LockName::parse("jobs").expect("name"),
+            state: LeaseState::Held,
+            kind: LeaseKind::Reentrant,
+            read_count: None,
+            write_count: None,
+            position: None,
+            permits: None,
+            holder: None,
+            metadata: None,
+            fencing_token: FencingToken(1),
+            reentry_count: 1,
+            ttl_ms: 30_000,
+            acquired_at: Timestamp(0),
+            expires_at: Timestamp(remaining_ms),
+            ended_at: None,
+            remaining_ms: Some(remaining_ms),
+            revocation: deadline.map(revocation),
+            waiters: Some(4),
+        }
+    }
+
+    fn revocation(deadline: u64) -> Revocation {
+        Revocation {
+            reason: "r".into(),
+            by: "admin".into(),
+            requested_at: Timestamp(0),
+            deadline: Timestamp(deadline),
+        }
+    }
+
+    #[test]
+    fn the_majority_holds_until_the_quorum_th_longest_expiry_with_the_earliest_revocation() {
+        let (a, b, c) = (
+            held(9_000, None),
+            held(3_000, Some(70)),
+            held(6_000, Some(50)),
+        );
+        let view = quorum_view(vec![&a, &b, &c], 2);
+        assert_eq!(view.remaining_ms, Some(6_000), "two nodes hold it 6 s more");
+        assert_eq!(view.kind, LeaseKind::Redlock);
+        assert_eq!(view.revocation.map(|r| r.deadline), Some(Timestamp(50)));
+        assert_eq!(view.waiters, None, "RedLock waiters are not counted");
+    }
+
+    #[test]
+    fn a_revocation_told_stands_until_an_earlier_one_is_read() {
+        let told = Some(revocation(50));
+        assert_eq!(earliest(told.clone(), Some(revocation(70))), told);
+        assert_eq!(earliest(told.clone(), None), told);
+        assert_eq!(
+            earliest(told, Some(revocation(40))),
+            Some(revocation(40)),
+            "a second, shorter revocation is told"
+        );
+        assert_eq!(earliest(None, Some(revocation(70))), Some(revocation(70)));
+    }
+}
