@@ -83,12 +83,15 @@ end
 
 -- How many requests wait for the name now, on any instance: the entries of its waiting list
 -- ({L}:leasehold:waiting, see locks::feed::waitlist) not past their deadline, and `queued`
--- (a fair lock's queued tickets, which that list leaves out).
+-- (a fair lock's queued tickets, which that list leaves out). RedLock requests are listed
+-- there too, but wait for the lock of that name on the RedLock nodes, not this one.
 local function waiting_count(queued)
   local n = queued or 0
   for _, e in ipairs(redis.call('HVALS', STATE .. ':waiting')) do
     local until_ms = tonumber(string.match(e, '"until_ms":(%d+)'))
-    if until_ms and until_ms > NOW then n = n + 1 end
+    if until_ms and until_ms > NOW and not string.find(e, '"kind":"redlock"', 1, true) then
+      n = n + 1
+    end
   end
   return n
 end

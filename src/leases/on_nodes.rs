@@ -8,12 +8,13 @@ use std::time::Duration;
 use super::redlock::acquire::RedLease;
 use super::redlock::ledger::Ledger;
 use super::{Granted, LeaseError, Leases, Placement, Renewed};
+use crate::locks::feed::waitlist::Wanted;
 use crate::locks::observer::{AcquireOutcome, AcquireReport};
 use crate::locks::ops::records::{MultiOp, MultiReply};
 use crate::locks::types::fingerprint;
 use crate::locks::{
-    AcquireRequest, Acquired, ForcedRelease, Grant, IdempotencyKey, LeaseId, LeaseKind, LeaseState,
-    LeaseToken, LockError, LockName, Metadata, Release, Ttl,
+    AcquireRequest, Acquired, ForcedRelease, Grant, HolderLabel, IdempotencyKey, LeaseId,
+    LeaseKind, LeaseState, LeaseToken, LockError, LockName, Metadata, Release, Ttl,
 };
 
 /// A key's claim: the token to use, and whether a first request claimed it before.
@@ -54,7 +55,20 @@ impl Leases {
             reenter,
         };
         let key = request.idempotency.clone();
-        let asked = redlock.acquire(name, request, lease, ttl, wait).await;
+        // A RedLock waiter is listed on the main Redis, where every other waiter of the name
+        // is (`GET /v1/locks/{name}`, the dashboard), marked as waiting for `redlock`.
+        let holder = request.holder.clone();
+        let listed = |deadline| {
+            let wanted = Wanted {
+                kind: Some(LeaseKind::Redlock),
+                holder: holder.as_ref().map(HolderLabel::as_str),
+                permits: None,
+            };
+            self.locks.list_waiting(name, wanted, id, deadline)
+        };
+        let asked = redlock
+            .acquire(name, (request, lease), ttl, wait, listed)
+            .await;
         self.report_acquire(name, &asked, reenter);
         match asked {
             Ok(red) => {

@@ -1,6 +1,7 @@
 //! RedLock leases on the routes that span stores: an expiry recorded once by the sweeper (and
 //! not while heartbeats keep the lease), the listing merged with the main Redis's names page
-//! by page, and an admin's force release on every node.
+//! by page, an admin's force release on every node, and who waits listed with the name's
+//! other waiters.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -177,4 +178,47 @@ async fn an_admin_force_release_removes_a_redlock_lease_on_every_node_once() {
     app.acquire("ops", json!({"kind": "redlock"}))
         .await
         .assert_status(201);
+}
+
+/// The name's waiting list as `GET /v1/locks/{name}` shows it, once it satisfies `done`
+/// (bounded: the list is written in the background).
+async fn waiting_until(app: &TestApp, lock: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        let view = app.get(&format!("/v1/locks/{lock}")).await;
+        seen = view.body["waiting"].as_array().cloned().unwrap_or_default();
+        if done(&seen) {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{lock}: the waiting list never came right: {seen:?}");
+}
+
+#[tokio::test]
+async fn a_redlock_waiter_is_listed_with_the_names_waiters_and_leaves_the_list_when_granted() {
+    let (app, _nodes) = with_nodes().await;
+    let red = Lease::from_reply(
+        "red-line",
+        &app.acquire("red-line", json!({"kind": "redlock", "ttl_ms": 30_000}))
+            .await,
+    );
+    // The lock of the same name on the main Redis: a RedLock waiter does not wait for it.
+    let main = app.lease("red-line", json!({"ttl_ms": 30_000})).await;
+    let mut watch = app.watch(&main).await;
+    let waiter = app.spawn_post(
+        "/v1/locks/red-line/leases?wait_ms=10000",
+        json!({"kind": "redlock", "holder": "second"}),
+    );
+    let listed = waiting_until(&app, "red-line", |w| !w.is_empty()).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["kind"], "redlock", "{listed:?}");
+    assert_eq!(listed[0]["holder"], "second", "{listed:?}");
+    watch.assert_quiet(Duration::from_millis(1_200)).await;
+    app.release(&red, true).await.assert_status(200);
+    let granted = waiter.await.expect("waiter");
+    granted.assert_status(201);
+    assert_eq!(granted.body["kind"], "redlock");
+    waiting_until(&app, "red-line", <[Value]>::is_empty).await;
+    app.release(&main, true).await.assert_status(200);
 }

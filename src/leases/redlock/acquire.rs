@@ -35,16 +35,19 @@ struct Round {
 
 impl Redlock {
     /// Acquires `name` on a majority of the nodes for `lease`, waiting up to `wait` while it
-    /// is held.
-    pub async fn acquire(
+    /// is held. `listed(deadline)` is called once, when the request first has to wait: what
+    /// it returns (the request's entry in a waiting list) is kept until the request ends.
+    pub async fn acquire<L>(
         &self,
         name: &LockName,
-        request: AcquireRequest,
-        lease: RedLease,
+        (request, lease): (AcquireRequest, RedLease),
         ttl: Ttl,
         wait: Duration,
+        listed: impl FnOnce(Instant) -> L,
     ) -> Result<RedGrant, LeaseError> {
         let deadline = Instant::now() + wait;
+        let mut listed = Some(listed);
+        let mut _entry: Option<L> = None;
         // Registered before the first attempt, on every node: an unlock between a refusal
         // and the wait still wakes it.
         let registrations: Vec<_> = if wait.is_zero() {
@@ -86,6 +89,9 @@ impl Redlock {
                 }
                 Err(e) => return Err(e),
             };
+            if let Some(list) = listed.take() {
+                _entry = Some(list(deadline));
+            }
             // Park on the nodes that answered this round (a node that failed would only
             // hold the wait up arming its subscription).
             let parks = join_all(registrations.iter().zip(self.nodes.iter()).enumerate().map(

@@ -306,6 +306,25 @@ impl Locks {
         });
     }
 
+    /// Lists request `id` as waiting for `name` until `deadline` (as [`Self::enlist`]) for a
+    /// request that waits outside this domain's own acquire (a RedLock request, which waits
+    /// on its nodes but is listed here, where people look): it leaves the list when the
+    /// returned entry is dropped.
+    pub fn list_waiting(
+        &self,
+        name: &LockName,
+        wanted: Wanted<'_>,
+        id: LeaseId,
+        deadline: Instant,
+    ) -> Listed {
+        self.enlist(name, wanted, id, deadline);
+        Listed {
+            locks: self.clone(),
+            name: name.clone(),
+            id,
+        }
+    }
+
     /// Who waits for `name` (every instance's requests, fair tickets aside), oldest first: at
     /// most [`WAITERS_LISTED`] of them, and how many there are.
     pub async fn waiters_of(&self, name: &LockName) -> Result<(Vec<WaiterView>, u64), LockError> {
@@ -330,6 +349,20 @@ impl Locks {
         let all: Vec<Vec<String>> = batch.run(&self.inner.conn).await?;
         let now = self.inner.conn.clock().now_ms();
         Ok(all.into_iter().map(|e| live(e, now).1).collect())
+    }
+}
+
+/// A waiting request's entry in the list ([`Locks::list_waiting`]): taken off when dropped,
+/// however the request ends.
+pub struct Listed {
+    locks: Locks,
+    name: LockName,
+    id: LeaseId,
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.locks.unlist(&self.name, self.id);
     }
 }
 
