@@ -52,7 +52,11 @@ async fn a_redlock_holder_hears_expiring_renewed_and_a_revocation_before_it_is_l
     // Every heartbeat's answer tells it too, and extends the lease no further than it.
     let beat = app.heartbeat(&lease, json!({"ttl_ms": 60_000})).await;
     beat.assert_status(200);
-    assert_eq!(beat.body["revocation"]["reason"], "rotate the nodes", "{}", beat.body);
+    assert_eq!(
+        beat.body["revocation"]["reason"], "rotate the nodes",
+        "{}",
+        beat.body
+    );
     assert!(beat.u64("validity_ms") <= 700, "{}", beat.body);
     let asked = watch.told("revocation_requested").await;
     assert_eq!(asked["revocation"]["reason"], "rotate the nodes", "{asked}");
