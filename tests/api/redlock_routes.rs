@@ -214,6 +214,21 @@ async fn a_redlock_waiter_is_listed_with_the_names_waiters_and_leaves_the_list_w
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["kind"], "redlock", "{listed:?}");
     assert_eq!(listed[0]["holder"], "second", "{listed:?}");
+    let page = app
+        .http
+        .get(app.url("/locks/red-line"))
+        .send()
+        .await
+        .expect("request");
+    let html = page.text().await.expect("html");
+    let table = html
+        .split_once("<table class=\"waiting\">")
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("the lock page lists no waiter: {html}"));
+    assert!(
+        table.contains("second") && table.contains("redlock"),
+        "{table}"
+    );
     watch.assert_quiet(Duration::from_millis(1_200)).await;
     app.release(&red, true).await.assert_status(200);
     let granted = waiter.await.expect("waiter");
