@@ -392,3 +392,41 @@ impl Drop for Cluster {
         }
     }
 }
+
+/// Polls `check` every 50 ms until it holds; fails after `limit` with what it last said.
+async fn wait_until<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let started = Instant::now();
+    loop {
+        let last = match check().await {
+            Ok(()) => return Ok(()),
+            Err(last) => last,
+        };
+        if started.elapsed() > limit {
+            bail!("timed out waiting for {what}: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// As [`wait_until`], for a check that says only whether it holds.
+async fn wait_for<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    wait_until(limit, what, || {
+        let holds = check();
+        async move {
+            if holds.await {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        }
+    })
+    .await
+}

@@ -13,7 +13,7 @@ use tokio::process::Child;
 mod faults;
 
 pub use self::faults::Return;
-use super::{RedisProc, free_port, guarded};
+use super::{RedisProc, free_port, guarded, wait_for};
 
 /// The name the Sentinels monitor the master under.
 pub const MASTER_NAME: &str = "safety";
@@ -329,23 +329,4 @@ async fn sees(port: u16, replicas: usize, peers: usize) -> bool {
             .unwrap_or(0)
     };
     field("num-slaves") >= replicas && field("num-other-sentinels") >= peers
-}
-
-pub(super) async fn wait_for<F, Fut>(
-    limit: Duration,
-    what: &str,
-    mut check: F,
-) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        if started.elapsed() > limit {
-            bail!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
 }

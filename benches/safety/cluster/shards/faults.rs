@@ -9,10 +9,11 @@ use anyhow::{Context as _, bail};
 
 use redis::Value;
 
-use super::nodes::{Role, node_id, owner_in, query, role, setslot, slot_map, wait_until};
+use super::nodes::{Role, node_id, owner_in, query, role, setslot, slot_map};
 use super::{NODE_ADDRS, NODE_RANGE, PATIENCE, Shards};
 use crate::cluster::Cluster;
 use crate::cluster::proxy::Proxy;
+use crate::cluster::wait_until;
 
 impl Shards {
     /// The primary a fault strikes this `cycle` (see `pick_primary`), its replica, and its

@@ -19,11 +19,10 @@ use anyhow::{Context as _, bail};
 mod faults;
 mod nodes;
 
-use self::nodes::{
-    Role, field, free_port_pair, keyslot, owner_in, query, role, slot_map, wait_until,
-};
+use self::nodes::{Role, field, free_port_pair, keyslot, owner_in, query, role, slot_map};
 use super::ha::info;
 use super::proxy::Proxy;
+use super::wait_until;
 use super::{Persistence, RedisProc};
 
 /// The addresses the nodes connect out from, one each (all on loopback).

@@ -1,7 +1,7 @@
 //! One node of the cluster, asked directly: its role, its slot map, a slot's owner, and the
 //! waits and port picks the cluster's start and faults share.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use redis::{FromRedisValue, Value};
@@ -127,27 +127,4 @@ pub(super) async fn setslot(port: u16, slot: u16, state: &str, id: &str) -> anyh
     )
     .await
     .with_context(|| format!("CLUSTER SETSLOT {slot} {state}"))
-}
-
-/// Polls `check` every 50 ms until it holds; fails after `limit` with what it last said.
-pub(super) async fn wait_until<F, Fut>(
-    limit: Duration,
-    what: &str,
-    mut check: F,
-) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let started = Instant::now();
-    loop {
-        let last = match check().await {
-            Ok(()) => return Ok(()),
-            Err(last) => last,
-        };
-        if started.elapsed() > limit {
-            bail!("timed out waiting for {what}: {last}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
