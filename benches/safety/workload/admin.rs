@@ -1,5 +1,7 @@
 //! The admin client: force-releases a random name now and then, or (a share of its rounds)
-//! asks the holders of a held lock or semaphore to let go within a short grace.
+//! asks the holders of a held lock or semaphore to let go within a short grace. RedLock
+//! names too: both routes act on every node (the leases layer), and a RedLock holder's watch
+//! tells it of the revocation as any holder's does.
 
 use std::time::Duration;
 
@@ -21,10 +23,6 @@ impl Client {
         }
         let family =
             self.shared.plan.families[self.rng.random_range(0..self.shared.plan.families.len())];
-        // RedLock leases are not the admin's to force-release (the route acts on the main Redis).
-        if family == Family::Redlock {
-            return;
-        }
         // (An election's leader does not watch its term here: its revocation is left out.)
         if family != Family::Election && self.rng.random_bool(REVOKE_SHARE) {
             self.revoke_round(family).await;
