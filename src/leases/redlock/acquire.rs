@@ -8,9 +8,8 @@ use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use super::vote::{Vote, ask_all, granted, same_error};
-use super::{ARM_WAIT, QuorumAck, RedGrant, Redlock, quorum};
+use super::{QuorumAck, RedGrant, Redlock, quorum};
 use crate::leases::LeaseError;
-use crate::locks::wakeups::Parking;
 use crate::locks::{
     AcquireRequest, Acquired, Contention, Grant, LeaseId, LeaseKind, LeaseToken, LockError,
     LockName, Resource, Ttl,
@@ -72,11 +71,8 @@ impl Redlock {
                     n
                 })
                 .collect();
-            let epochs: Vec<_> = registrations
-                .iter()
-                .zip(self.nodes.iter())
-                .map(|(r, n)| n.locks.redlock_node().waiter_registry().epoch(r.key()))
-                .collect();
+            let keys: Vec<&str> = registrations.iter().map(|r| r.key()).collect();
+            let epochs = self.epochs(&keys);
             let round = self.round(name, &request, &lease, ttl).await;
             let may_wait = !registrations.is_empty() && Instant::now() < deadline;
             let retry = match round.answer {
@@ -94,27 +90,10 @@ impl Redlock {
             }
             // Park on the nodes that answered this round (a node that failed would only
             // hold the wait up arming its subscription).
-            let parks = join_all(registrations.iter().zip(self.nodes.iter()).enumerate().map(
-                |(i, (r, n))| {
-                    let until = deadline.min(Instant::now() + ARM_WAIT);
-                    let (epoch, answered) = (epochs[i], round.answered[i]);
-                    async move {
-                        if !answered {
-                            return Parking::Unheard;
-                        }
-                        n.locks
-                            .redlock_node()
-                            .waiter_registry()
-                            .park(r.key(), epoch, until)
-                            .await
-                    }
-                },
-            ))
-            .await;
-            if parks.iter().any(|p| matches!(p, Parking::Armed)) {
+            let parked = self.park(&keys, epochs, &round.answered, deadline).await;
+            let Some(_claims) = parked else {
                 continue;
-            }
-            let _claims = parks;
+            };
             let now = Instant::now();
             let retry_at = retry.map_or(deadline, |d| {
                 (now + d + Duration::from_millis(1)).min(deadline)

@@ -43,9 +43,12 @@ pub mod watch;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LeaseError;
+use crate::locks::wakeups::{Parking, WakeEpoch};
 use crate::locks::{Grant, LockSettings, Locks, Observer, Renewal};
 use crate::redis::Redis;
 
@@ -163,5 +166,44 @@ impl Redlock {
     /// How long a read of one node may take.
     fn read_timeout(&self) -> Duration {
         READ_TIMEOUT.min(self.redis_timeout)
+    }
+
+    /// The wake-up epoch of `keys[i]` in node i's registry, taken before a look at the nodes
+    /// (see [`Self::park`]).
+    fn epochs(&self, keys: &[&str]) -> Vec<WakeEpoch> {
+        self.nodes
+            .iter()
+            .zip(keys)
+            .map(|(n, key)| n.locks.redlock_node().waiter_registry().epoch(key))
+            .collect()
+    }
+
+    /// Parks a waiter or a watch under `keys[i]` on every node i that answered its last look
+    /// (`answered`), until `until` (at most [`ARM_WAIT`], so a node whose subscription will
+    /// not arm holds nothing up): the parkings, kept while the caller sleeps, or `None` when a
+    /// node's subscription was only just armed, so the caller must look again (a message
+    /// may have come before it listened). A node that failed to answer is not waited for.
+    async fn park(
+        &self,
+        keys: &[&str],
+        epochs: Vec<WakeEpoch>,
+        answered: &[bool],
+        until: Instant,
+    ) -> Option<Vec<Parking>> {
+        let parks = join_all(self.nodes.iter().zip(keys).zip(epochs).zip(answered).map(
+            |(((n, key), epoch), answered)| async move {
+                if !answered {
+                    return Parking::Unheard;
+                }
+                let until = until.min(Instant::now() + ARM_WAIT);
+                n.locks
+                    .redlock_node()
+                    .waiter_registry()
+                    .park(key, epoch, until)
+                    .await
+            },
+        ))
+        .await;
+        (!parks.iter().any(|p| matches!(p, Parking::Armed))).then_some(parks)
     }
 }

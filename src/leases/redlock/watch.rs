@@ -18,9 +18,9 @@ use futures_util::future::{join_all, select_all};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{ARM_WAIT, Redlock};
+use super::Redlock;
 use crate::locks::ops::signals::{Notice, Signals};
-use crate::locks::wakeups::{Parking, WakeEpoch, WatchRegistration};
+use crate::locks::wakeups::WatchRegistration;
 use crate::locks::{
     LeaseEnd, LeaseId, LeaseKind, LeaseState, LeaseToken, LeaseView, LockError, LockName, Resource,
     Revocation, Timestamp,
@@ -131,13 +131,8 @@ impl RedWatch {
                     n
                 })
                 .collect();
-            let epochs: Vec<_> = self
-                .redlock
-                .nodes
-                .iter()
-                .zip(&self.registrations)
-                .map(|(n, r)| n.locks.redlock_node().waiter_registry().epoch(r.key()))
-                .collect();
+            let keys: Vec<&str> = self.registrations.iter().map(|r| r.key()).collect();
+            let epochs = self.redlock.epochs(&keys);
             let (read, answered, _) = self.read().await;
             let (told, retry_at) = match read {
                 Read::Ended(end) => {
@@ -174,7 +169,8 @@ impl RedWatch {
                 }
             }
             // Held while the watch sleeps: each node's subscription it relies on stays.
-            let Some(_claims) = self.arm(epochs, answered, retry_at).await else {
+            let parked = self.redlock.park(&keys, epochs, &answered, retry_at).await;
+            let Some(_claims) = parked else {
                 continue;
             };
             let woken = select_all(notified.iter_mut().map(|n| n.as_mut()));
@@ -198,38 +194,6 @@ impl RedWatch {
                 () = shutdown.cancelled() => return Err(LockError::ShuttingDown),
             }
         }
-    }
-
-    /// Parks the watch on every node that answered until `retry_at` (or [`ARM_WAIT`]): the
-    /// parkings, or `None` when a node's subscription was only just armed, so the lease must
-    /// be read again (a message may have come before it listened).
-    async fn arm(
-        &self,
-        epochs: Vec<WakeEpoch>,
-        answered: Vec<bool>,
-        retry_at: Instant,
-    ) -> Option<Vec<Parking>> {
-        let parks = join_all(
-            self.redlock
-                .nodes
-                .iter()
-                .zip(&self.registrations)
-                .zip(epochs)
-                .zip(answered)
-                .map(|(((n, r), epoch), answered)| async move {
-                    if !answered {
-                        return Parking::Unheard;
-                    }
-                    let until = retry_at.min(Instant::now() + ARM_WAIT);
-                    n.locks
-                        .redlock_node()
-                        .waiter_registry()
-                        .park(r.key(), epoch, until)
-                        .await
-                }),
-        )
-        .await;
-        (!parks.iter().any(|p| matches!(p, Parking::Armed))).then_some(parks)
     }
 
     /// Reads the lease on every node; which nodes answered, and whether any knew the lease.
@@ -341,29 +305,12 @@ fn after(view: &LeaseView) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::{FencingToken, LeaseKind};
+    use crate::locks::ops::signals::tests::view;
 
     fn held(remaining_ms: u64, deadline: Option<u64>) -> LeaseView {
         LeaseView {
-            lease_id: LeaseId::parse("0190f0b2-0000-9000-8000-000000000000").expect("id"),
-            lock: LockName::parse("jobs").expect("name"),
-            state: LeaseState::Held,
-            kind: LeaseKind::Reentrant,
-            read_count: None,
-            write_count: None,
-            position: None,
-            permits: None,
-            holder: None,
-            metadata: None,
-            fencing_token: FencingToken(1),
-            reentry_count: 1,
-            ttl_ms: 30_000,
-            acquired_at: Timestamp(0),
-            expires_at: Timestamp(remaining_ms),
-            ended_at: None,
-            remaining_ms: Some(remaining_ms),
             revocation: deadline.map(revocation),
-            waiters: Some(4),
+            ..view(remaining_ms, 30_000, 0, 4)
         }
     }
 

@@ -184,11 +184,13 @@ impl Signals {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::locks::{FencingToken, LeaseId, LeaseKind, LeaseState, LockName};
 
-    fn view(remaining_ms: u64, ttl_ms: u64, now_ms: u64, waiters: u64) -> LeaseView {
+    /// A held lease's view with `remaining_ms` of `ttl_ms` left at `now_ms` (also the RedLock
+    /// watch's tests).
+    pub(crate) fn view(remaining_ms: u64, ttl_ms: u64, now_ms: u64, waiters: u64) -> LeaseView {
         LeaseView {
             lease_id: LeaseId::parse("0190f0b2-0000-7000-8000-000000000000").expect("id"),
             lock: LockName::parse("jobs").expect("name"),
