@@ -11,7 +11,8 @@
 //! heartbeat, `revocation_requested` when a node that holds the lease records a revocation
 //! (the earliest deadline any of them set), and `degraded` while too few nodes answer to
 //! confirm it (each node pinged while someone watches, as the main Redis is), `recovered`
-//! when they do again. `contended` is never told: RedLock waiters are not listed anywhere.
+//! when they do again. `contended` is not told: RedLock waiters are listed on the main Redis
+//! (for people to see), which this watch does not follow, and no node counts them.
 use std::time::Duration;
 
 use futures_util::future::{join_all, select_all};
