@@ -1,7 +1,7 @@
 //! `leasehold run` and the holder signals (issue 56): an operator's revocation reaches the
 //! command as SIGTERM at once, long before its deadline; the command that then exits has its
 //! lease released (an ordinary release), so the next holder need not wait for the deadline;
-//! the same for a RedLock lease.
+//! the same for a RedLock lease, and for a multilease when one member is revoked.
 //! And whatever the command leaves running in its group when it exits (on its own, or on a
 //! signal run forwarded) is stopped before the lease is released.
 
@@ -13,7 +13,7 @@ use serde_json::json;
 use nix::sys::signal::{Signal, kill};
 
 use crate::helpers::cli::{
-    assert_lock_free, code, file, finish, pid_of, run_sh, stderr, temp_dir, until_ended,
+    assert_lock_free, code, file, finish, leasehold, pid_of, run_sh, stderr, temp_dir, until_ended,
     wait_for_file,
 };
 use crate::helpers::{TestApp, spawn_app};
@@ -22,7 +22,7 @@ use crate::matrix::kinds::with_nodes;
 #[tokio::test]
 async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
     let app = spawn_app().await;
-    revocation_stops_the_command(&app, &[], "revoked-job").await;
+    revocation_stops_the_command(&app, &["revoked-job"], "revoked-job").await;
     // Released at once, not at the deadline: the next holder gets it now.
     app.lease("revoked-job", json!({})).await;
 }
@@ -31,33 +31,45 @@ async fn a_revocation_stops_the_command_at_once_and_the_lease_is_released() {
 #[tokio::test]
 async fn a_revocation_stops_a_command_holding_a_redlock_lease_at_once() {
     let (app, _nodes) = with_nodes().await;
-    revocation_stops_the_command(&app, &["--kind", "redlock"], "revoked-red").await;
+    revocation_stops_the_command(&app, &["--kind", "redlock", "revoked-red"], "revoked-red").await;
     app.acquire("revoked-red", json!({"kind": "redlock"}))
         .await
         .assert_status(201);
 }
 
-/// Runs a command under `leasehold run` on `lock` (with `options`), revokes its lease with a
-/// 30 s grace and sees the command stopped within 20 s, run saying why and failing.
-async fn revocation_stops_the_command(app: &TestApp, options: &[&str], lock: &str) {
+/// The same for a multilease, when an operator revokes one of its member locks: the whole
+/// lease is released, every member free at once.
+#[tokio::test]
+async fn a_revocation_of_one_member_stops_a_multilease_command() {
+    let app = spawn_app().await;
+    let target = ["--lock", "books", "--lock", "shelf"];
+    revocation_stops_the_command(&app, &target, "shelf").await;
+    app.lease("books", json!({})).await;
+    app.lease("shelf", json!({})).await;
+}
+
+/// Runs a command under `leasehold run` with `target` (what to hold, and options), revokes
+/// the lease holding `revoked` with a 30 s grace and sees the command stopped within 20 s,
+/// run saying why and failing.
+async fn revocation_stops_the_command(app: &TestApp, target: &[&str], revoked: &str) {
     let dir = temp_dir();
     let (ready, termed) = (file(&dir, "ready"), file(&dir, "termed"));
-    let run = run_sh(
-        app,
-        &[options, &["--ttl", "60s"]].concat(),
-        lock,
-        r#"trap 'echo term > "$2"; exit 0' TERM; echo ready > "$1"; while :; do sleep 0.01; done"#,
-        &[&ready, &termed],
-    )
-    .spawn()
-    .expect("start leasehold run");
+    let script =
+        r#"trap 'echo term > "$2"; exit 0' TERM; echo ready > "$1"; while :; do sleep 0.01; done"#;
+    let run = leasehold(app, "run")
+        .args(["--ttl", "60s"])
+        .args(target)
+        .args(["--", "sh", "-c", script, "sh"])
+        .args([&ready, &termed])
+        .spawn()
+        .expect("start leasehold run");
     wait_for_file(&ready).await;
     // Let the watch open (it starts with the command).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let asked = Instant::now();
     app.admin(
         Method::POST,
-        &format!("/v1/admin/locks/{lock}/revoke"),
+        &format!("/v1/admin/locks/{revoked}/revoke"),
         Some(json!({"grace_ms": 30_000, "reason": "maintenance"})),
     )
     .await
@@ -73,7 +85,7 @@ async fn revocation_stops_the_command(app: &TestApp, options: &[&str], lock: &st
         stopped < Duration::from_secs(20),
         "stopped after {stopped:?}"
     );
-    println!("run {options:?}: revocation asked -> command stopped and run ended: {stopped:?}");
+    println!("run {target:?}: revocation asked -> command stopped and run ended: {stopped:?}");
 }
 
 /// The watch tells the revocation, and so does every heartbeat's answer after it (a 3 s TTL:
