@@ -256,7 +256,8 @@ impl Leases {
     }
 
     /// As [`Self::watch`], telling the holder on the way (see
-    /// [`crate::locks::ops::signals`]): a RedLock lease tells only its end.
+    /// [`crate::locks::ops::signals`]); a RedLock lease's from what a majority of its nodes
+    /// say, and its waiters from the main Redis's waiting list.
     pub async fn watch_telling(
         &self,
         resource: Resource,
@@ -269,7 +270,8 @@ impl Leases {
         let ended: LeaseEnding = match Self::placement(resource, id) {
             Placement::Redlock => {
                 let watch = self.nodes()?.watch(name, id, token).await?;
-                Box::pin(watch.ended_telling(slack, tx))
+                let waiters = self.locks.follow_redlock_waiters(name);
+                Box::pin(watch.ended_telling(slack, tx, waiters))
             }
             _ => {
                 let watch = self.locks.watch(resource, name, id, token).await?;

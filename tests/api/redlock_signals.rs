@@ -2,7 +2,7 @@
 //! `expiring` at the slack of the majority's expiry and `renewed` after a late heartbeat,
 //! `revocation_requested` when an operator asks (and `lost` with reason `revoked` at its
 //! deadline), `degraded` while too few nodes answer to confirm the lease and `recovered` once
-//! they do.
+//! they do, `contended` when RedLock requests wait for the name (listed on the main Redis).
 
 use std::time::{Duration, Instant};
 
@@ -93,4 +93,29 @@ async fn a_redlock_watch_says_degraded_while_a_majority_is_frozen_and_recovered_
     app.release(&lease, true).await.assert_status(200);
     let lost = watch.told("lost").await;
     assert_eq!(lost["reason"], "released", "{lost}");
+}
+
+#[tokio::test]
+async fn a_redlock_holder_hears_contended_while_redlock_requests_wait() {
+    let (app, _nodes) = with_nodes().await;
+    let lease = Lease::from_reply(
+        "red-wanted",
+        &app.acquire("red-wanted", json!({"kind": "redlock", "ttl_ms": 60_000}))
+            .await,
+    );
+    let mut watch = app.watch(&lease).await;
+    watch.assert_quiet(Duration::from_millis(300)).await;
+    let waiter = app.spawn_post(
+        "/v1/locks/red-wanted/leases?wait_ms=1500",
+        json!({"kind": "redlock", "holder": "second"}),
+    );
+    let contended = watch.told("contended").await;
+    assert_eq!(contended["waiters"], 1, "{contended}");
+    assert_eq!(contended["lease_id"], lease.id.as_str());
+    // The waiter gives up at its deadline: nobody waits any more.
+    waiter.await.expect("waiter").assert_status(409);
+    let contended = watch.told("contended").await;
+    assert_eq!(contended["waiters"], 0, "{contended}");
+    app.release(&lease, true).await.assert_status(200);
+    assert_eq!(watch.told("lost").await["reason"], "released");
 }

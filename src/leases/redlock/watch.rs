@@ -11,12 +11,14 @@
 //! heartbeat, `revocation_requested` when a node that holds the lease records a revocation
 //! (the earliest deadline any of them set), and `degraded` while too few nodes answer to
 //! confirm it (each node pinged while someone watches, as the main Redis is), `recovered`
-//! when they do again. `contended` is not told: RedLock waiters are listed on the main Redis
-//! (for people to see), which this watch does not follow, and no node counts them.
+//! when they do again; `contended` when the number of RedLock requests waiting for the name
+//! changes: no node counts them, they are listed on the main Redis, and the watch follows
+//! that list ([`crate::locks::Locks::follow_redlock_waiters`]), a change waking it as a
+//! node's message does.
 use std::time::Duration;
 
 use futures_util::future::{join_all, select_all};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::Redlock;
@@ -96,24 +98,28 @@ impl Redlock {
 impl RedWatch {
     /// Waits until a majority of the nodes no longer hold the lease, and says how.
     pub async fn ended(self) -> Result<LeaseEnd, LockError> {
-        self.follow(None, None).await
+        self.follow(None, None, None).await
     }
 
     /// As [`Self::ended`], telling the holder on the way through `tx` (see the module's
     /// comment), with `slack` before the majority's expiry for `expiring` (`None`: a third of
-    /// the TTL). It stops early when `tx`'s receiver goes.
+    /// the TTL) and `waiters` the count of RedLock requests waiting for the name. It stops
+    /// early when `tx`'s receiver goes.
     pub async fn ended_telling(
         self,
         slack: Option<Duration>,
         tx: mpsc::Sender<Notice>,
+        waiters: watch::Receiver<u64>,
     ) -> Result<LeaseEnd, LockError> {
-        self.follow(Some(Signals::new(slack)), Some(tx)).await
+        self.follow(Some(Signals::new(slack)), Some(tx), Some(waiters))
+            .await
     }
 
     async fn follow(
         self,
         mut signals: Option<Signals>,
         tx: Option<mpsc::Sender<Notice>>,
+        mut waiters: Option<watch::Receiver<u64>>,
     ) -> Result<LeaseEnd, LockError> {
         let shutdown = self.redlock.shutdown.clone();
         // Whether each node answers (probed only while someone is told).
@@ -143,6 +149,7 @@ impl RedWatch {
                 Read::Held { mut view } => {
                     view.revocation = earliest(told_revocation.take(), view.revocation.take());
                     told_revocation.clone_from(&view.revocation);
+                    view.waiters = waiters.as_mut().map(|w| *w.borrow_and_update());
                     match signals.as_mut() {
                         Some(s) => s.held(&view, Instant::now()),
                         None => (Vec::new(), after(&view)),
@@ -187,8 +194,19 @@ impl RedWatch {
                     None => std::future::pending().await,
                 }
             };
+            let waiters_changed = async {
+                let stopped = match waiters.as_mut() {
+                    Some(w) => w.changed().await.is_err(),
+                    None => true,
+                };
+                // The follower stopped (shutting down): nothing more to hear from it.
+                if stopped {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 _ = woken => {}
+                () = waiters_changed => {}
                 () = tokio::time::sleep_until(retry_at) => {}
                 () = reach_changed => {}
                 () = gone => return Err(LockError::ShuttingDown),
@@ -335,7 +353,10 @@ mod tests {
         assert_eq!(view.remaining_ms, Some(6_000), "two nodes hold it 6 s more");
         assert_eq!(view.kind, LeaseKind::Redlock);
         assert_eq!(view.revocation.map(|r| r.deadline), Some(Timestamp(50)));
-        assert_eq!(view.waiters, None, "RedLock waiters are not counted");
+        assert_eq!(
+            view.waiters, None,
+            "no node counts RedLock waiters (the watch follows the main Redis)"
+        );
     }
 
     #[test]

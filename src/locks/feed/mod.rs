@@ -3,6 +3,7 @@
 //! ([`publisher`], [`journal`]), who waits ([`waitlist`]), the names that may be live
 //! ([`index`]), and the expiries recorded when they happen ([`sweeper`]).
 
+mod contention;
 pub mod history;
 pub mod hold_times;
 pub mod index;

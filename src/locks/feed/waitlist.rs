@@ -237,7 +237,7 @@ async fn write(conn: &mut crate::redis::Redis, batch: &[Change]) {
 
 impl Locks {
     /// The key of `name`'s waiting list: `{L}:leasehold:waiting`.
-    fn waiting_key(&self, name: &LockName) -> String {
+    pub(super) fn waiting_key(&self, name: &LockName) -> String {
         format!("{}:waiting", self.inner.keys.lock(name).state())
     }
 
