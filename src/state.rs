@@ -15,7 +15,7 @@ use crate::limits::ledger::Ledger;
 use crate::limits::slots::Slots;
 use crate::locks::{Locks, TtlPolicy};
 use crate::metrics::Metrics;
-use crate::operator::{Operator, Reason};
+use crate::operator::{Operator, Reason, ReasonError};
 use crate::problem::Problem;
 use crate::redis::SubscriberStatus;
 use crate::tenant::Tenant;
@@ -111,9 +111,15 @@ impl Shared {
         }
     }
 
-    /// An operator's reason as given, under this server's `--max-reason-chars`.
+    /// An operator's reason as given in a query string or a form, under this server's
+    /// `--max-reason-chars`.
     pub fn reason(&self, raw: &str) -> Result<Reason, Problem> {
-        Reason::parse(raw, self.limits.per_lock.reason_chars)
+        Reason::parse(raw, self.limits.per_lock.reason_chars).map_err(ReasonError::in_query)
+    }
+
+    /// As [`Self::reason`], for a reason given in a JSON body (its refusal names the body).
+    pub fn body_reason(&self, raw: &str) -> Result<Reason, Problem> {
+        Reason::parse(raw, self.limits.per_lock.reason_chars).map_err(ReasonError::in_body)
     }
 }
 

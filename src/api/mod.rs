@@ -8,6 +8,7 @@ mod admin;
 mod admission;
 mod backlog;
 mod bodies;
+mod bounds;
 mod charges;
 mod contention;
 mod elections;

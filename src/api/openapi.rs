@@ -1,11 +1,10 @@
 //! The OpenAPI document's post-processing: its root (info, tags, security schemes), the
 //! answers many operations share documented once, links from a new lease to what reads it,
-//! the bounds this server's flags set, optional request bodies as generators expect them, and
+//! the bounds this server's flags set ([`super::bounds`]), optional request bodies as generators expect them, and
 //! the OpenAPI 3.0 rendering served beside the 3.1 document.
 
 use serde_json::{Map, Value};
 use utoipa::Modify;
-use utoipa::Number;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::path::ParameterIn;
@@ -226,7 +225,7 @@ pub(super) fn finish(doc: &mut OpenApi, limits: &ApiLimits) {
     LockNames.modify(doc);
     RedlockResponses.modify(doc);
     super::problem_codes::list_in(doc);
-    bounds(doc, limits);
+    super::bounds::write(doc, limits);
 }
 
 /// What `"kind": "redlock"` adds to the routes it uses (see `crate::leases::redlock`): 503
@@ -319,46 +318,6 @@ impl Modify for LockNames {
                     }
                 }
             }
-        }
-    }
-}
-
-/// Writes the bounds this server holds requests to (its flags: `--min-ttl-ms`,
-/// `--max-ttl-ms`, `--max-permits`, `--max-lock-delay-ms`) into its document, so that a client generated from it, or
-/// a fuzzer, asks for what is accepted rather than learn it from 422s.
-fn bounds(doc: &mut OpenApi, limits: &ApiLimits) {
-    let ttl = (limits.ttl.min_ms, limits.ttl.max_ms);
-    let permits = (1, u64::from(limits.max_permits));
-    let fields = [
-        ("AcquireBody", "ttl_ms", ttl),
-        ("MultiAcquireBody", "ttl_ms", ttl),
-        (
-            "AcquireBody",
-            "lock_delay_ms",
-            (0, limits.max_lock_delay_ms),
-        ),
-        (
-            "MultiAcquireBody",
-            "lock_delay_ms",
-            (0, limits.max_lock_delay_ms),
-        ),
-        ("PermitBody", "ttl_ms", ttl),
-        ("HeartbeatBody", "ttl_ms", ttl),
-        ("KeyQuotasBody", "max_ttl_ms", ttl),
-        ("PermitBody", "limit", permits),
-        ("PermitBody", "permits", permits),
-        ("LimitBody", "limit", permits),
-    ];
-    let Some(components) = doc.components.as_mut() else {
-        return;
-    };
-    let number = |n: u64| Number::UInt(usize::try_from(n).unwrap_or(usize::MAX));
-    for (schema, field, (min, max)) in fields {
-        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
-            && let Some(RefOr::T(Schema::Object(property))) = object.properties.get_mut(field)
-        {
-            property.minimum = Some(number(min));
-            property.maximum = Some(number(max));
         }
     }
 }

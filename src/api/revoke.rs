@@ -34,7 +34,7 @@ use crate::wire::{RevokeBody, RevokedBody, RevokedLeaseBody};
         (status = 404, description = "lock_not_found: nobody holds it; lease_not_found: the lease named does not hold it; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name, invalid_body (grace_ms over an hour, a field of the wrong type), reason_too_long", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_body (grace_ms over an hour, a reason with a control character, a field of the wrong type), reason_too_long", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `POST /v1/admin/locks/{name}/revoke`.
@@ -63,7 +63,7 @@ pub async fn revoke_lock(
         (status = 404, description = "lock_not_found: no lease holds its permits; lease_not_found: the lease named holds none; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name, invalid_body (grace_ms over an hour, a field of the wrong type), reason_too_long", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_body (grace_ms over an hour, a reason with a control character, a field of the wrong type), reason_too_long", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `POST /v1/admin/semaphores/{name}/revoke`.
@@ -92,7 +92,7 @@ pub async fn revoke_semaphore(
         (status = 404, description = "lock_not_found: nobody leads; lease_not_found: the candidate named does not lead; not_found: an undecodable path", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 413, description = "payload_too_large", body = ProblemDetails, content_type = "application/problem+json"),
         (status = 415, description = "unsupported_media_type", body = ProblemDetails, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_lock_name, invalid_body (grace_ms over an hour, a field of the wrong type), reason_too_long", body = ProblemDetails, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_lock_name, invalid_body (grace_ms over an hour, a reason with a control character, a field of the wrong type), reason_too_long", body = ProblemDetails, content_type = "application/problem+json"),
     )
 )]
 /// `POST /v1/admin/elections/{name}/revoke`: asks the leader to resign.
@@ -114,7 +114,7 @@ async fn revoke(
     name: &LockName,
     body: RevokeBody,
 ) -> Result<Json<RevokedBody>, Problem> {
-    let reason = state.reason(&body.reason)?;
+    let reason = state.body_reason(&body.reason)?;
     let only = body
         .lease_id
         .and_then(|id| crate::locks::LeaseId::parse(&id.to_string()));

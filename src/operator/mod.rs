@@ -22,23 +22,57 @@ use crate::problem::{Problem, ProblemKind};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reason(String);
 
+/// Why a reason was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReasonError {
+    /// A line break would start a forged line in a text log or a history view.
+    #[error("a reason may not hold control characters (line breaks, tabs)")]
+    ControlCharacter,
+    #[error("a reason has at most {0} characters (--max-reason-chars)")]
+    TooLong(usize),
+}
+
+impl ReasonError {
+    /// The problem for a reason given in the query string (or a form): a control character
+    /// is a bad query (400 `invalid_query`); a reason in a JSON body answers
+    /// [`Self::in_body`].
+    pub fn in_query(self) -> Problem {
+        let kind = match self {
+            Self::ControlCharacter => ProblemKind::InvalidQuery,
+            Self::TooLong(_) => ProblemKind::ReasonTooLong,
+        };
+        Problem::new(kind, self.to_string())
+    }
+
+    /// The problem for a reason given in a JSON body: a control character makes the body
+    /// invalid (422 `invalid_body`), not the query.
+    pub fn in_body(self) -> Problem {
+        let kind = match self {
+            Self::ControlCharacter => ProblemKind::InvalidBody,
+            Self::TooLong(_) => ProblemKind::ReasonTooLong,
+        };
+        Problem::new(kind, self.to_string())
+    }
+}
+
 impl Reason {
-    /// A reason as given (trimmed); refused when it holds a control character (a line break
-    /// would start a forged line in a text log or a history view: 400 `invalid_query`) or is
-    /// longer than `max` characters (422 `reason_too_long`).
-    pub fn parse(raw: &str, max: usize) -> Result<Self, Problem> {
+    /// What [`Reason::parse`] takes, as an ECMA-262 pattern for the API's document: white
+    /// space around (trimmed), and no control character (Unicode's `Cc`) in between.
+    pub const PATTERN: &'static str = concat!(
+        r"^[\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*",
+        r"[^\u0000-\u001F\u007F-\u009F]*",
+        r"[\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*$",
+    );
+
+    /// A reason as given (trimmed); refused when it holds a control character or is longer
+    /// than `max` characters.
+    pub fn parse(raw: &str, max: usize) -> Result<Self, ReasonError> {
         let raw = raw.trim();
         if raw.chars().any(char::is_control) {
-            return Err(Problem::new(
-                ProblemKind::InvalidQuery,
-                "a reason may not hold control characters (line breaks, tabs)",
-            ));
+            return Err(ReasonError::ControlCharacter);
         }
         if raw.chars().count() > max {
-            return Err(Problem::new(
-                ProblemKind::ReasonTooLong,
-                format!("a reason has at most {max} characters (--max-reason-chars)"),
-            ));
+            return Err(ReasonError::TooLong(max));
         }
         Ok(Self(raw.to_owned()))
     }
@@ -231,11 +265,41 @@ mod tests {
             Reason::parse("  stuck job ", 20).map(|r| r.0).ok(),
             Some("stuck job".to_owned())
         );
-        assert!(Reason::parse("a\nb", 20).is_err());
-        assert!(Reason::parse(&"x".repeat(21), 20).is_err());
+        assert_eq!(
+            Reason::parse("a\nb", 20),
+            Err(ReasonError::ControlCharacter)
+        );
+        assert_eq!(
+            Reason::parse(&"x".repeat(21), 20),
+            Err(ReasonError::TooLong(20))
+        );
         assert!(
             Reason::parse(&"é".repeat(20), 20).is_ok(),
             "characters, not bytes"
         );
+    }
+
+    #[test]
+    fn the_documented_pattern_takes_exactly_the_reasons_taken() {
+        let pattern = regex::Regex::new(Reason::PATTERN).expect("a valid pattern");
+        for raw in [
+            "stuck job",
+            "  stuck job \n",
+            "\t\r\n",
+            "",
+            "é ü",
+            "\u{a0}\n\u{a0}x\n",
+            "a\nb",
+            "\u{1c}a",
+            "a\u{85}b",
+            "x\u{7f}",
+            "x\u{9f}y",
+        ] {
+            assert_eq!(
+                pattern.is_match(raw),
+                Reason::parse(raw, 500).is_ok(),
+                "{raw:?}"
+            );
+        }
     }
 }

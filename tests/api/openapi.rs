@@ -327,3 +327,16 @@ async fn the_document_suits_client_generators() {
     assert_eq!(holder["nullable"], true, "{holder}");
     assert_eq!(holder["type"], "string", "{holder}");
 }
+
+#[tokio::test]
+async fn an_operators_reason_is_bounded_in_the_document_as_the_server_bounds_it() {
+    let app = spawn_app().await;
+    let doc = app.get("/openapi.json").await;
+    let reason = &doc.body["components"]["schemas"]["RevokeBody"]["properties"]["reason"];
+    assert_eq!(reason["maxLength"], 500, "--max-reason-chars: {reason}");
+    let pattern = reason["pattern"].as_str().expect("a pattern");
+    assert!(
+        pattern.contains(r"[^\u0000-\u001F\u007F-\u009F]*"),
+        "{pattern}"
+    );
+}

@@ -191,6 +191,21 @@ async fn what_cannot_be_revoked_says_why() {
     app.admin(Method::POST, "/v1/admin/locks/held/revoke", Some(json!({})))
         .await
         .assert_problem(422, "invalid_body");
+    // A reason is one line (its refusal names the body, not the query) of at most
+    // --max-reason-chars characters; white space around it is trimmed.
+    let revoke = |reason: String| {
+        app.admin(
+            Method::POST,
+            "/v1/admin/locks/held/revoke",
+            Some(json!({"grace_ms": 60_000, "reason": reason})),
+        )
+    };
+    revoke("one\ntwo".to_owned())
+        .await
+        .assert_problem(422, "invalid_body");
+    revoke("x".repeat(501))
+        .await
+        .assert_problem(422, "reason_too_long");
     let anon = app
         .send(
             app.http
@@ -199,6 +214,12 @@ async fn what_cannot_be_revoked_says_why() {
         )
         .await;
     anon.assert_problem(401, "admin_token_required");
+    let asked = revoke(format!("  {}\n", "x".repeat(500))).await;
+    asked.assert_status(200);
+    assert_eq!(
+        asked.body["leases"][0]["revocation"]["reason"],
+        "x".repeat(500)
+    );
     app.release(&lease, true).await.assert_status(200);
 }
 

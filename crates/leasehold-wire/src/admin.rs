@@ -76,7 +76,9 @@ pub struct RevokeBody {
     /// with reason `revoked`.
     #[cfg_attr(feature = "openapi", schema(maximum = 3_600_000))]
     pub grace_ms: u64,
-    /// Why: told to the holder, and kept in the history and the audit log.
+    /// Why: told to the holder, and kept in the history and the audit log. One line: no
+    /// control character once trimmed (422 `invalid_body`), at most `--max-reason-chars`
+    /// characters (500 by default; 422 `reason_too_long`); the served document gives both.
     #[serde(default)]
     pub reason: String,
     /// Only this lease (default: every lease holding the name).
