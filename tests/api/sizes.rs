@@ -238,12 +238,55 @@ fn braced_functions(files: &[PathBuf]) -> Vec<(String, String, usize)> {
     found
 }
 
+/// Every TypeScript function's (file, name, lines), the compiled `dist/` aside: a line that
+/// opens a function (a `function`, an arrow function, a method or a test's body) and ends in
+/// `{`, to the first line after it that starts with the same indentation and `}` (the code is
+/// formatted, so the closing brace lines up with its head).
+fn typescript_functions(files: &[PathBuf]) -> Vec<(String, String, usize)> {
+    let head = regex::Regex::new(concat!(
+        r"^(\s*)(.*(?:\bfunction\b|=>).*|(?:(?:export|public|private|protected|static|async",
+        r"|get|set|override)\s+)*[A-Za-z_$#][\w$]*\s*(?:<.*>)?\(.*\)\s*(?::.*)?)\{$"
+    ))
+    .expect("a valid pattern");
+    let control = regex::Regex::new(r"^(if|for|while|switch|catch|else|try|do|finally|return)\b")
+        .expect("a valid pattern");
+    let mut found = Vec::new();
+    for path in files.iter().filter(|p| {
+        (has_extension(p, "ts") || has_extension(p, "mjs"))
+            && !relative(p).contains("/dist/")
+            && !relative(p).ends_with(".d.ts")
+    }) {
+        let text = read(path);
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(opened) = head.captures(line) else {
+                continue;
+            };
+            let signature = opened[2].trim();
+            if control.is_match(signature) || signature.starts_with('}') {
+                continue;
+            }
+            let close = format!("{}}}", &opened[1]);
+            if let Some(end) = lines[i + 1..].iter().position(|l| l.starts_with(&close)) {
+                found.push((relative(path), signature.to_owned(), end + 2));
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn no_function_is_over_100_lines() {
     let files = source_files();
     let mut functions = rust_functions(&files);
     functions.extend(python_functions(&files));
     functions.extend(braced_functions(&files));
+    let typescript = typescript_functions(&files);
+    assert!(
+        typescript.len() > 100,
+        "the TypeScript client's functions not found: {typescript:?}"
+    );
+    functions.extend(typescript);
     let over: Vec<String> = functions
         .into_iter()
         .filter(|(_, _, lines)| *lines > MAX_FUNCTION_LINES)
