@@ -2,6 +2,7 @@ package leasehold_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,10 +19,7 @@ import (
 // renewal says so again; the lock shows as redlock. clients/go/test.sh starts the server
 // with three RedLock nodes of its own.
 func TestRedlockLease(t *testing.T) {
-	u := os.Getenv("LEASEHOLD_TEST_REDLOCK_URL")
-	if u == "" {
-		t.Skip("LEASEHOLD_TEST_REDLOCK_URL is not set: run clients/go/test.sh, which starts a server with RedLock nodes")
-	}
+	u := redlockURL(t)
 	ctx, name := testCtx(t), lockName(t)
 	c := leasehold.New(u)
 	ttl := 1500 * time.Millisecond
@@ -43,6 +41,92 @@ func TestRedlockLease(t *testing.T) {
 	}
 	if l.NodesAcked() != 3 || l.Validity() <= 0 || l.Validity() >= ttl {
 		t.Fatalf("after renewals: %d nodes, validity %v", l.NodesAcked(), l.Validity())
+	}
+}
+
+// redlockURL is the server with RedLock nodes that clients/go/test.sh starts (it shares the
+// other server's admin token); without it the test skips, saying so.
+func redlockURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("LEASEHOLD_TEST_REDLOCK_URL")
+	if u == "" {
+		t.Skip("LEASEHOLD_TEST_REDLOCK_URL is not set: run clients/go/test.sh, which starts a server with RedLock nodes")
+	}
+	return u
+}
+
+// A RedLock lease's holder hears the signals any lease's does (clients/parity.json
+// redlockSignals): contended while a RedLock request waits for the name, then an operator's
+// revocation, ignored here, which gives the lease up as lost (revoked) a margin before the
+// deadline, as TestRevocationIgnored checks of a main-Redis lease.
+func TestRedlockHolderHearsContendedAndRevocation(t *testing.T) {
+	u := redlockURL(t)
+	ct := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
+	c := leasehold.New(u, leasehold.WithHTTPClient(&http.Client{Transport: ct}))
+	other, admin := leasehold.New(u), leasehold.New(u, leasehold.WithAPIKey(adminToken(t)))
+	ctx, name := testCtx(t), lockName(t)
+	ttl := 10 * time.Second // margin: a sixth, 1.67 s
+	lease, err := c.Lock(ctx, name, leasehold.LockOptions{TTL: ttl, Kind: leasehold.KindRedlock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	waitFor(t, 5*time.Second, "the watch open", func() bool { return ct.watchesOpen() >= 1 })
+
+	// A RedLock request waits 3 s (the server cuts each wait to 1.5 s: the client asks again),
+	// then gives up: the lease is not released before the revocation.
+	ch := make(chan result, 1)
+	go func() {
+		l, err := other.Lock(ctx, name, leasehold.LockOptions{TTL: ttl, Kind: leasehold.KindRedlock, Wait: 3 * time.Second})
+		ch <- result{l, err, time.Now()}
+	}()
+	s := nextSignal(t, lease.Signals(), leasehold.SignalContended, 5*time.Second)
+	if s.Waiters < 1 || s.Lock != name || s.ID == "" {
+		t.Fatalf("contended: %+v", s)
+	}
+	if r := recv(t, ch, 10*time.Second, "the waiter's end"); !errors.Is(r.err, leasehold.ErrLockHeld) {
+		if r.lease != nil {
+			_ = r.lease.Release(ctx)
+		}
+		t.Fatalf("the waiter of a held RedLock lock: %v", r.err)
+	}
+
+	res, err := admin.Revoke(ctx, name, 3*time.Second, leasehold.RevokeReason("rotate the nodes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leases) != 1 || res.Leases[0].LeaseID != lease.ID() {
+		t.Fatalf("revoke answered %+v", res)
+	}
+	deadline := res.Leases[0].Revocation.Deadline
+	s = nextSignal(t, lease.Signals(), leasehold.SignalRevocationRequested, 3*time.Second)
+	if s.Revocation == nil || s.Revocation.Reason != "rotate the nodes" || !s.Revocation.Deadline.Equal(deadline) {
+		t.Fatalf("revocation signal: %+v (revocation %+v)", s, s.Revocation)
+	}
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not lost within 5 s of a 3 s revocation")
+	}
+	var lost *leasehold.LostError
+	if !errors.As(lease.Err(), &lost) || lost.Reason != leasehold.ReasonRevoked || !errors.Is(lease.Err(), leasehold.ErrLeaseLost) {
+		t.Fatalf("lost with %v, want reason revoked", lease.Err())
+	}
+	if lost.Revocation == nil || lost.Revocation.Reason != "rotate the nodes" {
+		t.Fatalf("the loss does not carry the revocation: %+v", lost.Revocation)
+	}
+	if !lost.At.Before(deadline.Add(-500 * time.Millisecond)) {
+		t.Fatalf("given up at %v, not before the deadline %v less the margin", lost.At, deadline)
+	}
+	if r := lease.Revocation(); r == nil || !r.Deadline.Equal(deadline) {
+		t.Fatalf("lease.Revocation() = %+v", r)
+	}
+	// Release reports the loss, and gives the lock back (on the nodes) before the deadline.
+	if err := lease.Release(ctx); !errors.As(err, &lost) || lost.Reason != leasehold.ReasonRevoked {
+		t.Fatalf("Release after the loss: %v", err)
+	}
+	if info := inspect(t, c, name); info.Held {
+		t.Fatalf("still held after the release of a lease given up: %+v", info)
 	}
 }
 

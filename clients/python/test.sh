@@ -135,7 +135,7 @@ echo "leasehold servers: $main_url (main), $keyed_url (keyed), $redlock_url (Red
 # --- tests ---------------------------------------------------------------------------------
 export LEASEHOLD_TEST_URL="$main_url" LEASEHOLD_TEST_ADMIN_TOKEN="$main_token"
 export LEASEHOLD_TEST_KEYED_URL="$keyed_url" LEASEHOLD_TEST_KEYED_ADMIN_TOKEN="$keyed_token"
-export LEASEHOLD_TEST_REDLOCK_URL="$redlock_url"
+export LEASEHOLD_TEST_REDLOCK_URL="$redlock_url" LEASEHOLD_TEST_REDLOCK_ADMIN_TOKEN="$redlock_token"
 unset LEASEHOLD_API_KEY LEASEHOLD_SERVER
 "$py" -m pytest "$@" &
 pytest_pid=$!

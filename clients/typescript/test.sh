@@ -84,7 +84,7 @@ export LEASEHOLD_TEST_KEYS_URL=$url LEASEHOLD_TEST_KEYS_ADMIN_TOKEN=$token
 mkdir -m 700 "$work/nodes"
 start_redlock_nodes "$work/nodes"
 start_server redlock --redlock-nodes "$redlock_nodes"
-export LEASEHOLD_TEST_REDLOCK_URL=$url
+export LEASEHOLD_TEST_REDLOCK_URL=$url LEASEHOLD_TEST_REDLOCK_ADMIN_TOKEN=$token
 # The tests' temporary files (packed packages, browser profiles) go where cleanup removes them.
 mkdir "$work/tmp"
 export TMPDIR=$work/tmp

@@ -47,6 +47,12 @@ def redlock_url() -> str:
     return _env("LEASEHOLD_TEST_REDLOCK_URL")
 
 
+@pytest.fixture(scope="session")
+def redlock_admin_token() -> str:
+    """The RedLock server's admin token (each server has its own), for a revocation there."""
+    return _env("LEASEHOLD_TEST_REDLOCK_ADMIN_TOKEN")
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LEASEHOLD_API_KEY", raising=False)

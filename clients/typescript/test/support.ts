@@ -19,6 +19,7 @@ export const KEYS_URL = required("LEASEHOLD_TEST_KEYS_URL");
 export const KEYS_ADMIN_TOKEN = required("LEASEHOLD_TEST_KEYS_ADMIN_TOKEN");
 /** A third server, whose `kind: "redlock"` goes to three Redis masters of its own. */
 export const REDLOCK_URL = required("LEASEHOLD_TEST_REDLOCK_URL");
+export const REDLOCK_ADMIN_TOKEN = required("LEASEHOLD_TEST_REDLOCK_ADMIN_TOKEN");
 
 export function client(options: ClientOptions = {}, url = URL_): Client {
   return new Client(url, { apiKey: null, ...options });
