@@ -11,8 +11,8 @@ use reqwest::StatusCode;
 use crate::connection::millis;
 use crate::{
     CampaignBody, CandidateBody, Client, ClientError, ElectionBody, ForceReleaseBody, GrantBody,
-    KeepOptions, LeaderBody, Lease, LeaseId, LeaseToken, ProclaimBody, ReleaseBody, RenewalBody,
-    Reply, ResignedBody, Resource, TermCheckBody, TermCheckReply,
+    KeepOptions, LeaderBody, Lease, LeaseId, LeaseToken, OnInLine, ProclaimBody, ReleaseBody,
+    RenewalBody, Reply, ResignedBody, Resource, TermCheckBody, TermCheckReply,
 };
 
 /// What a campaign asks for; `None` leaves the choice to the server.
@@ -32,6 +32,11 @@ pub struct CampaignOptions {
     pub wait: Option<Duration>,
     /// How the term is kept once it leads ([`Client::campaign`]).
     pub keep: KeepOptions,
+    /// [`Client::campaign`]: told where the candidate stands at each answer in line (its
+    /// position, the leader now, the estimated wait), never after the term is granted.
+    /// [`stand`](Client::stand) and [`poll_candidate`](Client::poll_candidate) answer it
+    /// themselves (`InLine::from(&waiting.candidate)`), and ignore this.
+    pub on_in_line: Option<OnInLine>,
 }
 
 /// A candidate in line (202): its place, who leads, and the token that proves it.

@@ -25,6 +25,8 @@
 //!   way out), by the rules of `clients/PROTOCOL.md`;
 //! - `elections`: a candidate's calls (stand, poll, proclaim, resign), the election, the
 //!   leader, a term's check, an admin's end of a term;
+//! - `in_line`: where a candidate in line stands ([`InLine`]), told to a kept campaign's
+//!   [`OnInLine`] hook;
 //! - `term`: a kept campaign ([`Term`], from [`Client::campaign`]): a candidate's term is a
 //!   lease on [`Resource::Election`], kept by the same loops as any other;
 //! - `observe`: an election's changes as a [`futures_util::Stream`] ([`Observations`]),
@@ -35,6 +37,7 @@ mod codes;
 mod connection;
 mod elections;
 mod error;
+mod in_line;
 mod inspect;
 mod keeper;
 mod kept;
@@ -65,6 +68,7 @@ pub use self::connection::{
 };
 pub use self::elections::{CampaignOptions, Standing, Waiting};
 pub use self::error::{ClientError, Problem};
+pub use self::in_line::{InLine, OnInLine};
 pub use self::keeper::{KeepOptions, KeptLease};
 pub use self::kept::{LeaseLost, LossSignal, REVOKED, Renewal, Signal, UNRENEWABLE};
 pub use self::leases::{AcquireOptions, Acquired, Lease, PermitOptions, Ticket};

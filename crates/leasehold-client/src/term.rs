@@ -34,8 +34,9 @@ impl Client {
     /// [`ClientError::NotElected`]); then keeps its term. The campaign request carries an
     /// `Idempotency-Key`, and it and the polls are sent again after a dropped connection, a
     /// 502, 503, 504 or a 429 `rate_limited` (for up to the client's timeout); a campaign
-    /// refused by a lock-delay asks again when it is over. Dropping the future while in line
-    /// leaves the line in the background. Call it inside a tokio runtime.
+    /// refused by a lock-delay asks again when it is over. Each answer in line (202) is told
+    /// to `options.on_in_line`. Dropping the future while in line leaves the line in the
+    /// background. Call it inside a tokio runtime.
     pub async fn campaign(
         &self,
         name: &str,
@@ -75,6 +76,11 @@ impl Client {
                 token: waiting.token.clone(),
                 left: false,
             });
+            // After the place is known: a hook that panics unwinds past `place`, which then
+            // leaves the line (its `Drop`), as a campaign dropped in line does.
+            if let Some(hook) = &options.on_in_line {
+                hook.tell(&waiting.candidate);
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 place.leave().await;
                 return Err(ClientError::NotElected {
