@@ -26,6 +26,7 @@ type campaignConfig struct {
 	forever   bool
 	holder    string
 	lockDelay time.Duration
+	onInLine  func(InLine)
 }
 
 // CampaignValue is what the candidate publishes while it leads (its address, ...): text of
@@ -65,6 +66,10 @@ type candidateJSON struct {
 	Value       string `json:"value"`
 	TTLms       int64  `json:"ttl_ms"`
 	Position    int    `json:"position"`
+	// In line: who leads now (nil when nobody does), and the server's estimate of the wait
+	// (nil until it has one: zero is an estimate).
+	Leader          *LeaderInfo `json:"leader"`
+	EstimatedWaitMs *int64      `json:"estimated_wait_ms"`
 }
 
 // Term is this client's term as an election's leader: renewed every TTL/3 and watched, as a
@@ -117,23 +122,25 @@ func (c *Client) Campaign(ctx context.Context, name string, opts ...CampaignOpti
 			return nil, errNoToken
 		}
 		if resp.status == http.StatusAccepted {
-			return c.waitInLine(ctx, p, &cand, deadline, cfg.value)
+			return c.waitInLine(ctx, p, &cand, deadline, &cfg)
 		}
 		return c.startTerm(ctx, p, &cand, cand.Token, resp.sent, cfg.value)
 	}
 }
 
 // waitInLine long-polls the candidate until it leads; the wait running out (or ctx ending)
-// leaves the line. Its place lost (410) is the campaign's error, never a new campaign.
-func (c *Client) waitInLine(ctx context.Context, p place, cand *candidateJSON, deadline time.Time, value string) (*Term, error) {
+// leaves the line. Its place lost (410) is the campaign's error, never a new campaign. Each
+// answer in line is told to cfg.onInLine.
+func (c *Client) waitInLine(ctx context.Context, p place, cand *candidateJSON, deadline time.Time, cfg *campaignConfig) (*Term, error) {
 	path := p.leasePath(cand.CandidateID)
-	position := cand.Position
+	last := *cand
 	for {
+		tell(ctx, c, cfg.onInLine, last.inLine(), path, cand.Token)
 		left := time.Until(deadline)
 		if left <= 0 {
 			c.leaveQueue(ctx, path, cand.Token)
 			return nil, &Problem{Status: http.StatusConflict, Code: CodeLockHeld, Title: "Another candidate leads",
-				Detail: fmt.Sprintf("still in line (position %d) when the wait ran out; left the line", position)}
+				Detail: fmt.Sprintf("still in line (position %d) when the wait ran out; left the line", last.Position)}
 		}
 		q := url.Values{"wait_ms": {strconv.FormatInt(ms(left), 10)}}
 		resp, err := c.do(ctx, &request{method: http.MethodGet, path: path, query: q, bearer: cand.Token, wait: left, retry: true})
@@ -149,12 +156,12 @@ func (c *Client) waitInLine(ctx context.Context, p place, cand *candidateJSON, d
 		}
 		if resp.status == http.StatusAccepted {
 			if now.Position > 0 {
-				position = now.Position
+				last = now
 			}
 			continue
 		}
 		now.CandidateID = cand.CandidateID
-		return c.startTerm(ctx, p, &now, cand.Token, resp.sent, value)
+		return c.startTerm(ctx, p, &now, cand.Token, resp.sent, cfg.value)
 	}
 }
 

@@ -58,7 +58,8 @@ type LockOptions struct {
 	LockDelay time.Duration
 	// OnQueued, if set, is called while a fair lock waits in line, with each answer in line
 	// (the first at once, then one per poll: at least every --max-wait-ms), from the goroutine
-	// that called Lock: keep it quick.
+	// that called Lock: keep it quick. Should it panic, the queue is left first, and the panic
+	// goes on up.
 	OnQueued func(Queued)
 	// ExpiringSlack sets when this lease's watch tells SignalExpiring: once less than it is
 	// left with no heartbeat since. Zero: the client's (WithExpiringSlack), else a third of the
@@ -299,9 +300,7 @@ func (c *Client) waitTicket(ctx context.Context, p place, t *ticketJSON, deadlin
 	path := lockPath(p.name) + "/tickets/" + url.PathEscape(t.TicketID)
 	last := t.queued()
 	for {
-		if w.onQueued != nil {
-			w.onQueued(last)
-		}
+		tell(ctx, c, w.onQueued, last, path, t.Token)
 		left := time.Until(deadline)
 		if left <= 0 {
 			c.leaveQueue(ctx, path, t.Token)

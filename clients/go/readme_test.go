@@ -57,6 +57,8 @@ func buildReadme(t *testing.T) string {
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client, addr string, lead func(context.Context, int64) error) error {\n" + b + "}\n"
 		case strings.HasPrefix(b, "events, err := c.Observe("):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "(ctx context.Context, c *leasehold.Client) error {\n" + b + "}\n"
+		case strings.HasPrefix(b, "inLine := leasehold.CampaignOnInLine("):
+			snippets += "\nfunc snippet" + strconv.Itoa(i) + "() leasehold.CampaignOption {\n" + b + "return inLine\n}\n"
 		case strings.HasPrefix(b, "o := leasehold.LockOptions{"):
 			snippets += "\nfunc snippet" + strconv.Itoa(i) + "() leasehold.LockOptions {\n" + b + "return o\n}\n"
 		case strings.HasPrefix(b, "var p *leasehold.Problem"):
