@@ -9,15 +9,16 @@
 The lease is renewed while the block runs, watched for loss (``lease.lost`` is set the moment
 it is lost, and the block then ends in :class:`LeaseLost`), and released however the block
 ends. :class:`AsyncClient` does the same for asyncio (``async with client.lock(...)``).
-``client.campaign(name, value=...)`` leads an election the same way (a :class:`Term`), and
-``client.observe(name)`` follows who leads.
+``client.campaign(name, value=...)`` leads an election the same way (a :class:`Term`; while it
+waits in line, ``on_in_line=`` hears each :class:`InLine`), and ``client.observe(name)`` follows
+who leads.
 """
 
 from ._async.client import AsyncClient
 from ._async.context import AsyncLeaseContext
 from ._async.election import AsyncCampaign, AsyncTerm
 from ._async.lease import AsyncLease
-from ._core import ElectionEvent, FenceCheck, Member, Queued, Revocation, Signal
+from ._core import ElectionEvent, FenceCheck, InLine, Leader, Member, Queued, Revocation, Signal
 from ._errors import (
     PROBLEM_CODES,
     Conflict,
@@ -60,6 +61,8 @@ __all__ = [
     "AsyncCampaign",
     "ElectionEvent",
     "FenceCheck",
+    "InLine",
+    "Leader",
     "Member",
     "Queued",
     "Revocation",

@@ -40,6 +40,7 @@ from ._errors import (
     left_the_line,
     make_problem,
 )
+from ._in_line import Hear, InLine, Leader, OnInLine, hearing, tell
 from ._wire import (
     ELECTIONS,
     LOCKS,
@@ -64,7 +65,6 @@ from ._wire import (
     multilease_request,
     segment,
     semaphore_body,
-    tell_queued,
 )
 
 T = TypeVar("T")
@@ -239,12 +239,12 @@ def acquire(
     timeout: float,
     state: AcquireState,
     reentry_token: Optional[str] = None,
-    on_queued: OnQueued = None,
+    hear: Hear = None,
 ) -> Plan[Grant]:
     """Takes a lease (or, with ``reentry_token``, one more level of that lease), waiting up
     to ``wait_s`` in all (``None``: without limit): re-asks when the server's own maximum
-    wait is shorter, follows a fair lock's ticket until its turn (telling ``on_queued`` of
-    each answer in line), and retries what may be
+    wait is shorter, follows a fair lock's ticket until its turn (telling ``hear`` of each
+    answer in line: ``on_queued``, or a campaign's ``on_in_line``), and retries what may be
     retried with one ``Idempotency-Key``. Raises :class:`LockHeld` (or ``NoPermits``) when the
     wait ran out, or the problem the server answered. An election's campaign is one too: its
     202 is a place in line, polled until it leads; a place lost is reported, never re-taken."""
@@ -280,8 +280,8 @@ def acquire(
             queue_first = False
             ticket = _ticket(reply.body)
             state.ticket = ticket
-            tell_queued(on_queued, reply.body)
-            granted = yield from _wait_in_line(target, ticket, deadline, timeout, state, on_queued)
+            tell(hear, reply.body)
+            granted = yield from _wait_in_line(target, ticket, deadline, timeout, state, hear)
             if granted is not None:
                 return granted
             # The ticket expired (a poll came too late): queue again, with a new key.
@@ -302,7 +302,7 @@ def _wait_in_line(
     deadline: float,
     timeout: float,
     state: AcquireState,
-    on_queued: OnQueued,
+    hear: Hear,
 ) -> Plan[Optional[Grant]]:
     path = target.ticket_path(ticket.ticket_id)
     # A fair lock's ticket is polled with POST; an election's candidate with GET (its 200
@@ -329,7 +329,7 @@ def _wait_in_line(
         if reply.status == 202:
             queued = reply.body if isinstance(reply.body, dict) else {}
             ticket.position = queued.get("position", ticket.position)
-            tell_queued(on_queued, queued)
+            tell(hear, queued)
             if now() >= deadline:
                 yield from leave(target, ticket, timeout)
                 state.ticket = None

@@ -5,7 +5,6 @@ lock's ticket, a fence check, where a lease lives (:class:`Target`), and the req
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
@@ -171,17 +170,6 @@ class Queued:
 
 #: What ``on_queued`` is: called with each :class:`Queued` while a fair lock's acquire waits.
 OnQueued = Optional[Callable[[Queued], Any]]
-
-
-def tell_queued(on_queued: OnQueued, body: Any) -> None:
-    """Tells ``on_queued`` where a waiter stands (an answer in line's body); a callback that
-    raises is logged, and the wait goes on: the hook only watches it."""
-    if on_queued is None:
-        return
-    try:
-        on_queued(Queued.parse(body))
-    except Exception:
-        logging.getLogger("leasehold").exception("an on_queued callback failed")
 
 
 def expiring_slack(value: Optional[int]) -> Optional[int]:

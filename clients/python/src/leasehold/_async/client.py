@@ -143,14 +143,14 @@ class AsyncClient:
         body: dict[str, Any],
         wait_ms: Optional[int],
         reentry_of: Optional[AsyncLease] = None,
-        on_queued: core.OnQueued = None,
+        hear: core.Hear = None,
     ) -> core.Grant:
         """Runs an acquire (or reentry) plan; cut short, it gives back what it got."""
         state = core.AcquireState()
         wait_s = None if wait_ms is None else wait_ms / 1000
         token = reentry_of._token if reentry_of is not None else None
         try:
-            return await self._drive(core.acquire(target, body, wait_s, self._timeout, state, token, on_queued))
+            return await self._drive(core.acquire(target, body, wait_s, self._timeout, state, token, hear))
         except BaseException:
             cleanup = core.abandon(target, state, self._timeout)
             if cleanup is not None:
@@ -166,10 +166,10 @@ class AsyncClient:
         body: dict[str, Any],
         wait_ms: Optional[int],
         *,
-        on_queued: core.OnQueued = None,
+        hear: core.Hear = None,
         expiring_slack_ms: Optional[int] = None,
     ) -> AsyncLease:
-        grant = await self._take(target, body, wait_ms, on_queued=on_queued)
+        grant = await self._take(target, body, wait_ms, hear=hear)
         lease = (AsyncTerm if target.resource == core.ELECTIONS else AsyncLease)(self, target, grant)
         if expiring_slack_ms is not None:
             lease._expiring_slack_ms = expiring_slack_ms
@@ -208,14 +208,16 @@ class AsyncClient:
         leases that long (:class:`LockDelay`). ``on_queued``: while a fair lock waits in line,
         called with a :class:`Queued` (``position``, ``estimated_wait_ms``, ``held_by``,
         ``held_for_ms``) for each answer in line, from the waiting thread or task (keep it
-        quick). ``expiring_slack_ms``: this lease's watch tells ``expiring`` that long before
-        its end with no renewal since (default: the client's, else a third of the TTL).
+        quick; what it raises is logged, and the wait goes on). ``expiring_slack_ms``: this
+        lease's watch tells ``expiring`` that long before its end with no renewal since
+        (default: the client's, else a third of the TTL).
 
         Raises :class:`LockHeld` when the wait runs out, and the typed problem otherwise."""
         body = core.lock_body(ttl_ms, holder or core.default_holder(), kind, policy, metadata, lock_delay_ms)
         slack = core.expiring_slack(expiring_slack_ms)
         target = core.Target(core.LOCKS, name)
-        return await self._new_lease(target, body, wait_ms, on_queued=on_queued, expiring_slack_ms=slack)
+        hear = core.hearing(on_queued, core.Queued.parse, "on_queued")
+        return await self._new_lease(target, body, wait_ms, hear=hear, expiring_slack_ms=slack)
 
     def lock(
         self,
@@ -247,7 +249,8 @@ class AsyncClient:
         reentry = core.lock_body(None, None, kind, policy, None, None)  # keeps the lease's TTL and delay
         slack = core.expiring_slack(expiring_slack_ms)
         target = core.Target(core.LOCKS, name)
-        return AsyncLeaseContext(self, target, body, wait_ms, reentry, on_queued=on_queued, expiring_slack_ms=slack)
+        hear = core.hearing(on_queued, core.Queued.parse, "on_queued")
+        return AsyncLeaseContext(self, target, body, wait_ms, reentry, hear=hear, expiring_slack_ms=slack)
 
     async def acquire_semaphore(
         self,
@@ -328,6 +331,7 @@ class AsyncClient:
         wait_ms: Optional[int] = None,
         holder: Optional[str] = None,
         lock_delay_ms: Optional[int] = None,
+        on_in_line: core.OnInLine = None,
     ) -> AsyncCampaign:
         """``with client.campaign("scheduler", value=addr) as term:`` runs the block while
         this client leads the election ``name``, publishing ``value`` to observers. Entering
@@ -338,9 +342,13 @@ class AsyncClient:
         the moment the term is lost, and the block then ends in :class:`LeaseLost`; a lost
         term is never campaigned for again behind the caller's back. The block's end resigns
         (the next candidate leads at once), however it ends. ``lock_delay_ms``: should the
-        term end other than by a resignation, nobody leads for that long."""
+        term end other than by a resignation, nobody leads for that long. ``on_in_line``: while
+        the candidate waits in line, called with an :class:`InLine` (``position``, ``leader``,
+        ``estimated_wait_ms``) for each answer in line, never after it leads, from the waiting
+        thread or task (keep it quick; what it raises is logged, and the wait goes on)."""
         body = core.campaign_body(value, ttl_ms, holder or core.default_holder(), lock_delay_ms)
-        return AsyncCampaign(self, core.Target(core.ELECTIONS, name), body, wait_ms, None)
+        hear = core.hearing(on_in_line, core.InLine.parse, "on_in_line")
+        return AsyncCampaign(self, core.Target(core.ELECTIONS, name), body, wait_ms, None, hear=hear)
 
     def observe(self, name: str, *, last_event_id: Optional[str] = None) -> AsyncIterator[core.ElectionEvent]:
         """``for event in client.observe("scheduler"):`` the election's state now, then every

@@ -30,11 +30,11 @@ class AsyncLeaseContext:
         wait_ms: Optional[int],
         reentry_body: Optional[dict[str, Any]],
         *,
-        on_queued: core.OnQueued = None,
+        hear: core.Hear = None,
         expiring_slack_ms: Optional[int] = None,
     ) -> None:
         self._client = client
-        self._on_queued = on_queued
+        self._hear = hear
         self._expiring_slack_ms = expiring_slack_ms
         self._target = target
         self._body = body
@@ -60,7 +60,7 @@ class AsyncLeaseContext:
                     target,
                     self._body,
                     self._wait_ms,
-                    on_queued=self._on_queued,
+                    hear=self._hear,
                     expiring_slack_ms=self._expiring_slack_ms,
                 ),
                 False,

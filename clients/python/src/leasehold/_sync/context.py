@@ -31,11 +31,11 @@ class LeaseContext:
         wait_ms: Optional[int],
         reentry_body: Optional[dict[str, Any]],
         *,
-        on_queued: core.OnQueued = None,
+        hear: core.Hear = None,
         expiring_slack_ms: Optional[int] = None,
     ) -> None:
         self._client = client
-        self._on_queued = on_queued
+        self._hear = hear
         self._expiring_slack_ms = expiring_slack_ms
         self._target = target
         self._body = body
@@ -61,7 +61,7 @@ class LeaseContext:
                     target,
                     self._body,
                     self._wait_ms,
-                    on_queued=self._on_queued,
+                    hear=self._hear,
                     expiring_slack_ms=self._expiring_slack_ms,
                 ),
                 False,
