@@ -42,6 +42,7 @@ export interface LockOptions extends AcquireOptions {
   /**
    * While a fair lock waits in line: called with a {@link Queued} for each answer in line (at
    * once, then once per poll, at least every `--max-wait-ms` of the server). Keep it quick.
+   * Should it throw, the queue is left and the acquire rejects with what it threw.
    */
   onQueued?: ((queued: Queued) => void) | undefined;
   /**

@@ -8,8 +8,9 @@ import { isObject, link, randomKey, sleep, toProblemError, retryable, type Trans
 import type { LeaseInit } from "./keeper.js";
 import { Lease } from "./lease.js";
 import { electionPlace, leasePath, type Place } from "./place.js";
+import { tell } from "./queue.js";
 import { readEvents } from "./sse.js";
-import type { CampaignOptions, CandidateBody, ElectionEvent } from "./leadership.js";
+import type { CampaignOptions, CandidateBody, ElectionEvent, InLine } from "./leadership.js";
 import type { GrantBody } from "./wire.js";
 
 const now = () => performance.now();
@@ -119,7 +120,18 @@ export async function campaign(ctx: CampaignContext, name: string, options: Camp
   }
 }
 
-/** Long-polls the candidate until it leads; the wait or the signal ending leaves the line. */
+/** Where an answer in line says the candidate stands (what `onInLine` is told). */
+function inLine(candidate: CandidateBody): InLine {
+  const place: InLine = { position: candidate.position ?? 0 };
+  if (isObject(candidate.leader)) place.leader = candidate.leader;
+  if (typeof candidate.estimated_wait_ms === "number") place.estimatedWaitMs = candidate.estimated_wait_ms;
+  return place;
+}
+
+/**
+ * Long-polls the candidate until it leads; the wait or the signal ending leaves the line. Tells
+ * `onInLine` of the campaign's answer in line and of each poll's.
+ */
 async function waitInLine(
   ctx: CampaignContext,
   place: Place,
@@ -129,9 +141,11 @@ async function waitInLine(
   options: CampaignOptions,
 ): Promise<Term> {
   const path = leasePath(place, candidate.candidate_id);
-  let position = candidate.position;
+  let last = candidate;
   try {
     for (;;) {
+      await tell(options.onInLine, () => inLine(last), () => leave(ctx.transport, path, token));
+      const position = last.position;
       if (left() <= 0) {
         await leave(ctx.transport, path, token);
         throw new LockHeldError({
@@ -154,7 +168,7 @@ async function waitInLine(
         accept: [202],
       });
       if (reply.status !== 202) return keep(ctx, place, { ...reply.body, candidate_id: candidate.candidate_id }, token, sentAt, options);
-      position = reply.body.position;
+      last = reply.body;
     }
   } catch (error) {
     if (options.signal?.aborted) await leave(ctx.transport, path, token);

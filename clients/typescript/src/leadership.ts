@@ -23,6 +23,25 @@ export interface CampaignOptions {
   signal?: AbortSignal | undefined;
   /** Watch the term's event stream for its loss (default true); else the heartbeats tell it. */
   watch?: boolean | undefined;
+  /**
+   * While the candidate waits in line: called with an {@link InLine} for each answer in line
+   * (the campaign's own, then one per poll: at least every --max-wait-ms), never after it
+   * leads; keep it quick. Should it throw, the line is left and the campaign rejects with
+   * what it threw.
+   */
+  onInLine?: ((inLine: InLine) => void) | undefined;
+}
+
+/**
+ * Where a campaign's candidate stands, as an answer in line tells it ({@link CampaignOptions.onInLine}):
+ * `position` (1: next), `leader` (who leads now: its `holder`, `value`, `term`, ...; absent when
+ * nobody leads) and `estimatedWaitMs` (the server's estimate of the wait until it leads, from
+ * the election's recent terms; absent until three terms have ended).
+ */
+export interface InLine {
+  position: number;
+  leader?: ElectionLeader;
+  estimatedWaitMs?: number;
 }
 
 /** A candidate's standing, as the server answers it: a term once it leads, a position while in line. */
@@ -38,6 +57,8 @@ export interface CandidateBody {
   position?: number;
   keep_by?: string;
   leader?: ElectionLeader | null;
+  /** In line: the server's estimate of the wait until it leads, in ms (absent: too few ended terms). */
+  estimated_wait_ms?: number | null;
   wait_ms?: number | null;
 }
 

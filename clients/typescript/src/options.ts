@@ -20,6 +20,6 @@ export const ACQUIRE_OPTIONS = ["ttlMs", "waitMs", "holder", "metadata", "signal
 export const LOCK_OPTIONS = [...ACQUIRE_OPTIONS, "kind", "policy", "lockDelayMs", "onQueued", "expiringSlackMs"] as const;
 export const SEMAPHORE_OPTIONS = [...ACQUIRE_OPTIONS, "limit", "permits"] as const;
 export const MULTILEASE_OPTIONS = [...ACQUIRE_OPTIONS, "lockDelayMs"] as const;
-export const CAMPAIGN_OPTIONS = ["value", "ttlMs", "waitMs", "holder", "lockDelayMs", "signal", "watch"] as const;
+export const CAMPAIGN_OPTIONS = ["value", "ttlMs", "waitMs", "holder", "lockDelayMs", "signal", "watch", "onInLine"] as const;
 export const CLIENT_OPTIONS = ["apiKey", "timeoutMs", "retry", "fetch", "releaseOnSignal", "expiringSlackMs"] as const;
 export const RETRY_OPTIONS = ["attempts", "minDelayMs", "maxDelayMs"] as const;

@@ -1,6 +1,7 @@
 /**
  * A fair lock's queue, as an acquire waits in it: its ticket polled until its turn, each
  * answer in line told to the caller's `onQueued`, and the queue left when the wait runs out.
+ * {@link tell} calls such a hook for a campaign's line too (`onInLine`).
  */
 import { LeaseLostError, LockHeldError } from "./errors.js";
 import type { Transport } from "./http.js";
@@ -15,6 +16,21 @@ export function queued(ticket: TicketBody): Queued {
   if (typeof ticket.held_by === "string") place.heldBy = ticket.held_by;
   if (typeof ticket.held_for_ms === "number") place.heldForMs = ticket.held_for_ms;
   return place;
+}
+
+/**
+ * Tells a caller's hook (if any) where a waiter stands. Should the hook throw, the line is left
+ * before the error goes on up: the place would otherwise hold up everyone behind it until its
+ * TTL ran out.
+ */
+export async function tell<T>(hook: ((where: T) => void) | undefined, where: () => T, leave: () => Promise<void>): Promise<void> {
+  if (hook === undefined) return;
+  try {
+    hook(where());
+  } catch (error) {
+    await leave();
+    throw error;
+  }
 }
 
 /**
@@ -36,7 +52,7 @@ export async function waitInQueue(
   let last = ticket;
   try {
     for (;;) {
-      onQueued?.(queued(last));
+      await tell(onQueued, () => queued(last), () => leaveQueue(transport, path, token));
       if (left() <= 0) {
         await leaveQueue(transport, path, token);
         throw new LockHeldError({
