@@ -37,11 +37,11 @@ impl Default for KeepOptions {
 
 /// A lease this client keeps (`clients/PROTOCOL.md`): renewed every third of its TTL
 /// (counted from when the last renewal that succeeded was sent; failures retried sooner,
-/// and the lease given up as [`UNRENEWABLE`] once only the loss margin is left), watched
-/// (the server's `lost` the moment it happens; the heartbeat's 410 without a watch), its
-/// loss a [`LossSignal`]. Give it back with [`release`](Self::release); one dropped without
-/// it is released in the background, on the tokio runtime it was dropped on (a panic, a
-/// cancelled task).
+/// and the lease given up as [`UNRENEWABLE`](crate::UNRENEWABLE) once only the loss margin
+/// is left), watched (the server's `lost` the moment it happens; the heartbeat's 410 without
+/// a watch), its loss a [`LossSignal`]. Give it back with [`release`](Self::release); one
+/// dropped without it is released in the background, on the tokio runtime it was dropped on
+/// (a panic, a cancelled task).
 pub struct KeptLease {
     client: Client,
     lease: Lease,
@@ -177,8 +177,9 @@ impl KeptLease {
     /// after a dropped connection or a 502, 503, 504 or 429 with the same `Idempotency-Key`
     /// (none for a multilease, whose retry answers 410 `released`) within the client's
     /// timeout. A lease that was lost is not sent back (nothing is left to give), unless it
-    /// was given up as [`UNRENEWABLE`] or [`REVOKED`](crate::REVOKED) (the server holds it
-    /// until then) or is a multilease (the server then frees its other locks at once).
+    /// was given up as [`UNRENEWABLE`](crate::UNRENEWABLE) or [`REVOKED`](crate::REVOKED)
+    /// (the server holds it until then) or is a multilease (the server then frees its other
+    /// locks at once).
     /// [`ClientError::Lost`] when the lease had been lost: the work ran, at least in part,
     /// without the lock.
     pub async fn release(mut self) -> Result<(), ClientError> {
