@@ -153,3 +153,44 @@ func (c *countingTransport) count(status int) int {
 	defer c.mu.Unlock()
 	return c.byStatus[status]
 }
+
+// assertGivenUpAsRevoked waits for a lease whose revocation was ignored to be lost, and checks
+// the one rule every kind of lock keeps: lost with reason revoked (an ErrLeaseLost), carrying
+// the revocation asked for with reason, given up before deadline less the margin (so the work
+// stops before the server may grant the lock to anyone else), and still showing that
+// revocation. The revocations the callers ask for have 3 s of grace, hence the 5 s wait.
+func assertGivenUpAsRevoked(t *testing.T, lease *leasehold.Lease, reason string, deadline time.Time) {
+	t.Helper()
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not lost within 5 s of a 3 s revocation")
+	}
+	var lost *leasehold.LostError
+	if !errors.As(lease.Err(), &lost) || lost.Reason != leasehold.ReasonRevoked || !errors.Is(lease.Err(), leasehold.ErrLeaseLost) {
+		t.Fatalf("lost with %v, want reason revoked", lease.Err())
+	}
+	if lost.Revocation == nil || lost.Revocation.Reason != reason {
+		t.Fatalf("the loss does not carry the revocation: %+v", lost.Revocation)
+	}
+	if !lost.At.Before(deadline.Add(-500 * time.Millisecond)) {
+		t.Fatalf("given up at %v, not before the deadline %v less the margin", lost.At, deadline)
+	}
+	if r := lease.Revocation(); r == nil || !r.Deadline.Equal(deadline) {
+		t.Fatalf("lease.Revocation() = %+v", r)
+	}
+}
+
+// releaseGivenUp releases a lease given up as revoked: Release still reports the loss (so a
+// caller that only looks at Release's error learns of it), and gives the lock back before the
+// revocation's deadline rather than leaving the server to take it then.
+func releaseGivenUp(t *testing.T, c *leasehold.Client, ctx context.Context, lease *leasehold.Lease, name string) {
+	t.Helper()
+	var lost *leasehold.LostError
+	if err := lease.Release(ctx); !errors.As(err, &lost) || lost.Reason != leasehold.ReasonRevoked {
+		t.Fatalf("Release after the loss: %v", err)
+	}
+	if info := inspect(t, c, name); info.Held {
+		t.Fatalf("still held after the release of a lease given up: %+v", info)
+	}
+}

@@ -103,31 +103,9 @@ func TestRedlockHolderHearsContendedAndRevocation(t *testing.T) {
 	if s.Revocation == nil || s.Revocation.Reason != "rotate the nodes" || !s.Revocation.Deadline.Equal(deadline) {
 		t.Fatalf("revocation signal: %+v (revocation %+v)", s, s.Revocation)
 	}
-	select {
-	case <-lease.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatal("not lost within 5 s of a 3 s revocation")
-	}
-	var lost *leasehold.LostError
-	if !errors.As(lease.Err(), &lost) || lost.Reason != leasehold.ReasonRevoked || !errors.Is(lease.Err(), leasehold.ErrLeaseLost) {
-		t.Fatalf("lost with %v, want reason revoked", lease.Err())
-	}
-	if lost.Revocation == nil || lost.Revocation.Reason != "rotate the nodes" {
-		t.Fatalf("the loss does not carry the revocation: %+v", lost.Revocation)
-	}
-	if !lost.At.Before(deadline.Add(-500 * time.Millisecond)) {
-		t.Fatalf("given up at %v, not before the deadline %v less the margin", lost.At, deadline)
-	}
-	if r := lease.Revocation(); r == nil || !r.Deadline.Equal(deadline) {
-		t.Fatalf("lease.Revocation() = %+v", r)
-	}
-	// Release reports the loss, and gives the lock back (on the nodes) before the deadline.
-	if err := lease.Release(ctx); !errors.As(err, &lost) || lost.Reason != leasehold.ReasonRevoked {
-		t.Fatalf("Release after the loss: %v", err)
-	}
-	if info := inspect(t, c, name); info.Held {
-		t.Fatalf("still held after the release of a lease given up: %+v", info)
-	}
+	assertGivenUpAsRevoked(t, lease, "rotate the nodes", deadline)
+	// Here the lock is given back on the RedLock nodes.
+	releaseGivenUp(t, c, ctx, lease, name)
 }
 
 // What the copies behind a lease said reaches it from the grant and from every heartbeat:
