@@ -8,6 +8,8 @@ from typing import Any, Callable, Optional
 import httpx
 import pytest
 
+import leasehold
+
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
     """Polls ``predicate`` until it is truthy; fails after ``timeout`` seconds."""
@@ -39,6 +41,22 @@ def lease_state(raw: httpx.Client, name: str, lease_id: str, resource: str = "lo
     r = raw.get(f"/v1/{resource}/{name}/leases/{lease_id}")
     r.raise_for_status()
     return str(r.json()["state"])
+
+
+def assert_given_up_as_revoked(
+    lease: leasehold.Lease, raw: httpx.Client, deadline: str, answered: float, within: tuple[float, float]
+) -> None:
+    """A revocation ignored: ``lease`` is given up as lost (revoked), still showing the
+    revocation whose ``deadline`` the server answered, ``within`` (low, high) seconds of that
+    answer (``answered``, monotonic): at the deadline less the margin, so the work stops while
+    the server still holds the lock for it (it evicts only at the deadline)."""
+    assert lease.lost.wait(5), "the lease was never given up"
+    lost_after = time.monotonic() - answered
+    assert lease.lost_reason == "revoked"
+    assert lease.revocation is not None and lease.revocation.deadline == deadline
+    low, high = within
+    assert low < lost_after < high, f"given up {lost_after:.2f} s after the revocation"
+    assert lease_state(raw, lease.name, lease.lease_id) == "held"
 
 
 def report(capsys: pytest.CaptureFixture[str], line: str) -> None:
