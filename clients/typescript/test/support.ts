@@ -1,8 +1,9 @@
 // What the tests share: the servers test.sh started, admin calls, unique names, bounded waits,
 // and a small HTTP proxy that can lose answers on purpose.
+import assert from "node:assert/strict";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { Client, type ClientOptions } from "leasehold";
+import { Client, LeaseLostError, type ClientOptions, type Lease, type LockOptions } from "leasehold";
 
 function required(name: string): string {
   const value = process.env[name];
@@ -69,6 +70,53 @@ export function within<T>(ms: number, promise: Promise<T>, what = "the promise")
       timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/** What a revocation ignored should come to (see {@link assertRevocationIgnored}). */
+export interface RevocationIgnored {
+  /** The revocation's reason, which the loss carries. */
+  reason: string;
+  /** How long after `ignore` ends the loss may take. */
+  lossWithinMs: number;
+  /** When the lease is given up, in ms after the revocation's answer. */
+  givenUpAfterMs: readonly [low: number, high: number];
+}
+
+/**
+ * A revocation ignored: holds `name` with `c.withLock` and runs `ignore` in it, which asks for
+ * the lease's revocation (and checks what it likes) and resolves with when the revocation was
+ * answered (performance.now()), then never releases. The lease must be given up as lost
+ * (revoked), carrying the revocation, at the deadline less the margin (`givenUpAfterMs`), so
+ * that the work stops before the server may grant the lock to anyone else; withLock rejects
+ * with that loss, and its release gives the lock back at once rather than at the deadline.
+ */
+export async function assertRevocationIgnored(
+  c: Client,
+  name: string,
+  options: LockOptions,
+  expected: RevocationIgnored,
+  ignore: (lease: Lease) => Promise<number>,
+): Promise<void> {
+  let answered = 0;
+  let lostAt = 0;
+  let leaseId = "";
+  const outcome = await c
+    .withLock(name, options, async (lease) => {
+      leaseId = lease.leaseId;
+      // Before `ignore`: the loss may come while it still runs.
+      const lost = aborted(lease.signal);
+      answered = await ignore(lease);
+      lostAt = await within(expected.lossWithinMs, lost, "the loss");
+      assert.equal(lease.lostError?.reason, "revoked");
+      assert.equal(lease.revocation?.reason, expected.reason);
+    })
+    .catch((e: unknown) => e);
+  assert.ok(outcome instanceof LeaseLostError, String(outcome));
+  assert.equal(outcome.reason, "revoked");
+  const after = lostAt - answered;
+  const [low, high] = expected.givenUpAfterMs;
+  assert.ok(after > low && after < high, `given up ${after.toFixed(0)} ms after the revocation`);
+  await until("given back", async () => (await c.inspectLease(name, leaseId)).state === "released", 2000);
 }
 
 /** Whether `promise` is still pending after the current turns of the event loop. */
