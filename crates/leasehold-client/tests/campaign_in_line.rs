@@ -8,7 +8,7 @@ mod support;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_client::{CampaignOptions, Client, InLine, OnInLine};
+use leasehold_client::{CampaignOptions, Client, InLine, OnInLine, Term};
 use tokio::time::{Instant, sleep, timeout};
 
 use support::Server;
@@ -20,6 +20,18 @@ fn candidate(value: &str) -> CampaignOptions {
         holder: Some(format!("node-{value}")),
         ..CampaignOptions::default()
     }
+}
+
+/// Candidate A campaigns in election `name`, which nobody leads yet, so it leads at once: the
+/// leader the tests' candidate B then waits behind.
+async fn a_leads(client: &Client, name: &str) -> Term {
+    timeout(
+        Duration::from_secs(10),
+        client.campaign(name, &candidate("a")),
+    )
+    .await
+    .expect("A leads within 10 s")
+    .expect("A's campaign")
 }
 
 /// Polls `cond` every 20 ms until it holds, for at most `within`.
@@ -47,13 +59,7 @@ async fn a_campaign_in_line_tells_where_it_stands() {
     let server = Server::start().await;
     let client = server.client();
     let name = "in-line";
-    let a = timeout(
-        Duration::from_secs(10),
-        client.campaign(name, &candidate("a")),
-    )
-    .await
-    .expect("A leads within 10 s")
-    .expect("A's campaign");
+    let a = a_leads(&client, name).await;
 
     let heard: Arc<Mutex<Vec<InLine>>> = Arc::default();
     let options = CampaignOptions {
@@ -106,13 +112,7 @@ async fn a_campaign_whose_hook_panics_leaves_the_line() {
     let server = Server::start().await;
     let client = server.client();
     let name = "in-line-panics";
-    let a = timeout(
-        Duration::from_secs(10),
-        client.campaign(name, &candidate("a")),
-    )
-    .await
-    .expect("A leads within 10 s")
-    .expect("A's campaign");
+    let a = a_leads(&client, name).await;
     let options = CampaignOptions {
         on_in_line: Some(OnInLine::new(|_| panic!("the hook fails"))),
         ..candidate("b")
