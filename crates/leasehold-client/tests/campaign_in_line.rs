@@ -22,16 +22,20 @@ fn candidate(value: &str) -> CampaignOptions {
     }
 }
 
-/// Candidate A campaigns in election `name`, which nobody leads yet, so it leads at once: the
-/// leader the tests' candidate B then waits behind.
-async fn a_leads(client: &Client, name: &str) -> Term {
-    timeout(
+/// A server of the test's own, a client on it, and candidate A leading election `name` there
+/// (nobody led it, so A leads at once): the leader the test's candidate B then waits behind.
+/// The caller keeps the server: it stops when dropped.
+async fn a_leading(name: &str) -> (Server, Client, Term) {
+    let server = Server::start().await;
+    let client = server.client();
+    let a = timeout(
         Duration::from_secs(10),
         client.campaign(name, &candidate("a")),
     )
     .await
     .expect("A leads within 10 s")
-    .expect("A's campaign")
+    .expect("A's campaign");
+    (server, client, a)
 }
 
 /// Polls `cond` every 20 ms until it holds, for at most `within`.
@@ -56,10 +60,8 @@ async fn waiting(client: &Client, name: &str) -> u64 {
 /// holder, value and term; A resigns, B leads, and the hook heard nothing after the grant.
 #[tokio::test]
 async fn a_campaign_in_line_tells_where_it_stands() {
-    let server = Server::start().await;
-    let client = server.client();
     let name = "in-line";
-    let a = a_leads(&client, name).await;
+    let (_server, client, a) = a_leading(name).await;
 
     let heard: Arc<Mutex<Vec<InLine>>> = Arc::default();
     let options = CampaignOptions {
@@ -109,10 +111,8 @@ async fn a_campaign_in_line_tells_where_it_stands() {
 /// A hook that panics unwinds through the campaign, which leaves the line all the same.
 #[tokio::test]
 async fn a_campaign_whose_hook_panics_leaves_the_line() {
-    let server = Server::start().await;
-    let client = server.client();
     let name = "in-line-panics";
-    let a = a_leads(&client, name).await;
+    let (_server, client, a) = a_leading(name).await;
     let options = CampaignOptions {
         on_in_line: Some(OnInLine::new(|_| panic!("the hook fails"))),
         ..candidate("b")
