@@ -130,11 +130,9 @@ async fn two_nodes_down_is_503_no_quorum_and_leaves_nothing_behind() {
 async fn a_heartbeat_without_a_majority_is_503_and_a_majority_gone_is_410() {
     use nix::sys::signal::Signal;
     let (app, nodes) = with_nodes().await;
-    let lease = Lease::from_reply(
-        "jobs",
-        &app.acquire("jobs", json!({"kind": "redlock", "ttl_ms": 5_000}))
-            .await,
-    );
+    let lease = app
+        .lease("jobs", json!({"kind": "redlock", "ttl_ms": 5_000}))
+        .await;
     // Two nodes frozen: they answer nothing in time.
     nodes[0].signal(Signal::SIGSTOP);
     nodes[1].signal(Signal::SIGSTOP);
@@ -188,11 +186,9 @@ async fn a_redisson_holder_on_two_nodes_excludes_us_and_we_take_nothing() {
 #[tokio::test]
 async fn a_waiter_wakes_on_an_unlock_message_from_the_nodes() {
     let (app, nodes) = with_nodes().await;
-    let holder = Lease::from_reply(
-        "jobs",
-        &app.acquire("jobs", json!({"kind": "redlock", "ttl_ms": 60_000}))
-            .await,
-    );
+    let holder = app
+        .lease("jobs", json!({"kind": "redlock", "ttl_ms": 60_000}))
+        .await;
     let waiter = app.spawn_post(
         "/v1/locks/jobs/leases?wait_ms=20000",
         json!({"kind": "redlock", "ttl_ms": 5_000}),
@@ -354,10 +350,7 @@ async fn a_redlock_lease_reenters_on_every_node_up_to_the_depth_cap() {
         });
     })
     .await;
-    let lease = Lease::from_reply(
-        "jobs",
-        &app.acquire("jobs", json!({"kind": "redlock"})).await,
-    );
+    let lease = app.lease("jobs", json!({"kind": "redlock"})).await;
     let again = app
         .acquire_with("jobs", 0, json!({"kind": "redlock"}), Some(&lease.token))
         .await;
@@ -394,11 +387,9 @@ async fn a_redlock_lease_reenters_on_every_node_up_to_the_depth_cap() {
 async fn a_watch_says_lost_when_the_lease_runs_out_on_the_majority_with_a_node_down() {
     let (app, mut nodes) = with_nodes().await;
     nodes[0].stop();
-    let lease = Lease::from_reply(
-        "jobs",
-        &app.acquire("jobs", json!({"kind": "redlock", "ttl_ms": 3_000}))
-            .await,
-    );
+    let lease = app
+        .lease("jobs", json!({"kind": "redlock", "ttl_ms": 3_000}))
+        .await;
     let started = Instant::now();
     let mut watch = app.watch(&lease).await;
     loop {

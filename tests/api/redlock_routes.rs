@@ -198,11 +198,9 @@ async fn waiting_until(app: &TestApp, lock: &str, done: impl Fn(&[Value]) -> boo
 #[tokio::test]
 async fn a_redlock_waiter_is_listed_with_the_names_waiters_and_leaves_the_list_when_granted() {
     let (app, _nodes) = with_nodes().await;
-    let red = Lease::from_reply(
-        "red-line",
-        &app.acquire("red-line", json!({"kind": "redlock", "ttl_ms": 30_000}))
-            .await,
-    );
+    let red = app
+        .lease("red-line", json!({"kind": "redlock", "ttl_ms": 30_000}))
+        .await;
     // The lock of the same name on the main Redis: a RedLock waiter does not wait for it.
     let main = app.lease("red-line", json!({"ttl_ms": 30_000})).await;
     let mut watch = app.watch(&main).await;

@@ -10,17 +10,14 @@ use nix::sys::signal::Signal as Unix;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::Lease;
 use crate::matrix::kinds::with_nodes;
 
 #[tokio::test]
 async fn a_redlock_holder_hears_expiring_renewed_and_a_revocation_before_it_is_lost() {
     let (app, _nodes) = with_nodes().await;
-    let lease = Lease::from_reply(
-        "red-slack",
-        &app.acquire("red-slack", json!({"kind": "redlock", "ttl_ms": 1_500}))
-            .await,
-    );
+    let lease = app
+        .lease("red-slack", json!({"kind": "redlock", "ttl_ms": 1_500}))
+        .await;
     let mut watch = app
         .watch_with(&lease, &lease.token, "?expiring_slack_ms=600", None)
         .await
@@ -69,11 +66,9 @@ async fn a_redlock_holder_hears_expiring_renewed_and_a_revocation_before_it_is_l
 #[tokio::test]
 async fn a_redlock_watch_says_degraded_while_a_majority_is_frozen_and_recovered_after() {
     let (app, nodes) = with_nodes().await;
-    let lease = Lease::from_reply(
-        "red-frozen",
-        &app.acquire("red-frozen", json!({"kind": "redlock", "ttl_ms": 60_000}))
-            .await,
-    );
+    let lease = app
+        .lease("red-frozen", json!({"kind": "redlock", "ttl_ms": 60_000}))
+        .await;
     let mut watch = app.watch(&lease).await;
     // One node frozen leaves a majority that answers: nothing to tell.
     nodes[0].signal(Unix::SIGSTOP);
@@ -98,11 +93,9 @@ async fn a_redlock_watch_says_degraded_while_a_majority_is_frozen_and_recovered_
 #[tokio::test]
 async fn a_redlock_holder_hears_contended_while_redlock_requests_wait() {
     let (app, _nodes) = with_nodes().await;
-    let lease = Lease::from_reply(
-        "red-wanted",
-        &app.acquire("red-wanted", json!({"kind": "redlock", "ttl_ms": 60_000}))
-            .await,
-    );
+    let lease = app
+        .lease("red-wanted", json!({"kind": "redlock", "ttl_ms": 60_000}))
+        .await;
     let mut watch = app.watch(&lease).await;
     watch.assert_quiet(Duration::from_millis(300)).await;
     let waiter = app.spawn_post(
