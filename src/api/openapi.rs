@@ -1,7 +1,7 @@
 //! The OpenAPI document's post-processing: its root (info, tags, security schemes), the
 //! answers many operations share documented once, links from a new lease to what reads it,
-//! the bounds this server's flags set ([`super::bounds`]), optional request bodies as generators expect them, and
-//! the OpenAPI 3.0 rendering served beside the 3.1 document.
+//! the bounds this server's flags set ([`super::bounds`]), optional request bodies as
+//! generators expect them, and the OpenAPI 3.0 rendering served beside the 3.1 document.
 
 use serde_json::{Map, Value};
 use utoipa::Modify;
