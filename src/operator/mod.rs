@@ -56,12 +56,15 @@ impl ReasonError {
 }
 
 impl Reason {
-    /// What [`Reason::parse`] takes, as an ECMA-262 pattern for the API's document: white
-    /// space around (trimmed), and no control character (Unicode's `Cc`) in between.
+    /// What [`Reason::parse`] takes, as a pattern for the API's document: white space around
+    /// (trimmed), and no control character (Unicode's `Cc`) in between. Written as every
+    /// regex dialect that reads the document takes it (ECMA-262, Go's, Python's, Rust's):
+    /// `\xHH` below U+0100 and the characters themselves above, never `\uHHHH` (Go's
+    /// regexp refuses it: kin-openapi, under oapi-codegen, could not load the document).
     pub const PATTERN: &'static str = concat!(
-        r"^[\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*",
-        r"[^\u0000-\u001F\u007F-\u009F]*",
-        r"[\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*$",
+        "^[\\t-\\r \\x85\\xA0\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}]*",
+        "[^\\x00-\\x1F\\x7F-\\x9F]*",
+        "[\\t-\\r \\x85\\xA0\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}]*$",
     );
 
     /// A reason as given (trimmed); refused when it holds a control character or is longer
