@@ -69,6 +69,25 @@ func TestCampaignInLineTellsWhereItStands(t *testing.T) {
 	t.Logf("told in line: %+v", h.all())
 }
 
+// expectHookPanic runs call, whose hook panics with "the hook fails", in a goroutine of its
+// own, and waits up to 10 s for that panic to come up through it (after the call left its line).
+func expectHookPanic(t *testing.T, what string, call func()) {
+	t.Helper()
+	panicked := make(chan interface{}, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		call()
+	}()
+	select {
+	case p := <-panicked:
+		if p != "the hook fails" {
+			t.Fatalf("%s: recovered %v", what, p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never panicked", what)
+	}
+}
+
 func TestCampaignInLineHookPanicLeavesTheLine(t *testing.T) {
 	ctx, c, name := testCtx(t), newClient(t), lockName(t)
 	a, err := c.Campaign(ctx, name, leasehold.CampaignValue("a"))
@@ -76,20 +95,10 @@ func TestCampaignInLineHookPanicLeavesTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Resign(ctx)
-	panicked := make(chan interface{}, 1)
-	go func() {
-		defer func() { panicked <- recover() }()
+	expectHookPanic(t, "the campaign's hook", func() {
 		_, _ = c.Campaign(ctx, name, leasehold.CampaignValue("b"), leasehold.CampaignWait(10*time.Second),
 			leasehold.CampaignOnInLine(func(leasehold.InLine) { panic("the hook fails") }))
-	}()
-	select {
-	case p := <-panicked:
-		if p != "the hook fails" {
-			t.Fatalf("recovered %v", p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the campaign's hook never panicked")
-	}
+	})
 	if e, err := c.Leader(ctx, name); err != nil || len(e.Candidates) != 0 {
 		t.Fatalf("the line after the hook's panic: %+v, %v", e, err)
 	}
@@ -102,20 +111,10 @@ func TestFairOnQueuedPanicLeavesTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer head.Release(context.Background())
-	panicked := make(chan interface{}, 1)
-	go func() {
-		defer func() { panicked <- recover() }()
+	expectHookPanic(t, "the fair lock's hook", func() {
 		_, _ = c.Lock(ctx, name, leasehold.LockOptions{Kind: leasehold.KindFair, Wait: 10 * time.Second,
 			OnQueued: func(leasehold.Queued) { panic("the hook fails") }})
-	}()
-	select {
-	case p := <-panicked:
-		if p != "the hook fails" {
-			t.Fatalf("recovered %v", p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the fair lock's hook never panicked")
-	}
+	})
 	if info := inspect(t, c, name); info.QueueLength != 0 {
 		t.Fatalf("the queue after the hook's panic: %+v", info)
 	}
